@@ -1,0 +1,3 @@
+from gpusim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""The ``gpusim`` command line: a thin shell over the Python API.
+
+Each subcommand lives in ``gpusim/commands/<name>.py`` and exposes ``ORDER`` (its place in ``--help``)
+and ``register(subparsers)``, which adds its parser and sets ``func(args) -> int``. Modules there are
+discovered, so adding a command touches no other file. Command modules import their heavy
+dependencies inside ``func``, so that ``gpusim --help`` and ``gpusim hw list`` start fast.
+
+Errors: a :class:`gpusim.errors.GpusimError` (bad input, unknown id, invalid file) is printed as one
+message on stderr with exit code 2; anything else is reported as an internal error with exit code 3
+and no traceback, unless ``GPUSIM_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+
+
+def _commands():
+    import gpusim.commands as pkg
+
+    mods = [importlib.import_module(f"gpusim.commands.{m.name}")
+            for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's usage errors: one line plus where to look
+        self.exit(2, f"gpusim: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gpusim import __version__
+
+    parser = _Parser(
+        prog="gpusim",
+        description="Predict and explain multi-GPU training performance before you buy, rent or tune GPUs.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpusim {__version__}")
+    parser.add_argument("--hwdb", action="append", default=[], metavar="DIR",
+                        help="a directory of your own hardware YAML files that add to or override the shipped "
+                             "database (repeatable; also $GPUSIM_HWDB)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for mod in _commands():
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gpusim.errors import GpusimError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        return int(args.func(args) or 0)
+    except GpusimError as e:
+        print(f"gpusim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpusim: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `gpusim ... | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
+    except Exception as e:  # a bug: say so in one line, keep the traceback for GPUSIM_DEBUG=1
+        if os.environ.get("GPUSIM_DEBUG"):
+            raise
+        print(f"gpusim: internal error: {type(e).__name__}: {e} "
+              "(please report it; rerun with GPUSIM_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""Helpers shared by the CLI commands: database loading, JSON and table output."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def load_db(args):
+    from gpusim.hwdb import load
+
+    return load(getattr(args, "hwdb", None) or [])
+
+
+def _jsonable(obj: Any):
+    import datetime as dt
+
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    if np is not None:
+        if isinstance(obj, np.ndarray):
+            return [_jsonable(x) for x in obj.tolist()]
+        if isinstance(obj, np.generic):
+            obj = obj.item()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (dt.date, dt.datetime)):
+        return obj.isoformat()
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(x) for x in obj]
+    if hasattr(obj, "model_dump"):
+        return _jsonable(obj.model_dump(mode="json"))
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    """Print JSON; non-finite floats become null (JSON has no inf/NaN)."""
+    json.dump(_jsonable(obj), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def print_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], title: str | None = None,
+                justify: Sequence[str] | None = None, caption: str | None = None) -> None:
+    """A readable table with rich (imported only here, so other commands stay fast)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption, show_lines=False, header_style="bold")
+    for i, c in enumerate(columns):
+        table.add_column(c, justify=(justify[i] if justify else "left"), overflow="fold")
+    for r in rows:
+        table.add_row(*["" if v is None else str(v) for v in r])
+    Console(width=max(140, Console().width)).print(table)
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf"
+    return f"{x:.{digits}g}"

@@ -1,0 +1,256 @@
+"""Load and cross-check the hardware database.
+
+``load()`` reads the YAML files shipped with gpusim (``hwdb/`` in a checkout, ``gpusim.hwdb_data`` in
+the wheel), then the user's own directories (``--hwdb DIR`` on the CLI, or the ``GPUSIM_HWDB``
+environment variable, several joined with ``os.pathsep``). A user entry with the id of a shipped one
+overrides it; a new id adds to it. Every file is validated by :mod:`gpusim.hardware`; all problems of
+all files are reported at once, each line naming the file, the entry and the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from gpusim.errors import HardwareFileError, UnknownIdError
+from gpusim.hardware import GPU, SECTIONS, Cluster, Energy, HwdbFile, Link, Node, Price
+
+ENV_VAR = "GPUSIM_HWDB"
+
+try:  # the C loader is ~10x faster; fall back where libyaml is missing
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+
+def builtin_dir() -> Path:
+    """Directory of the shipped database: the checkout's ``hwdb/`` or the installed package data."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parent / "hwdb"
+    if checkout.is_dir() and any(checkout.rglob("*.yaml")):
+        return checkout
+    import gpusim.hwdb_data as data  # installed wheel: hwdb/ is packaged as gpusim.hwdb_data
+
+    return Path(data.__path__[0])
+
+
+def user_dirs_from_env() -> list[Path]:
+    raw = os.environ.get(ENV_VAR, "")
+    return [Path(p) for p in raw.split(os.pathsep) if p.strip()]
+
+
+@dataclass(frozen=True)
+class HardwareDB:
+    """The validated database. Entries by id per kind; ``origin`` says which file each came from."""
+
+    gpus: dict[str, GPU]
+    links: dict[str, Link]
+    nodes: dict[str, Node]
+    clusters: dict[str, Cluster]
+    prices: dict[str, Price]
+    energy: dict[str, Energy]
+    origin: dict[tuple[str, str], str] = field(default_factory=dict)
+    overridden: tuple[tuple[str, str, str], ...] = ()  # (kind, id, file) replaced by a user file
+
+    # --- lookups with "did you mean" -------------------------------------------------------------
+    def _get(self, section: str, kind: str, wanted: str):
+        table = getattr(self, section)
+        try:
+            return table[wanted]
+        except (KeyError, TypeError):
+            lowered = str(wanted).strip().lower()
+            if lowered in table:
+                return table[lowered]
+            raise UnknownIdError(kind, str(wanted), table.keys()) from None
+
+    def gpu(self, gpu_id: str) -> GPU:
+        return self._get("gpus", "gpu", gpu_id)
+
+    def link(self, link_id: str) -> Link:
+        return self._get("links", "link", link_id)
+
+    def node(self, node_id: str) -> Node:
+        return self._get("nodes", "node", node_id)
+
+    def cluster(self, cluster_id: str) -> Cluster:
+        return self._get("clusters", "cluster", cluster_id)
+
+    def price(self, price_id: str) -> Price:
+        return self._get("prices", "price", price_id)
+
+    def get(self, kind: str, entry_id: str):
+        for section, (_, singular) in SECTIONS.items():
+            if kind in (section, singular):
+                return self._get(section, singular, entry_id)
+        raise ValueError(f"unknown kind {kind!r}; one of {[s for _, s in SECTIONS.values()]}")
+
+    def find(self, entry_id: str) -> tuple[str, object]:
+        """Look an id up in every kind; returns ``(kind, entry)``."""
+        for section, (_, singular) in SECTIONS.items():
+            table = getattr(self, section)
+            if entry_id in table:
+                return singular, table[entry_id]
+        every = [k for section in SECTIONS for k in getattr(self, section)]
+        raise UnknownIdError("id", entry_id, every, hint=" (`gpusim hw list` lists every id)")
+
+    def entries(self, kind: str | None = None) -> Iterable[tuple[str, object]]:
+        for section, (_, singular) in SECTIONS.items():
+            if kind in (None, section, singular):
+                for entry in getattr(self, section).values():
+                    yield singular, entry
+
+    # --- derived lookups -------------------------------------------------------------------------
+    def pcie_link_id(self, gpu: GPU) -> str:
+        """The PCIe link of a GPU's slot, e.g. ``pcie5-x16``."""
+        return f"pcie{gpu.pcie.generation}-x{gpu.pcie.lanes}"
+
+    def prices_for(self, *, node: str | None = None, gpu: str | None = None, kind: str | None = None) -> list[Price]:
+        out = [p for p in self.prices.values()
+               if (node is None or p.node == node) and (gpu is None or p.gpu == gpu) and (kind is None or p.kind == kind)]
+        return sorted(out, key=lambda p: p.date, reverse=True)
+
+    def default_energy(self) -> Energy:
+        if "default" in self.energy:
+            return self.energy["default"]
+        return next(iter(self.energy.values()))
+
+
+def _format_validation_error(where: str, err: ValidationError) -> list[str]:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        got = e.get("input")
+        show_got = e["type"] not in ("missing",) and not isinstance(got, dict)
+        lines.append(f"{where}: {loc + ': ' if loc else ''}{msg}" + (f" (got {got!r})" if show_got else ""))
+    return lines
+
+
+def _read_file(path: Path) -> tuple[dict, list[str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        return {}, [f"{path}: cannot read: {e.strerror or e}"]
+    try:
+        raw = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        return {}, [f"{where}: YAML syntax error: {getattr(e, 'problem', None) or e}"]
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, dict):
+        return {}, [f"{path}: expected a mapping with lists under {sorted(SECTIONS)}, got {type(raw).__name__}"]
+    try:
+        HwdbFile.model_validate(raw)
+    except ValidationError as e:
+        return {}, _format_validation_error(str(path), e)
+    return raw, []
+
+
+def _yaml_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*.y*ml") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _parse_dir(directory: Path, problems: list[str]):
+    """Yield (section, entry model, file) for every valid entry of a directory."""
+    if not directory.exists():
+        problems.append(f"{directory}: no such directory (from --hwdb or ${ENV_VAR})")
+        return
+    files = [directory] if directory.is_file() else _yaml_files(directory)
+    if not files:
+        problems.append(f"{directory}: no .yaml files found")
+    for path in files:
+        raw, errs = _read_file(path)
+        problems.extend(errs)
+        for section, (model, singular) in SECTIONS.items():
+            for i, item in enumerate(raw.get(section) or []):
+                ident = item.get("id") if isinstance(item, dict) else None
+                where = f"{path}: {singular} {ident!r}" if ident else f"{path}: {section}[{i}]"
+                if not isinstance(item, dict):
+                    problems.append(f"{where}: expected a mapping, got {item!r}")
+                    continue
+                try:
+                    yield section, model.model_validate(item), str(path)
+                except ValidationError as e:
+                    problems.extend(_format_validation_error(where, e))
+
+
+def _check_references(db_tables: dict[str, dict], origin: dict, problems: list[str]) -> None:
+    def ref(section: str, singular: str, entry_id: str, fld: str, target_section: str, value):
+        if value is not None and value not in db_tables[target_section]:
+            exc = UnknownIdError(SECTIONS[target_section][1], value, db_tables[target_section].keys(), hint="")
+            problems.append(f"{origin[(singular, entry_id)]}: {singular} {entry_id!r}: {fld}: {exc}")
+
+    for n in db_tables["nodes"].values():
+        ref("nodes", "node", n.id, "gpu", "gpus", n.gpu)
+        for fld in ("intra_link", "pcie_link", "socket_link", "nic_link"):
+            ref("nodes", "node", n.id, fld, "links", getattr(n, fld))
+    for c in db_tables["clusters"].values():
+        ref("clusters", "cluster", c.id, "node", "nodes", c.node)
+        ref("clusters", "cluster", c.id, "inter_link", "links", c.inter_link)
+    for p in db_tables["prices"].values():
+        ref("prices", "price", p.id, "node", "nodes", p.node)
+        ref("prices", "price", p.id, "gpu", "gpus", p.gpu)
+    for g in db_tables["gpus"].values():
+        pcie_id = f"pcie{g.pcie.generation}-x{g.pcie.lanes}"
+        if db_tables["links"] and pcie_id not in db_tables["links"]:
+            problems.append(f"{origin[('gpu', g.id)]}: gpu {g.id!r}: pcie: no link {pcie_id!r} in the database")
+
+
+def load(user_dirs: Sequence[str | os.PathLike] | None = None, *, builtin: bool = True,
+         use_env: bool = True) -> HardwareDB:
+    """Load the database: shipped files, then ``$GPUSIM_HWDB``, then ``user_dirs`` (later wins).
+
+    Raises :class:`HardwareFileError` listing every problem found (one line each).
+    """
+    dirs: list[Path] = []
+    if use_env:
+        dirs += user_dirs_from_env()
+    dirs += [Path(d) for d in (user_dirs or [])]
+    return _load_cached(builtin, tuple(str(d.resolve()) for d in dirs))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(builtin: bool, user_dirs: tuple[str, ...]) -> HardwareDB:
+    problems: list[str] = []
+    tables: dict[str, dict] = {s: {} for s in SECTIONS}
+    origin: dict[tuple[str, str], str] = {}
+    overridden: list[tuple[str, str, str]] = []
+
+    layers: list[tuple[Path, bool]] = []
+    if builtin:
+        layers.append((builtin_dir(), False))
+    layers += [(Path(d), True) for d in user_dirs]
+
+    for directory, is_user in layers:
+        seen_here: dict[tuple[str, str], str] = {}
+        for section, entry, path in _parse_dir(directory, problems):
+            singular = SECTIONS[section][1]
+            key = (singular, entry.id)
+            if key in seen_here:
+                problems.append(f"{path}: {singular} {entry.id!r}: duplicate id (also in {seen_here[key]})")
+                continue
+            seen_here[key] = path
+            if key in origin:
+                overridden.append((singular, entry.id, origin[key]))
+            tables[section][entry.id] = entry
+            origin[key] = path
+
+    if not problems:
+        _check_references(tables, origin, problems)
+    if problems:
+        head = f"hardware database: {len(problems)} problem{'s' * (len(problems) > 1)}"
+        raise HardwareFileError(head + "\n  " + "\n  ".join(problems))
+    return HardwareDB(**tables, origin=origin, overridden=tuple(overridden))
+
+
+def validate_dir(directory: str | os.PathLike, *, with_builtin: bool = True) -> HardwareDB:
+    """Validate a directory of user files (references may point into the shipped database)."""
+    return _load_cached(with_builtin, (str(Path(directory).resolve()),))
