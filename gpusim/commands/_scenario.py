@@ -1,0 +1,76 @@
+"""Scenario flags shared by `predict`, `scale` and `plan`-like commands, and their conversion to a Scenario."""
+
+from __future__ import annotations
+
+PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8")
+STRATEGIES = ("dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid")
+
+
+def add_scenario_args(p, *, batch_required: bool = True) -> None:
+    w = p.add_argument_group("workload")
+    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b")
+    w.add_argument("--seq-len", type=int, help="sequence length for sequence models (one sample = one sequence)")
+    h = p.add_argument_group("hardware")
+    h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
+    h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
+    h.add_argument("--gpus", type=int, default=1, help="total GPUs (default 1)")
+    h.add_argument("--nodes", type=int, default=1, help="nodes; the GPUs are split evenly (default 1)")
+    h.add_argument("--intra", help="intra-node link id (default: the GPU's usual fabric)")
+    h.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
+                                                "pcie-host", "pcie-cross-socket"),
+                   help="how the GPUs of a node are wired (default: the node's)")
+    h.add_argument("--no-p2p", action="store_true", help="GPU peer-to-peer disabled: copies staged through host memory")
+    h.add_argument("--inter", help="inter-node link id (default: the node's NICs)")
+    h.add_argument("--nics-per-node", type=int, help="GPU-facing NICs per node (default: the node's, or one per GPU)")
+    h.add_argument("--oversubscription", type=float, default=1.0, help="network oversubscription (1 = non-blocking)")
+    h.add_argument("--cpu-cores-per-gpu", type=float, help="CPU cores per GPU for data loading (default: the node's)")
+    h.add_argument("--storage-gbyte-per-s", type=float, help="storage read bandwidth per node, GB/s")
+    h.add_argument("--slowest-gpu-frac", type=float, default=1.0,
+                   help="speed of the slowest GPU relative to the rest, e.g. 0.8 for one throttled card")
+    s = p.add_argument_group("strategy")
+    s.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="default ddp")
+    s.add_argument("--per-gpu-batch", type=int, required=batch_required, help="micro-batch per GPU (samples)")
+    s.add_argument("--precision", choices=PRECISIONS, default="amp_bf16", help="default amp_bf16")
+    s.add_argument("--accum", type=int, default=1, help="gradient accumulation steps (default 1)")
+    s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
+    s.add_argument("--checkpointing", action="store_true", help="full activation checkpointing")
+    s.add_argument("--cpu-offload", action="store_true", help="optimizer on the CPU (sharded strategies)")
+    s.add_argument("--bucket-mib", type=float, default=25.0, help="DDP bucket size (default 25 MiB)")
+    s.add_argument("--workers", type=int, help="DataLoader workers per GPU (default: data already prepared; the "
+                                               "loader the prediction needs is reported)")
+    s.add_argument("--no-pin-memory", action="store_true", help="DataLoader pin_memory=False")
+    m = p.add_argument_group("measurements")
+    m.add_argument("--baseline-throughput", type=float, metavar="SAMPLES_PER_S",
+                   help="measured one-GPU throughput at this per-GPU batch and precision: replaces the modelled "
+                        "compute time, and the model predicts the scaling from there")
+    m.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
+
+
+def scenario_kwargs(args) -> dict:
+    return dict(
+        model=args.model, seq_len=args.seq_len, gpu=args.gpu, node=args.node, gpus=args.gpus, nodes=args.nodes,
+        intra=args.intra, intra_topology=args.intra_topology, p2p=False if args.no_p2p else None, inter=args.inter,
+        nics_per_node=args.nics_per_node, oversubscription=args.oversubscription,
+        cpu_cores_per_gpu=args.cpu_cores_per_gpu, storage_gbyte_per_s=args.storage_gbyte_per_s,
+        slowest_gpu_speed_frac=args.slowest_gpu_frac, baseline_throughput=args.baseline_throughput,
+        kind=args.strategy, per_gpu_batch=args.per_gpu_batch, precision=args.precision, accum=args.accum,
+        optimizer=args.optimizer, activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
+        bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory)
+
+
+def resolve(args):
+    """(scenario, db, params, calibration-or-None) from the parsed flags; errors are GpusimError."""
+    from gpusim.commands._common import load_db
+    from gpusim.simulate import Scenario
+
+    db = load_db(args)
+    kwargs = scenario_kwargs(args)
+    params = None
+    cal = None
+    if getattr(args, "calibration", None):
+        from gpusim.calibration import load_calibration
+
+        cal = load_calibration(args.calibration)
+        kwargs, params, db = cal.apply(kwargs, db)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("p2p",)}
+    return Scenario.create(**kwargs), db, params, cal

@@ -1,0 +1,133 @@
+"""``gpusim predict`` (one scenario, explained) and ``gpusim scale`` (the scaling curve)."""
+
+from __future__ import annotations
+
+ORDER = 20
+
+
+def register(sub) -> None:
+    from gpusim.commands._scenario import add_scenario_args
+
+    p = sub.add_parser("predict", help="predict one training step and explain what holds it back",
+                       description="Predict the step time, throughput, scaling efficiency, MFU and memory of one "
+                                   "data-parallel training scenario, with its bottleneck and recommendations.")
+    add_scenario_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("scale", help="throughput, speedup and efficiency over GPU counts",
+                       description="The scaling curve of a scenario: weak scaling keeps the per-GPU batch, strong "
+                                   "scaling keeps the global batch.")
+    add_scenario_args(s)
+    s.add_argument("--mode", choices=("weak", "strong"), default="weak")
+    s.add_argument("--counts", help="comma-separated GPU counts (default 1, 2, 4, 8 ... up to --gpus)")
+    s.add_argument("--global-batch", type=int, help="strong scaling: the fixed global batch (default per-GPU x GPUs)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_scale)
+
+
+def _interval(cal, scn, db, params):
+    if cal is None or not hasattr(cal, "interval"):
+        return None
+    return cal.interval(scn, db)
+
+
+def cmd_predict(args) -> int:
+    from gpusim.commands._common import print_json
+    from gpusim.commands._scenario import resolve
+    from gpusim.simulate import simulate
+
+    scn, db, params, cal = resolve(args)
+    res = simulate(scn, db=db, params=params)
+    interval = _interval(cal, scn, db, params)
+    if args.json:
+        d = res.to_dict()
+        if interval:
+            d["interval"] = interval
+        print_json(d)
+        return 0
+    print_report(res, interval)
+    return 0
+
+
+def print_report(res, interval=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpusim import units
+
+    con = Console(width=max(110, Console().width), highlight=False)
+    sc = res.scenario
+    st = sc["strategy"]
+    con.print(f"[bold]{sc['workload_name']}[/] on {res.n_gpus} x {sc['gpu_resolved']}"
+              f"{f' ({res.n_nodes} nodes)' if res.n_nodes > 1 else ''}, {st['kind']}, {st['precision']}, "
+              f"per-GPU batch {st['per_gpu_batch']}" + (f" x {st['accum']} accumulation" if st["accum"] > 1 else "")
+              + f", global batch {res.global_batch}")
+    fabric = sc.get("intra_link_resolved") or "-"
+    con.print(f"fabric: {fabric} ({sc['intra_topology_resolved']}, path class {res.intra_path or '-'})"
+              + (f"; network {sc['inter_link_resolved']} x {sc['nics_per_node_resolved']} per node"
+                 if sc.get("inter_link_resolved") else ""))
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    tput = f"{res.throughput_samples_per_s:,.4g} samples/s ({res.throughput_per_gpu_samples_per_s:,.4g} per GPU)"
+    if res.throughput_tokens_per_s:
+        tput += f" = {res.throughput_tokens_per_s:,.4g} tokens/s"
+    if interval:
+        tput += f"  [interval {interval['throughput_samples_per_s'][0]:,.4g} .. {interval['throughput_samples_per_s'][1]:,.4g}]"
+    t.add_row("step", units.format_duration(res.step_s))
+    t.add_row("throughput", tput)
+    t.add_row("speedup", f"{res.speedup:.3g}x over one GPU ({res.single_gpu_throughput_samples_per_s:,.4g} samples/s); "
+                         f"scaling efficiency {res.scaling_efficiency_frac:.0%}")
+    t.add_row("MFU / GPU busy", f"{res.mfu_frac:.1%} / {res.gpu_util_frac:.0%}")
+    fits = "fits" if res.fits_in_memory else "[red]DOES NOT FIT[/]"
+    t.add_row("memory per GPU", f"{units.format_bytes(res.memory_per_gpu_bytes)} of "
+                                f"{units.format_bytes(res.memory_capacity_bytes)}: {fits} (largest micro-batch that fits: "
+                                f"{res.max_micro_batch})")
+    t.add_row("bottleneck", f"[bold]{res.bottleneck}[/]")
+    con.print(t)
+    con.print("breakdown of one step:")
+    width = 50
+    for k, v in res.breakdown_s.items():
+        share = v / res.step_s
+        bar = "█" * int(round(share * width))
+        con.print(f"  {k.removesuffix('_s'):<14} {units.format_duration(v):>10}  {share:6.1%} {bar}")
+    d = res.detail
+    con.print(f"  (communication {units.format_duration(d['comm_total_s'])} in total, "
+              f"{units.format_duration(d['comm_hidden_s'])} hidden under the backward pass)")
+    if res.recommendations:
+        con.print("recommendations:")
+        for r in res.recommendations:
+            tag = {"high": "[red]![/]", "medium": "[yellow]*[/]", "info": "[blue]i[/]"}[r["severity"]]
+            con.print(f" {tag} {r['message']}")
+    for a in res.assumptions:
+        con.print(f"[dim]assumed: {a}[/]")
+
+
+def cmd_scale(args) -> int:
+    from gpusim.commands._common import print_json, print_table
+    from gpusim.commands._scenario import resolve
+    from gpusim.errors import ScenarioError
+    from gpusim.simulate import scaling_curve
+
+    scn, db, params, _ = resolve(args)
+    counts = None
+    if args.counts:
+        try:
+            counts = sorted({int(x) for x in args.counts.split(",") if x.strip()})
+        except ValueError:
+            raise ScenarioError(f"--counts must be comma-separated integers (got {args.counts!r})") from None
+        if not counts or min(counts) < 1:
+            raise ScenarioError("--counts must be positive integers")
+    rows = scaling_curve(scn, counts, mode=args.mode, global_batch=args.global_batch, db=db, params=params)
+    if args.json:
+        print_json(rows)
+        return 0
+    from gpusim import units
+
+    table = [[r["gpus"], r["nodes"], r["per_gpu_batch"], r["global_batch"], units.format_duration(r["step_s"]),
+              f"{r['throughput_samples_per_s']:,.4g}", f"{r['speedup']:.3g}x", f"{r['scaling_efficiency_frac']:.0%}",
+              r["bottleneck"] + ("" if r["fits_in_memory"] else " (does not fit)")] for r in rows]
+    print_table(table, ["GPUs", "nodes", "batch/GPU", "global batch", "step", "samples/s", "speedup", "efficiency",
+                        "bottleneck"], title=f"{args.mode} scaling: {args.model}", justify=["right"] * 8 + ["left"])
+    return 0

@@ -1,0 +1,246 @@
+"""Bottlenecks and recommendations, from the model's own numbers.
+
+Every recommendation that proposes a change is backed by a what-if: the changed scenario is evaluated in
+the same vectorised model call as the scenario itself (see :func:`gpusim.simulate.simulate`), and the
+predicted gain is reported beside the advice. Advice that needs no what-if (learning-rate scaling, NUMA
+pinning) follows from the scenario directly. The rules of thumb come from the two seed articles of the
+project (per-GPU utilisation above 80%, DDP instead of DataParallel, 4-8 loader workers per GPU with
+pinned memory, NVLink or a PCIe switch instead of paths through the CPU socket, FSDP when the model does not
+fit, fewer GPUs when they idle, linear learning-rate scaling with warmup: Goyal et al., "Accurate, Large
+Minibatch SGD: Training ImageNet in 1 Hour", 2017).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpusim import units
+
+UTIL_TARGET_FRAC = 0.80  # the seeds' "keep GPUs above 80% utilisation"
+EXPOSED_COMM_FRAC = 0.10
+DATA_WAIT_FRAC = 0.05
+LOW_EFFICIENCY_FRAC = 0.75
+
+
+def _pow2_at_most(x: float) -> int:
+    return 1 << int(math.floor(math.log2(max(1.0, x))))
+
+
+def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
+    """What-ifs worth evaluating for this scenario (row 0 of ``out``; row 1 is the one-GPU baseline)."""
+    st = scn.strategy
+    v: list[tuple[str, object]] = []
+    step = float(out["step_s"][0])
+    fits = bool(out["fits_in_memory"][0])
+    max_b = int(out["max_micro_batch"][0])
+    n = hw.n_gpus
+
+    def add(name, **changes):
+        try:
+            v.append((name, scn.with_changes(**changes)))
+        except Exception:  # an impossible what-if is simply not offered
+            pass
+
+    if st.kind == "dp" and n > 1:
+        add("ddp", kind="ddp")
+    util = float(out["gpu_util_frac"][0])
+    if fits and max_b > st.per_gpu_batch and (util < UTIL_TARGET_FRAC or int(out["bottleneck_code"][0]) == 1):
+        add("batch", per_gpu_batch=_pow2_at_most(min(max_b, 4 * st.per_gpu_batch)))
+    if st.num_workers is not None and float(out["data_wait_s"][0]) > DATA_WAIT_FRAC * step:
+        add("workers", num_workers=max(st.num_workers, min(16, int(hw.cpu_cores_per_gpu))), pin_memory=True)
+    if st.num_workers is not None and not st.pin_memory:
+        add("pin", pin_memory=True)
+    comm_frac = float(out["comm_exposed_s"][0]) / step
+    if hw.gpus_per_node > 1 and comm_frac > EXPOSED_COMM_FRAC:
+        if hw.topology in ("pcie-cross-socket", "pcie-host") or not hw.p2p:
+            add("pcie-switch", intra_topology="pcie-switch", p2p=True, intra=None, node=None, gpu=hw.gpu.id)
+        nv = [nd for nd in db.nodes.values() if nd.gpu == hw.gpu.id and nd.gpus_per_node >= hw.gpus_per_node
+              and nd.intra_topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
+              and (hw.node is None or nd.id != hw.node.id)]
+        if nv and hw.topology not in ("nvswitch", "nvlink-mesh"):
+            best = min(nv, key=lambda nd: ({"nvswitch": 0, "nvlink-mesh": 1}.get(nd.intra_topology, 2), nd.id))
+            add("nvlink", node=best.id, intra=None, intra_topology=None, p2p=None)
+    if hw.nodes > 1 and comm_frac > EXPOSED_COMM_FRAC and hw.inter_link is not None:
+        faster = [lk for lk in db.links.values() if lk.scope == "inter-node" and lk.kind == "infiniband"
+                  and lk.bandwidth_bytes_per_s > 1.5 * hw.inter_link.bandwidth_bytes_per_s]
+        if faster:
+            best = min(faster, key=lambda lk: lk.bandwidth_bytes_per_s)
+            add("network", inter=best.id, nics_per_node=max(hw.nics_per_node, hw.gpus_per_node))
+    if comm_frac > 2 * EXPOSED_COMM_FRAC and st.kind in ("ddp", "zero1", "dp") and n > 1:
+        add("accum", accum=st.accum * 4)
+    if not fits:
+        for name, ch in (("fsdp", {"kind": "fsdp-full"}),
+                         ("fsdp-ckpt", {"kind": "fsdp-full", "activation_checkpointing": True}),
+                         ("ckpt", {"activation_checkpointing": True}),
+                         ("half-batch", {"per_gpu_batch": max(1, st.per_gpu_batch // 2), "accum": st.accum * 2}),
+                         ("fsdp-offload", {"kind": "fsdp-full", "activation_checkpointing": True, "cpu_offload": True})):
+            if st.kind == ch.get("kind") and not ch.get("activation_checkpointing") and "per_gpu_batch" not in ch:
+                continue
+            add(name, **ch)
+    eff = float(out["throughput_samples_per_s"][0]) / (n * float(out["throughput_samples_per_s"][1]))
+    if n > 1 and eff < LOW_EFFICIENCY_FRAC:
+        for m in sorted({max(1, n // 2), max(1, n // 4)}):
+            if m < n:
+                nodes = max(1, math.ceil(m / hw.gpus_per_node))
+                if m % nodes == 0:
+                    add(f"fewer-{m}", gpus=m, nodes=nodes)
+    if st.precision in ("fp32", "tf32"):
+        if hw.gpu.dense_tflop_per_s.bf16:
+            add("amp", precision="amp_bf16")
+        elif hw.gpu.dense_tflop_per_s.fp16:
+            add("amp", precision="amp_fp16")
+    return v
+
+
+def _gain(base_thr: float, var: dict) -> float:
+    return float(var["throughput_samples_per_s"]) / base_thr - 1.0
+
+
+def loader_cores_needed(samples_per_s_per_gpu: float, preprocess_core_s_per_sample: float,
+                        loader_core_eff_frac: float) -> float:
+    """CPU cores one GPU's loader needs to keep up with it."""
+    return samples_per_s_per_gpu * preprocess_core_s_per_sample / loader_core_eff_frac
+
+
+def _loader_requirement(res, hw, wl, rec) -> None:
+    """Without a loader in the scenario, say what loader the predicted speed needs and whether the node has it."""
+    from gpusim.params import DEFAULT_PARAMS
+
+    per_gpu = res.throughput_per_gpu_samples_per_s
+    cores = loader_cores_needed(per_gpu, wl.preprocess_core_s_per_sample, DEFAULT_PARAMS.loader_core_eff_frac)
+    storage_need = per_gpu * hw.gpus_per_node * wl.input_bytes_per_sample
+    have = hw.cpu_cores_per_gpu
+    short_cpu = cores > have
+    short_storage = storage_need > hw.storage_bytes_per_s_per_node
+    msg = (f"Data pipeline: at {per_gpu:.4g} samples/s per GPU the loader needs about {cores:.1f} CPU cores per GPU "
+           f"(num_workers >= {max(1, math.ceil(cores))}, pin_memory=True) and {units.format_rate_bytes(storage_need)} of "
+           f"storage reads per node; the node has {have:.3g} cores per GPU and "
+           f"{units.format_rate_bytes(hw.storage_bytes_per_s_per_node)}.")
+    if short_cpu:
+        msg += " The CPUs cannot keep up: decode and augment on the GPU (NVIDIA DALI) or pre-process offline."
+    if short_storage:
+        msg += " Storage cannot keep up: local NVMe, caching in RAM, or smaller encoded samples."
+    rec("data-pipeline", msg + " (Set --workers to include the loader in the prediction.)", None,
+        {"num_workers": max(1, math.ceil(cores))}, "high" if (short_cpu or short_storage) else "info")
+
+
+def recommendations(scn, hw, wl, res, variants) -> list[dict]:
+    """Advice with the predicted gain of each change. ``variants``: ``(name, scenario, result row)``."""
+    st = scn.strategy
+    thr = res.throughput_samples_per_s
+    step = res.step_s
+    recs: list[dict] = []
+    by = {name: (vscn, r) for name, vscn, r in variants}
+
+    def rec(rid, message, gain=None, change=None, severity="medium"):
+        recs.append({"id": rid, "severity": severity, "message": message,
+                     "gain_frac": None if gain is None else round(gain, 4), "change": change or {}})
+
+    if "ddp" in by:
+        g = _gain(thr, by["ddp"][1])
+        rec("use-ddp", f"DataParallel drives all {hw.n_gpus} GPUs from one Python process and reduces every "
+                       f"gradient through GPU 0 without overlap; DistributedDataParallel (one process per GPU, "
+                       f"launched with torchrun) is predicted {g:+.0%} throughput.", g, {"strategy": "ddp"}, "high")
+    if "batch" in by:
+        vb = by["batch"][0].strategy.per_gpu_batch
+        g = _gain(thr, by["batch"][1])
+        if g > 0.03:
+            rec("larger-batch", f"GPUs are busy {res.gpu_util_frac:.0%} of the step (target > {UTIL_TARGET_FRAC:.0%}): "
+                                f"per-GPU batch {st.per_gpu_batch} is too small to hide per-kernel and launch overheads. "
+                                f"Batch {vb} fits in memory (largest that fits: {res.max_micro_batch}) and is predicted "
+                                f"{g:+.0%} throughput (scale the learning rate with the batch).", g,
+                {"per_gpu_batch": vb}, "high" if g > 0.2 else "medium")
+    if "workers" in by:
+        vs = by["workers"][0].strategy
+        g = _gain(thr, by["workers"][1])
+        share = res.breakdown_s["data_wait_s"] / step
+        rec("more-workers", f"The GPUs wait for data {share:.0%} of the step: the loader supplies "
+                            f"{res.detail['loader_supply_samples_per_s']:.4g} samples/s per GPU. With num_workers="
+                            f"{vs.num_workers} and pin_memory=True: {g:+.0%}. If the CPU is the limit, decode on the GPU "
+                            f"(NVIDIA DALI) or pre-process offline; if storage is, use local NVMe and sharded formats "
+                            f"(WebDataset, TFRecord).", g, {"num_workers": vs.num_workers, "pin_memory": True},
+            "high" if share > 0.2 else "medium")
+    if "pin" in by and "workers" not in by:
+        g = _gain(thr, by["pin"][1])
+        if g > 0.01:
+            rec("pin-memory", f"pin_memory=False makes host-to-device copies synchronous and slower: pin_memory=True "
+                              f"with non_blocking copies is predicted {g:+.0%}.", g, {"pin_memory": True})
+    for name, label in (("pcie-switch", "one CPU socket behind a PCIe switch with peer-to-peer"),
+                        ("nvlink", "NVLink")):
+        if name in by:
+            g = _gain(thr, by[name][1])
+            if g > 0.03:
+                path = res.intra_path or hw.topology
+                node = by[name][0].node
+                rec(f"fabric-{name}", f"Gradient exchange is exposed for {res.breakdown_s['comm_exposed_s'] / step:.0%} "
+                                      f"of the step over {path} paths. GPUs on {label}"
+                                      f"{f' (node {node})' if node else ''} are predicted {g:+.0%}. "
+                                      "Check `nvidia-smi topo -m`: SYS between GPUs means traffic crosses the CPU socket.",
+                    g, {"intra_topology": "pcie-switch", "p2p": True} if name == "pcie-switch" else {"node": node},
+                    "high" if g > 0.2 else "medium")
+    if "network" in by:
+        g = _gain(thr, by["network"][1])
+        if g > 0.03:
+            link = by["network"][0].inter
+            rec("faster-network", f"Inter-node communication over {hw.inter_link.id} ({hw.nics_per_node} NIC(s) per "
+                                  f"node) is exposed; {link} with one NIC per GPU is predicted {g:+.0%}.", g,
+                {"inter": link})
+    if "accum" in by:
+        g = _gain(thr, by["accum"][1])
+        if g > 0.03:
+            rec("grad-accumulation", f"Communication dominates: accumulating {by['accum'][0].strategy.accum} "
+                                     f"micro-batches per optimizer step synchronises gradients 4x less often: "
+                                     f"{g:+.0%} (the global batch grows 4x: rescale the learning rate).", g,
+                {"accum": by["accum"][0].strategy.accum})
+    if not res.fits_in_memory:
+        fitting = [(name, vscn, r) for name, vscn, r in variants
+                   if name in ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload") and bool(r["fits_in_memory"])]
+        need = res.memory_per_gpu_bytes
+        if fitting:
+            name, vscn, r = max(fitting, key=lambda x: float(x[2]["throughput_samples_per_s"]))
+            what = {"fsdp": "FSDP FULL_SHARD (ZeRO-3)", "fsdp-ckpt": "FSDP FULL_SHARD with activation checkpointing",
+                    "ckpt": "activation checkpointing", "half-batch": "half the per-GPU batch with 2x accumulation",
+                    "fsdp-offload": "FSDP with CPU offload and activation checkpointing"}[name]
+            rec("fit-memory", f"Needs {units.format_bytes(need)} per GPU but {hw.gpu.id} has "
+                              f"{units.format_bytes(res.memory_capacity_bytes)}: it does not fit. {what} fits "
+                              f"({units.format_bytes(float(r['memory_per_gpu_bytes']))} per GPU) at "
+                              f"{float(r['throughput_samples_per_s']):.4g} samples/s.", None,
+                {"strategy": vscn.strategy.kind, "activation_checkpointing": vscn.strategy.activation_checkpointing,
+                 "cpu_offload": vscn.strategy.cpu_offload, "per_gpu_batch": vscn.strategy.per_gpu_batch}, "high")
+        else:
+            rec("fit-memory", f"Needs {units.format_bytes(need)} per GPU but {hw.gpu.id} has "
+                              f"{units.format_bytes(res.memory_capacity_bytes)}, and no sharding or checkpointing "
+                              f"variant fits at this GPU count: add GPUs, use GPUs with more memory, or add tensor/"
+                              f"pipeline parallelism.", None, {}, "high")
+    fewer = [(name, r) for name, _, r in variants if name.startswith("fewer-")]
+    if fewer and res.scaling_efficiency_frac < LOW_EFFICIENCY_FRAC:
+        best_name, best = max(fewer, key=lambda x: float(x[1]["throughput_samples_per_s"]) / int(x[0].split("-")[1]))
+        m = int(best_name.split("-")[1])
+        keep = float(best["throughput_samples_per_s"]) / thr
+        rec("fewer-gpus", f"Scaling efficiency is {res.scaling_efficiency_frac:.0%}: each GPU idles much of the step. "
+                          f"{m} GPU(s) would deliver {keep:.0%} of this throughput with {m / hw.n_gpus:.0%} of the "
+                          "hardware; use the rest for another job, or fix the bottleneck first.", None,
+            {"gpus": m}, "high" if keep > 0.8 else "medium")
+    if "amp" in by:
+        g = _gain(thr, by["amp"][1])
+        if g > 0.05:
+            rec("mixed-precision", f"{st.precision} leaves the tensor cores' 16-bit throughput unused: automatic mixed "
+                                   f"precision ({by['amp'][0].strategy.precision}) is predicted {g:+.0%} and halves "
+                                   "activation memory.", g, {"precision": by["amp"][0].strategy.precision})
+    if st.num_workers is None:
+        _loader_requirement(res, hw, wl, rec)
+    if res.breakdown_s["sync_s"] > 0.05 * step:
+        rec("stragglers", f"Waiting for the slowest GPU costs {res.breakdown_s['sync_s'] / step:.0%} of the step: check "
+                          "clocks and throttling (`nvidia-smi -q -d CLOCK,PERFORMANCE`), cooling, and that all GPUs are "
+                          "the same model.", None, {}, "medium")
+    if hw.topology == "pcie-cross-socket":
+        rec("numa", "GPUs sit behind two CPU sockets: bind each rank to its GPU's NUMA node (e.g. `numactl "
+                    "--cpunodebind`), and keep gradient-heavy groups on one socket.", None, {}, "info")
+    if hw.n_gpus > 1 and st.kind != "dp":
+        rec("learning-rate", f"The global batch is {res.global_batch} ({hw.n_gpus}x the one-GPU batch of "
+                             f"{st.per_gpu_batch * st.accum}): scale the learning rate linearly (x{hw.n_gpus}) with a "
+                             "warm-up over the first epochs or few hundred steps, and watch the loss curve (Goyal et al., "
+                             "2017).", None, {}, "info")
+    order = {"high": 0, "medium": 1, "info": 2}
+    recs.sort(key=lambda r: (order[r["severity"]], -(r["gain_frac"] or 0.0)))
+    return recs

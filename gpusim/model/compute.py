@@ -1,0 +1,96 @@
+"""Compute time of one training micro-batch on one GPU: a per-layer-group roofline plus launch overheads.
+
+Roofline (Williams, Waterman, Patterson, "Roofline: an insightful visual performance model for multicore
+architectures", CACM 2009): a kernel takes ``max(flop / achievable_flop_per_s, bytes / achievable_bytes_per_s)``.
+It is applied per layer group (matmul, conv, attention, elementwise, norm ...) and summed, so that
+compute-bound and memory-bound layers each get their own ceiling.
+
+Training multiplies the forward pass: the backward pass costs about twice the forward FLOPs (a gradient
+for the input and one for the weights) and, for memory-bound layers, about twice the forward traffic;
+full activation recomputation adds one more forward (Korthikanti et al., "Reducing Activation
+Recomputation in Large Transformer Models", 2022, section 5: 4x instead of 3x forward FLOPs).
+
+Small batches leave the GPU idle for two reasons, both modelled as fixed costs per kernel, so that
+utilisation rises with the per-GPU batch and saturates:
+
+- GPU side, ``kernel_tail_s``: launch latency and the ramp/tail of grids that do not fill every SM;
+- CPU side, ``launch_cpu_s``: eager PyTorch dispatches each operator from Python. The GPU runs
+  asynchronously, so a step takes the longer of GPU time and CPU dispatch time.
+
+All functions are pure numpy on broadcastable float64 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: training = forward + backward (2x forward): FLOP and byte multipliers, and kernels
+TRAIN_MULT = 3.0
+RECOMPUTE_EXTRA = 1.0
+
+
+def train_multiplier(recompute) -> np.ndarray:
+    """3 without activation recomputation, 4 with it (forward run again during backward)."""
+    return TRAIN_MULT + RECOMPUTE_EXTRA * np.asarray(recompute, dtype=np.float64)
+
+
+def group_times_s(micro_batch, group_flop_per_sample, group_bytes_per_sample, group_weight_bytes,
+                  group_eff_frac, peak_flop_per_s, mem_bytes_per_s, mem_eff_frac, act_scale, weight_scale):
+    """Roofline time of each layer group for one forward pass of ``micro_batch`` samples.
+
+    Shapes: per-scenario arrays ``(n,)``; per-group arrays ``(n, K)`` or ``(1, K)``. Returns ``(n, K)``.
+    ``group_bytes_per_sample`` and ``group_weight_bytes`` are at 2 bytes per element; ``act_scale`` and
+    ``weight_scale`` rescale them to the precision's element size (2 for fp32).
+    """
+    b = np.asarray(micro_batch, dtype=np.float64)[..., None]
+    flop = b * group_flop_per_sample
+    nbytes = b * group_bytes_per_sample * np.asarray(act_scale)[..., None] \
+        + group_weight_bytes * np.asarray(weight_scale)[..., None]
+    flop_rate = np.asarray(peak_flop_per_s)[..., None] * group_eff_frac
+    byte_rate = np.asarray(mem_bytes_per_s)[..., None] * mem_eff_frac
+    return np.maximum(flop / flop_rate, nbytes / byte_rate)
+
+
+def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per_s, mem_bytes_per_s, *,
+                        mem_eff_frac, kernel_tail_s, launch_cpu_s, act_scale, weight_scale, recompute,
+                        dispatch_mult=1.0, speed_frac=1.0):
+    """Forward + backward time of one micro-batch on one GPU.
+
+    Parameters
+    ----------
+    groups : dict with ``fwd_flop_per_sample``, ``fwd_bytes_per_sample``, ``weight_bytes``, ``count`` (n|1, K)
+    group_eff_frac : (n|1, K) achievable fraction of ``peak_flop_per_s`` per group
+    dispatch_mult : CPU dispatch multiplier (DataParallel: one Python process drives every GPU)
+    speed_frac : the GPU's speed relative to its datasheet (throttling)
+
+    Returns
+    -------
+    dict of (n,) arrays: ``gpu_s`` (kernel time), ``roofline_s`` (without per-kernel overheads),
+    ``cpu_dispatch_s``, ``compute_s`` = max(gpu, cpu), ``fwd_s``, ``bwd_s`` (split of compute_s),
+    ``kernels`` per micro-batch.
+    """
+    mult = train_multiplier(recompute)
+    per_group = group_times_s(micro_batch, groups["fwd_flop_per_sample"], groups["fwd_bytes_per_sample"],
+                              groups["weight_bytes"], group_eff_frac, peak_flop_per_s, mem_bytes_per_s,
+                              mem_eff_frac, act_scale, weight_scale)
+    roofline_s = per_group.sum(axis=-1) * mult / speed_frac
+    kernels = np.asarray(groups["count"], dtype=np.float64).sum(axis=-1) * mult
+    gpu_s = roofline_s + kernels * kernel_tail_s
+    cpu_dispatch_s = kernels * launch_cpu_s * dispatch_mult
+    compute_s = np.maximum(gpu_s, cpu_dispatch_s)
+    fwd_s = compute_s / mult
+    return {"gpu_s": gpu_s, "roofline_s": roofline_s, "cpu_dispatch_s": cpu_dispatch_s, "compute_s": compute_s,
+            "fwd_s": fwd_s, "bwd_s": compute_s - fwd_s, "kernels": kernels + 0.0 * compute_s}
+
+
+def optimizer_step_s(params_local, traffic_bytes_per_param, mem_bytes_per_s, mem_eff_frac, n_kernels,
+                     kernel_overhead_s):
+    """The optimizer step is memory-bound: every local parameter's weights, gradient and states are read
+    and written once (fused/foreach kernels), e.g. 28 bytes per parameter for fp32 Adam."""
+    return params_local * traffic_bytes_per_param / (mem_bytes_per_s * mem_eff_frac) + n_kernels * kernel_overhead_s
+
+
+def model_flop_per_sample(fwd_flop_per_sample):
+    """Model FLOPs of one training sample (3x forward, recomputation not counted), as MFU defines them
+    (Chowdhery et al., "PaLM", 2022, appendix B)."""
+    return TRAIN_MULT * np.asarray(fwd_flop_per_sample, dtype=np.float64)

@@ -1,0 +1,78 @@
+"""From a node's wiring to the bus bandwidth and latency collectives see (pure numpy).
+
+Inside a node the ring runs at the slowest path it must take (nvidia-smi ``topo -m`` classes):
+
+- ``nvswitch``: every GPU reaches every other at its full NVLink bandwidth;
+- ``nvlink-mesh``: NVLink point-to-point (DGX-1 hybrid cube mesh): rings laid over NVLink;
+- ``nvlink-bridge-pairs``: bridges join pairs; with more than two GPUs the ring also crosses PCIe;
+- ``pcie-switch``: peer-to-peer through a PCIe switch (PIX/PXB);
+- ``pcie-host``: through the CPU's root complex (PHB/NODE);
+- ``pcie-cross-socket``: through the CPU-to-CPU link (SYS), the slowest PCIe path;
+- without peer-to-peer (GeForce cards, or disabled), data is staged through host memory.
+
+Each path class has an efficiency (``ModelParams.busbw_eff_frac``): achievable bus bandwidth over the link's
+per-direction bandwidth. Across nodes, the inter-node bus bandwidth is the node's total NIC bandwidth
+times the network kind's efficiency, divided by the fabric's oversubscription.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusim.params import PATH_CLASSES, ModelParams
+
+TOPOLOGY_CODES = {"single": 0, "nvswitch": 1, "nvlink-mesh": 2, "nvlink-bridge-pairs": 3, "pcie-switch": 4,
+                  "pcie-host": 5, "pcie-cross-socket": 6}
+TOPOLOGY_NAMES = {v: k for k, v in TOPOLOGY_CODES.items()}
+PATH_CODES = {name: i for i, name in enumerate(PATH_CLASSES)}
+#: network link kinds (hwdb Link.kind) -> path class
+NETWORK_PATH = {"infiniband": "infiniband", "roce": "roce", "ethernet": "ethernet", "cloud-fabric": "cloud-fabric"}
+
+
+def eff_table(params: ModelParams) -> np.ndarray:
+    """``busbw_eff_frac`` as an array indexed by :data:`PATH_CODES`."""
+    return np.array([params.busbw_eff_frac[k] for k in PATH_CLASSES], dtype=np.float64)
+
+
+def intra_node_busbw(topology, gpus_per_node, intra_link_bytes_per_s, pcie_bytes_per_s, socket_bytes_per_s, p2p,
+                     eff):
+    """Achievable ring bus bandwidth inside a node and the path class that limits it.
+
+    ``eff`` is :func:`eff_table`. Returns ``(busbw_bytes_per_s, path_code)``; ``inf`` for one GPU per node.
+    """
+    t = np.asarray(topology)
+    g = np.asarray(gpus_per_node, dtype=np.float64)
+    link = np.asarray(intra_link_bytes_per_s, dtype=np.float64)
+    pcie = np.asarray(pcie_bytes_per_s, dtype=np.float64)
+    sock = np.asarray(socket_bytes_per_s, dtype=np.float64)
+    p2p = np.asarray(p2p, dtype=bool)
+    P = PATH_CODES
+
+    staged = pcie * eff[P["host-staged"]]
+    pcie_host = np.where(p2p, pcie * eff[P["pcie-host"]], staged)
+    pcie_switch = np.where(p2p, pcie * eff[P["pcie-switch"]], staged)
+    cross = np.where(p2p, np.minimum(pcie, sock) * eff[P["pcie-cross-socket"]], np.minimum(staged, sock))
+    bridge = link * eff[P["nvlink-bridge"]]
+
+    busbw = np.select(
+        [t == 1, t == 2, t == 3, t == 4, t == 5, t == 6],
+        [link * eff[P["nvswitch"]], link * eff[P["nvlink-mesh"]],
+         np.where(g > 2, np.minimum(bridge, pcie_host), bridge), pcie_switch, pcie_host, cross],
+        default=np.inf)
+    no_p2p_path = np.where(p2p, -1, P["host-staged"])
+    path = np.select(
+        [t == 1, t == 2, (t == 3) & ((g <= 2) | (bridge <= pcie_host)), t == 3, t == 4, t == 5, t == 6],
+        [P["nvswitch"], P["nvlink-mesh"], P["nvlink-bridge"], np.where(p2p, P["pcie-host"], P["host-staged"]),
+         np.where(p2p, P["pcie-switch"], no_p2p_path), np.where(p2p, P["pcie-host"], no_p2p_path),
+         np.where(p2p, P["pcie-cross-socket"], no_p2p_path)],
+        default=-1)
+    single = g <= 1
+    return np.where(single, np.inf, busbw), np.where(single, -1, path)
+
+
+def inter_node_busbw(nic_bytes_per_s, nics_per_node, network_path_code, oversubscription, eff):
+    """Bus bandwidth out of one node: all its GPU NICs times the network's efficiency, over the
+    fabric's oversubscription (1 = non-blocking)."""
+    e = eff[np.asarray(network_path_code, dtype=np.int64)]
+    return (np.asarray(nic_bytes_per_s, dtype=np.float64) * np.asarray(nics_per_node, dtype=np.float64) * e
+            / np.asarray(oversubscription, dtype=np.float64))

@@ -1,0 +1,82 @@
+"""GPU memory per rank per strategy, whether it fits, and the largest micro-batch that fits.
+
+Model states follow the ZeRO paper (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models", SC'20, section 3.1): mixed-precision Adam holds 16 bytes per parameter
+(PyTorch AMP: fp32 weights 4 + fp32 gradients 4 + Adam m and v 8; DeepSpeed: fp16 weights 2 + fp16
+gradients 2 + fp32 master weights, m and v 12). ZeRO stage 1 shards the optimizer states over the
+data-parallel ranks, stage 2 also the gradients, stage 3 (FSDP FULL_SHARD) also the parameters.
+
+Activations: the workload's bytes kept for the backward pass per sample (16-bit), times the micro-batch;
+with full activation checkpointing only each block's input is kept plus one block's activations during
+its recomputation (Chen et al., "Training Deep Nets with Sublinear Memory Cost", 2016).
+
+Buffers: DDP keeps its gradient buckets as a copy of the gradients (``gradient_as_bucket_view=False``,
+the PyTorch default); sharded strategies hold the gathered parameters of the units in flight (the
+current one and the prefetched next one). Framework overhead (CUDA context, library workspaces) and NCCL
+buffers are not available to tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: kernels per repeated block (a transformer layer, a ResNet bottleneck) used to estimate how many blocks a
+#: workload has when only its kernel count is known: checkpointing keeps one block's activations,
+#: FSDP gathers one block (unit) at a time.
+KERNELS_PER_BLOCK = 20.0
+
+
+def n_blocks(fwd_kernels):
+    return np.maximum(1.0, np.asarray(fwd_kernels, dtype=np.float64) / KERNELS_PER_BLOCK)
+
+
+def memory_per_gpu_bytes(*, params, act_bytes_per_sample, act_ckpt_bytes_per_sample, micro_batch, checkpointing,
+                         act_scale, shard_stage, shard_ranks, weight_bytes_per_param, grad_bytes_per_param,
+                         opt_bytes_per_param, master_bytes_per_param, gather_bytes_per_param, ddp_buckets,
+                         cpu_offload, multi_gpu, fwd_kernels, framework_overhead_bytes, comm_buffer_bytes,
+                         fragmentation_frac):
+    """Bytes per GPU by category (dict of arrays) and their ``total``.
+
+    ``shard_stage`` 0..3 (see module docstring), ``shard_ranks`` the ranks sharded over (all data-parallel
+    ranks; the GPUs of one node for hybrid sharding). ``act_scale`` = activation element bytes / 2.
+    """
+    P = np.asarray(params, dtype=np.float64)
+    stage = np.asarray(shard_stage)
+    ranks = np.maximum(np.asarray(shard_ranks, dtype=np.float64), 1.0)
+    offload = np.asarray(cpu_offload, dtype=bool)
+    blocks = n_blocks(fwd_kernels)
+
+    w_shard = np.where(stage >= 3, ranks, 1.0)
+    g_shard = np.where(stage >= 2, ranks, 1.0)
+    o_shard = np.where(stage >= 1, ranks, 1.0)
+
+    weights = P * weight_bytes_per_param / w_shard
+    grads = P * grad_bytes_per_param / g_shard
+    optimizer = P * (opt_bytes_per_param + master_bytes_per_param) / o_shard
+    # CPU offload moves optimizer states (and the fp32 master copy) and the gradient shard to host memory
+    optimizer = np.where(offload, 0.0, optimizer)
+    grads = np.where(offload, P * gather_bytes_per_param / g_shard, grads)
+
+    acts_full = np.asarray(act_bytes_per_sample, dtype=np.float64) * act_scale
+    acts_ckpt = np.asarray(act_ckpt_bytes_per_sample, dtype=np.float64) * act_scale + acts_full / blocks
+    per_sample = np.where(np.asarray(checkpointing, dtype=bool), acts_ckpt, acts_full) * (1.0 + fragmentation_frac)
+    activations = per_sample * micro_batch
+
+    gathered = np.where(stage >= 3, 2.0 * P * gather_bytes_per_param / blocks, 0.0)
+    buckets = np.where(np.asarray(ddp_buckets, dtype=bool), P * grad_bytes_per_param, 0.0)
+    buffers = gathered + buckets
+    overhead = framework_overhead_bytes + np.where(np.asarray(multi_gpu, dtype=bool), comm_buffer_bytes, 0.0)
+    overhead = overhead + 0.0 * P
+
+    total = weights + grads + optimizer + activations + buffers + overhead
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": activations,
+            "buffers": buffers, "overhead": overhead, "total": total, "activation_per_sample": per_sample}
+
+
+def max_micro_batch(mem: dict, capacity_bytes):
+    """Largest micro-batch whose memory fits in ``capacity_bytes`` (0 if even the model states do not)."""
+    fixed = mem["total"] - mem["activations"]
+    room = np.asarray(capacity_bytes, dtype=np.float64) - fixed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.floor(room / mem["activation_per_sample"])
+    return np.where(room > 0, np.maximum(b, 0.0), 0.0)

@@ -1,0 +1,305 @@
+"""Composition: one optimizer step of data-parallel training, from its parts.
+
+The step time generalises ``max(compute, comm) + sync`` (the first seed article) by the fraction of the
+communication the schedule can overlap with computation::
+
+    step = compute + exposed_comm + data_wait + optimizer + sync + overhead
+    exposed_comm = comm - hidden,   hidden <= overlap_frac * (the compute it can run under)
+
+With full overlap and comm < compute this is ``compute + small``; with no overlap it is
+``compute + comm``; when communication dominates it tends to ``comm``. Every part is reported, and the
+parts sum to the step (a test checks it).
+
+Strategies (see :mod:`gpusim.strategy`):
+
+- **DDP** all-reduces gradients in buckets during the backward pass of the last micro-batch (earlier
+  micro-batches of gradient accumulation run under ``no_sync``); the last bucket is always exposed
+  (Li et al., "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020).
+- **ZeRO-1** communicates like DDP (reduce-scatter + all-gather = one all-reduce's volume).
+- **ZeRO-2 / FSDP SHARD_GRAD_OP** reduce-scatter gradients every micro-batch during backward and
+  all-gather the updated parameters once per step, overlapped with the first forward.
+- **ZeRO-3 / FSDP FULL_SHARD** all-gather parameters in forward and again in backward and reduce-scatter
+  gradients: 1.5x DDP's volume (Rajbhandari et al., SC'20, section 7.2.2); only the first unit's gather is
+  certain to be exposed.
+- **FSDP HYBRID_SHARD** does the FULL_SHARD traffic inside a node and all-reduces each GPU's shard of the
+  gradients across nodes over its share of the NICs.
+- **DataParallel** (one process): every micro-batch replicates the weights from GPU 0, scatters inputs
+  from it, and reduces gradients to it after backward, with no overlap; one Python process dispatches
+  every replica's kernels, serialised in part by the GIL; the optimizer runs on GPU 0 alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from gpusim.model import comm as C
+from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
+from gpusim.model.data import data_times_s
+from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes, n_blocks
+from gpusim.model.sync import straggler_s
+from gpusim.params import ModelParams
+
+DP, DDP, ZERO1, ZERO2, ZERO3, HYBRID = 0, 1, 2, 3, 4, 5
+SHARD_STAGE = np.array([0, 0, 1, 2, 3, 3])
+
+BOTTLENECKS = ("compute", "cpu-dispatch", "communication", "data-loading", "optimizer", "stragglers", "overhead",
+               "memory")
+BREAKDOWN_KEYS = ("compute_s", "comm_exposed_s", "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """Everything the model needs, as broadcastable float64/int/bool arrays (SI units).
+
+    Per-scenario arrays have shape ``(n,)`` (or ``(1,)``); per-layer-group arrays ``(n, K)`` or ``(1, K)``.
+    Built by :func:`gpusim.simulate.build_inputs` for one scenario and by :mod:`gpusim.sweep` for grids.
+    """
+
+    # hardware
+    peak_flop_per_s: np.ndarray
+    mem_bytes_per_s: np.ndarray
+    mem_capacity_bytes: np.ndarray
+    n_gpus: np.ndarray
+    n_nodes: np.ndarray
+    intra_busbw_bytes_per_s: np.ndarray
+    intra_hop_s: np.ndarray
+    inter_busbw_bytes_per_s: np.ndarray
+    inter_hop_s: np.ndarray
+    nvls: np.ndarray
+    pcie_bytes_per_s: np.ndarray
+    cores_per_gpu: np.ndarray
+    storage_bytes_per_s_per_gpu: np.ndarray
+    cpu_optimizer_bytes_per_s: np.ndarray
+    # workload
+    params: np.ndarray
+    fwd_flop_per_sample: np.ndarray
+    act_bytes_per_sample: np.ndarray
+    act_ckpt_bytes_per_sample: np.ndarray
+    input_bytes_per_sample: np.ndarray
+    h2d_bytes_per_sample: np.ndarray
+    preprocess_core_s_per_sample: np.ndarray
+    group_flop_per_sample: np.ndarray
+    group_bytes_per_sample: np.ndarray
+    group_weight_bytes: np.ndarray
+    group_count: np.ndarray
+    group_eff_frac: np.ndarray
+    # strategy
+    strategy: np.ndarray
+    micro_batch: np.ndarray
+    accum: np.ndarray
+    checkpointing: np.ndarray
+    cpu_offload: np.ndarray
+    bucket_bytes: np.ndarray
+    num_workers: np.ndarray
+    pin_memory: np.ndarray
+    act_scale: np.ndarray
+    weight_bytes_per_param: np.ndarray
+    grad_bytes_per_param: np.ndarray
+    gather_bytes_per_param: np.ndarray
+    master_bytes_per_param: np.ndarray
+    opt_state_bytes_per_param: np.ndarray
+    opt_traffic_bytes_per_param: np.ndarray
+    # measured or what-if
+    compute_override_s: np.ndarray  # NaN: model the compute; else the measured one-GPU micro-batch time
+    slowest_speed_frac: np.ndarray
+
+    @property
+    def gpus_per_node(self) -> np.ndarray:
+        return self.n_gpus / np.maximum(self.n_nodes, 1)
+
+    def replace(self, **changes) -> StepInputs:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update({k: np.asarray(v) for k, v in changes.items()})
+        return StepInputs(**d)
+
+    def take(self, idx) -> StepInputs:
+        """Rows ``idx`` of every per-scenario array (group arrays with one row are kept as they are)."""
+        out = {}
+        for f in fields(self):
+            a = np.asarray(getattr(self, f.name))
+            out[f.name] = a if a.ndim == 0 or a.shape[0] == 1 else a[idx]
+        return StepInputs(**out)
+
+
+def _coll(inp: StepInputs, p: ModelParams, collective, size, n_ranks, n_nodes, *, intra=None, inter=None):
+    t, algo = C.collective_time_s(
+        collective, size, n_ranks, n_nodes,
+        inp.intra_busbw_bytes_per_s if intra is None else intra, inp.intra_hop_s,
+        inp.inter_busbw_bytes_per_s if inter is None else inter, inp.inter_hop_s, inp.nvls,
+        base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_min_bytes=p.nvls_min_bytes,
+        tree_busbw_frac=p.tree_busbw_frac)
+    return t, algo
+
+
+def _overlap(comm_s, unhideable_s, window_s, overlap_frac):
+    """Split ``comm_s`` into (exposed, hidden): ``unhideable_s`` is always exposed; the rest hides under up to
+    ``overlap_frac * window_s`` of compute."""
+    hideable = np.maximum(comm_s - unhideable_s, 0.0)
+    hidden = np.minimum(hideable, overlap_frac * window_s)
+    return comm_s - hidden, hidden
+
+
+def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
+    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end)."""
+    s = np.asarray(inp.strategy)
+    n = np.asarray(inp.n_gpus, dtype=np.float64)
+    nodes = np.asarray(inp.n_nodes, dtype=np.float64)
+    g = n / nodes
+    b = np.asarray(inp.micro_batch, dtype=np.float64)
+    k = np.asarray(inp.accum, dtype=np.float64)
+    P = np.asarray(inp.params, dtype=np.float64)
+    multi = n > 1
+    is_dp = s == DP
+    stage = SHARD_STAGE[s]
+
+    # ---- compute of one micro-batch -------------------------------------------------------------
+    dispatch_mult = np.where(is_dp, 1.0 + (n - 1.0) * p.dp_gil_frac, 1.0)
+    groups = {"fwd_flop_per_sample": inp.group_flop_per_sample, "fwd_bytes_per_sample": inp.group_bytes_per_sample,
+              "weight_bytes": inp.group_weight_bytes, "count": inp.group_count}
+    weight_scale = np.asarray(inp.gather_bytes_per_param) / 2.0
+    mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
+                             mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, launch_cpu_s=p.launch_cpu_s,
+                             act_scale=inp.act_scale, weight_scale=weight_scale, recompute=inp.checkpointing,
+                             dispatch_mult=dispatch_mult)
+    override = np.asarray(inp.compute_override_s, dtype=np.float64)
+    measured = np.isfinite(override)
+    mult = train_multiplier(inp.checkpointing)
+    # a measured one-GPU time still pays DataParallel's extra dispatch when more GPUs share one process
+    micro_s = np.where(measured, np.maximum(override, mc["cpu_dispatch_s"]), mc["compute_s"])
+    fwd_s = micro_s / mult
+    bwd_s = micro_s - fwd_s
+    gpu_busy_micro_s = np.where(measured, np.minimum(override, micro_s), mc["gpu_s"])
+
+    # ---- communication --------------------------------------------------------------------------
+    G = P * inp.grad_bytes_per_param  # gradient bytes communicated
+    W = P * inp.gather_bytes_per_param  # parameter bytes gathered by sharded strategies
+    bucket = np.asarray(inp.bucket_bytes, dtype=np.float64)
+    blocks = n_blocks(inp.group_count.sum(axis=-1))
+
+    def coll(c, size, ranks=n, nn=nodes, **kw):
+        return _coll(inp, p, c, size, ranks, nn, **kw)[0]
+
+    # DDP / ZeRO-1: bucketed all-reduce once per optimizer step, under the last micro-batch's backward
+    ar_total, ar_last = C.bucketed_time_s(G, bucket, lambda x: coll(C.ALL_REDUCE, x))
+    ddp_exposed, ddp_hidden = _overlap(ar_total, ar_last, bwd_s, p.overlap_frac)
+
+    # ZeRO-2: reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
+    rs_total, rs_last = C.bucketed_time_s(G, bucket, lambda x: coll(C.REDUCE_SCATTER, x))
+    ag_total = coll(C.ALL_GATHER, W)
+    z2_rs_exp, z2_rs_hid = _overlap(rs_total, rs_last, bwd_s, p.overlap_frac)
+    z2_ag_exp, z2_ag_hid = _overlap(ag_total, ag_total / blocks, fwd_s, p.overlap_frac)
+    z2_exposed = k * z2_rs_exp + z2_ag_exp
+    z2_hidden = k * z2_rs_hid + z2_ag_hid
+
+    # ZeRO-3 / FSDP full: per micro-batch all-gather in forward, again in backward, reduce-scatter in backward
+    unit_ag = coll(C.ALL_GATHER, W / blocks)
+    ag_unit_total = blocks * unit_ag
+    rs_unit_total = blocks * coll(C.REDUCE_SCATTER, G / blocks)
+    z3_f_exp, z3_f_hid = _overlap(ag_unit_total, unit_ag, fwd_s, p.overlap_frac)
+    z3_b_exp, z3_b_hid = _overlap(ag_unit_total + rs_unit_total, rs_unit_total / blocks, bwd_s, p.overlap_frac)
+    z3_exposed = k * (z3_f_exp + z3_b_exp)
+    z3_hidden = k * (z3_f_hid + z3_b_hid)
+
+    # Hybrid shard: the same inside the node (g ranks, one node) + all-reduce of each GPU's gradient shard
+    # across nodes on its share of the NICs (one rank per node in that collective)
+    h_unit_ag = coll(C.ALL_GATHER, W / blocks, g, 1.0)
+    h_ag_total = blocks * h_unit_ag
+    h_rs_total = blocks * coll(C.REDUCE_SCATTER, G / blocks, g, 1.0)
+    h_ar = coll(C.ALL_REDUCE, G / g, nodes, nodes, inter=inp.inter_busbw_bytes_per_s / g)
+    h_f_exp, h_f_hid = _overlap(h_ag_total, h_unit_ag, fwd_s, p.overlap_frac)
+    h_b_exp, h_b_hid = _overlap(h_ag_total + h_rs_total + h_ar, h_ar / blocks, bwd_s, p.overlap_frac)
+    h_exposed = k * (h_f_exp + h_b_exp)
+    h_hidden = k * (h_f_hid + h_b_hid)
+
+    # DataParallel: per micro-batch, nothing overlapped
+    dp_bcast = coll(C.BROADCAST, P * inp.weight_bytes_per_param)
+    dp_scatter = (n - 1.0) * b * np.asarray(inp.h2d_bytes_per_sample) / inp.intra_busbw_bytes_per_s
+    dp_reduce = coll(C.REDUCE, G)
+    dp_exposed = k * (dp_bcast + np.where(multi, dp_scatter, 0.0) + dp_reduce)
+
+    comm_exposed = np.select([is_dp, (s == DDP) | (s == ZERO1), s == ZERO2, s == ZERO3, s == HYBRID],
+                             [dp_exposed, ddp_exposed, z2_exposed, z3_exposed, h_exposed], default=0.0)
+    comm_hidden = np.select([is_dp, (s == DDP) | (s == ZERO1), s == ZERO2, s == ZERO3, s == HYBRID],
+                            [0.0 * n, ddp_hidden, z2_hidden, z3_hidden, h_hidden], default=0.0)
+    comm_exposed = np.where(multi, comm_exposed, 0.0)
+    comm_hidden = np.where(multi, comm_hidden, 0.0)
+    # communication kernels running under compute slow it down a little (SMs, memory bandwidth)
+    interference = p.overlap_slowdown_frac * comm_hidden
+    comm_total = comm_exposed + comm_hidden
+
+    # ---- optimizer ------------------------------------------------------------------------------
+    o_shard = np.where(stage >= 1, np.where(s == HYBRID, g, n), 1.0)
+    p_local = P / o_shard
+    gpu_opt = optimizer_step_s(p_local, inp.opt_traffic_bytes_per_param, inp.mem_bytes_per_s, p.mem_eff_frac,
+                               p.optimizer_kernels, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
+    offload = np.asarray(inp.cpu_offload, dtype=bool)
+    cpu_opt = (p_local * inp.opt_traffic_bytes_per_param / inp.cpu_optimizer_bytes_per_s
+               + p_local * (inp.grad_bytes_per_param + inp.gather_bytes_per_param)
+               / (inp.pcie_bytes_per_s * p.h2d_pinned_eff_frac))
+    optimizer_s = np.where(offload, cpu_opt, gpu_opt)
+
+    # ---- data -----------------------------------------------------------------------------------
+    share = np.where(is_dp, g, 1.0)  # DataParallel: one loader feeds every GPU of the node through GPU 0
+    data = data_times_s(b * share, micro_s, inp.num_workers, inp.pin_memory, inp.cores_per_gpu * share,
+                        inp.preprocess_core_s_per_sample, inp.input_bytes_per_sample, inp.h2d_bytes_per_sample,
+                        inp.storage_bytes_per_s_per_gpu * share, inp.pcie_bytes_per_s,
+                        loader_core_eff_frac=p.loader_core_eff_frac, h2d_pinned_eff_frac=p.h2d_pinned_eff_frac,
+                        h2d_pageable_eff_frac=p.h2d_pageable_eff_frac)
+    data_wait = k * data["wait_s"]
+
+    # ---- synchronisation and totals -------------------------------------------------------------
+    compute_s = k * micro_s
+    sync_s = straggler_s(compute_s, n, p.jitter_frac, inp.slowest_speed_frac)
+    overhead_s = p.step_overhead_s + 0.0 * n
+    comm_part = comm_exposed + interference
+    step_s = compute_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
+
+    samples = n * b * k
+    throughput = samples / step_s
+    model_flop = model_flop_per_sample(inp.fwd_flop_per_sample) * samples
+    mfu = model_flop / (step_s * n * inp.peak_flop_per_s)
+    gpu_util = k * gpu_busy_micro_s / step_s
+
+    # ---- memory ---------------------------------------------------------------------------------
+    shard_ranks = np.where(s == HYBRID, g, n)
+    mem = memory_per_gpu_bytes(
+        params=P, act_bytes_per_sample=inp.act_bytes_per_sample, act_ckpt_bytes_per_sample=inp.act_ckpt_bytes_per_sample,
+        micro_batch=b, checkpointing=inp.checkpointing, act_scale=inp.act_scale, shard_stage=stage,
+        shard_ranks=shard_ranks, weight_bytes_per_param=inp.weight_bytes_per_param,
+        grad_bytes_per_param=inp.grad_bytes_per_param, opt_bytes_per_param=inp.opt_state_bytes_per_param,
+        master_bytes_per_param=inp.master_bytes_per_param, gather_bytes_per_param=inp.gather_bytes_per_param,
+        ddp_buckets=(s == DDP) & multi, cpu_offload=offload, multi_gpu=multi, fwd_kernels=inp.group_count.sum(axis=-1),
+        framework_overhead_bytes=p.framework_overhead_bytes, comm_buffer_bytes=p.comm_buffer_bytes,
+        fragmentation_frac=p.fragmentation_frac)
+    fits = mem["total"] <= inp.mem_capacity_bytes
+    max_b = max_micro_batch(mem, inp.mem_capacity_bytes)
+
+    # ---- bottleneck -----------------------------------------------------------------------------
+    dispatch_bound = mc["cpu_dispatch_s"] > mc["gpu_s"]
+    parts = np.stack(np.broadcast_arrays(compute_s, comm_part, data_wait, optimizer_s, sync_s, overhead_s))
+    top = np.argmax(parts, axis=0)
+    code_by_part = np.array([0, 2, 3, 4, 5, 6])
+    bottleneck = code_by_part[top]
+    bottleneck = np.where((bottleneck == 0) & dispatch_bound & ~measured, 1, bottleneck)
+    bottleneck = np.where(fits, bottleneck, 7)
+
+    return {
+        "step_s": step_s,
+        "compute_s": compute_s, "comm_exposed_s": comm_part, "data_wait_s": data_wait, "optimizer_s": optimizer_s,
+        "sync_s": sync_s, "overhead_s": overhead_s,
+        "comm_total_s": comm_total, "comm_hidden_s": comm_hidden, "comm_interference_s": interference,
+        "micro_compute_s": micro_s, "fwd_s": fwd_s, "bwd_s": bwd_s, "gpu_busy_s": k * gpu_busy_micro_s,
+        "cpu_dispatch_s": k * mc["cpu_dispatch_s"], "roofline_s": k * mc["roofline_s"],
+        "throughput_samples_per_s": throughput, "throughput_per_gpu_samples_per_s": throughput / n,
+        "mfu_frac": mfu, "gpu_util_frac": gpu_util,
+        "loader_supply_samples_per_s": data["supply_samples_per_s"] / share, "loader_cpu_limited": data["cpu_limited"],
+        "h2d_s": data["h2d_s"],
+        "memory_per_gpu_bytes": mem["total"], "memory_weights_bytes": mem["weights"],
+        "memory_gradients_bytes": mem["gradients"], "memory_optimizer_bytes": mem["optimizer"],
+        "memory_activations_bytes": mem["activations"], "memory_buffers_bytes": mem["buffers"],
+        "memory_overhead_bytes": mem["overhead"], "fits_in_memory": fits, "max_micro_batch": max_b,
+        "bottleneck_code": bottleneck, "grad_bytes": G,
+        "allreduce_s": np.where(multi, ar_total, 0.0),
+    }

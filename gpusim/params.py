@@ -1,0 +1,167 @@
+"""ModelParams: the efficiencies and overheads the model cannot read off a datasheet.
+
+Each has a default taken from a published measurement where one exists (``PROVENANCE`` names it) and is
+what calibration (``gpusim fit``) replaces with the user's own measurements. Fractions end in ``_frac``,
+times in ``_s``; dictionaries are keyed by precision name or path class.
+
+Path classes (keys of ``busbw_eff_frac``) name how two GPUs or two nodes exchange data:
+``nvswitch``, ``nvlink-mesh``, ``nvlink-bridge``, ``pcie-switch`` (PIX/PXB), ``pcie-host`` (PHB/NODE),
+``pcie-cross-socket`` (SYS), ``host-staged`` (no peer-to-peer), and the network kinds ``infiniband``,
+``roce``, ``ethernet``, ``cloud-fabric``. The fraction multiplies the link's per-direction bandwidth to
+give the bus bandwidth (nccl-tests definition) a large all-reduce achieves over that path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpusim import units
+
+PATH_CLASSES = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "pcie-switch", "pcie-host", "pcie-cross-socket",
+                "host-staged", "infiniband", "roce", "ethernet", "cloud-fabric")
+
+_F = Field  # short alias for the many fields below
+
+
+class ModelParams(BaseModel):
+    """Fittable parameters of the analytical model (float64 SI units)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # --- compute ---------------------------------------------------------------------------------
+    matmul_eff_frac: dict[str, float] = _F(
+        default={"fp32": 0.85, "tf32": 0.80, "amp_fp16": 0.80, "amp_bf16": 0.80, "bf16": 0.80, "fp8": 0.70},
+        description="achievable fraction of the dense datasheet peak for large matrix multiplies, per precision")
+    layer_kind_eff_frac: dict[str, float] = _F(
+        default={"matmul": 1.0, "conv": 0.75, "attention": 0.60, "embedding": 1.0, "other": 0.8},
+        description="compute-bound layer kinds relative to a large GEMM (convolutions and attention reach less)")
+    mem_eff_frac: float = _F(default=0.80, gt=0, le=1,
+                             description="achievable fraction of memory bandwidth for streaming (elementwise) kernels")
+    kernel_tail_s: float = _F(default=3e-6, ge=0, le=1e-3,
+                              description="GPU time per kernel beyond its roofline time (launch latency, ramp-up and tail "
+                                          "of a grid that does not fill the GPU)")
+    launch_cpu_s: float = _F(default=8e-6, ge=0, le=1e-3,
+                             description="CPU time to dispatch one operator in eager PyTorch (Python + dispatcher + launch)")
+    step_overhead_s: float = _F(default=1e-3, ge=0, le=1.0,
+                                description="fixed CPU work per optimizer step (zero_grad, loader next(), bookkeeping)")
+    optimizer_kernels: float = _F(default=10.0, ge=0, le=100000,
+                                  description="kernels of one (foreach/fused) optimizer step")
+
+    # --- communication ---------------------------------------------------------------------------
+    busbw_eff_frac: dict[str, float] = _F(
+        default={"nvswitch": 0.82, "nvlink-mesh": 0.80, "nvlink-bridge": 0.40, "pcie-switch": 0.80,
+                 "pcie-host": 0.65, "pcie-cross-socket": 0.40, "host-staged": 0.35,
+                 "infiniband": 0.90, "roce": 0.85, "ethernet": 0.60, "cloud-fabric": 0.75},
+        description="large-message all-reduce bus bandwidth / per-direction link bandwidth, per path class")
+    nvls_gain_frac: float = _F(default=1.30, ge=1.0, le=3.0,
+                               description="NVLink SHARP all-reduce bus bandwidth / ring bus bandwidth on NVSwitch gen 3+")
+    nvls_min_bytes: float = _F(default=128 * units.MIB, ge=0,
+                               description="messages from this size on use NVLS where the switch has it")
+    coll_base_latency_s: float = _F(default=8e-6, ge=0, le=1e-2,
+                                    description="fixed cost of one collective call (launch, setup), before per-hop latency")
+    tree_busbw_frac: float = _F(default=0.90, gt=0, le=1.0,
+                                description="tree all-reduce bus bandwidth / ring bus bandwidth across nodes")
+    busbw_override_bytes_per_s: dict[str, float] = _F(
+        default={}, description="measured bus bandwidth per level ('intra-node', 'inter-node') that replaces "
+                                "link x efficiency (set by calibration)")
+    latency_override_s: dict[str, float] = _F(
+        default={}, description="measured per-hop latency per level ('intra-node', 'inter-node') (set by calibration)")
+
+    # --- overlap and synchronisation -------------------------------------------------------------
+    overlap_frac: float = _F(default=0.90, ge=0, le=1,
+                             description="fraction of the backward pass during which gradient communication can run")
+    overlap_slowdown_frac: float = _F(default=0.10, ge=0, le=1,
+                                      description="compute slowdown per unit of overlapped communication time "
+                                                  "(communication kernels take SMs and memory bandwidth)")
+    jitter_frac: float = _F(default=0.01, ge=0, le=1,
+                            description="coefficient of variation of one rank's step time (clocks, OS noise)")
+    slowest_gpu_speed_frac: float = _F(default=1.0, gt=0, le=1,
+                                       description="speed of the slowest GPU relative to its datasheet (throttling, "
+                                                   "a mixed or older card): every rank waits for it")
+    dp_gil_frac: float = _F(default=0.5, ge=0, le=1,
+                            description="DataParallel: fraction of each extra replica's dispatch serialised by the GIL")
+
+    # --- data pipeline ---------------------------------------------------------------------------
+    h2d_pinned_eff_frac: float = _F(default=0.80, gt=0, le=1,
+                                    description="host-to-device copy from pinned memory / PCIe per-direction bandwidth")
+    h2d_pageable_eff_frac: float = _F(default=0.45, gt=0, le=1,
+                                      description="host-to-device copy from pageable memory / PCIe per-direction bandwidth")
+    loader_core_eff_frac: float = _F(default=0.90, gt=0, le=1,
+                                     description="useful fraction of a loader worker's core (IPC, collation)")
+
+    cpu_optimizer_bytes_per_s: float = _F(default=15e9, gt=0,
+                                          description="CPU memory traffic an offloaded optimizer step sustains per GPU "
+                                                      "(vectorised CPU Adam on a node's cores, shared by its GPUs)")
+
+    # --- memory ----------------------------------------------------------------------------------
+    framework_overhead_bytes: float = _F(default=1.0 * units.GIB, ge=0,
+                                         description="CUDA context, cuBLAS/cuDNN workspaces: not available to tensors")
+    comm_buffer_bytes: float = _F(default=0.5 * units.GIB, ge=0,
+                                  description="NCCL buffers when more than one GPU")
+    fragmentation_frac: float = _F(default=0.10, ge=0, le=1,
+                                   description="allocator fragmentation as a fraction of activation memory")
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def eff(self, precision: str) -> float:
+        return self.matmul_eff_frac[precision]
+
+    def replace(self, **changes) -> ModelParams:
+        return self.model_copy(update=changes)
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        """Write atomically (temp file + rename): a crash never leaves half a file."""
+        _atomic_write_text(Path(path), self.model_dump_json(indent=2))
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> ModelParams:
+        return cls.model_validate(json.loads(Path(path).read_text()))
+
+
+#: Where each default comes from (shown by `gpusim predict --explain` and the app).
+PROVENANCE: dict[str, str] = {
+    "matmul_eff_frac": "Maximum achievable matmul FLOPS (stas00/ml-engineering, compute/accelerator/README.md): "
+                       "H100 SXM bf16 794.5 of 989.5 TFLOP/s = 0.80, fp8 1402.6 of 1979 = 0.71; A100 SXM bf16 "
+                       "271.2 of 312 = 0.87. fp32/tf32: engineering estimates (calibrate).",
+    "layer_kind_eff_frac": "engineering estimate: convolutions and attention reach a lower fraction of peak than "
+                           "large GEMMs (calibrate with a DDP-step profile)",
+    "mem_eff_frac": "engineering estimate: streaming kernels reach ~80-90% of HBM bandwidth",
+    "kernel_tail_s": "engineering estimate of per-kernel launch latency and grid ramp (a few microseconds)",
+    "launch_cpu_s": "order of magnitude of PyTorch eager per-operator overhead (H. He, 'Making Deep Learning Go "
+                    "Brrrr From First Principles', 2022: overhead of microseconds per op)",
+    "busbw_eff_frac": "nvswitch: 370 GB/s ring busbw of 450 GB/s per direction on 8x H100 (nccl-tests issue 212, "
+                      "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
+                      "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "
+                      "engineering estimates (calibrate with `gpusim calibrate`)",
+    "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212)",
+    "overlap_frac": "engineering estimate; DDP overlaps bucket all-reduces with the backward pass "
+                    "(Li et al., 'PyTorch Distributed', VLDB 2020)",
+    "cpu_optimizer_bytes_per_s": "engineering estimate for a vectorised CPU Adam (Ren et al., 'ZeRO-Offload', "
+                                 "USENIX ATC 2021, describe such an optimizer); calibrate for offload plans",
+    "h2d_pageable_eff_frac": "pageable copies run at roughly half the pinned rate (M. Harris, 'How to Optimize "
+                             "Data Transfers in CUDA C/C++', NVIDIA Developer Blog, 2012)",
+}
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+DEFAULT_PARAMS = ModelParams()

@@ -1,0 +1,624 @@
+"""One scenario in, one explained prediction out: ``simulate(Scenario(...)) -> StepResult``.
+
+This is the edge where names become numbers: a :class:`Scenario` (validated by pydantic) is resolved
+against the hardware database and the workload catalogue into a row of :class:`~gpusim.model.step.StepInputs`;
+the single-GPU baseline and the what-if variants behind the recommendations are more rows of the same
+arrays, so one call of the vectorised model answers all of them (the same code path as a sweep).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpusim import units
+from gpusim.errors import GpusimError, ScenarioError
+from gpusim.hardware import GPU, IntraTopology, Link, Node
+from gpusim.model import comm as C
+from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
+                                 intra_node_busbw)
+from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, StepInputs, evaluate
+from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
+from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_STATE_BYTES,
+                             OPT_TRAFFIC_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy)
+
+_STRATEGY_FIELDS = set(Strategy.model_fields)
+#: the CLI's and DESIGN.md's flat names for strategy fields
+_ALIASES = {"strategy_kind": "kind"}
+
+
+class Scenario(BaseModel):
+    """What to predict: workload, hardware, strategy. Strategy fields may be given flat
+    (``Scenario(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=256, precision="amp_bf16")``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    model: str | None = Field(default=None, description="workload id from the catalogue (`gpusim models`)")
+    workload: Any = Field(default=None, exclude=True, description="a gpusim.workload.Workload (instead of `model`)")
+    seq_len: int | None = Field(default=None, ge=1, le=10_000_000)
+    gpu: str | None = Field(default=None, description="GPU id; default the node template's GPU")
+    node: str | None = Field(default=None, description="node template id (its GPU, fabric, CPUs, NICs)")
+    gpus: int = Field(default=1, ge=1, le=1_000_000, description="total GPUs")
+    nodes: int = Field(default=1, ge=1, le=100_000)
+    intra: str | None = Field(default=None, description="intra-node link id (default: the GPU's usual fabric)")
+    intra_topology: IntraTopology | None = None
+    p2p: bool | None = Field(default=None, description="override peer-to-peer between GPUs")
+    inter: str | None = Field(default=None, description="inter-node link id (default: the node's NICs)")
+    nics_per_node: int | None = Field(default=None, ge=1, le=72)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=16.0)
+    cpu_cores_per_gpu: float | None = Field(default=None, gt=0, le=1024)
+    storage_gbyte_per_s: float | None = Field(default=None, gt=0, le=10000, description="per node")
+    strategy: Strategy = Field(default_factory=Strategy)
+    baseline_throughput: float | None = Field(default=None, gt=0,
+                                              description="measured one-GPU samples/s at this per-GPU batch")
+    slowest_gpu_speed_frac: float = Field(default=1.0, gt=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_strategy(cls, data):
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        flat = {(_ALIASES.get(k, k)): data.pop(k) for k in list(data)
+                if (_ALIASES.get(k, k)) in _STRATEGY_FIELDS and k != "strategy"}
+        if "strategy" in data and isinstance(data["strategy"], str):
+            flat.setdefault("kind", data.pop("strategy"))
+        if flat:
+            base = data.get("strategy") or {}
+            if isinstance(base, Strategy):
+                base = base.model_dump()
+            data["strategy"] = {**base, **flat}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self):
+        if (self.model is None) == (self.workload is None):
+            raise ValueError("give exactly one of `model` (a catalogue id) or `workload`")
+        if self.gpu is None and self.node is None:
+            raise ValueError("give a GPU (`gpu`) or a node template (`node`)")
+        if self.gpus % self.nodes:
+            raise ValueError(f"{self.gpus} GPUs cannot be split evenly over {self.nodes} nodes "
+                             f"(use a multiple of {self.nodes}, e.g. {self.nodes * max(1, self.gpus // self.nodes)})")
+        if self.strategy.kind == "dp" and self.nodes > 1:
+            raise ValueError("DataParallel (strategy 'dp') runs in one process on one node; use 'ddp' across nodes")
+        return self
+
+    def with_changes(self, **changes) -> Scenario:
+        strat = {k: changes.pop(k) for k in list(changes) if k in _STRATEGY_FIELDS}
+        data = self.model_dump(exclude={"workload"})
+        data.update(changes)
+        data["strategy"] = {**self.strategy.model_dump(), **strat}
+        if self.workload is not None:
+            data["workload"] = self.workload
+        return Scenario.model_validate(data)
+
+    @classmethod
+    def create(cls, **kwargs) -> Scenario:
+        """Like the constructor, but bad input raises :class:`ScenarioError` with every problem listed."""
+        try:
+            return cls.model_validate(kwargs)
+        except ValidationError as e:
+            raise ScenarioError(format_validation_error(e)) from None
+
+
+def format_validation_error(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"] if x != "strategy")
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}" if loc else msg)
+    return "invalid scenario: " + "; ".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Hardware resolution
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Hardware:
+    """The concrete hardware a scenario runs on, with the defaults that were filled in."""
+
+    gpu: GPU
+    gpus_per_node: int
+    nodes: int
+    intra_link: Link | None
+    topology: str
+    p2p: bool
+    pcie_link: Link
+    socket_link: Link | None
+    inter_link: Link | None
+    nics_per_node: int
+    oversubscription: float
+    cpu_cores_per_gpu: float
+    storage_bytes_per_s_per_node: float
+    node: Node | None
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def n_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+_TOPOLOGY_FOR_LINK = {"nvswitch": "nvswitch", "nvlink-mesh": "nvlink-mesh", "nvlink-bridge": "nvlink-bridge-pairs",
+                      "infinity-fabric": "nvlink-mesh", "pcie": "pcie-host", "host-staged": "pcie-host",
+                      "cpu-interconnect": "pcie-cross-socket"}
+_NODE_KIND_PREFERENCE = {"server": 0, "rack": 1, "cloud-instance": 2, "workstation": 3}
+#: generic templates (in hwdb/nodes) that a PCIe card without a node of its own is placed in
+_GENERIC_PCIE_NODES = ("pcie-4x-host", "pcie-8x-switch")
+#: when nothing says which network joins the nodes: InfiniBand of the GPU's era
+_DEFAULT_IB = ((2022, "ib-ndr-400"), (2020, "ib-hdr-200"), (0, "ib-edr-100"))
+
+
+def _default_node(db, gpu: GPU, gpus_per_node: int) -> Node | None:
+    """The database's usual node for this GPU: one that holds it, with enough GPUs per node."""
+    cands = [n for n in db.nodes.values() if n.gpu == gpu.id and n.gpus_per_node >= gpus_per_node]
+    if cands:
+        return min(cands, key=lambda n: (_NODE_KIND_PREFERENCE.get(n.kind, 9), n.gpus_per_node, n.id))
+    generic = [db.nodes[i] for i in _GENERIC_PCIE_NODES if i in db.nodes and db.nodes[i].gpus_per_node >= gpus_per_node]
+    return generic[0] if generic else None
+
+
+def resolve_hardware(scn: Scenario, db) -> Hardware:
+    """Fill in the fabric, CPUs and NICs a scenario leaves unsaid, from its node or the GPU's usual node."""
+    notes: list[str] = []
+    g = scn.gpus // scn.nodes
+    node = db.node(scn.node) if scn.node else None
+    gpu = db.gpu(scn.gpu) if scn.gpu else db.gpu(node.gpu)
+    if node is not None and g > node.gpus_per_node:
+        raise ScenarioError(f"node {node.id!r} holds {node.gpus_per_node} GPUs, but {scn.gpus} GPUs on {scn.nodes} "
+                            f"node(s) puts {g} in each: use --nodes {math.ceil(scn.gpus / node.gpus_per_node)} or more")
+    if node is None:
+        node = _default_node(db, gpu, g)
+        if node is not None:
+            notes.append(f"node template {node.id!r} assumed (the usual node for {gpu.id}; set --node to change)")
+    if node is not None and node.gpu != gpu.id:
+        notes.append(f"node {node.id!r} with its {node.gpu} replaced by {gpu.id}")
+
+    pcie_link = db.link(node.pcie_link) if (node is not None and node.pcie_link) else db.link(db.pcie_link_id(gpu))
+    if scn.intra:
+        intra = db.link(scn.intra)
+        if intra.scope != "intra-node":
+            raise ScenarioError(f"--intra {intra.id!r} is a network link; give it as --inter")
+        topology = scn.intra_topology or _TOPOLOGY_FOR_LINK.get(intra.kind, "pcie-host")
+        p2p = intra.kind != "host-staged"
+        if intra.kind == "pcie":
+            pcie_link = intra
+    elif node is not None:
+        intra = db.link(node.intra_link)
+        topology = scn.intra_topology or node.intra_topology
+        p2p = node.p2p
+    else:
+        intra, topology, p2p = pcie_link, scn.intra_topology or "pcie-host", gpu.p2p_pcie
+        notes.append(f"{gpu.id} on PCIe through the CPU's root complex assumed (no node template for it)")
+    if topology.startswith("pcie") and not gpu.p2p_pcie and scn.p2p is None and p2p:
+        p2p = False
+        notes.append(f"{gpu.id} has no PCIe peer-to-peer: transfers staged through host memory")
+    if scn.p2p is not None:
+        p2p = scn.p2p
+    if topology.startswith("nvlink") and gpu.peer_link is None:
+        raise ScenarioError(f"{gpu.id} has no NVLink; choose a PCIe fabric (e.g. --intra {pcie_link.id})")
+    if g == 1:
+        topology = "single"
+    socket_link = None
+    if topology == "pcie-cross-socket":
+        sid = node.socket_link if (node is not None and node.socket_link) else ("upi" if "upi" in db.links else None)
+        socket_link = db.link(sid) if sid else None
+
+    inter, nics = None, 0
+    if scn.nodes > 1:
+        if scn.inter:
+            inter = db.link(scn.inter)
+            if inter.scope != "inter-node":
+                raise ScenarioError(f"--inter {inter.id!r} is an intra-node link; give it as --intra")
+        elif node is not None and node.nic_link:
+            inter = db.link(node.nic_link)
+        else:
+            lid = next(i for year, i in _DEFAULT_IB if gpu.release_year >= year)
+            if lid not in db.links:
+                raise ScenarioError("several nodes need a network: give --inter LINK (`gpusim hw list --kind link`)")
+            inter = db.link(lid)
+            notes.append(f"nodes joined by {inter.id} assumed (set --inter to change)")
+        nics = scn.nics_per_node or (node.nics_per_node if (node is not None and node.nic_link and not scn.inter
+                                                            ) else 0) or g
+    cores = scn.cpu_cores_per_gpu or (node.cpu_cores / node.gpus_per_node if node is not None else 8.0)
+    storage = (scn.storage_gbyte_per_s * units.GB if scn.storage_gbyte_per_s
+               else node.storage_bytes_per_s if node is not None else 3.0 * units.GB)
+    return Hardware(gpu=gpu, gpus_per_node=g, nodes=scn.nodes, intra_link=intra, topology=topology, p2p=p2p,
+                    pcie_link=pcie_link, socket_link=socket_link, inter_link=inter, nics_per_node=nics,
+                    oversubscription=scn.oversubscription, cpu_cores_per_gpu=cores,
+                    storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes))
+
+
+def resolve_workload(scn: Scenario):
+    if scn.workload is not None:
+        w = scn.workload
+        return w.with_seq_len(scn.seq_len) if scn.seq_len else w
+    from gpusim.workload import get_workload
+
+    return get_workload(scn.model, seq_len=scn.seq_len)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows of model inputs
+# ------------------------------------------------------------------------------------------------
+
+_MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
+
+
+def group_eff_frac(workload, precision: str, params: ModelParams) -> np.ndarray:
+    """Achievable fraction of peak per layer group: the precision's GEMM efficiency times the kind's."""
+    base = params.eff(precision)
+    kinds = params.layer_kind_eff_frac
+    return np.array([base * (1.0 if g.kind in _MEMORY_BOUND_KINDS else kinds.get(g.kind, kinds.get("other", 1.0)))
+                     for g in workload.layers], dtype=np.float64)
+
+
+def peak_for(gpu: GPU, precision: str) -> float:
+    key = PEAK_KEY[precision]
+    peak = gpu.peak_flop_per_s(key)
+    if peak is None:
+        have = [k for k in ("fp32", "tf32", "fp16", "bf16", "fp8") if gpu.peak_flop_per_s(k) is not None]
+        raise ScenarioError(f"{gpu.id} has no {key} throughput in the database (precision {precision!r}); "
+                            f"it supports {', '.join(have)}")
+    return peak
+
+
+def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
+    """The hardware part of a row: achievable bus bandwidths and latencies (calibration overrides win)."""
+    eff = eff_table(params)
+    g = hw.gpus_per_node
+    link_bw = hw.intra_link.bandwidth_bytes_per_s if hw.intra_link else math.inf
+    sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
+    intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
+                                      sock, hw.p2p, eff)
+    intra_hop = hw.intra_link.latency_s if hw.intra_link else 0.0
+    if hw.topology == "nvlink-bridge-pairs" and g > 2:
+        intra_hop = max(intra_hop, hw.pcie_link.latency_s)
+    if hw.inter_link is not None:
+        net_path = PATH_CODES[NETWORK_PATH[hw.inter_link.kind]]
+        inter_bw = inter_node_busbw(hw.inter_link.bandwidth_bytes_per_s, hw.nics_per_node, net_path,
+                                    hw.oversubscription, eff)
+        inter_hop = hw.inter_link.latency_s
+    else:
+        inter_bw, inter_hop, net_path = math.inf, 0.0, -1
+    ov_bw, ov_lat = params.busbw_override_bytes_per_s, params.latency_override_s
+    intra_bw = ov_bw.get("intra-node", float(intra_bw)) if g > 1 else float(intra_bw)
+    inter_bw = ov_bw.get("inter-node", float(inter_bw)) if hw.nodes > 1 else float(inter_bw)
+    intra_hop = ov_lat.get("intra-node", intra_hop)
+    inter_hop = ov_lat.get("inter-node", inter_hop)
+    return {
+        "mem_bytes_per_s": hw.gpu.memory_bytes_per_s, "mem_capacity_bytes": hw.gpu.memory_bytes,
+        "n_gpus": float(hw.n_gpus), "n_nodes": float(hw.nodes),
+        "intra_busbw_bytes_per_s": float(intra_bw), "intra_hop_s": float(intra_hop),
+        "inter_busbw_bytes_per_s": float(inter_bw), "inter_hop_s": float(inter_hop),
+        "nvls": bool(hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch"),
+        "pcie_bytes_per_s": hw.pcie_link.bandwidth_bytes_per_s, "cores_per_gpu": float(hw.cpu_cores_per_gpu),
+        "storage_bytes_per_s_per_gpu": hw.storage_bytes_per_s_per_node / g,
+        "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
+        "_intra_path": int(path), "_inter_path": int(net_path),
+    }
+
+
+def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> dict[str, Any]:
+    st = scn.strategy
+    pr = st.precision
+    ga = workload.roofline_arrays()
+    row = hardware_row(hw, params)
+    row.update({
+        "peak_flop_per_s": peak_for(hw.gpu, pr),
+        "params": float(workload.params), "fwd_flop_per_sample": float(workload.fwd_flop_per_sample),
+        "act_bytes_per_sample": float(workload.act_bytes_per_sample),
+        "act_ckpt_bytes_per_sample": float(workload.act_ckpt_bytes_per_sample),
+        "input_bytes_per_sample": float(workload.input_bytes_per_sample),
+        "h2d_bytes_per_sample": float(workload.h2d_bytes_per_sample),
+        "preprocess_core_s_per_sample": float(workload.preprocess_core_s_per_sample),
+        "group_flop_per_sample": ga["fwd_flop_per_sample"], "group_bytes_per_sample": ga["fwd_bytes_per_sample"],
+        "group_weight_bytes": ga["weight_bytes"], "group_count": ga["count"],
+        "group_eff_frac": group_eff_frac(workload, pr, params),
+        "strategy": st.code, "micro_batch": float(st.per_gpu_batch), "accum": float(st.accum),
+        "checkpointing": st.activation_checkpointing, "cpu_offload": st.cpu_offload, "bucket_bytes": st.bucket_bytes,
+        "num_workers": -1.0 if st.num_workers is None else float(st.num_workers), "pin_memory": st.pin_memory,
+        "act_scale": ACT_ELEM_BYTES[pr] / 2.0, "weight_bytes_per_param": WEIGHT_BYTES[pr],
+        "grad_bytes_per_param": GRAD_BYTES[pr], "gather_bytes_per_param": GATHER_BYTES[pr],
+        "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": OPT_STATE_BYTES[st.optimizer],
+        "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer],
+        "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
+    })
+    return row
+
+
+def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
+    names = [f.name for f in dataclasses.fields(StepInputs)]
+    out = {}
+    for name in names:
+        vals = [r[name] for r in rows]
+        if isinstance(vals[0], np.ndarray):
+            width = max(v.shape[-1] for v in vals)
+            out[name] = np.stack([np.pad(v, (0, width - v.shape[-1])) for v in vals])
+        else:
+            out[name] = np.asarray(vals)
+    return StepInputs(**out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepResult:
+    """A prediction for one scenario. Times in seconds, rates per second, sizes in bytes.
+
+    ``breakdown_s`` parts sum to ``step_s``. ``speedup`` and ``scaling_efficiency_frac`` compare with the same
+    GPU alone at the same per-GPU batch (weak scaling): ``efficiency = T1 / (N * TN)`` for equal work.
+    """
+
+    step_s: float
+    throughput_samples_per_s: float
+    throughput_per_gpu_samples_per_s: float
+    throughput_tokens_per_s: float | None
+    speedup: float
+    scaling_efficiency_frac: float
+    mfu_frac: float
+    gpu_util_frac: float
+    memory_per_gpu_bytes: float
+    memory_capacity_bytes: float
+    fits_in_memory: bool
+    max_micro_batch: int
+    bottleneck: str
+    breakdown_s: dict[str, float]
+    detail: dict[str, float]
+    memory_breakdown_bytes: dict[str, float]
+    single_gpu_step_s: float
+    single_gpu_throughput_samples_per_s: float
+    global_batch: int
+    n_gpus: int
+    n_nodes: int
+    intra_path: str | None
+    inter_path: str | None
+    recommendations: tuple[dict, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    scenario: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["recommendations"] = list(self.recommendations)
+        d["assumptions"] = list(self.assumptions)
+        return d
+
+
+def _row_result(out: dict, i: int) -> dict[str, float]:
+    return {k: (v[i] if np.ndim(v) else v) for k, v in out.items()}
+
+
+def _path_name(code: int) -> str | None:
+    return PATH_CLASSES[code] if code >= 0 else None
+
+
+def build_inputs(scn: Scenario, db=None, params: ModelParams | None = None, workload=None):
+    """Resolve a scenario into (hardware, workload, row dict). Raises GpusimError subclasses on bad input."""
+    from gpusim.hwdb import load
+
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    hw = resolve_hardware(scn, db)
+    wl = workload if workload is not None else resolve_workload(scn)
+    return hw, wl, scenario_row(scn, hw, wl, params)
+
+
+def _single_gpu(scn: Scenario) -> Scenario:
+    kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
+    return scn.with_changes(gpus=1, nodes=1, kind=kind)
+
+
+def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None = None,
+             recommend: bool = True) -> StepResult:
+    """Predict one training step. ``scenario`` may be a :class:`Scenario` or a dict of its fields.
+
+    Raises :class:`~gpusim.errors.GpusimError` (unknown ids, impossible configurations) with a message
+    that says how to fix it.
+    """
+    from gpusim.diagnose import recommendations, variant_scenarios
+    from gpusim.hwdb import load
+
+    scn = scenario if isinstance(scenario, Scenario) else Scenario.create(**scenario)
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    hw, wl, row = build_inputs(scn, db, params)
+    single_hw = resolve_hardware(_single_gpu(scn), db)
+    single_row = scenario_row(_single_gpu(scn), single_hw, wl, params)
+
+    rows = [row, single_row]
+    if scn.baseline_throughput:
+        _apply_baseline(rows, scn, params)
+
+    variants = variant_scenarios(scn, hw, wl, evaluate(stack_rows(rows), params), db) if recommend else []
+    var_rows = []
+    for name, vscn in variants:
+        try:
+            vhw = resolve_hardware(vscn, db)
+            vrow = scenario_row(vscn, vhw, wl, params)
+        except GpusimError:
+            continue
+        if scn.baseline_throughput:
+            vrow["compute_override_s"] = _rescaled_override(rows, vrow)
+        var_rows.append((name, vscn, vrow))
+    out = evaluate(stack_rows(rows + [r for _, _, r in var_rows]), params)
+    res = _make_result(scn, hw, wl, out, 0, 1, row)
+    if recommend:
+        recs = recommendations(scn, hw, wl, res, [(name, vscn, _row_result(out, 2 + j))
+                                                  for j, (name, vscn, _) in enumerate(var_rows)])
+        res = dataclasses.replace(res, recommendations=tuple(recs))
+    return res
+
+
+def _apply_baseline(rows: list[dict], scn: Scenario, params: ModelParams) -> None:
+    """Replace the modelled micro-batch compute time by the one implied by a measured one-GPU throughput."""
+    first = evaluate(stack_rows(rows), params)
+    st = scn.strategy
+    measured_step_s = st.per_gpu_batch * st.accum / scn.baseline_throughput
+    other = float(first["optimizer_s"][1] + first["overhead_s"][1] + first["data_wait_s"][1])
+    micro = max((measured_step_s - other) / st.accum, 0.3 * measured_step_s / st.accum)
+    for r in rows:
+        r["compute_override_s"] = micro
+    rows[0]["_modelled_micro_s"] = float(first["micro_compute_s"][1])
+
+
+def _rescaled_override(rows: list[dict], vrow: dict) -> float:
+    """A variant with another batch or precision scales the measured time by the model's own ratio."""
+    measured = rows[0]["compute_override_s"]
+    one = evaluate(stack_rows([rows[1], {**vrow, "n_gpus": 1.0, "n_nodes": 1.0, "compute_override_s": math.nan}]),
+                   DEFAULT_PARAMS)
+    ratio = float(one["micro_compute_s"][1] / one["micro_compute_s"][0])
+    return measured * ratio
+
+
+def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, row: dict) -> StepResult:
+    r = _row_result(out, i)
+    b1 = _row_result(out, base)
+    thr = float(r["throughput_samples_per_s"])
+    thr1 = float(b1["throughput_samples_per_s"])
+    speedup = thr / thr1
+    tokens = float(wl.tokens_per_sample) if getattr(wl, "sample_unit", "image") == "sequence" else None
+    breakdown = {k: float(r[k]) for k in BREAKDOWN_KEYS}
+    st = scn.strategy
+    return StepResult(
+        step_s=float(r["step_s"]), throughput_samples_per_s=thr,
+        throughput_per_gpu_samples_per_s=float(r["throughput_per_gpu_samples_per_s"]),
+        throughput_tokens_per_s=thr * tokens if tokens else None,
+        speedup=speedup, scaling_efficiency_frac=speedup / hw.n_gpus, mfu_frac=float(r["mfu_frac"]),
+        gpu_util_frac=float(r["gpu_util_frac"]), memory_per_gpu_bytes=float(r["memory_per_gpu_bytes"]),
+        memory_capacity_bytes=hw.gpu.memory_bytes, fits_in_memory=bool(r["fits_in_memory"]),
+        max_micro_batch=int(r["max_micro_batch"]), bottleneck=BOTTLENECKS[int(r["bottleneck_code"])],
+        breakdown_s=breakdown,
+        detail={k: float(r[k]) for k in ("comm_total_s", "comm_hidden_s", "comm_interference_s", "micro_compute_s",
+                                         "fwd_s", "bwd_s", "gpu_busy_s", "cpu_dispatch_s", "roofline_s",
+                                         "loader_supply_samples_per_s", "h2d_s", "grad_bytes", "allreduce_s")},
+        memory_breakdown_bytes={k.removeprefix("memory_").removesuffix("_bytes"): float(r[k]) for k in
+                                ("memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
+                                 "memory_activations_bytes", "memory_buffers_bytes", "memory_overhead_bytes")},
+        single_gpu_step_s=float(b1["step_s"]), single_gpu_throughput_samples_per_s=thr1,
+        global_batch=st.per_gpu_batch * st.accum * hw.n_gpus, n_gpus=hw.n_gpus, n_nodes=hw.nodes,
+        intra_path=_path_name(row["_intra_path"]), inter_path=_path_name(row["_inter_path"]),
+        assumptions=hw.assumptions,
+        scenario={**scn.model_dump(mode="json", exclude={"workload"}), "workload_name": wl.name,
+                  "gpu_resolved": hw.gpu.id, "node_resolved": hw.node.id if hw.node else None,
+                  "intra_link_resolved": hw.intra_link.id if hw.intra_link else None,
+                  "intra_topology_resolved": hw.topology, "p2p_resolved": hw.p2p,
+                  "inter_link_resolved": hw.inter_link.id if hw.inter_link else None,
+                  "nics_per_node_resolved": hw.nics_per_node},
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Curves and single collectives
+# ------------------------------------------------------------------------------------------------
+
+def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "weak", global_batch: int | None = None,
+                  db=None, params: ModelParams | None = None) -> list[dict]:
+    """Throughput, speedup and efficiency over GPU counts, in one vectorised model call.
+
+    ``mode="weak"`` keeps the per-GPU batch; ``"strong"`` keeps the global batch (``global_batch``, default the
+    scenario's) and divides it over the GPUs (counts that do not divide it are skipped). Node counts follow
+    the scenario's GPUs per node (``gpus // nodes``).
+    """
+    from gpusim.hwdb import load
+
+    scn = scenario if isinstance(scenario, Scenario) else Scenario.create(**scenario)
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    per_node = scn.gpus // scn.nodes
+    if gpu_counts is None:
+        top = max(scn.gpus, 8)
+        gpu_counts = sorted({1, 2, 4, 8, *(2**i for i in range(4, 20) if 2**i <= top), scn.gpus})
+    st = scn.strategy
+    gb = global_batch or st.per_gpu_batch * st.accum * scn.gpus
+    wl = resolve_workload(scn)
+    rows, meta = [], []
+    for n in gpu_counts:
+        nodes = max(1, math.ceil(n / per_node))
+        if n % nodes:
+            continue
+        changes: dict[str, Any] = {"gpus": n, "nodes": nodes}
+        if mode == "strong":
+            if gb % (n * st.accum):
+                continue
+            changes["per_gpu_batch"] = gb // (n * st.accum)
+        if scn.strategy.kind == "dp" and nodes > 1:
+            continue
+        try:
+            v = scn.with_changes(**changes)
+            hw = resolve_hardware(v, db)
+            rows.append(scenario_row(v, hw, wl, params))
+        except (GpusimError, ValidationError):
+            continue
+        meta.append((n, nodes, v.strategy.per_gpu_batch))
+    if not rows:
+        raise ScenarioError("no GPU count in the curve is possible for this scenario")
+    if scn.baseline_throughput:
+        single = [r for r, m in zip(rows, meta) if m[0] == 1]
+        if single:
+            tmp = [single[0], single[0]]
+            _apply_baseline(tmp, scn.with_changes(per_gpu_batch=meta[0][2]) if mode == "strong" else scn, params)
+            for r in rows:
+                r["compute_override_s"] = _rescaled_override(tmp, r)
+    out = evaluate(stack_rows(rows), params)
+    thr = out["throughput_samples_per_s"]
+    one = [i for i, m in enumerate(meta) if m[0] == 1]
+    ref = thr[one[0]] if one else thr[0] / meta[0][0]
+    result = []
+    for i, (n, nodes, b) in enumerate(meta):
+        result.append({"gpus": n, "nodes": nodes, "per_gpu_batch": b, "global_batch": b * st.accum * n,
+                       "step_s": float(out["step_s"][i]), "throughput_samples_per_s": float(thr[i]),
+                       "speedup": float(thr[i] / ref), "scaling_efficiency_frac": float(thr[i] / ref / n),
+                       "fits_in_memory": bool(out["fits_in_memory"][i]),
+                       "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][i])],
+                       **{k: float(out[k][i]) for k in BREAKDOWN_KEYS}})
+    return result
+
+
+def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node: str | None = None, gpus: int = 8,
+               nodes: int = 1, intra: str | None = None, inter: str | None = None, intra_topology: str | None = None,
+               algorithm: str = "auto", db=None, params: ModelParams | None = None) -> list[dict]:
+    """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer)."""
+    from gpusim.hwdb import load
+
+    if collective_name not in C.COLLECTIVES:
+        raise ScenarioError(f"unknown collective {collective_name!r}; one of {', '.join(C.COLLECTIVES)}")
+    if algorithm != "auto" and algorithm not in C.ALGORITHMS:
+        raise ScenarioError(f"unknown algorithm {algorithm!r}; one of auto, {', '.join(C.ALGORITHMS)}")
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    try:  # a hardware-only scenario: no workload needed, so the full validator is bypassed
+        scn = Scenario.model_construct(gpu=gpu, node=node, gpus=gpus, nodes=nodes, intra=intra, inter=inter,
+                                       intra_topology=intra_topology, nics_per_node=None, oversubscription=1.0,
+                                       cpu_cores_per_gpu=None, storage_gbyte_per_s=None, p2p=None,
+                                       strategy=Strategy())
+        if gpu is None and node is None:
+            raise ScenarioError("give a GPU (--gpu) or a node template (--node)")
+        if gpus % nodes:
+            raise ScenarioError(f"{gpus} GPUs cannot be split evenly over {nodes} nodes")
+        hw = resolve_hardware(scn, db)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(e)) from None
+    row = hardware_row(hw, params)
+    sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
+    if np.any(sizes <= 0) or not np.all(np.isfinite(sizes)):
+        raise ScenarioError("message sizes must be positive bytes")
+    code = C.COLLECTIVES[collective_name]
+    t, algo = C.collective_time_s(
+        code, sizes, float(hw.n_gpus), float(hw.nodes), row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
+        row["inter_busbw_bytes_per_s"], row["inter_hop_s"], row["nvls"], base_latency_s=params.coll_base_latency_s,
+        nvls_gain_frac=params.nvls_gain_frac, nvls_min_bytes=params.nvls_min_bytes,
+        tree_busbw_frac=params.tree_busbw_frac, algorithm=-1 if algorithm == "auto" else C.ALGORITHMS[algorithm])
+    algbw = C.algbw_bytes_per_s(sizes, t)
+    busbw = algbw * C.bus_factor(code, float(hw.n_gpus))
+    return [{"bytes": float(s), "time_s": float(ti), "algbw_bytes_per_s": float(a), "busbw_bytes_per_s": float(bb),
+             "algorithm": C.ALGO_NAMES[int(al)], "n_ranks": hw.n_gpus, "n_nodes": hw.nodes,
+             "intra_path": _path_name(row["_intra_path"]), "inter_path": _path_name(row["_inter_path"])}
+            for s, ti, a, bb, al in zip(sizes, np.broadcast_to(t, sizes.shape), np.broadcast_to(algbw, sizes.shape),
+                                        np.broadcast_to(busbw, sizes.shape), np.broadcast_to(algo, sizes.shape))]

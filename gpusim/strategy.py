@@ -1,0 +1,114 @@
+"""Strategy: how a workload is split over GPUs and run.
+
+Options are ``Literal`` names at the edge (files, CLI, app) and integer codes inside the model's arrays
+(:data:`STRATEGY_CODES`, :data:`PRECISION_CODES`, ...). Every option is documented here once.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpusim import units
+
+StrategyKind = Literal["dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid"]
+"""
+- ``dp``: legacy ``torch.nn.DataParallel``: one process, one thread per GPU under the GIL; every step the
+  model is replicated from GPU 0, inputs are scattered from and outputs gathered to GPU 0, gradients are
+  reduced to GPU 0 after the backward pass (no overlap), and the optimizer runs on GPU 0.
+- ``ddp``: ``DistributedDataParallel``: one process per GPU, gradients all-reduced in buckets while the
+  backward pass runs.
+- ``zero1`` / ``zero2`` / ``zero3``: DeepSpeed ZeRO stages (Rajbhandari et al., SC'20): shard optimizer
+  states / + gradients / + parameters across the data-parallel ranks.
+- ``fsdp-full``: PyTorch FSDP ``FULL_SHARD`` (= ZeRO-3); ``fsdp-grad-op``: ``SHARD_GRAD_OP`` (= ZeRO-2);
+  ``fsdp-hybrid``: ``HYBRID_SHARD``: full sharding inside a node, replication (all-reduce) across nodes.
+"""
+
+Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8"]
+"""
+- ``fp32``: fp32 everywhere on CUDA cores (TF32 disabled).
+- ``tf32``: fp32 tensors, matmuls and convolutions on tensor cores in TF32 (Ampere and later).
+- ``amp_fp16`` / ``amp_bf16``: automatic mixed precision: fp32 parameters, gradients and optimizer
+  states; matmuls in fp16/bf16 with fp32 accumulation; activations mostly 16-bit.
+- ``bf16``: pure bf16 parameters and gradients (fp32 optimizer states).
+- ``fp8``: fp8 matmuls (Transformer Engine style) with bf16 activations and fp32 master weights.
+"""
+
+Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum"]
+
+STRATEGY_CODES: dict[str, int] = {
+    "dp": 0, "ddp": 1, "zero1": 2, "zero2": 3, "zero3": 4, "fsdp-full": 4, "fsdp-grad-op": 3, "fsdp-hybrid": 5}
+#: shard stage per strategy code: 0 = nothing sharded ... 3 = parameters sharded
+SHARD_STAGE_BY_CODE = {0: 0, 1: 0, 2: 1, 3: 2, 4: 3, 5: 3}
+
+PRECISION_CODES: dict[str, int] = {"fp32": 0, "tf32": 1, "amp_fp16": 2, "amp_bf16": 3, "bf16": 4, "fp8": 5}
+
+#: which datasheet column (GPU.dense_tflop_per_s) a precision's matmuls run at
+PEAK_KEY: dict[str, str] = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16",
+                            "bf16": "bf16", "fp8": "fp8"}
+
+#: bytes per activation element (activations stored for backward and moved by elementwise kernels)
+ACT_ELEM_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2}
+
+#: bytes per parameter held on the GPU (weights / gradients / gradient communication) per precision.
+#: AMP keeps fp32 weights and gradients (PyTorch autocast casts on the fly; DDP all-reduces fp32
+#: gradients); pure bf16 keeps both in bf16; fp8 training keeps bf16 weights and fp32 main gradients
+#: (NVIDIA Transformer Engine documentation, "FP8 primer").
+WEIGHT_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 2}
+GRAD_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 4}
+#: bytes per parameter of the copy sharded strategies gather (ZeRO-3 / FSDP all-gather the compute copy)
+GATHER_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2}
+#: fp32 master copy kept by sharded mixed-precision optimizers in addition to the 16-bit weights
+#: (ZeRO paper section 3.1: 2 + 2 + 12 bytes per parameter for mixed-precision Adam).
+MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16": 0, "bf16": 4, "fp8": 4}
+
+#: optimizer state bytes per parameter (fp32 states): Adam keeps m and v; SGD with momentum keeps one buffer.
+OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momentum": 4}
+#: bytes the optimizer step reads and writes per parameter (fp32 param, grad, states; fused/foreach
+#: kernels): Adam reads p, g, m, v and writes p, m, v = 7 x 4 bytes; SGD-momentum reads p, g, m and
+#: writes p, m = 5 x 4; plain SGD reads p, g and writes p = 3 x 4.
+OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20}
+
+
+class Strategy(BaseModel):
+    """How the work is split and run. Validated at the edge; the model sees integer codes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: StrategyKind = "ddp"
+    precision: Precision = "amp_bf16"
+    per_gpu_batch: int = Field(default=32, ge=1, le=10_000_000, description="micro-batch per GPU, in samples")
+    accum: int = Field(default=1, ge=1, le=100_000, description="gradient accumulation steps per optimizer step")
+    optimizer: Optimizer = "adam"
+    activation_checkpointing: bool = False
+    cpu_offload: bool = Field(default=False, description="optimizer states and step on the CPU (ZeRO-Offload, "
+                                                         "FSDP CPUOffload); needs a sharded strategy")
+    bucket_mib: float = Field(default=25.0, gt=0, le=4096, description="DDP gradient bucket size (MiB)")
+    num_workers: int | None = Field(default=None, ge=0, le=256,
+                                    description="DataLoader workers per GPU; None (default) = data already prepared "
+                                                "(synthetic): the step is predicted without a loader, and the loader "
+                                                "it would need is reported")
+    pin_memory: bool = True
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.cpu_offload and self.kind in ("dp", "ddp"):
+            raise ValueError(f"cpu_offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {self.kind!r}")
+        return self
+
+    @property
+    def code(self) -> int:
+        return STRATEGY_CODES[self.kind]
+
+    @property
+    def shard_stage(self) -> int:
+        return SHARD_STAGE_BY_CODE[self.code]
+
+    @property
+    def bucket_bytes(self) -> float:
+        return self.bucket_mib * units.MIB
+
+    @property
+    def global_batch_per_gpu(self) -> int:
+        return self.per_gpu_batch * self.accum
