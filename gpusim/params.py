@@ -83,8 +83,12 @@ class ModelParams(BaseModel):
     slowest_gpu_speed_frac: float = _F(default=1.0, gt=0, le=1,
                                        description="speed of the slowest GPU relative to its datasheet (throttling, "
                                                    "a mixed or older card): every rank waits for it")
-    dp_gil_frac: float = _F(default=0.5, ge=0, le=1,
-                            description="DataParallel: fraction of each extra replica's dispatch serialised by the GIL")
+    dp_gil_frac: float = _F(default=1.0, ge=0, le=1,
+                            description="DataParallel: fraction of each extra replica's forward dispatch serialised "
+                                        "by the GIL (its forward replicas run in Python threads)")
+    dp_replicate_s: float = _F(default=10e-6, ge=0, le=1e-3,
+                               description="DataParallel: CPU time to replicate one module (about one per forward "
+                                           "kernel) to one more GPU, paid every forward")
 
     # --- data pipeline ---------------------------------------------------------------------------
     h2d_pinned_eff_frac: float = _F(default=0.80, gt=0, le=1,
@@ -138,6 +142,10 @@ PROVENANCE: dict[str, str] = {
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "
                       "engineering estimates (calibrate with `gpusim calibrate`)",
     "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212)",
+    "dp_gil_frac": "DataParallel runs each replica's forward in a Python thread (torch.nn.parallel.parallel_apply), "
+                   "serialised by the GIL; its backward runs in autograd's C++ device threads (PyTorch docs, "
+                   "'DataParallel' and 'CUDA semantics: use DistributedDataParallel instead of DataParallel')",
+    "dp_replicate_s": "engineering estimate of torch.nn.parallel.replicate's per-module Python cost (calibrate)",
     "overlap_frac": "engineering estimate; DDP overlaps bucket all-reduces with the backward pass "
                     "(Li et al., 'PyTorch Distributed', VLDB 2020)",
     "cpu_optimizer_bytes_per_s": "engineering estimate for a vectorised CPU Adam (Ren et al., 'ZeRO-Offload', "

@@ -258,13 +258,21 @@ def group_eff_frac(workload, precision: str, params: ModelParams) -> np.ndarray:
                      for g in workload.layers], dtype=np.float64)
 
 
+_PRECISION_FOR_KEY = {"fp32": "fp32", "tf32": "tf32", "fp16": "amp_fp16", "bf16": "amp_bf16", "fp8": "fp8"}
+
+
 def peak_for(gpu: GPU, precision: str) -> float:
+    """Dense peak FLOP/s of the precision's matmuls. AMP fp16 on a GPU without a 16-bit matmul path
+    faster than fp32 (Pascal) runs at the fp32 rate."""
     key = PEAK_KEY[precision]
     peak = gpu.peak_flop_per_s(key)
+    if peak is None and precision == "amp_fp16" and gpu.architecture in ("pascal",):
+        peak = gpu.peak_flop_per_s("fp32")
     if peak is None:
-        have = [k for k in ("fp32", "tf32", "fp16", "bf16", "fp8") if gpu.peak_flop_per_s(k) is not None]
+        have = [_PRECISION_FOR_KEY[k] for k in ("fp32", "tf32", "fp16", "bf16", "fp8")
+                if gpu.peak_flop_per_s(k) is not None]
         raise ScenarioError(f"{gpu.id} has no {key} throughput in the database (precision {precision!r}); "
-                            f"it supports {', '.join(have)}")
+                            f"use --precision {' or '.join(have)}")
     return peak
 
 

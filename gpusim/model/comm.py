@@ -39,6 +39,10 @@ _AUTO = -1
 def bus_factor(collective, n):
     """nccl-tests bus-bandwidth factor: busbw = algbw * factor."""
     n = np.asarray(n, dtype=np.float64)
+    if np.ndim(collective) == 0:  # the common case: one collective over many scenarios
+        c = int(collective)
+        f = 2.0 * (n - 1.0) / n if c == ALL_REDUCE else (n - 1.0) / n if c in (REDUCE_SCATTER, ALL_GATHER) else 1.0
+        return f * (n > 1)
     c = np.asarray(collective)
     ar = 2.0 * (n - 1.0) / n
     rs = (n - 1.0) / n
@@ -48,6 +52,9 @@ def bus_factor(collective, n):
 def ring_steps(collective, n):
     """Sequential ring steps of a collective (latency hops)."""
     n = np.asarray(n, dtype=np.float64)
+    if np.ndim(collective) == 0:
+        c = int(collective)
+        return 2.0 * (n - 1.0) if c == ALL_REDUCE else (1.0 + 0.0 * n) if c == SEND_RECV else n - 1.0
     c = np.asarray(collective)
     return np.where(c == ALL_REDUCE, 2.0 * (n - 1.0), np.where(c == SEND_RECV, 1.0, n - 1.0))
 
@@ -74,45 +81,48 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     s = np.asarray(size_bytes, dtype=np.float64)
     n = np.asarray(n_ranks, dtype=np.float64)
     nodes = np.maximum(np.asarray(n_nodes, dtype=np.float64), 1.0)
-    g = n / nodes  # ranks per node
     multi = nodes > 1
     f = bus_factor(c, n)
     intra = np.asarray(intra_busbw_bytes_per_s, dtype=np.float64)
     inter = np.asarray(inter_busbw_bytes_per_s, dtype=np.float64)
-    is_ar = c == ALL_REDUCE
+    is_ar = (c == ALL_REDUCE)
+    any_multi = bool(np.any(multi))
 
     # ring: every step crosses one link; a pass over the ring has (n - nodes) intra and `nodes` inter hops
     steps = ring_steps(c, n)
-    hop = np.where(multi, ((n - nodes) * intra_hop_s + nodes * inter_hop_s) / n, intra_hop_s)
-    ring_busbw = np.where(multi, np.minimum(intra, inter), intra)
-    ring_t = base_latency_s + steps * hop + f * s / ring_busbw
+    if any_multi:
+        hop = np.where(multi, ((n - nodes) * intra_hop_s + nodes * inter_hop_s) / n, intra_hop_s)
+        ring_busbw = np.where(multi, np.minimum(intra, inter), intra)
+    else:
+        hop, ring_busbw = intra_hop_s, intra
+    t = base_latency_s + steps * hop + f * s / ring_busbw
+    algo = np.full(np.shape(t), ALGO_RING)
+    forced = algorithm != _AUTO
 
     # NVLS: all-reduce reduced in the NVSwitch (inside a node; across nodes combined with the inter-node ring)
-    nvls_ok = is_ar & np.asarray(nvls, dtype=bool) & (s >= nvls_min_bytes)
-    nvls_busbw = np.where(multi, np.minimum(intra * nvls_gain_frac, inter), intra * nvls_gain_frac)
-    nvls_t = np.where(nvls_ok, base_latency_s + 2.0 * intra_hop_s + 2.0 * multi * inter_hop_s
-                      + f * s / nvls_busbw, np.inf)
+    if (not forced or algorithm == ALGO_NVLS) and np.any(is_ar):
+        nvls_ok = is_ar & np.asarray(nvls, dtype=bool) & (s >= nvls_min_bytes)
+        if np.any(nvls_ok):
+            nvls_busbw = np.minimum(intra * nvls_gain_frac, np.where(multi, inter, np.inf))
+            nvls_t = base_latency_s + 2.0 * intra_hop_s + 2.0 * multi * inter_hop_s + f * s / nvls_busbw
+            better = nvls_ok & ((nvls_t < t) | forced)
+            t, algo = np.where(better, nvls_t, t), np.where(better, ALGO_NVLS, algo)
 
     # double binary tree across nodes (NCCL), chains inside nodes: log latency, slightly lower bandwidth
-    tree_ok = is_ar & multi
-    tree_lat = 2.0 * (np.log2(nodes) * inter_hop_s + (g - 1.0) * intra_hop_s)
-    tree_t = np.where(tree_ok, base_latency_s + tree_lat + f * s / (ring_busbw * tree_busbw_frac), np.inf)
+    if (not forced or algorithm == ALGO_TREE) and any_multi and np.any(is_ar):
+        g = n / nodes
+        tree_lat = 2.0 * (np.log2(nodes) * inter_hop_s + (g - 1.0) * intra_hop_s)
+        tree_t = base_latency_s + tree_lat + f * s / (ring_busbw * tree_busbw_frac)
+        better = is_ar & multi & ((tree_t < t) | forced)
+        t, algo = np.where(better, tree_t, t), np.where(better, ALGO_TREE, algo)
 
-    # hierarchical (two-level): RS inside, AR across nodes on each GPU's NIC share, AG inside
-    hier_t = np.where(is_ar & multi, hierarchical_all_reduce_s(s, g, nodes, intra, intra_hop_s, inter, inter_hop_s,
-                                                               base_latency_s), np.inf)
+    # hierarchical (two-level): RS inside, AR across nodes on each GPU's NIC share, AG inside (forced only)
+    if algorithm == ALGO_HIER and any_multi:
+        g = n / nodes
+        hier_t = hierarchical_all_reduce_s(s, g, nodes, intra, intra_hop_s, inter, inter_hop_s, base_latency_s)
+        ok = is_ar & multi
+        t, algo = np.where(ok, hier_t, t), np.where(ok, ALGO_HIER, algo)
 
-    times = np.stack(np.broadcast_arrays(ring_t, tree_t, nvls_t, hier_t))
-    if algorithm == _AUTO:
-        candidates = times[:3]  # NCCL itself picks among ring, tree and NVLS
-        idx = np.argmin(candidates, axis=0)
-        t = np.take_along_axis(candidates, idx[None], axis=0)[0]
-        algo = np.array([ALGO_RING, ALGO_TREE, ALGO_NVLS])[idx]
-    else:
-        pick = {ALGO_RING: 0, ALGO_TREE: 1, ALGO_NVLS: 2, ALGO_HIER: 3}[algorithm]
-        t = times[pick]
-        t = np.where(np.isfinite(t), t, times[0])  # not applicable here: falls back to the ring
-        algo = np.where(np.isfinite(times[pick]), algorithm, ALGO_RING)
     single = n <= 1
     return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo)
 

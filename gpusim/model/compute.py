@@ -53,21 +53,22 @@ def group_times_s(micro_batch, group_flop_per_sample, group_bytes_per_sample, gr
 
 def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per_s, mem_bytes_per_s, *,
                         mem_eff_frac, kernel_tail_s, launch_cpu_s, act_scale, weight_scale, recompute,
-                        dispatch_mult=1.0, speed_frac=1.0):
+                        fwd_dispatch_mult=1.0, speed_frac=1.0):
     """Forward + backward time of one micro-batch on one GPU.
 
     Parameters
     ----------
     groups : dict with ``fwd_flop_per_sample``, ``fwd_bytes_per_sample``, ``weight_bytes``, ``count`` (n|1, K)
     group_eff_frac : (n|1, K) achievable fraction of ``peak_flop_per_s`` per group
-    dispatch_mult : CPU dispatch multiplier (DataParallel: one Python process drives every GPU)
+    fwd_dispatch_mult : CPU dispatch multiplier of the forward pass (DataParallel: one Python process runs every
+        replica's forward in threads under the GIL; its backward runs in autograd's per-device C++ threads)
     speed_frac : the GPU's speed relative to its datasheet (throttling)
 
     Returns
     -------
     dict of (n,) arrays: ``gpu_s`` (kernel time), ``roofline_s`` (without per-kernel overheads),
-    ``cpu_dispatch_s``, ``compute_s`` = max(gpu, cpu), ``fwd_s``, ``bwd_s`` (split of compute_s),
-    ``kernels`` per micro-batch.
+    ``cpu_dispatch_s``, ``compute_s`` = max(gpu, cpu) for the forward plus the same for the backward,
+    ``fwd_s``, ``bwd_s`` (its two parts), ``kernels`` per micro-batch.
     """
     mult = train_multiplier(recompute)
     per_group = group_times_s(micro_batch, groups["fwd_flop_per_sample"], groups["fwd_bytes_per_sample"],
@@ -76,11 +77,13 @@ def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per
     roofline_s = per_group.sum(axis=-1) * mult / speed_frac
     kernels = np.asarray(groups["count"], dtype=np.float64).sum(axis=-1) * mult
     gpu_s = roofline_s + kernels * kernel_tail_s
-    cpu_dispatch_s = kernels * launch_cpu_s * dispatch_mult
-    compute_s = np.maximum(gpu_s, cpu_dispatch_s)
-    fwd_s = compute_s / mult
-    return {"gpu_s": gpu_s, "roofline_s": roofline_s, "cpu_dispatch_s": cpu_dispatch_s, "compute_s": compute_s,
-            "fwd_s": fwd_s, "bwd_s": compute_s - fwd_s, "kernels": kernels + 0.0 * compute_s}
+    gpu_fwd = gpu_s / mult
+    cpu_fwd = kernels / mult * launch_cpu_s * fwd_dispatch_mult
+    cpu_bwd = kernels * (1.0 - 1.0 / mult) * launch_cpu_s
+    fwd_s = np.maximum(gpu_fwd, cpu_fwd)
+    bwd_s = np.maximum(gpu_s - gpu_fwd, cpu_bwd)
+    return {"gpu_s": gpu_s, "roofline_s": roofline_s, "cpu_dispatch_s": cpu_fwd + cpu_bwd, "compute_s": fwd_s + bwd_s,
+            "fwd_s": fwd_s, "bwd_s": bwd_s, "kernels": kernels + 0.0 * gpu_s}
 
 
 def optimizer_step_s(params_local, traffic_bytes_per_param, mem_bytes_per_s, mem_eff_frac, n_kernels,

@@ -123,22 +123,73 @@ class StepInputs:
         return StepInputs(**out)
 
 
-def _coll(inp: StepInputs, p: ModelParams, collective, size, n_ranks, n_nodes, *, intra=None, inter=None):
-    t, algo = C.collective_time_s(
-        collective, size, n_ranks, n_nodes,
-        inp.intra_busbw_bytes_per_s if intra is None else intra, inp.intra_hop_s,
-        inp.inter_busbw_bytes_per_s if inter is None else inter, inp.inter_hop_s, inp.nvls,
-        base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_min_bytes=p.nvls_min_bytes,
-        tree_busbw_frac=p.tree_busbw_frac)
-    return t, algo
-
-
 def _overlap(comm_s, unhideable_s, window_s, overlap_frac):
     """Split ``comm_s`` into (exposed, hidden): ``unhideable_s`` is always exposed; the rest hides under up to
     ``overlap_frac * window_s`` of compute."""
     hideable = np.maximum(comm_s - unhideable_s, 0.0)
     hidden = np.minimum(hideable, overlap_frac * window_s)
     return comm_s - hidden, hidden
+
+
+def _rows(v, idx, rows):
+    """Rows ``idx`` of a per-scenario array (scalars and broadcast rows pass through)."""
+    a = np.asarray(v)
+    if a.ndim == 0 or isinstance(idx, slice):
+        return a
+    if a.shape[0] == rows:
+        return a[idx]
+    return a
+
+
+def _strategy_comm(code: int, c: dict, p: ModelParams):
+    """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows."""
+
+    def coll(kind, size, ranks=None, nn=None, inter=None):
+        return C.collective_time_s(
+            kind, size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
+            c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"],
+            base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_min_bytes=p.nvls_min_bytes,
+            tree_busbw_frac=p.tree_busbw_frac)[0]
+
+    k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
+    if code in (DDP, ZERO1):
+        # bucketed all-reduce once per optimizer step, under the last micro-batch's backward
+        total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
+        exp, hid = _overlap(total, last, bwd_s, ov)
+        return exp, hid, total
+    if code == ZERO2:
+        # reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
+        rs_total, rs_last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.REDUCE_SCATTER, x))
+        ag_total = coll(C.ALL_GATHER, c["W"])
+        rs_exp, rs_hid = _overlap(rs_total, rs_last, bwd_s, ov)
+        ag_exp, ag_hid = _overlap(ag_total, ag_total / blocks, fwd_s, ov)
+        return k * rs_exp + ag_exp, k * rs_hid + ag_hid, 0.0 * k
+    if code == ZERO3:
+        # per micro-batch: all-gather in forward, again in backward, reduce-scatter in backward, one unit at a time
+        unit_ag = coll(C.ALL_GATHER, c["W"] / blocks)
+        ag_total = blocks * unit_ag
+        rs_total = blocks * coll(C.REDUCE_SCATTER, c["G"] / blocks)
+        f_exp, f_hid = _overlap(ag_total, unit_ag, fwd_s, ov)
+        b_exp, b_hid = _overlap(ag_total + rs_total, rs_total / blocks, bwd_s, ov)
+        return k * (f_exp + b_exp), k * (f_hid + b_hid), 0.0 * k
+    if code == HYBRID:
+        # full sharding inside the node (g ranks, one node) + all-reduce of each GPU's gradient shard across
+        # nodes on its share of the NICs (one rank per node in that collective)
+        g, nodes = c["g"], c["nodes"]
+        unit_ag = coll(C.ALL_GATHER, c["W"] / blocks, g, 1.0)
+        ag_total = blocks * unit_ag
+        rs_total = blocks * coll(C.REDUCE_SCATTER, c["G"] / blocks, g, 1.0)
+        ar = coll(C.ALL_REDUCE, c["G"] / g, nodes, nodes, inter=c["inter"] / g)
+        f_exp, f_hid = _overlap(ag_total, unit_ag, fwd_s, ov)
+        b_exp, b_hid = _overlap(ag_total + rs_total + ar, ar / blocks, bwd_s, ov)
+        return k * (f_exp + b_exp), k * (f_hid + b_hid), ar
+    if code == DP:
+        # per micro-batch, nothing overlapped: replicate weights from GPU 0, scatter inputs, reduce grads to GPU 0
+        bcast = coll(C.BROADCAST, c["weights"])
+        scatter = (c["n"] - 1.0) * c["b"] * c["h2d"] / c["intra"]
+        reduce = coll(C.REDUCE, c["G"])
+        return k * (bcast + np.where(c["n"] > 1, scatter, 0.0) + reduce), 0.0 * k, reduce
+    raise ValueError(f"unknown strategy code {code}")
 
 
 def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
@@ -155,74 +206,43 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     stage = SHARD_STAGE[s]
 
     # ---- compute of one micro-batch -------------------------------------------------------------
-    dispatch_mult = np.where(is_dp, 1.0 + (n - 1.0) * p.dp_gil_frac, 1.0)
+    fwd_dispatch_mult = np.where(is_dp, 1.0 + (n - 1.0) * p.dp_gil_frac, 1.0)
     groups = {"fwd_flop_per_sample": inp.group_flop_per_sample, "fwd_bytes_per_sample": inp.group_bytes_per_sample,
               "weight_bytes": inp.group_weight_bytes, "count": inp.group_count}
     weight_scale = np.asarray(inp.gather_bytes_per_param) / 2.0
     mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
                              mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, launch_cpu_s=p.launch_cpu_s,
                              act_scale=inp.act_scale, weight_scale=weight_scale, recompute=inp.checkpointing,
-                             dispatch_mult=dispatch_mult)
+                             fwd_dispatch_mult=fwd_dispatch_mult)
     override = np.asarray(inp.compute_override_s, dtype=np.float64)
     measured = np.isfinite(override)
     mult = train_multiplier(inp.checkpointing)
     # a measured one-GPU time still pays DataParallel's extra dispatch when more GPUs share one process
     micro_s = np.where(measured, np.maximum(override, mc["cpu_dispatch_s"]), mc["compute_s"])
-    fwd_s = micro_s / mult
+    fwd_s = np.where(measured, micro_s / mult, mc["fwd_s"])
     bwd_s = micro_s - fwd_s
     gpu_busy_micro_s = np.where(measured, np.minimum(override, micro_s), mc["gpu_s"])
 
-    # ---- communication --------------------------------------------------------------------------
+    # ---- communication (each strategy evaluated only on its own rows) ------------------------------
     G = P * inp.grad_bytes_per_param  # gradient bytes communicated
     W = P * inp.gather_bytes_per_param  # parameter bytes gathered by sharded strategies
-    bucket = np.asarray(inp.bucket_bytes, dtype=np.float64)
-    blocks = n_blocks(inp.group_count.sum(axis=-1))
-
-    def coll(c, size, ranks=n, nn=nodes, **kw):
-        return _coll(inp, p, c, size, ranks, nn, **kw)[0]
-
-    # DDP / ZeRO-1: bucketed all-reduce once per optimizer step, under the last micro-batch's backward
-    ar_total, ar_last = C.bucketed_time_s(G, bucket, lambda x: coll(C.ALL_REDUCE, x))
-    ddp_exposed, ddp_hidden = _overlap(ar_total, ar_last, bwd_s, p.overlap_frac)
-
-    # ZeRO-2: reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
-    rs_total, rs_last = C.bucketed_time_s(G, bucket, lambda x: coll(C.REDUCE_SCATTER, x))
-    ag_total = coll(C.ALL_GATHER, W)
-    z2_rs_exp, z2_rs_hid = _overlap(rs_total, rs_last, bwd_s, p.overlap_frac)
-    z2_ag_exp, z2_ag_hid = _overlap(ag_total, ag_total / blocks, fwd_s, p.overlap_frac)
-    z2_exposed = k * z2_rs_exp + z2_ag_exp
-    z2_hidden = k * z2_rs_hid + z2_ag_hid
-
-    # ZeRO-3 / FSDP full: per micro-batch all-gather in forward, again in backward, reduce-scatter in backward
-    unit_ag = coll(C.ALL_GATHER, W / blocks)
-    ag_unit_total = blocks * unit_ag
-    rs_unit_total = blocks * coll(C.REDUCE_SCATTER, G / blocks)
-    z3_f_exp, z3_f_hid = _overlap(ag_unit_total, unit_ag, fwd_s, p.overlap_frac)
-    z3_b_exp, z3_b_hid = _overlap(ag_unit_total + rs_unit_total, rs_unit_total / blocks, bwd_s, p.overlap_frac)
-    z3_exposed = k * (z3_f_exp + z3_b_exp)
-    z3_hidden = k * (z3_f_hid + z3_b_hid)
-
-    # Hybrid shard: the same inside the node (g ranks, one node) + all-reduce of each GPU's gradient shard
-    # across nodes on its share of the NICs (one rank per node in that collective)
-    h_unit_ag = coll(C.ALL_GATHER, W / blocks, g, 1.0)
-    h_ag_total = blocks * h_unit_ag
-    h_rs_total = blocks * coll(C.REDUCE_SCATTER, G / blocks, g, 1.0)
-    h_ar = coll(C.ALL_REDUCE, G / g, nodes, nodes, inter=inp.inter_busbw_bytes_per_s / g)
-    h_f_exp, h_f_hid = _overlap(h_ag_total, h_unit_ag, fwd_s, p.overlap_frac)
-    h_b_exp, h_b_hid = _overlap(h_ag_total + h_rs_total + h_ar, h_ar / blocks, bwd_s, p.overlap_frac)
-    h_exposed = k * (h_f_exp + h_b_exp)
-    h_hidden = k * (h_f_hid + h_b_hid)
-
-    # DataParallel: per micro-batch, nothing overlapped
-    dp_bcast = coll(C.BROADCAST, P * inp.weight_bytes_per_param)
-    dp_scatter = (n - 1.0) * b * np.asarray(inp.h2d_bytes_per_sample) / inp.intra_busbw_bytes_per_s
-    dp_reduce = coll(C.REDUCE, G)
-    dp_exposed = k * (dp_bcast + np.where(multi, dp_scatter, 0.0) + dp_reduce)
-
-    comm_exposed = np.select([is_dp, (s == DDP) | (s == ZERO1), s == ZERO2, s == ZERO3, s == HYBRID],
-                             [dp_exposed, ddp_exposed, z2_exposed, z3_exposed, h_exposed], default=0.0)
-    comm_hidden = np.select([is_dp, (s == DDP) | (s == ZERO1), s == ZERO2, s == ZERO3, s == HYBRID],
-                            [0.0 * n, ddp_hidden, z2_hidden, z3_hidden, h_hidden], default=0.0)
+    ctx = {"n": n, "nodes": nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
+           "blocks": n_blocks(inp.group_count.sum(axis=-1)), "fwd_s": fwd_s, "bwd_s": bwd_s,
+           "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
+           "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
+           "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": inp.inter_busbw_bytes_per_s,
+           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls}
+    rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
+    comm_exposed = np.zeros(rows)
+    comm_hidden = np.zeros(rows)
+    allreduce_s = np.zeros(rows)
+    s_b = np.broadcast_to(s, (rows,))
+    for code in np.unique(s_b):
+        mask = s_b == code
+        idx = slice(None) if mask.all() else np.nonzero(mask)[0]
+        sub = {key: _rows(v, idx, rows) for key, v in ctx.items()}
+        exp, hid, ar = _strategy_comm(int(code), sub, p)
+        comm_exposed[idx], comm_hidden[idx], allreduce_s[idx] = exp, hid, ar
     comm_exposed = np.where(multi, comm_exposed, 0.0)
     comm_hidden = np.where(multi, comm_hidden, 0.0)
     # communication kernels running under compute slow it down a little (SMs, memory bandwidth)
@@ -252,7 +272,9 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # ---- synchronisation and totals -------------------------------------------------------------
     compute_s = k * micro_s
     sync_s = straggler_s(compute_s, n, p.jitter_frac, inp.slowest_speed_frac)
-    overhead_s = p.step_overhead_s + 0.0 * n
+    # DataParallel re-replicates the module to every GPU on every forward (Python work per module and replica)
+    fwd_kernels = np.asarray(inp.group_count, dtype=np.float64).sum(axis=-1)
+    overhead_s = p.step_overhead_s + np.where(is_dp, k * fwd_kernels * (n - 1.0) * p.dp_replicate_s, 0.0)
     comm_part = comm_exposed + interference
     step_s = compute_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
 
@@ -301,5 +323,5 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "memory_activations_bytes": mem["activations"], "memory_buffers_bytes": mem["buffers"],
         "memory_overhead_bytes": mem["overhead"], "fits_in_memory": fits, "max_micro_batch": max_b,
         "bottleneck_code": bottleneck, "grad_bytes": G,
-        "allreduce_s": np.where(multi, ar_total, 0.0),
+        "allreduce_s": np.where(multi, allreduce_s, 0.0),
     }
