@@ -43,12 +43,15 @@ def group_times_s(micro_batch, group_flop_per_sample, group_bytes_per_sample, gr
     ``weight_scale`` rescale them to the precision's element size (2 for fp32).
     """
     b = np.asarray(micro_batch, dtype=np.float64)[..., None]
-    flop = b * group_flop_per_sample
-    nbytes = b * group_bytes_per_sample * np.asarray(act_scale)[..., None] \
-        + group_weight_bytes * np.asarray(weight_scale)[..., None]
-    flop_rate = np.asarray(peak_flop_per_s)[..., None] * group_eff_frac
-    byte_rate = np.asarray(mem_bytes_per_s)[..., None] * mem_eff_frac
-    return np.maximum(flop / flop_rate, nbytes / byte_rate)
+    inv_flop_rate = 1.0 / (np.asarray(peak_flop_per_s, dtype=np.float64)[..., None] * group_eff_frac)
+    inv_byte_rate = (1.0 / (np.asarray(mem_bytes_per_s, dtype=np.float64) * mem_eff_frac))[..., None]
+    t_flop = b * group_flop_per_sample
+    t_flop *= inv_flop_rate
+    t_mem = b * group_bytes_per_sample
+    t_mem *= np.asarray(act_scale, dtype=np.float64)[..., None]
+    t_mem += group_weight_bytes * np.asarray(weight_scale, dtype=np.float64)[..., None]
+    t_mem *= inv_byte_rate
+    return np.maximum(t_flop, t_mem, out=t_flop)
 
 
 def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per_s, mem_bytes_per_s, *,

@@ -300,10 +300,12 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
 
     # ---- bottleneck -----------------------------------------------------------------------------
     dispatch_bound = mc["cpu_dispatch_s"] > mc["gpu_s"]
-    parts = np.stack(np.broadcast_arrays(compute_s, comm_part, data_wait, optimizer_s, sync_s, overhead_s))
-    top = np.argmax(parts, axis=0)
-    code_by_part = np.array([0, 2, 3, 4, 5, 6])
-    bottleneck = code_by_part[top]
+    bottleneck = np.zeros(np.shape(step_s), dtype=np.int64)
+    largest = np.array(compute_s, dtype=np.float64, copy=True)
+    for code, part in ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s)):
+        bigger = part > largest
+        bottleneck[bigger] = code
+        np.maximum(largest, part, out=largest)
     bottleneck = np.where((bottleneck == 0) & dispatch_bound & ~measured, 1, bottleneck)
     bottleneck = np.where(fits, bottleneck, 7)
 
