@@ -36,9 +36,11 @@ Units and conventions (used by every number in this module)
   its backward needs (conv and batch-norm their input, ReLU its output, max-pool its input and
   indices), counted once per tensor.
 * ``act_ckpt_bytes_per_sample`` (full activation checkpointing) = the input of every checkpointed
-  block (transformer layer, ResNet bottleneck, ...) + the activations of the largest block, which are
-  rematerialised one block at a time during the backward pass + whatever lies outside the blocks
-  (embedding, head, loss).
+  block (transformer layer, ResNet bottleneck, ...; Korthikanti's ``2*s*h`` per layer) + whatever
+  lies outside the blocks and is not recomputed (embedding, final norm, head, loss). During the
+  backward pass one block at a time is rematerialised on top of this: that transient is
+  ``act_block_bytes_per_sample`` (the largest block's activations), kept separate so that a memory
+  model adds it once.
 
 References
 ----------
@@ -193,8 +195,10 @@ class Workload:
     fwd_flop_per_sample : forward FLOPs per sample (multiply-add = 2), the sum over ``layers``.
     act_bytes_per_sample : activation bytes kept for the backward pass per sample (16-bit activations,
         no checkpointing).
-    act_ckpt_bytes_per_sample : the same with full activation checkpointing (block inputs kept, one
-        block rematerialised at a time).
+    act_ckpt_bytes_per_sample : the same with full activation checkpointing: block (layer) inputs and
+        the non-recomputed head/loss activations; excludes the one-block transient below.
+    act_block_bytes_per_sample : activations of the largest checkpointed block (rematerialised one at a
+        time during the backward pass with checkpointing), or None when unknown.
     input_bytes_per_sample : bytes read from storage per sample (encoded JPEG, token ids).
     h2d_bytes_per_sample : bytes copied host-to-device per sample (the decoded batch tensor).
     preprocess_core_s_per_sample : CPU core-seconds to decode/augment one sample in a typical loader.
@@ -220,6 +224,7 @@ class Workload:
     sources: tuple[str, ...]
     seq_len_default: int | None = None
     notes: str = ""
+    act_block_bytes_per_sample: float | None = None
     _rebuild: Callable[[int], Workload] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -240,6 +245,9 @@ class Workload:
         if not math.isclose(total, self.fwd_flop_per_sample, rel_tol=1e-9, abs_tol=1e-6):
             raise ScenarioError(f"{self.id}: the layer groups' FLOPs ({total:.6g}) do not sum to "
                                 f"fwd_flop_per_sample ({self.fwd_flop_per_sample:.6g})")
+        if self.act_block_bytes_per_sample is not None:
+            object.__setattr__(self, "act_block_bytes_per_sample",
+                               _check_number(f"{self.id}: act_block_bytes_per_sample", self.act_block_bytes_per_sample))
         sources = (self.sources,) if isinstance(self.sources, str) else tuple(self.sources)
         object.__setattr__(self, "sources", sources)
         if self.seq_len_default is not None and (int(self.seq_len_default) != self.seq_len_default
@@ -301,6 +309,7 @@ class Workload:
             "tokens_per_sample": self.tokens_per_sample, "seq_len": self.seq_len, "params": self.params,
             "fwd_flop_per_sample": self.fwd_flop_per_sample, "act_bytes_per_sample": self.act_bytes_per_sample,
             "act_ckpt_bytes_per_sample": self.act_ckpt_bytes_per_sample,
+            "act_block_bytes_per_sample": self.act_block_bytes_per_sample,
             "input_bytes_per_sample": self.input_bytes_per_sample, "h2d_bytes_per_sample": self.h2d_bytes_per_sample,
             "preprocess_core_s_per_sample": self.preprocess_core_s_per_sample, "fwd_kernels": self.fwd_kernels,
             "weight_bytes": self.weight_bytes, "sources": list(self.sources), "notes": self.notes,
@@ -311,7 +320,8 @@ class Workload:
     def custom(cls, *, params: float, fwd_flop_per_sample: float, act_bytes_per_sample: float,
                name: str = "custom", id: str | None = None, family: str = "custom",
                sample_unit: str | None = None, tokens_per_sample: float | None = None,
-               act_ckpt_bytes_per_sample: float | None = None, input_bytes_per_sample: float | None = None,
+               act_ckpt_bytes_per_sample: float | None = None, act_block_bytes_per_sample: float | None = None,
+               input_bytes_per_sample: float | None = None,
                h2d_bytes_per_sample: float | None = None, preprocess_core_s_per_sample: float | None = None,
                fwd_kernels: int = 150, notes: str = "", sources: Sequence[str] = ("user-supplied numbers",)
                ) -> Workload:
@@ -320,8 +330,9 @@ class Workload:
         Defaults for what you do not give:
 
         * ``sample_unit``: ``"sequence"`` when ``tokens_per_sample`` > 1 is given, else ``"image"``.
-        * ``act_ckpt_bytes_per_sample``: 1/8 of ``act_bytes_per_sample`` (transformers keep ~1/L of
-          their activations plus one layer; CNNs ~1/5).
+        * ``act_ckpt_bytes_per_sample``: 1/10 of ``act_bytes_per_sample`` (a transformer keeps
+          ~2/(34 + 5as/h) of a layer's activations per layer plus its head; a CNN ~1/3-1/2);
+          ``act_block_bytes_per_sample`` unknown (None) unless given.
         * data pipeline: an ImageNet JPEG (110 kB), a 3x224x224 uint8 copy and 6 ms of CPU per image;
           or, for sequences, token ids (4 bytes each stored, 2 int64 tensors copied) and ~0.1 µs/token.
         * layers: one ``matmul`` group with all FLOPs, reading all weights once, moving
@@ -353,7 +364,8 @@ class Workload:
         return cls(id=id or _slug(name), name=name, family=family, sample_unit=unit,
                    tokens_per_sample=tokens, params=params, fwd_flop_per_sample=flop,
                    act_bytes_per_sample=act,
-                   act_ckpt_bytes_per_sample=act / 8.0 if act_ckpt_bytes_per_sample is None else act_ckpt_bytes_per_sample,
+                   act_ckpt_bytes_per_sample=act / 10.0 if act_ckpt_bytes_per_sample is None else act_ckpt_bytes_per_sample,
+                   act_block_bytes_per_sample=act_block_bytes_per_sample,
                    layers=layers, sources=tuple(sources), notes=notes, **pipe)
 
     @classmethod
@@ -692,7 +704,7 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
         act_other += sum(frac * s * (E * width + LOSS_BYTES * size)
                          for frac, (size, width) in zip(_cluster_fracs(spec)[1:], clusters[1:]))
     act = L * act_layer + act_other
-    act_ckpt = L * E * s * h + act_layer + act_other
+    act_ckpt = L * E * s * h + act_other
 
     tokens = 1.0 if vit else s
     pipe = info.pipeline(s) if info.pipeline else _text_pipeline(s, spec.vocab_size, 2)
@@ -700,7 +712,8 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
     return Workload(
         id=info.id, name=info.name, family=info.family, sample_unit="image" if vit else "sequence",
         tokens_per_sample=tokens, params=params, fwd_flop_per_sample=fwd_flop,
-        act_bytes_per_sample=act, act_ckpt_bytes_per_sample=act_ckpt, layers=g.build(),
+        act_bytes_per_sample=act, act_ckpt_bytes_per_sample=act_ckpt, act_block_bytes_per_sample=act_layer,
+        layers=g.build(),
         sources=info.sources, seq_len_default=None if vit else spec.seq_len, notes=info.notes,
         _rebuild=rebuild, **pipe)
 
@@ -777,12 +790,19 @@ class _Net:
     def act_bytes(self) -> float:
         return sum(b for b, _ in self._saved.values()) + sum(b for b, _ in self._extra)
 
-    def act_ckpt_bytes(self) -> float:
+    def _per_block(self) -> tuple[float, float]:
+        """(saved bytes outside blocks, saved bytes of the largest block)."""
         per_block: dict[str | None, float] = {}
         for b, blk in [*self._saved.values(), *self._extra]:
             per_block[blk] = per_block.get(blk, 0.0) + b
         outside = per_block.pop(None, 0.0)
-        return self._block_inputs + max(per_block.values(), default=0.0) + outside
+        return outside, max(per_block.values(), default=0.0)
+
+    def act_ckpt_bytes(self) -> float:
+        return self._block_inputs + self._per_block()[0]
+
+    def act_block_bytes(self) -> float:
+        return self._per_block()[1]
 
     # -- ops -----------------------------------------------------------------------------------------
     def input(self, c: int, h: int, w: int) -> _T:
@@ -897,6 +917,7 @@ class _Net:
         return Workload(id=info.id, name=info.name, family=info.family, sample_unit="image",
                         tokens_per_sample=1.0, params=self.params, fwd_flop_per_sample=self.groups.total_flop(),
                         act_bytes_per_sample=self.act_bytes(), act_ckpt_bytes_per_sample=self.act_ckpt_bytes(),
+                        act_block_bytes_per_sample=self.act_block_bytes(),
                         layers=self.groups.build(), sources=info.sources, notes=info.notes, **pipeline)
 
 
@@ -1187,13 +1208,14 @@ def build_gnmt(info: _Info, tokens_per_pair: int | float | None = None, hidden: 
     g.add("embedding", "embeddings", 2, 0.0, E * 2 * H * (ls + lt))
     g.add("elementwise", "dropout, concat, residual", 2 * n_layers + 3 * (n_layers - 1) + 4, 0.0,
           E * H * (ls + lt) * (3 * n_layers + 4))
-    act_ckpt = sum(E * toks * i_w * dirs for i_w, dirs, toks, _ in enc + dec) + max(layer_acts) + act_att + act_head
+    act_ckpt = sum(E * toks * i_w for i_w, dirs, toks, _ in enc + dec) + act_att + act_head
     rebuild = functools.partial(_gnmt_rebuild, info)
     pipe = {"input_bytes_per_sample": T * 2.0, "h2d_bytes_per_sample": T * 8.0 + 16.0,
             "preprocess_core_s_per_sample": TEXT_CORE_S_PER_SAMPLE + T * TEXT_CORE_S_PER_TOKEN}
     return Workload(id=info.id, name=info.name, family="rnn", sample_unit="sequence", tokens_per_sample=T,
                     params=params, fwd_flop_per_sample=g.total_flop(), act_bytes_per_sample=act,
-                    act_ckpt_bytes_per_sample=act_ckpt, layers=g.build(), sources=info.sources,
+                    act_ckpt_bytes_per_sample=act_ckpt, act_block_bytes_per_sample=max(layer_acts),
+                    layers=g.build(), sources=info.sources,
                     seq_len_default=int(round(GNMT_TOKENS_PER_PAIR)), notes=info.notes, _rebuild=rebuild, **pipe)
 
 
@@ -1501,8 +1523,8 @@ def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sam
       each storage is counted once, parameters excluded, floating-point tensors scaled to 2 bytes per
       element (a model run in fp32 is reported as if its activations were 16-bit).
     * Checkpointed bytes: inputs of the checkpoint blocks (``ckpt_blocks``, default: the children of the
-      largest ``nn.ModuleList``, or the top-level children) + the largest block's saved bytes + the
-      saved bytes outside blocks.
+      ``nn.ModuleList``/``nn.Sequential`` holding most parameters, or the top-level children) + the saved
+      bytes outside blocks; ``act_block_bytes_per_sample`` is the largest block's saved bytes.
     * Per sample: divided by the batch size (``batch_size`` or dim 0 of the first tensor).
     * ``device="meta"`` runs on the meta device (no memory): a module with real weights is deep-copied
       to meta first, and the batch is rebuilt as meta tensors. On meta (and on CPU with dropout), SDPA
@@ -1645,7 +1667,8 @@ def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sam
     for v, blk in saved.values():
         per_block[blk] = per_block.get(blk, 0.0) + v
     outside = per_block.pop(None, 0.0)
-    act_ckpt = block_inputs[0] + max(per_block.values(), default=0.0) + outside if blocks else act_total
+    act_block = max(per_block.values(), default=0.0)
+    act_ckpt = block_inputs[0] + outside if blocks else act_total
 
     if sample_unit is None:
         seq_like = (not first.is_floating_point() and first.dim() == 2) or (first.is_floating_point() and first.dim() == 3)
@@ -1658,6 +1681,7 @@ def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sam
         id=_slug(label), name=label, family="custom", sample_unit=sample_unit,
         tokens_per_sample=float(tokens_per_sample), params=n_params, fwd_flop_per_sample=total_flop,
         act_bytes_per_sample=max(act_total / b, 1.0), act_ckpt_bytes_per_sample=min(act_ckpt, act_total) / b,
+        act_block_bytes_per_sample=act_block / b if blocks else None,
         input_bytes_per_sample=batch_bytes if input_bytes_per_sample is None else input_bytes_per_sample,
         h2d_bytes_per_sample=batch_bytes if h2d_bytes_per_sample is None else h2d_bytes_per_sample,
         preprocess_core_s_per_sample=preprocess_core_s_per_sample, layers=tuple(layers),

@@ -261,7 +261,7 @@ def test_custom_workload_defaults():
     w = Workload.custom(params=1e9, fwd_flop_per_sample=2e12, act_bytes_per_sample=4e9, name="My LM",
                         tokens_per_sample=1024)
     assert w.id == "my-lm" and w.family == "custom" and w.sample_unit == "sequence"
-    assert w.act_ckpt_bytes_per_sample == pytest.approx(0.5e9)
+    assert w.act_ckpt_bytes_per_sample == pytest.approx(0.4e9) and w.act_block_bytes_per_sample is None
     assert [g.kind for g in w.layers] == ["matmul", "elementwise"]
     assert w.layers[0].fwd_flop_per_sample == 2e12 and w.layers[0].weight_bytes == 2e9
     assert w.layers[1].fwd_bytes_per_sample == 8e9 and w.fwd_kernels == 150
