@@ -250,12 +250,40 @@ def resolve_workload(scn: Scenario):
 _MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
 
 
-def group_eff_frac(workload, precision: str, params: ModelParams) -> np.ndarray:
-    """Achievable fraction of peak per layer group: the precision's GEMM efficiency times the kind's."""
+def roofline_by_kind(workload) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+    """The workload's layer groups for the model's roofline, with memory-bound kinds merged.
+
+    Elementwise, normalisation and pooling layers are always bound by memory traffic, so summing them per
+    kind is exact (``sum(max(f/P, b/B)) = sum(b)/B`` when ``f/P`` never wins); compute kinds (matmul, conv,
+    attention ...) keep their groups, so each keeps its own roofline. This keeps the arrays narrow for sweeps.
+    """
+    kinds: list[str] = []
+    out: dict[str, list[float]] = {k: [] for k in ("fwd_flop_per_sample", "fwd_bytes_per_sample", "weight_bytes",
+                                                   "count")}
+    merged: dict[str, int] = {}
+    for g in workload.layers:
+        if g.kind in _MEMORY_BOUND_KINDS and g.kind in merged:
+            i = merged[g.kind]
+        else:
+            i = len(kinds)
+            kinds.append(g.kind)
+            for v in out.values():
+                v.append(0.0)
+            if g.kind in _MEMORY_BOUND_KINDS:
+                merged[g.kind] = i
+        out["fwd_flop_per_sample"][i] += g.fwd_flop_per_sample
+        out["fwd_bytes_per_sample"][i] += g.fwd_bytes_per_sample
+        out["weight_bytes"][i] += g.weight_bytes
+        out["count"][i] += g.count
+    return tuple(kinds), {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def group_eff_frac(kinds, precision: str, params: ModelParams) -> np.ndarray:
+    """Achievable fraction of peak per layer kind: the precision's GEMM efficiency times the kind's."""
     base = params.eff(precision)
-    kinds = params.layer_kind_eff_frac
-    return np.array([base * (1.0 if g.kind in _MEMORY_BOUND_KINDS else kinds.get(g.kind, kinds.get("other", 1.0)))
-                     for g in workload.layers], dtype=np.float64)
+    table = params.layer_kind_eff_frac
+    return np.array([base * (1.0 if k in _MEMORY_BOUND_KINDS else table.get(k, table.get("other", 1.0)))
+                     for k in kinds], dtype=np.float64)
 
 
 _PRECISION_FOR_KEY = {"fp32": "fp32", "tf32": "tf32", "fp16": "amp_fp16", "bf16": "amp_bf16", "fp8": "fp8"}
@@ -315,7 +343,7 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
 def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> dict[str, Any]:
     st = scn.strategy
     pr = st.precision
-    ga = workload.roofline_arrays()
+    kinds, ga = roofline_by_kind(workload)
     row = hardware_row(hw, params)
     row.update({
         "peak_flop_per_s": peak_for(hw.gpu, pr),
@@ -327,7 +355,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> 
         "preprocess_core_s_per_sample": float(workload.preprocess_core_s_per_sample),
         "group_flop_per_sample": ga["fwd_flop_per_sample"], "group_bytes_per_sample": ga["fwd_bytes_per_sample"],
         "group_weight_bytes": ga["weight_bytes"], "group_count": ga["count"],
-        "group_eff_frac": group_eff_frac(workload, pr, params),
+        "group_eff_frac": group_eff_frac(kinds, pr, params),
         "strategy": st.code, "micro_batch": float(st.per_gpu_batch), "accum": float(st.accum),
         "checkpointing": st.activation_checkpointing, "cpu_offload": st.cpu_offload, "bucket_bytes": st.bucket_bytes,
         "num_workers": -1.0 if st.num_workers is None else float(st.num_workers), "pin_memory": st.pin_memory,

@@ -1,0 +1,87 @@
+"""``gpusim validate``: the model against published measurements, with honest error figures."""
+
+from __future__ import annotations
+
+ORDER = 50
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="compare predictions with published measurements",
+                       description="Run the model over shared/validation/measurements.csv (or your CSV with the same "
+                                   "columns) and print, per source and kind, how many rows it could predict and the "
+                                   "median and 90th-percentile absolute percentage error, from datasheet alone and "
+                                   "anchored on each configuration's measured one-GPU row.")
+    p.add_argument("csv", nargs="*", help="measurement CSV(s) (default: the project's validation set)")
+    p.add_argument("--calibration", metavar="FILE", help="use a calibration file's parameters")
+    p.add_argument("--rows", action="store_true", help="print every row's measured and predicted values")
+    p.add_argument("--worst", type=int, default=8, help="list the N worst anchored rows (default 8)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_validate)
+
+
+def cmd_validate(args) -> int:
+    from dataclasses import asdict
+
+    from gpusim.commands._common import load_db, print_json, print_table
+    from gpusim.validation import default_csv, fmt_pct, run, summarize, worst_rows
+
+    db = load_db(args)
+    params = None
+    if args.calibration:
+        from gpusim.calibration import load_calibration
+
+        _, params, db = load_calibration(args.calibration).apply({}, db)
+    paths = args.csv or [default_csv()]
+    results = []
+    for path in paths:
+        results += run(path, db=db, params=params)
+    summary = summarize(results)
+    if args.json:
+        print_json({**summary, "rows": [asdict(r) for r in results]})
+        return 0
+    table = []
+    for g in summary["groups"]:
+        table.append([g["source_id"] + (" *" if g["used_for_defaults"] else ""), g["kind"], g["rows"], g["predicted"],
+                      g["unmapped"], fmt_pct(g["datasheet"]["median_ape"]), fmt_pct(g["datasheet"]["p90_ape"]),
+                      g["anchored"]["n"] or "", fmt_pct(g["anchored"]["median_ape"]), fmt_pct(g["anchored"]["p90_ape"]),
+                      fmt_pct(g["linear"]["median_ape"]), fmt_pct(g["linear"]["p90_ape"])])
+    print_table(table, ["source", "kind", "rows", "predicted", "unmapped", "datasheet med", "datasheet p90",
+                        "anchored n", "anchored med", "anchored p90", "linear med", "linear p90"],
+                title="gpusim validate: absolute percentage error per source and kind",
+                caption="* rows used to set a default parameter: not a test of the model",
+                justify=["left", "left"] + ["right"] * 10)
+    o = summary["overall"]
+    print(f"multi-GPU throughput rows: {o['multi_gpu_throughput_rows']} "
+          f"(source-flagged rows excluded: {o['flagged_rows_excluded']})")
+    print(f"  datasheet alone:   median {fmt_pct(o['datasheet']['median_ape'])}, p90 {fmt_pct(o['datasheet']['p90_ape'])} "
+          f"(n={o['datasheet']['n']})")
+    print(f"  anchored on 1 GPU: median {fmt_pct(o['anchored']['median_ape'])}, p90 {fmt_pct(o['anchored']['p90_ape'])} "
+          f"(n={o['anchored']['n']}); linear scaling: median {fmt_pct(o['linear']['median_ape'])}, "
+          f"p90 {fmt_pct(o['linear']['p90_ape'])}")
+    print(f"  rows losing scaling (measured efficiency < 0.9): anchored median "
+          f"{fmt_pct(o['losing_scaling_anchored']['median_ape'])} vs linear "
+          f"{fmt_pct(o['losing_scaling_linear']['median_ape'])} (n={o['losing_scaling_anchored']['n']})")
+    print(f"  scaling efficiency, absolute error: median {fmt_pct(o['efficiency_abs_error']['median_ape'])}, p90 "
+          f"{fmt_pct(o['efficiency_abs_error']['p90_ape'])} (linear scaling assumes 100%: median "
+          f"{fmt_pct(o['efficiency_abs_error_linear']['median_ape'])}, p90 "
+          f"{fmt_pct(o['efficiency_abs_error_linear']['p90_ape'])})")
+    worst = worst_rows(results, "anchored", args.worst)
+    if worst:
+        print("worst anchored rows:")
+        for r in worst:
+            print(f"  #{r.index} {r.source_id} {r.model} {r.gpu} x{r.n_gpus}: measured {r.measured:g}, anchored "
+                  f"{r.anchored:.4g} ({fmt_pct(r.ape('anchored'))}), linear {r.linear:.4g}, measured efficiency "
+                  f"{fmt_pct(r.measured_efficiency)}")
+    print(f"unmapped rows: {len(summary['unmapped'])}")
+    reasons: dict[str, int] = {}
+    for u in summary["unmapped"]:
+        reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda x: -x[1]):
+        print(f"  {count} x {reason}")
+    if args.rows:
+        rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
+                 "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",
+                 fmt_pct(r.ape()), fmt_pct(r.ape("anchored")), r.reason or r.flagged or ""] for r in results]
+        print_table(rows, ["#", "source", "kind", "model", "gpu", "n", "measured", "datasheet", "anchored",
+                           "err", "anch err", "note"])
+    return 0

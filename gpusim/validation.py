@@ -1,0 +1,408 @@
+"""Validation of the model against published measurements (``shared/validation/measurements.csv``).
+
+Each row of the CSV is mapped to a gpusim scenario (workload, GPU, fabric, precision, batch) by the
+explicit tables below; rows that cannot be mapped are counted and listed with the reason, never dropped
+silently. For throughput rows two predictions are made:
+
+- **datasheet**: from hwdb figures and the default :class:`~gpusim.params.ModelParams` alone;
+- **anchored**: multi-GPU rows with a measured one-GPU row of the same system, model, precision and
+  per-GPU batch use that measurement as ``baseline_throughput`` (the model predicts only the scaling).
+
+Beside the anchored error, the report gives the error of plain linear scaling (N x the one-GPU row), so
+anyone can see what the model adds, and the error on rows that lose scaling (measured efficiency < 0.9),
+where it matters (see the README of the validation folder).
+
+Rows whose figures were used to set a default parameter (``busbw_eff_frac`` for NVLink bridges and
+NVSwitch, ``nvls_gain_frac``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
+``used_for_defaults`` and reported apart: they cannot validate the model.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gpusim.errors import GpusimError
+
+ENV_VAR = "GPUSIM_VALIDATION_CSV"
+
+#: measurement ``model`` column -> (workload id, sequence length or None)
+MODEL_MAP: dict[str, tuple[str, int | None]] = {
+    "ResNet-50 v1.5": ("resnet50", None),
+    "ResNet-50 v1.5 ImageNet 90 epochs": ("resnet50", None),
+    "SSD300": ("ssd300", None),
+    "BERT-base SQuAD fine-tune": ("bert-base", 384),
+    "BERT-large SQuAD fine-tune": ("bert-large", 384),
+    "GNMT v2": ("gnmt", None),
+    "Transformer-XL base": ("transformer-xl-base", None),
+    "Transformer-XL large": ("transformer-xl-large", None),
+    "Inception V3": ("inception-v3", None),
+    "ResNet-101": ("resnet101", None),
+    "VGG-16": ("vgg16", None),
+}
+
+#: measurement ``gpu`` column -> hwdb GPU id
+GPU_MAP: dict[str, str] = {
+    "H100 80GB SXM5": "h100-sxm", "H100 80GB HBM3 (SXM, DGX H100)": "h100-sxm", "H100 80GB SXM": "h100-sxm",
+    "NVIDIA H100 SXM": "h100-sxm", "H100 80GB PCIe Gen5": "h100-pcie", "H100 80GB PCIe": "h100-pcie",
+    "A100 80GB SXM4": "a100-sxm4-80gb", "A100 80GB SXM4 (Selene DGX A100)": "a100-sxm4-80gb",
+    "A100 80GB SXM4 (Selene)": "a100-sxm4-80gb", "NVIDIA A100 SXM": "a100-sxm4-80gb",
+    "A100 40GB SXM4": "a100-sxm4-40gb", "A100 80GB PCIe": "a100-pcie-80gb", "A100 40GB PCIe": "a100-pcie-40gb",
+    "NVIDIA A100 PCIe": "a100-pcie-80gb",
+    # Lambda Cloud's V100 16GB: the form factor is not stated; its 8-GPU servers used SXM2 boards (see README)
+    "V100 16GB": "v100-sxm2-16gb", "V100 16GB SXM2": "v100-sxm2-16gb", "V100 32GB SXM2": "v100-sxm2-32gb",
+    "V100 32GB SXM3 (DGX-2H)": "v100-sxm3-32gb",
+    "RTX 6000 Ada": "rtx-6000-ada", "RTX 3090": "rtx-3090", "RTX A6000": "rtx-a6000", "RTX 4090": "rtx-4090",
+    "Quadro RTX 8000": "quadro-rtx-8000", "A10": "a10", "RTX 2080 Ti": "rtx-2080-ti",
+    'Pascal (P100 presumed; docs say "Pascal GPUs")': "p100-pcie-16gb",
+    "NVIDIA H200 SXM": "h200-sxm", "NVIDIA GH200 SXM": "gh200", "NVIDIA B200 SXM": "b200",
+    "NVIDIA B300 SXM": "b300", "NVIDIA GB200 SXM": "gb200", "AMD MI300X": "mi300x", "AMD MI325X": "mi325x",
+}
+
+#: measurement ``interconnect`` column -> scenario fields (None: the GPU's usual node from hwdb)
+FABRIC_MAP: dict[str, dict] = {
+    "single GPU": {},
+    "NVLink/NVSwitch (SXM HGX baseboard; inferred from name, not stated)": {},
+    "PCIe (inferred; card GPU)": {},
+    "PCIe (from name; NVLink bridges not stated)": {},
+    "unspecified": {},
+    "NVLink hybrid cube-mesh (DGX-1)": {"node": "dgx-1-v100"},
+    "NVSwitch (DGX-2H)": {"node": "dgx-2h"},
+    "NVSwitch (DGX A100)": {"node": "dgx-a100-80gb"},
+    "NVSwitch NVLink4 (single node; NVLS likely active at large sizes)": {"node": "dgx-h100"},
+    "NVSwitch NVLink4 with NVLink SHARP (NVLS)": {"node": "dgx-h100"},
+    "NVSwitch NVLink4 without NVLS (NCCL_ALGO=RING or non-allreduce collectives)": {"node": "dgx-h100",
+                                                                                   "algorithm": "ring"},
+    "NVLink bridge (2-way) per issue title": {"intra": "nvlink2-bridge"},
+    "NVLink bridge between 2 PCIe cards (P2P/direct pointer per NCCL log)": {"intra": "nvlink4-bridge"},
+    "4 GPUs/server; RoCE-capable 25 Gbit/s network": {"inter": "eth-25g"},
+}
+
+#: tf_cnn_benchmarks' default per-GPU batch for the Horovod 2017 rows (not stated in the source)
+HOROVOD_BATCH = {"inception-v3": 64, "resnet101": 64, "vgg16": 32}
+#: ImageNet-1k training set (Russakovsky et al., IJCV 2015) for the time-to-train rows
+IMAGENET_TRAIN_SAMPLES = 1_281_167
+DLE_RN50_BATCH = 256  # per GPU; the DLE table does not state it (its README's default for AMP)
+
+_AMPERE_AND_LATER = ("ampere", "ada", "hopper", "blackwell")
+_USED_FOR_DEFAULTS = {"NCCL_TESTS_ISSUE_212", "NCCL_TESTS_ISSUE_194", "NCCL_TESTS_ISSUE_44", "STAS_MAMF"}
+
+
+def default_csv() -> Path | None:
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here.parent / "shared" / "validation" / "measurements.csv",
+                 here / "shared" / "validation" / "measurements.csv"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+@dataclass
+class RowResult:
+    index: int
+    source_id: str
+    kind: str
+    model: str
+    gpu: str
+    n_gpus: int
+    measured: float
+    unit: str
+    predicted: float | None = None
+    anchored: float | None = None
+    linear: float | None = None
+    one_gpu_measured: float | None = None
+    reason: str | None = None
+    flagged: str | None = None
+    used_for_defaults: bool = False
+    units_per_sample: float = 1.0
+    assumptions: list[str] = field(default_factory=list)
+
+    def ape(self, which: str = "predicted") -> float | None:
+        v = getattr(self, which)
+        if v is None or not self.measured:
+            return None
+        return abs(v - self.measured) / abs(self.measured)
+
+    @property
+    def measured_efficiency(self) -> float | None:
+        if self.one_gpu_measured is None or self.n_gpus <= 1:
+            return None
+        return self.measured / (self.n_gpus * self.one_gpu_measured)
+
+    @property
+    def predicted_efficiency(self) -> float | None:
+        if self.anchored is None or self.one_gpu_measured is None:
+            return None
+        return self.anchored / (self.n_gpus * self.one_gpu_measured)
+
+
+def _system_key(notes: str) -> str:
+    """Lambda's system row without the GPU count: 'Dell 2x H100 80GB SXM5' -> 'Dell H100 80GB SXM5'."""
+    m = re.search(r'system row "([^"]+)"', notes)
+    name = m.group(1) if m else ""
+    return re.sub(r"\b\d+x\s+", "", name).strip()
+
+
+def _precision(raw: str, gpu, notes: list[str]) -> str:
+    if raw == "fp32" and gpu.architecture in _AMPERE_AND_LATER:
+        notes.append("'fp32' on Ampere or later read as TF32 (the NGC containers' default)")
+        return "tf32"
+    if raw in ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8"):
+        return raw
+    if raw == "mixed":
+        return "amp_bf16"
+    raise ValueError(f"precision {raw!r}")
+
+
+def load_rows(path: str | os.PathLike) -> list[dict]:
+    p = Path(path)
+    if not p.is_file():
+        raise GpusimError(f"{p}: no such file (give a CSV with the columns of shared/validation/measurements.csv)")
+    with p.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    need = {"source_id", "kind", "model", "gpu", "n_gpus", "n_nodes", "interconnect", "precision", "per_gpu_batch",
+            "value", "unit"}
+    if rows and not need <= set(rows[0]):
+        raise GpusimError(f"{p}: missing columns {sorted(need - set(rows[0]))}")
+    return rows
+
+
+def _num(x: str) -> float | None:
+    try:
+        return float(x) if x not in ("", None) else None
+    except ValueError:
+        return None
+
+
+def run(path=None, *, db=None, params=None) -> list[RowResult]:
+    """Predict every row of the CSV that can be mapped. Returns one RowResult per row."""
+    from gpusim.hwdb import load
+    from gpusim.params import DEFAULT_PARAMS
+
+    path = path or default_csv()
+    if path is None:
+        raise GpusimError("no validation CSV found: pass one (`gpusim validate FILE`) or set $" + ENV_VAR)
+    rows = load_rows(path)
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    results = [_predict_row(i, r, db, params) for i, r in enumerate(rows)]
+    _anchor(results, rows, db, params)
+    return results
+
+
+def _base(i: int, r: dict) -> RowResult:
+    return RowResult(index=i, source_id=r["source_id"], kind=r["kind"], model=r["model"], gpu=r["gpu"],
+                     n_gpus=int(_num(r["n_gpus"]) or 0), measured=_num(r["value"]) or 0.0, unit=r["unit"],
+                     flagged="source marks this row WARNING" if "WARNING" in (r.get("notes") or "") else None,
+                     used_for_defaults=r["source_id"] in _USED_FOR_DEFAULTS)
+
+
+def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
+    """Scenario fields for a throughput-like row, or None with res.reason set."""
+    model = MODEL_MAP.get(r["model"])
+    gpu_id = GPU_MAP.get(r["gpu"])
+    if model is None:
+        res.reason = f"model {r['model']!r} not in the catalogue map"
+        return None
+    if gpu_id is None or gpu_id not in db.gpus:
+        res.reason = f"GPU {r['gpu']!r} not mapped"
+        return None
+    fabric = FABRIC_MAP.get(r["interconnect"])
+    if fabric is None:
+        res.reason = f"interconnect {r['interconnect']!r} not mapped"
+        return None
+    n = int(_num(r["n_gpus"]) or 1)
+    nodes = int(_num(r["n_nodes"]) or 1)
+    gpu = db.gpus[gpu_id]
+    try:
+        precision = _precision(r["precision"], gpu, res.assumptions)
+    except ValueError:
+        res.reason = f"precision {r['precision']!r} not mapped"
+        return None
+    batch = _num(r["per_gpu_batch"])
+    wl_id, seq = model
+    if batch is None:
+        batch = HOROVOD_BATCH.get(wl_id) if r["source_id"] == "HOROVOD_DOCS_2017" else DLE_RN50_BATCH
+        res.assumptions.append(f"per-GPU batch {batch} assumed (not in the source)")
+    kw = {"model": wl_id, "seq_len": seq, "gpu": gpu_id, "gpus": n, "nodes": nodes, "precision": precision,
+          "per_gpu_batch": max(1, int(round(batch))), "num_workers": None}
+    kw.update({k: v for k, v in fabric.items() if k != "algorithm"})
+    return kw
+
+
+def _units_per_sample(unit: str, wl) -> float | None:
+    u = unit.lower()
+    if u.startswith("images/s") or u.startswith("sequences/s"):
+        return 1.0
+    if u.startswith("tokens/s"):
+        return float(wl.tokens_per_sample)
+    return None
+
+
+def _predict_row(i: int, r: dict, db, params) -> RowResult:
+    from gpusim.simulate import Scenario, resolve_workload, simulate
+
+    res = _base(i, r)
+    kind = r["kind"]
+    try:
+        if kind == "busbw":
+            return _predict_busbw(r, res, db, params)
+        if kind in ("mfu", "tflops_per_gpu") and r["source_id"].startswith("MEGATRON"):
+            res.reason = "tensor/pipeline model parallelism is not modelled (gpusim models data parallelism)"
+            return res
+        if kind == "tflops_per_gpu":
+            gpu_id = GPU_MAP.get(r["gpu"])
+            if gpu_id is None or gpu_id not in db.gpus:
+                res.reason = f"GPU {r['gpu']!r} not in the database"
+                return res
+            key = "fp8" if r["precision"] == "fp8" else "bf16"
+            peak = db.gpus[gpu_id].peak_flop_per_s(key)
+            if peak is None:
+                res.reason = f"no {key} peak for {gpu_id}"
+                return res
+            res.predicted = peak * params.matmul_eff_frac["fp8" if key == "fp8" else "amp_bf16"] / 1e12
+            return res
+        if kind not in ("throughput", "time_to_train", "scaling_efficiency"):
+            res.reason = f"kind {kind!r} not predicted"
+            return res
+        kw = _scenario_kwargs(r, res, db)
+        if kw is None:
+            return res
+        scn = Scenario.create(**kw)
+        out = simulate(scn, db=db, params=params, recommend=False)
+        wl = resolve_workload(scn)
+        if kind == "throughput":
+            per = _units_per_sample(r["unit"], wl)
+            if per is None:
+                res.reason = f"unit {r['unit']!r} not understood"
+                return res
+            res.units_per_sample = per
+            res.predicted = out.throughput_samples_per_s * per
+        elif kind == "time_to_train":
+            epochs = 90
+            res.predicted = epochs * IMAGENET_TRAIN_SAMPLES / out.throughput_samples_per_s / 3600.0
+            res.assumptions.append("90 epochs of ImageNet-1k, training steps only (no evaluation)")
+        else:  # scaling_efficiency in %
+            res.predicted = 100.0 * out.scaling_efficiency_frac
+        res.assumptions.extend(out.assumptions)
+    except GpusimError as e:
+        res.reason = f"{type(e).__name__}: {e}"
+    return res
+
+
+def _predict_busbw(r: dict, res: RowResult, db, params) -> RowResult:
+    from gpusim.simulate import collective
+
+    gpu_id = GPU_MAP.get(r["gpu"])
+    fabric = FABRIC_MAP.get(r["interconnect"])
+    size = _num(r["message_bytes"])
+    n = int(_num(r["n_gpus"]) or 0)
+    if gpu_id is None or fabric is None:
+        res.reason = "GPU or interconnect not mapped"
+        return res
+    if size is None:
+        size = 16 * 2**30  # stated expectations are large-message figures
+        res.assumptions.append("a large (16 GiB) message assumed: the source states a plateau")
+    if n < 2:
+        n = 2
+        res.n_gpus = 2
+        res.assumptions.append("2 GPUs (the source's -g 2 / two cards)")
+    out = collective("all_reduce", [size], gpu=gpu_id, node=fabric.get("node"), gpus=n, nodes=1,
+                     intra=fabric.get("intra"), algorithm=fabric.get("algorithm", "auto"), db=db, params=params)
+    res.predicted = out[0]["busbw_bytes_per_s"] / 1e9
+    return res
+
+
+def _anchor(results: list[RowResult], rows: list[dict], db, params) -> None:
+    """Anchored predictions: multi-GPU rows with a measured one-GPU row of the same configuration."""
+    from gpusim.simulate import Scenario, simulate
+
+    def key(r: dict):
+        return (r["source_id"], _system_key(r.get("notes") or ""), r["model"], r["gpu"], r["precision"],
+                r["per_gpu_batch"])
+
+    singles = {key(r): res for r, res in zip(rows, results)
+               if r["kind"] == "throughput" and res.n_gpus == 1 and res.measured}
+    for r, res in zip(rows, results):
+        if r["kind"] != "throughput" or res.n_gpus <= 1:
+            continue
+        one = singles.get(key(r))
+        if one is None:
+            continue
+        res.one_gpu_measured = one.measured
+        res.linear = one.measured * res.n_gpus
+        if res.reason:
+            continue
+        kw = _scenario_kwargs(r, RowResult(0, "", "", "", "", 0, 0.0, ""), db)
+        per = res.units_per_sample
+        try:
+            out = simulate(Scenario.create(**kw, baseline_throughput=one.measured / per), db=db, params=params,
+                           recommend=False)
+            res.anchored = out.throughput_samples_per_s * per
+        except GpusimError as e:
+            res.reason = f"anchored: {e}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Summary statistics
+# ------------------------------------------------------------------------------------------------
+
+def _stats(errors: list[float]) -> dict:
+    if not errors:
+        return {"n": 0, "median_ape": None, "p90_ape": None}
+    a = np.asarray(errors)
+    return {"n": int(a.size), "median_ape": float(np.median(a)), "p90_ape": float(np.percentile(a, 90))}
+
+
+def summarize(results: list[RowResult]) -> dict:
+    """Per (source, kind): rows, predicted, unmapped, datasheet and anchored error; plus the scaling rows."""
+    groups: dict[tuple[str, str], list[RowResult]] = defaultdict(list)
+    for r in results:
+        groups[(r.source_id, r.kind)].append(r)
+    per_group = []
+    for (src, kind), rs in sorted(groups.items()):
+        predicted = [r for r in rs if r.predicted is not None]
+        per_group.append({
+            "source_id": src, "kind": kind, "rows": len(rs), "predicted": len(predicted),
+            "unmapped": len(rs) - len(predicted), "used_for_defaults": any(r.used_for_defaults for r in rs),
+            "datasheet": _stats([r.ape() for r in predicted]),
+            "anchored": _stats([r.ape("anchored") for r in rs if r.anchored is not None and not r.flagged]),
+            "linear": _stats([r.ape("linear") for r in rs if r.anchored is not None and not r.flagged]),
+        })
+    multi = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and not r.flagged]
+    anchored = [r for r in multi if r.anchored is not None]
+    losing = [r for r in anchored if (r.measured_efficiency or 1.0) < 0.9]
+    eff_err = [abs(r.predicted_efficiency - r.measured_efficiency) for r in anchored]
+    eff_err_linear = [abs(1.0 - r.measured_efficiency) for r in anchored]
+    overall = {
+        "multi_gpu_throughput_rows": len(multi),
+        "datasheet": _stats([r.ape() for r in multi if r.predicted is not None]),
+        "anchored": _stats([r.ape("anchored") for r in anchored]),
+        "linear": _stats([r.ape("linear") for r in anchored]),
+        "losing_scaling_anchored": _stats([r.ape("anchored") for r in losing]),
+        "losing_scaling_linear": _stats([r.ape("linear") for r in losing]),
+        "efficiency_abs_error": _stats(eff_err),
+        "efficiency_abs_error_linear": _stats(eff_err_linear),
+        "flagged_rows_excluded": sum(1 for r in results if r.flagged and r.kind == "throughput" and r.n_gpus > 1),
+    }
+    unmapped = [{"index": r.index, "source_id": r.source_id, "kind": r.kind, "model": r.model, "gpu": r.gpu,
+                 "reason": r.reason} for r in results if r.predicted is None]
+    return {"groups": per_group, "overall": overall, "unmapped": unmapped}
+
+
+def worst_rows(results: list[RowResult], which: str = "anchored", n: int = 10) -> list[RowResult]:
+    scored = [r for r in results if r.ape(which) is not None and not r.flagged and r.kind == "throughput"]
+    return sorted(scored, key=lambda r: -r.ape(which))[:n]
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
