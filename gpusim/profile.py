@@ -61,6 +61,8 @@ SCHEMA_VERSION = 1
 FORMAT = "gpusim-profile"
 META_FILE = "meta.json"
 RECORDS_FILE = "records.jsonl"
+RANKS_DIR = "ranks"
+LOG_FILE = "launcher.log"
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 MemoryKind = Literal["device_copy", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"]
@@ -576,3 +578,20 @@ def done_points(records: list[dict]) -> set[str]:
 def busbw_factor(collective: str, n_ranks: int) -> float:
     """nccl-tests bus-bandwidth correction factor (doc/PERFORMANCE.md)."""
     return BUSBW_FACTOR[collective](n_ranks)
+
+
+def read_rank_files(directory: str | os.PathLike) -> list[dict]:
+    """The per-rank state files of the last run (``ranks/rank-NNNNN.json``: rank, host, pid, state
+    running|done|error, bench, point, error, error_kind, failed_ranks), sorted by rank. Diagnostics for
+    the launcher; unreadable files are skipped."""
+    d = Path(directory) / RANKS_DIR
+    out = []
+    if d.is_dir():
+        for p in sorted(d.glob("rank-*.json")):
+            try:
+                obj = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    return sorted(out, key=lambda s: s.get("rank", 0))
