@@ -29,7 +29,7 @@ Units and conventions (used by every number in this module)
 * Activation memory kept for backward follows Korthikanti et al. 2022, "Reducing Activation
   Recomputation in Large Transformer Models" (arXiv:2205.05198), Section 4.1: a transformer layer
   keeps ``s*h*(34 + 5*a*s/h)`` bytes per sequence at 16 bits without tensor parallelism, and ``2*s*h``
-  with full activation recomputation (only the layer input). :func:`TransformerSpec` generalises the
+  with full activation recomputation (only the layer input). :func:`build_transformer` generalises the
   derivation term by term (FFN width, gated FFN, grouped-query attention, no dropout, fused attention
   that keeps the softmax statistics instead of the ``s x s`` probabilities) and reduces exactly to
   their formula for a GPT layer. For CNNs the stored bytes come from the shapes: each op keeps what
@@ -61,7 +61,6 @@ References
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -445,6 +444,9 @@ class TransformerSpec:
         ``"cls"`` (classifier on one token, ``n_classes``), ``"adaptive"`` (adaptive softmax).
     extra_params : parameters not described by the fields (e.g. BERT's token types and pooler).
     embedding_norm : a LayerNorm on the embeddings (BERT).
+    final_norm : a norm after the last layer (pre-LN models); post-LN models (BERT, Transformer-XL) have none.
+    token_types : rows of a token-type (segment) embedding (BERT: 2).
+    mlp_bias : FFN biases when they differ from ``bias`` (Transformer-XL: biases in the FFN only).
     mem_len, rel_pos : Transformer-XL recurrence memory (keys = ``seq_len + mem_len``) and relative
         positions (an extra projection per layer and an extra ``Q R^T`` score matmul).
     adaptive_cutoffs, adaptive_div_val, adaptive_cluster_frac : adaptive softmax/embedding
@@ -477,6 +479,7 @@ class TransformerSpec:
     n_classes: int = 0
     extra_params: float = 0.0
     embedding_norm: bool = False
+    final_norm: bool = True
     token_types: int = 0
     mlp_bias: bool | None = None
     mem_len: int = 0
@@ -569,7 +572,7 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
     # --- parameters --------------------------------------------------------------------------------
     layer_p = spec.layer_params()
     attn_p, mlp_p = spec.attn_params(), spec.mlp_params()
-    nonlayer_p = spec.extra_params + norm_p  # final norm
+    nonlayer_p = spec.extra_params + (norm_p if spec.final_norm else 0.0)
     head_flop_per_token = 0.0
     head_weight_bytes = 0.0
     g = _Groups()
@@ -633,7 +636,8 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
         + (2 * (E * 2 * s * h + MASK_BYTES * s * h) if spec.dropout else 0.0) \
         + (E * 5 * 2 * (s * qd + s * kvd) if spec.rope else 0.0) + (0.0 if spec.flash_attention else E * 2 * s * qd)
     g.add("elementwise", "activation, residual, dropout", L * ew_k, 0.0, L * ew_b)
-    g.add("norm", "norms", 2 * L + 1, 0.0, (2 * L + 1) * E * 2 * s * h, (2 * L + 1) * WEIGHT_BYTES * norm_p)
+    n_norm = 2 * L + (1 if spec.final_norm else 0)
+    g.add("norm", "norms", n_norm, 0.0, n_norm * E * 2 * s * h, n_norm * WEIGHT_BYTES * norm_p)
 
     # --- head and loss -----------------------------------------------------------------------------
     if spec.head == "lm":
@@ -685,7 +689,7 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
     if spec.dropout:
         act_layer += 2 * MASK_BYTES * s * h                     # residual dropout masks
     act_layer += E * s * h + (4 * E * s * f if spec.gated_ffn else 2 * E * s * f)  # MLP input, hidden
-    act_other = E * s * h                                       # final norm input
+    act_other = E * s * h if spec.final_norm else 0.0           # final norm input
     if spec.dropout:
         act_other += MASK_BYTES * s * h
     if spec.embedding_norm:
@@ -1261,6 +1265,10 @@ def _imagenet_pipe(_: float) -> dict[str, float]:
     return _image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S)
 
 
+def _lm_pipe(vocab: int, s: float) -> dict[str, float]:
+    return _text_pipeline(s, vocab, 2)
+
+
 def _squad_pipe(s: float) -> dict[str, float]:
     # input ids, segment ids and mask as int64, plus start/end positions
     d = _text_pipeline(s, 30522, 3)
@@ -1324,7 +1332,7 @@ def _populate() -> None:
                  "2 token types, pooler parameters counted; default seq 128 (the validation rows use 384).")
     for mid, L, h, a in (("bert-base", 12, 768, 12), ("bert-large", 24, 1024, 16)):
         _tx(mid, f"BERT-{mid.split('-')[1]}", "encoder", TransformerSpec(
-            L, h, a, 30522, 128, learned_pos=True, max_positions=512, head="qa", embedding_norm=True,
+            L, h, a, 30522, 128, learned_pos=True, max_positions=512, head="qa", embedding_norm=True, final_norm=False,
             token_types=2, extra_params=h * h + h), bert_src, bert_note, _squad_pipe)
 
     # --- GNMT --------------------------------------------------------------------------------------
@@ -1351,14 +1359,14 @@ def _populate() -> None:
     zipf = (0.053, 0.123, 0.022)
     _tx("transformer-xl-base", "Transformer-XL base", "decoder-lm", TransformerSpec(
         16, 512, 8, 267735, 192, d_head=64, d_ff=2048, bias=False, dropout=True, attn_dropout=False,
-        head="adaptive", mem_len=192, rel_pos=True, adaptive_cutoffs=(19997, 39997, 199997), adaptive_div_val=1,
-        adaptive_cluster_frac=zipf, mlp_bias=True, extra_params=2 * 512),
-        txl_src, txl_note, lambda s: _text_pipeline(s, 267735, 2), aliases=("txl-base",))
+        head="adaptive", mem_len=192, rel_pos=True, final_norm=False, adaptive_cutoffs=(19997, 39997, 199997),
+        adaptive_div_val=1, adaptive_cluster_frac=zipf, mlp_bias=True, extra_params=2 * 512),
+        txl_src, txl_note, functools.partial(_lm_pipe, 267735), aliases=("txl-base",))
     _tx("transformer-xl-large", "Transformer-XL large", "decoder-lm", TransformerSpec(
         18, 1024, 16, 267735, 384, d_head=64, d_ff=4096, bias=False, dropout=True, attn_dropout=True,
-        head="adaptive", mem_len=384, rel_pos=True, adaptive_cutoffs=(19997, 39997, 199997), adaptive_div_val=4,
-        adaptive_cluster_frac=zipf, mlp_bias=True, extra_params=2 * 1024),
-        txl_src, txl_note, lambda s: _text_pipeline(s, 267735, 2), aliases=("txl-large",))
+        head="adaptive", mem_len=384, rel_pos=True, final_norm=False, adaptive_cutoffs=(19997, 39997, 199997),
+        adaptive_div_val=4, adaptive_cluster_frac=zipf, mlp_bias=True, extra_params=2 * 1024),
+        txl_src, txl_note, functools.partial(_lm_pipe, 267735), aliases=("txl-large",))
 
     # --- GPT-2 -------------------------------------------------------------------------------------
     gpt2_src = ("Radford et al. 2019, 'Language Models are Unsupervised Multitask Learners', Table 2 "
@@ -1578,12 +1586,17 @@ def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sam
         op = getattr(aten, op_name, None)
         if op is not None:
             custom[op] = fn
-    from torch.utils.flop_counter import flop_registry, shape_wrapper
-    registry = {**flop_registry, **{k: shape_wrapper(v) for k, v in custom.items()}}
+    try:
+        from torch.utils.flop_counter import flop_registry, shape_wrapper
+        registry = {**flop_registry, **{k: shape_wrapper(v) for k, v in custom.items()}}
+    except ImportError:  # pragma: no cover - an older torch: groups get no FLOPs, the total still does
+        registry = {}
 
     groups = _Groups()
-    free_ops = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "_to_copy_noop",
-                "new_empty", "new_empty_strided", "scalar_tensor", "_local_scalar_dense", "clone_noop"}
+    # metadata-only or allocation-only ops: no kernel
+    free_ops = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "new_empty",
+                "new_empty_strided", "scalar_tensor", "_local_scalar_dense", "_unsafe_view", "_reshape_alias",
+                "set_", "resize_"}
 
     class _Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -288,3 +288,14 @@ def test_importable_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(len(IDS)), "needs", "torch"]
+
+
+def test_workloads_pickle_with_their_rebuild():
+    """Sweeps may ship workloads to worker processes: every entry pickles, and keeps with_seq_len."""
+    import pickle
+
+    for w in list_workloads():
+        w2 = pickle.loads(pickle.dumps(w))
+        assert w2 == w
+        if w.supports_seq_len:
+            assert w2.with_seq_len(77).tokens_per_sample == 77
