@@ -92,8 +92,8 @@ LOSS_BYTES = 4.0     # fp32 log-probabilities kept by the loss
 #: Mean ImageNet-1k training JPEG: 1,281,167 files, ~140 GB (tensorpack "Efficient DataFlow" tutorial,
 #: docs/tutorial/efficient-dataflow.md: "1.28 million images ... JPEG compressed ... 140G in total").
 IMAGENET_JPEG_BYTES = 110.0 * KB
-#: Mean COCO 2017 training JPEG: 118K images in the 18 GB train2017.zip (cocodataset.org/#download).
-COCO_JPEG_BYTES = 155.0 * KB
+#: Mean COCO 2017 training JPEG: "2017 Train images [118K/18GB]" (cocodataset.org/#download): 18e9 / 118,287.
+COCO_JPEG_BYTES = 152.0 * KB
 #: CPU core-seconds to decode one ImageNet JPEG and apply RandomResizedCrop(224) + flip + to-tensor in
 #: a PyTorch DataLoader worker (Pillow/libjpeg-turbo). Decode alone of an ImageNet-validation JPEG runs
 #: at 540-730 images/s on one thread of 2023-24 server CPUs with Pillow (1.4-1.9 ms; ternaus

@@ -141,3 +141,52 @@ def test_rejects_bad_input():
         Workload.from_torch(nn.Linear(2, 2), [1, 2, 3])
     with pytest.raises(ValueError, match="no parameters"):
         Workload.from_torch(nn.ReLU(), torch.randn(2, 2))
+
+
+class _GPTBlock(nn.Module):
+    """A pre-LN GPT block written out by hand (no dropout), with unfused or fused (SDPA) attention."""
+
+    def __init__(self, h, heads, fused):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+        self.fc1, self.fc2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+        self.heads, self.fused = heads, fused
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        if self.fused:
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-1, -2)) * (h // self.heads) ** -0.5
+            att = att.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+            y = att @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(b, s, h))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class _GPTStack(nn.Module):
+    def __init__(self, n, h, heads, fused):
+        super().__init__()
+        self.layers = nn.ModuleList(_GPTBlock(h, heads, fused) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_measured_layer_matches_the_analytic_builder(fused):
+    """Cross-check of the two halves of this module: what autograd keeps for one hand-written GPT layer
+    (measured) against the generalised Korthikanti formula of the catalogue builder (analytic)."""
+    from gpusim.workload import TransformerSpec, build_from_spec
+
+    b, s, h, heads = 2, 64, 128, 4
+    measured = Workload.from_torch(_GPTStack(2, h, heads, fused), torch.randn(b, s, h))
+    analytic = build_from_spec(TransformerSpec(2, h, heads, 1000, s, dropout=False, flash_attention=fused))
+    layer_flop = sum(g.fwd_flop_per_sample for g in analytic.layers if g.name != "lm head")
+    assert measured.fwd_flop_per_sample == pytest.approx(layer_flop, rel=1e-12)
+    # within 1%: the measured side also keeps the causal mask and the LayerNorm statistics
+    assert measured.act_block_bytes_per_sample == pytest.approx(analytic.act_block_bytes_per_sample, rel=0.01)
