@@ -340,6 +340,17 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     }
 
 
+def _block_bytes(workload) -> float:
+    """Activations of the block being recomputed under checkpointing; estimated from the kernel count
+    (about 20 kernels per block) when the workload does not give it."""
+    from gpusim.model.memory import n_blocks
+
+    block = getattr(workload, "act_block_bytes_per_sample", None)
+    if block is not None:
+        return float(block)
+    return float(workload.act_bytes_per_sample / n_blocks(workload.fwd_kernels))
+
+
 def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> dict[str, Any]:
     st = scn.strategy
     pr = st.precision
@@ -350,6 +361,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> 
         "params": float(workload.params), "fwd_flop_per_sample": float(workload.fwd_flop_per_sample),
         "act_bytes_per_sample": float(workload.act_bytes_per_sample),
         "act_ckpt_bytes_per_sample": float(workload.act_ckpt_bytes_per_sample),
+        "act_block_bytes_per_sample": _block_bytes(workload),
         "input_bytes_per_sample": float(workload.input_bytes_per_sample),
         "h2d_bytes_per_sample": float(workload.h2d_bytes_per_sample),
         "preprocess_core_s_per_sample": float(workload.preprocess_core_s_per_sample),
@@ -373,9 +385,10 @@ def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
     out = {}
     for name in names:
         vals = [r[name] for r in rows]
-        if isinstance(vals[0], np.ndarray):
+        if isinstance(vals[0], np.ndarray):  # layer groups: pad to the widest with empty groups
             width = max(v.shape[-1] for v in vals)
-            out[name] = np.stack([np.pad(v, (0, width - v.shape[-1])) for v in vals])
+            fill = 1.0 if name == "group_eff_frac" else 0.0
+            out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
         else:
             out[name] = np.asarray(vals)
     return StepInputs(**out)

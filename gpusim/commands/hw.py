@@ -38,7 +38,7 @@ def _summary(kind: str, e, db) -> dict:
                 "peer_link_gbyte_per_s_per_direction": e.peer_link.gbyte_per_s_per_direction if e.peer_link else None,
                 "pcie": f"gen{e.pcie.generation} x{e.pcie.lanes}", "tdp_w": e.tdp_w, "release_year": e.release_year}
     if kind == "link":
-        return {"kind": e.kind, "bandwidth_gbyte_per_s_per_direction": e.bandwidth_gbyte_per_s_per_direction,
+        return {"link_kind": e.kind, "bandwidth_gbyte_per_s_per_direction": e.bandwidth_gbyte_per_s_per_direction,
                 "latency_us": e.latency_us, "scope": e.scope}
     if kind == "node":
         return {"gpu": e.gpu, "gpus_per_node": e.gpus_per_node, "intra_link": e.intra_link,
@@ -48,7 +48,7 @@ def _summary(kind: str, e, db) -> dict:
         return {"node": e.node, "max_nodes": e.max_nodes, "inter_link": e.inter_link,
                 "oversubscription": e.oversubscription}
     if kind == "price":
-        return {"kind": e.kind, "node": e.node, "gpu": e.gpu, "usd_per_gpu_hour": e.usd_per_gpu_hour,
+        return {"price_kind": e.kind, "node": e.node, "gpu": e.gpu, "usd_per_gpu_hour": e.usd_per_gpu_hour,
                 "usd": e.usd, "pricing": e.pricing, "date": e.date.isoformat()}
     if kind == "energy":
         return {"usd_per_kwh": e.usd_per_kwh, "pue": e.pue, "date": e.date.isoformat()}
@@ -82,7 +82,7 @@ _HEADERS = {
     "fp32_tflop_per_s": "fp32 TFLOP/s", "peer_link_gbyte_per_s_per_direction": "NVLink GB/s/dir",
     "tdp_w": "TDP W", "release_year": "year", "bandwidth_gbyte_per_s_per_direction": "GB/s/dir",
     "latency_us": "latency µs", "gpus_per_node": "GPUs", "intra_topology": "topology", "nics_per_node": "NICs",
-    "cpu_cores": "cores", "ram_gib": "RAM GiB", "usd_per_gpu_hour": "USD/GPU-h", "usd_per_kwh": "USD/kWh",
+    "cpu_cores": "cores", "ram_gib": "RAM GiB", "link_kind": "kind", "price_kind": "kind", "usd_per_gpu_hour": "USD/GPU-h", "usd_per_kwh": "USD/kWh",
 }
 
 

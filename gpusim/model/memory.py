@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: kernels per repeated block (a transformer layer, a ResNet bottleneck) used to estimate how many blocks a
-#: workload has when only its kernel count is known: checkpointing keeps one block's activations,
-#: FSDP gathers one block (unit) at a time.
+#: kernels per repeated block (a transformer layer, a ResNet bottleneck) used to estimate how many blocks
+#: (FSDP units, gathered one at a time) a workload has from its kernel count.
 KERNELS_PER_BLOCK = 20.0
 
 
@@ -30,7 +29,8 @@ def n_blocks(fwd_kernels):
     return np.maximum(1.0, np.asarray(fwd_kernels, dtype=np.float64) / KERNELS_PER_BLOCK)
 
 
-def memory_per_gpu_bytes(*, params, act_bytes_per_sample, act_ckpt_bytes_per_sample, micro_batch, checkpointing,
+def memory_per_gpu_bytes(*, params, act_bytes_per_sample, act_ckpt_bytes_per_sample, act_block_bytes_per_sample,
+                         micro_batch, checkpointing,
                          act_scale, shard_stage, shard_ranks, weight_bytes_per_param, grad_bytes_per_param,
                          opt_bytes_per_param, master_bytes_per_param, gather_bytes_per_param, ddp_buckets,
                          cpu_offload, multi_gpu, fwd_kernels, framework_overhead_bytes, comm_buffer_bytes,
@@ -58,7 +58,9 @@ def memory_per_gpu_bytes(*, params, act_bytes_per_sample, act_ckpt_bytes_per_sam
     grads = np.where(offload, P * gather_bytes_per_param / g_shard, grads)
 
     acts_full = np.asarray(act_bytes_per_sample, dtype=np.float64) * act_scale
-    acts_ckpt = np.asarray(act_ckpt_bytes_per_sample, dtype=np.float64) * act_scale + acts_full / blocks
+    # checkpointing keeps each block's input, plus one block's full activations while it is recomputed
+    acts_ckpt = (np.asarray(act_ckpt_bytes_per_sample, dtype=np.float64)
+                 + np.asarray(act_block_bytes_per_sample, dtype=np.float64)) * act_scale
     per_sample = np.where(np.asarray(checkpointing, dtype=bool), acts_ckpt, acts_full) * (1.0 + fragmentation_frac)
     activations = per_sample * micro_batch
 

@@ -77,6 +77,7 @@ class StepInputs:
     fwd_flop_per_sample: np.ndarray
     act_bytes_per_sample: np.ndarray
     act_ckpt_bytes_per_sample: np.ndarray
+    act_block_bytes_per_sample: np.ndarray
     input_bytes_per_sample: np.ndarray
     h2d_bytes_per_sample: np.ndarray
     preprocess_core_s_per_sample: np.ndarray
@@ -288,6 +289,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     shard_ranks = np.where(s == HYBRID, g, n)
     mem = memory_per_gpu_bytes(
         params=P, act_bytes_per_sample=inp.act_bytes_per_sample, act_ckpt_bytes_per_sample=inp.act_ckpt_bytes_per_sample,
+        act_block_bytes_per_sample=inp.act_block_bytes_per_sample,
         micro_batch=b, checkpointing=inp.checkpointing, act_scale=inp.act_scale, shard_stage=stage,
         shard_ranks=shard_ranks, weight_bytes_per_param=inp.weight_bytes_per_param,
         grad_bytes_per_param=inp.grad_bytes_per_param, opt_bytes_per_param=inp.opt_state_bytes_per_param,

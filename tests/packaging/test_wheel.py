@@ -1,0 +1,52 @@
+"""The wheel ships the hardware database: build it, install it in a fresh virtual environment, and run
+`gpusim hw list` from outside the checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_wheel_installs_and_lists_the_database(tmp_path):
+    dist = tmp_path / "dist"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                        str(dist), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    wheel = next(dist.glob("gpusim-*.whl"))
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    vpy = venv / "bin" / "python"
+    site = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # the dependencies come from this environment; gpusim itself only from the wheel (a .pth adds the
+    # dependencies' directory but not its editable-install hooks, which only site directories run)
+    (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(vpy), "install", "--no-deps", "-q", str(wheel)],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:  # older pip without --python: unpack the wheel ourselves
+        import zipfile
+
+        zipfile.ZipFile(wheel).extractall(site)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUSIM_HWDB")}
+    code = ("import gpusim, json, sys; from gpusim.cli import main; "
+            "print(gpusim.__file__, file=sys.stderr); sys.exit(main(['hw', 'list', '--json']))")
+    r = subprocess.run([str(vpy), "-c", code], cwd=outside, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert str(ROOT) not in r.stderr, f"gpusim imported from the checkout, not the wheel: {r.stderr}"
+    items = json.loads(r.stdout)
+    kinds = [it["kind"] for it in items]
+    assert kinds.count("gpu") >= 30 and kinds.count("link") >= 15 and kinds.count("node") >= 12
+    assert all(str(ROOT) not in it["origin"] for it in items)
