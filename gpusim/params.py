@@ -61,8 +61,8 @@ class ModelParams(BaseModel):
         description="large-message all-reduce bus bandwidth / per-direction link bandwidth, per path class")
     nvls_gain_frac: float = _F(default=1.30, ge=1.0, le=3.0,
                                description="NVLink SHARP all-reduce bus bandwidth / ring bus bandwidth on NVSwitch gen 3+")
-    nvls_min_bytes: float = _F(default=128 * units.MIB, ge=0,
-                               description="messages from this size on use NVLS where the switch has it")
+    nvls_latency_s: float = _F(default=100e-6, ge=0, le=1e-2,
+                               description="extra start-up time of an NVLS all-reduce: NVLS wins only for large messages")
     coll_base_latency_s: float = _F(default=8e-6, ge=0, le=1e-2,
                                     description="fixed cost of one collective call (launch, setup), before per-hop latency")
     tree_busbw_frac: float = _F(default=0.90, gt=0, le=1.0,
@@ -148,6 +148,9 @@ PROVENANCE: dict[str, str] = {
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "
                       "engineering estimates (calibrate with `gpusim calibrate`)",
     "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212)",
+    "nvls_latency_s": "fitted by eye to the all_reduce_perf sweep on 8x H100 in NVIDIA/dgxc-benchmarking nccl/README.md "
+                      "(busbw rises from ~360 GB/s at 64 MiB to ~466 GB/s at 1 GiB); that sweep is therefore marked "
+                      "as used for defaults in `gpusim validate`",
     "dp_gil_frac": "DataParallel runs each replica's forward in a Python thread (torch.nn.parallel.parallel_apply), "
                    "serialised by the GIL; its backward runs in autograd's C++ device threads (PyTorch docs, "
                    "'DataParallel' and 'CUDA semantics: use DistributedDataParallel instead of DataParallel')",

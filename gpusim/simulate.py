@@ -662,7 +662,7 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
     t, algo = C.collective_time_s(
         code, sizes, float(hw.n_gpus), float(hw.nodes), row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
         row["inter_busbw_bytes_per_s"], row["inter_hop_s"], row["nvls"], base_latency_s=params.coll_base_latency_s,
-        nvls_gain_frac=params.nvls_gain_frac, nvls_min_bytes=params.nvls_min_bytes,
+        nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
         tree_busbw_frac=params.tree_busbw_frac, algorithm=-1 if algorithm == "auto" else C.ALGORITHMS[algorithm])
     algbw = C.algbw_bytes_per_s(sizes, t)
     busbw = algbw * C.bus_factor(code, float(hw.n_gpus))

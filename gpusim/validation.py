@@ -13,7 +13,7 @@ anyone can see what the model adds, and the error on rows that lose scaling (mea
 where it matters (see the README of the validation folder).
 
 Rows whose figures were used to set a default parameter (``busbw_eff_frac`` for NVLink bridges and
-NVSwitch, ``nvls_gain_frac``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
+NVSwitch, ``nvls_gain_frac``, ``nvls_latency_s``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
 ``used_for_defaults`` and reported apart: they cannot validate the model.
 """
 
@@ -92,7 +92,7 @@ IMAGENET_TRAIN_SAMPLES = 1_281_167
 DLE_RN50_BATCH = 256  # per GPU; the DLE table does not state it (its README's default for AMP)
 
 _AMPERE_AND_LATER = ("ampere", "ada", "hopper", "blackwell")
-_USED_FOR_DEFAULTS = {"NCCL_TESTS_ISSUE_212", "NCCL_TESTS_ISSUE_194", "NCCL_TESTS_ISSUE_44", "STAS_MAMF"}
+_USED_FOR_DEFAULTS = {"NCCL_TESTS_ISSUE_212", "NCCL_TESTS_ISSUE_194", "NCCL_TESTS_ISSUE_44", "STAS_MAMF", "DGXC_NCCL"}
 
 
 def default_csv() -> Path | None:

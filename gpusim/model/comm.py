@@ -61,7 +61,7 @@ def ring_steps(collective, n):
 
 def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                       inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac,
-                      nvls_min_bytes, tree_busbw_frac, algorithm=_AUTO):
+                      nvls_latency_s, tree_busbw_frac, algorithm=_AUTO):
     """Time of one collective and the algorithm NCCL-like selection picks (min over ring, tree, NVLS).
 
     Parameters
@@ -101,10 +101,11 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
 
     # NVLS: all-reduce reduced in the NVSwitch (inside a node; across nodes combined with the inter-node ring)
     if (not forced or algorithm == ALGO_NVLS) and np.any(is_ar):
-        nvls_ok = is_ar & np.asarray(nvls, dtype=bool) & (s >= nvls_min_bytes)
+        nvls_ok = is_ar & np.asarray(nvls, dtype=bool)
         if np.any(nvls_ok):
             nvls_busbw = np.minimum(intra * nvls_gain_frac, np.where(multi, inter, np.inf))
-            nvls_t = base_latency_s + 2.0 * intra_hop_s + 2.0 * multi * inter_hop_s + f * s / nvls_busbw
+            nvls_t = (base_latency_s + nvls_latency_s + 2.0 * intra_hop_s + 2.0 * multi * inter_hop_s
+                      + f * s / nvls_busbw)
             better = nvls_ok & ((nvls_t < t) | forced)
             t, algo = np.where(better, nvls_t, t), np.where(better, ALGO_NVLS, algo)
 

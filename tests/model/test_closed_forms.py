@@ -16,7 +16,7 @@ from gpusim.simulate import Scenario, simulate
 
 def _coll(kind, size, n, nodes=1, intra=100e9, hop=1e-6, inter=50e9, inter_hop=5e-6, nvls=False, algorithm=-1):
     return C.collective_time_s(kind, size, n, nodes, intra, hop, inter, inter_hop, nvls, base_latency_s=10e-6,
-                               nvls_gain_frac=1.3, nvls_min_bytes=1e8, tree_busbw_frac=0.9, algorithm=algorithm)
+                               nvls_gain_frac=1.3, nvls_latency_s=100e-6, tree_busbw_frac=0.9, algorithm=algorithm)
 
 
 def test_bus_factors_are_nccl_tests_definitions():

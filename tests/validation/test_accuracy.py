@@ -38,8 +38,9 @@ def test_every_row_is_predicted_or_listed_with_a_reason(results, summary):
     assert len(summary["unmapped"]) == sum(1 for r in results if r.predicted is None)
 
 
-def test_nccl_all_reduce_sweep_on_dgx_h100(results):
+def test_nccl_all_reduce_sweep_on_dgx_h100_regression(results):
+    """This sweep set ``nvls_latency_s`` (marked used-for-defaults): a regression check, not a validation."""
     rows = [r for r in results if r.source_id == "DGXC_NCCL"]
-    assert len(rows) == 25 and all(r.predicted is not None for r in rows)
-    large = [r for r in rows if r.predicted and r.measured > 400]  # >= 128 MiB: the plateau
-    assert max(r.ape() for r in large) < 0.15
+    assert len(rows) == 25 and all(r.predicted is not None and r.used_for_defaults for r in rows)
+    large = [r for r in rows if r.measured > 300]  # >= 64 MiB: bandwidth-bound
+    assert max(r.ape() for r in large) < 0.10
