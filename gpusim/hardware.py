@@ -39,6 +39,8 @@ class Source(_Strict):
     fields: list[str] = Field(min_length=1, description="the entry's fields whose values this source gives")
     accessed: _dt.date | None = None
     primary: bool = Field(default=True, description="False for third-party pages that only relay a datasheet")
+    estimate: bool = Field(default=False, description="True when the figures are an estimate derived from this source "
+                                                      "(e.g. drive count x a drive's rating), not read from it")
 
 
 class _Sourced(_Strict):
@@ -54,15 +56,18 @@ class _Sourced(_Strict):
 
     @model_validator(mode="after")
     def _every_number_has_a_source(self):
-        covered = {f for s in self.sources for f in s.fields}
+        # a source may name a sub-field ("dense_tflop_per_s.fp16"): it counts for the field
+        covered = {f.split(".", 1)[0] for s in self.sources for f in s.fields}
         unknown = covered - set(type(self).model_fields) - {"*"}
         if unknown:
             raise ValueError(f"sources name fields this entry does not have: {sorted(unknown)}")
         if "*" in covered:
             return self
-        # a field counts once the file sets it (defaults such as `nvls: false` need no citation)
+        # a field counts once the file sets it to something other than its default (`nvls: false` needs no citation)
+        fields = type(self).model_fields
         missing = [f for f in self._sourced_fields
-                   if f in self.model_fields_set and getattr(self, f) is not None and f not in covered]
+                   if f in self.model_fields_set and getattr(self, f) is not None and f not in covered
+                   and not (not fields[f].is_required() and getattr(self, f) == fields[f].default)]
         if missing:
             raise ValueError(f"figures without a source: {missing} (list them in a source's `fields`)")
         return self
@@ -266,9 +271,9 @@ class Node(_Sourced):
     nic_link: Id | None = Field(default=None, description="network link of each NIC used by the GPUs")
     nics_per_node: int = Field(default=0, ge=0, le=72)
     cpu_model: str | None = None
-    cpu_cores: int = Field(ge=1, le=2048, description="physical cores, all sockets")
+    cpu_cores: int = Field(ge=1, le=8192, description="physical cores, all sockets (a GB200 NVL72 rack has 2,592)")
     ram_gib: float = Field(ge=4, le=65536)
-    numa_sockets: int = Field(ge=1, le=8)
+    numa_sockets: int = Field(ge=1, le=128, description="CPU sockets (NUMA nodes of CPUs); 36 Grace CPUs in an NVL72")
     storage_gbyte_per_s: float = Field(ge=0.05, le=2000, description="local read bandwidth for training data")
     max_power_w: float | None = Field(default=None, ge=100, le=200000)
 
@@ -321,7 +326,7 @@ class Price(_Sourced):
     gpus: int = Field(default=1, ge=1, le=576, description="GPUs the price covers")
     provider: str | None = None
     region: str | None = None
-    pricing: Literal["on-demand", "reserved-1y", "reserved-3y", "spot", "list", "street"] = "on-demand"
+    pricing: Literal["on-demand", "reserved-1y", "reserved-3y", "spot", "capacity-block", "list", "street"] = "on-demand"
     usd_per_hour: float | None = Field(default=None, ge=0.01, le=20000, description="cloud: whole instance")
     usd: float | None = Field(default=None, ge=50, le=50_000_000, description="purchase: the whole item")
     date: _dt.date
