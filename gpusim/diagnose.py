@@ -52,7 +52,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
         add("pin", pin_memory=True)
     comm_frac = float(out["comm_exposed_s"][0]) / step
     if hw.gpus_per_node > 1 and comm_frac > EXPOSED_COMM_FRAC:
-        if hw.topology in ("pcie-cross-socket", "pcie-host") or not hw.p2p:
+        # a PCIe switch with peer-to-peer helps only cards whose driver allows peer-to-peer (not GeForce)
+        if hw.gpu.p2p_pcie and (hw.topology in ("pcie-cross-socket", "pcie-host") or not hw.p2p):
             add("pcie-switch", intra_topology="pcie-switch", p2p=True, intra=None, node=None, gpu=hw.gpu.id)
         nv = [nd for nd in db.nodes.values() if nd.gpu == hw.gpu.id and nd.gpus_per_node >= hw.gpus_per_node
               and nd.intra_topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
@@ -112,7 +113,8 @@ def _loader_requirement(res, hw, wl, rec) -> None:
     have = hw.cpu_cores_per_gpu
     short_cpu = cores > have
     short_storage = storage_need > hw.storage_bytes_per_s_per_node
-    msg = (f"Data pipeline: at {per_gpu:.4g} samples/s per GPU the loader needs about {cores:.1f} CPU cores per GPU "
+    msg = (f"Data pipeline: at {per_gpu:.4g} samples/s per GPU the loader needs about "
+           f"{'< 0.1' if cores < 0.1 else f'{cores:.1f}'} CPU cores per GPU "
            f"(num_workers >= {max(1, math.ceil(cores))}, pin_memory=True) and {units.format_rate_bytes(storage_need)} of "
            f"storage reads per node; the node has {have:.3g} cores per GPU and "
            f"{units.format_rate_bytes(hw.storage_bytes_per_s_per_node)}.")
