@@ -65,7 +65,8 @@ def classify(exc: BaseException) -> tuple[str, str, list[int] | None]:
     m = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier in (\d+) ms", text)
     if m:
         ranks = [int(x) for x in re.findall(r"\d+", m.group(1))]
-        return "barrier", f"rank(s) {', '.join(map(str, ranks))} did not reach the barrier within {int(m.group(2)) / 1e3:g} s", ranks
+        who = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+        return "barrier", f"{who} did not reach the barrier within {int(m.group(2)) / 1e3:g} s (hung or died)", ranks
     if re.search(r"monitoredBarrier|check rank 0 logs", text):
         return "peer", "lost contact with rank 0 while waiting at a barrier (rank 0 reports which rank failed)", None
     if re.search(r"[Tt]imed out|[Tt]imeout|timeout", text):
@@ -236,6 +237,9 @@ def run(ctx, args, files, state) -> None:
         meta.load_or_new()
         if not args.resume:
             meta.data["runs"] = []
+        for r in meta.data["runs"]:  # a run killed outright could not say so itself
+            if r.get("status") == "running":
+                r.update(status="failed", error=r.get("error") or "ended without recording its end (killed?)")
         for w in warnings:
             say(f"note: {w}")
         run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
