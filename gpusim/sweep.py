@@ -1,0 +1,724 @@
+"""Sweeps: every sensible configuration at once, as a structure of arrays, through the same pure model.
+
+A sweep is the cross product of
+
+- **hardware options**: node templates from the database (``dgx-h100``, ``aws-p5-48xlarge`` ...) and GPUs in
+  the database's usual node for them (``l4`` in a generic PCIe server), each with its GPUs per node and,
+  optionally, another intra- or inter-node fabric;
+- **node counts** (powers of two by default, up to ``max_gpus``);
+- **strategy** (``ddp``, ZeRO stages, FSDP variants), **precision**, **activation checkpointing**,
+  **CPU offload**;
+- **per-GPU micro-batch** (by default the powers of two up to the largest that fits, which the model
+  itself reports) and **gradient accumulation** (a list, or what reaches a target global batch).
+
+How it is evaluated, without a Python loop per configuration:
+
+1. each distinct (hardware option, GPUs per node, node count) is resolved once with
+   :func:`gpusim.simulate.resolve_hardware` and :func:`gpusim.simulate.hardware_row`, into one row of a
+   hardware table; the workload's and each precision's fields are computed once;
+2. the configurations are index arrays into those tables (``np.repeat`` / ``np.tile``), gathered into the
+   flat arrays of :class:`gpusim.model.step.StepInputs`;
+3. :func:`gpusim.model.step.evaluate` runs on chunks of up to ``chunk_rows`` rows (one precision per chunk,
+   so the per-layer-group arrays stay ``(1, K)`` and broadcast), with a progress callback between chunks.
+
+A first, small pass at micro-batch 1 gives each (hardware, strategy, precision, checkpointing) row the
+largest micro-batch that fits, so the automatic micro-batch axis only holds sizes that fit.
+
+Configurations that cannot run are rows, not errors: ``feasible`` is False and ``reason`` says why
+("does not fit in GPU memory ...", "global batch 4096 over the limit 2048", "aws-p5-48xlarge comes with 8
+GPUs, not 4", "h100-sxm has no fp32 ...", "DataParallel runs in one process on one node"). Their model
+columns are NaN where the model was not run.
+
+The result is a :class:`pandas.DataFrame` with unit-suffixed columns (see :data:`COLUMNS`); the numbers
+equal :func:`gpusim.simulate.simulate`'s for the same configuration (a test checks it), including
+``speedup`` and ``scaling_efficiency_frac`` against one GPU of the same node at the same per-GPU batch.
+
+pandas is imported inside :func:`sweep` only (it takes ~0.5 s), never at ``import gpusim``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpusim.errors import GpusimError, ScenarioError
+from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, StepInputs, evaluate
+from gpusim.params import DEFAULT_PARAMS, ModelParams
+from gpusim.strategy import OPT_STATE_BYTES, OPT_TRAFFIC_BYTES, STRATEGY_CODES, Strategy
+
+#: the strategies a default sweep compares: DDP, the three ZeRO stages (ZeRO-3 = FSDP FULL_SHARD,
+#: ZeRO-2 = FSDP SHARD_GRAD_OP, which the model evaluates identically) and FSDP HYBRID_SHARD.
+DEFAULT_STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp-hybrid")
+#: ``precision="auto"``: bf16 mixed precision where the GPU has bf16 tensor cores, else fp16 mixed precision,
+#: else fp32 (the usual choice of recipes since Ampere; Pascal and Volta have no bf16).
+AUTO_PRECISION_ORDER = ("amp_bf16", "amp_fp16", "fp32")
+#: largest micro-batch the automatic axis tries (an engineering cap: past ~1k samples per GPU utilisation has
+#: long saturated and recipes do not use larger per-GPU batches).
+MICRO_BATCH_CAP = 1024
+#: default GPUs-per-node values for a GPU without a node template of its own (the generic PCIe hosts of the
+#: database hold 4 or 8 cards)
+GENERIC_GPUS_PER_NODE = (1, 2, 4, 8)
+#: default largest cluster of a sweep (GPUs). A large single-tenant cloud reservation; pass ``max_gpus`` for
+#: more (Llama 3 405B trained on 16,384 H100s, Meta 2024).
+DEFAULT_MAX_GPUS = 4096
+#: rows per model call (memory: ~60 float64 temporaries per row, so 2M rows is ~1 GB at peak)
+DEFAULT_CHUNK_ROWS = 1_000_000
+
+#: Columns of the sweep table, in order. Units are in the names (seconds, bytes, fractions, counts).
+COLUMNS = (
+    "node", "node_kind", "gpu", "gpus_per_node", "nodes", "n_gpus", "intra_link", "inter_link", "strategy",
+    "precision", "checkpointing", "cpu_offload", "micro_batch", "accum", "global_batch", "num_workers",
+    "feasible", "reason", "fits_in_memory", "step_s", "throughput_samples_per_s", "throughput_tokens_per_s",
+    "throughput_per_gpu_samples_per_s", "speedup", "scaling_efficiency_frac", "mfu_frac", "gpu_util_frac",
+    "memory_per_gpu_bytes", "memory_capacity_bytes", "max_micro_batch", "bottleneck", *BREAKDOWN_KEYS,
+    "comm_total_s", "loader_supply_samples_per_s", "single_gpu_step_s", "cores_per_gpu",
+    "storage_bytes_per_s_per_node", "node_assumed",
+)
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    """One hardware offering before the node count: a node template (``node``) or a GPU in the database's
+    usual node for it (``node=None``), with GPUs per node and optional fabric overrides (link ids)."""
+
+    gpu: str
+    gpus_per_node: int
+    node: str | None = None
+    intra: str | None = None
+    inter: str | None = None
+
+
+# ------------------------------------------------------------------------------------------------
+# Candidate hardware
+# ------------------------------------------------------------------------------------------------
+
+def partial_population_ok(node) -> bool:
+    """Whether a node template can be bought or rented with fewer GPUs than it holds.
+
+    Cloud instances and rack systems come as listed; NVSwitch and OAM baseboards (HGX, DGX, MI300X
+    platforms) are sold populated with all their GPUs (NVIDIA HGX and AMD Instinct platform are 4- or 8-GPU
+    boards). PCIe servers and workstations take any number of cards up to their slots.
+    """
+    if node.kind in ("cloud-instance", "rack"):
+        return False
+    return node.intra_topology not in ("nvswitch", "nvlink-mesh")
+
+
+def not_offered_reason(node, g: int) -> str | None:
+    """Why ``g`` GPUs per node of template ``node`` is not something one can buy or rent (None if it is)."""
+    if g > node.gpus_per_node:
+        return f"{node.id} holds {node.gpus_per_node} GPUs, not {g}"
+    if g < node.gpus_per_node and not partial_population_ok(node):
+        what = "comes with" if node.kind in ("cloud-instance", "rack") else "is a baseboard of"
+        return f"{node.id} {what} {node.gpus_per_node} GPUs, not offered with {g}"
+    return None
+
+
+def _as_list(x) -> list | None:
+    if x is None:
+        return None
+    if isinstance(x, (str, int)):
+        return [x]
+    return list(x)
+
+
+def hardware_options(db, *, gpus: Sequence[str] | None = None, nodes: Sequence[str] | None = None,
+                     gpus_per_node: Sequence[int] | None = None, node_kinds: Iterable[str] | None = None,
+                     intra: Sequence[str | None] = (None,), inter: Sequence[str | None] = (None,),
+                     generic: bool = True) -> list[HardwareOption]:
+    """The hardware options of a sweep.
+
+    - ``nodes``: these templates (any kind).
+    - ``gpus``: every template (of ``node_kinds``) that holds one of these GPUs; a GPU that no such template
+      holds is placed in the database's usual node for it (``node=None``; generic PCIe hosts).
+    - neither: every template of ``node_kinds`` (all by default) and, when ``generic``, every GPU that no
+      template holds.
+
+    ``gpus_per_node`` defaults to each template's own count (1, 2, 4, 8 for a GPU without a template); values
+    a template cannot be bought with become infeasible rows later. Unknown ids raise
+    :class:`~gpusim.errors.UnknownIdError` with close matches.
+    """
+    kinds = set(node_kinds) if node_kinds is not None else None
+    gpn = [int(g) for g in _as_list(gpus_per_node)] if gpus_per_node is not None else None
+    if gpn is not None and any(g < 1 for g in gpn):
+        raise ScenarioError(f"GPUs per node must be >= 1 (got {gpn})")
+    templates: list = []
+    loose_gpus: list[str] = []
+    for nid in _as_list(nodes) or []:
+        templates.append(db.node(nid))
+    gpu_ids = [db.gpu(g).id for g in _as_list(gpus) or []]
+    if gpu_ids:
+        for gid in gpu_ids:
+            held = [n for n in db.nodes.values() if n.gpu == gid and (kinds is None or n.kind in kinds)]
+            templates += [n for n in held if n not in templates]
+            if not held:
+                loose_gpus.append(gid)
+    elif nodes is None:
+        templates = [n for n in db.nodes.values() if kinds is None or n.kind in kinds]
+        if generic:
+            held = {n.gpu for n in db.nodes.values()}
+            loose_gpus = [g for g in db.gpus if g not in held]
+    for lk in [*intra, *inter]:
+        if lk is not None:
+            db.link(lk)
+    out: list[HardwareOption] = []
+    for n in templates:
+        for g in (gpn or [n.gpus_per_node]):
+            for a in intra:
+                for b in inter:
+                    out.append(HardwareOption(gpu=n.gpu, gpus_per_node=g, node=n.id, intra=a, inter=b))
+    for gid in loose_gpus:
+        for g in (gpn or GENERIC_GPUS_PER_NODE):
+            for a in intra:
+                for b in inter:
+                    out.append(HardwareOption(gpu=gid, gpus_per_node=g, node=None, intra=a, inter=b))
+    return out
+
+
+def default_node_counts(gpus_per_node: int, max_gpus: int, max_nodes: int | None = None) -> list[int]:
+    """Powers of two from 1 while ``nodes * gpus_per_node <= max_gpus`` (and ``nodes <= max_nodes``)."""
+    top = max_gpus // max(gpus_per_node, 1)
+    if max_nodes is not None:
+        top = min(top, max_nodes)
+    return [1 << i for i in range(0, 31) if (1 << i) <= top]
+
+
+def resolve_precision(gpu, precision: str) -> str | None:
+    """``"auto"`` to the first of :data:`AUTO_PRECISION_ORDER` the GPU has a peak for; other names pass."""
+    from gpusim.simulate import peak_for
+
+    if precision != "auto":
+        return precision
+    for p in AUTO_PRECISION_ORDER:
+        try:
+            peak_for(gpu, p)
+            return p
+        except ScenarioError:
+            continue
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables: hardware rows, precision fields, workload fields
+# ------------------------------------------------------------------------------------------------
+
+#: StepInputs fields set per configuration by the sweep; every other field comes from the hardware row
+#: (simulate.hardware_row), the peak of the precision on the GPU, or -- constant for one workload, precision
+#: and optimizer -- from simulate.scenario_row itself, so the rows are exactly simulate()'s.
+_ROW_FIELDS = ("strategy", "micro_batch", "accum", "checkpointing", "cpu_offload", "num_workers")
+_STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepInputs))
+
+
+@dataclass
+class _HwTable:
+    """One row per (option, GPUs per node, node count): resolved hardware, or the reason it is not offered."""
+
+    option: list[int]
+    nodes: list[int]
+    rows: list[dict | None]
+    hw: list[Any]
+    reason: list[str | None]
+    gpu: list[Any]
+
+
+def _scenario_for(wl, opt: HardwareOption, db, n_nodes: int, **strategy):
+    from gpusim.simulate import Scenario
+
+    node_gpu = db.node(opt.node).gpu if opt.node else None
+    return Scenario(workload=wl, node=opt.node, gpu=None if (opt.node and node_gpu == opt.gpu) else opt.gpu,
+                    gpus=opt.gpus_per_node * n_nodes, nodes=n_nodes, intra=opt.intra, inter=opt.inter, **strategy)
+
+
+def _resolve_hw(wl, options, counts_per_option, db, params) -> _HwTable:
+    """Resolve each (option, node count) once. Rows for 2+ nodes differ only in the counts (the inter-node
+    link and its bus bandwidth do not depend on how many nodes), so one resolution at 2 nodes serves all."""
+    from pydantic import ValidationError
+
+    from gpusim.simulate import format_validation_error, hardware_row, resolve_hardware
+
+    t = _HwTable([], [], [], [], [], [])
+    for oi, opt in enumerate(options):
+        gpu = db.gpu(opt.gpu)
+        node = db.node(opt.node) if opt.node else None
+        offer = not_offered_reason(node, opt.gpus_per_node) if node is not None else None
+        cache: dict[bool, tuple] = {}
+        for nn in counts_per_option[oi]:
+            t.option.append(oi)
+            t.nodes.append(nn)
+            t.gpu.append(gpu)
+            key = nn > 1
+            if key not in cache:
+                try:
+                    scn = _scenario_for(wl, opt, db, 2 if key else 1)
+                    hw = resolve_hardware(scn, db)
+                    cache[key] = (hw, hardware_row(hw, params), None)
+                except ValidationError as e:
+                    cache[key] = (None, None, format_validation_error(e).removeprefix("invalid scenario: "))
+                except GpusimError as e:
+                    cache[key] = (None, None, str(e))
+            hw, row, err = cache[key]
+            if row is not None:
+                row = dict(row, n_gpus=float(opt.gpus_per_node * nn), n_nodes=float(nn))
+                hw = dataclasses.replace(hw, nodes=nn)
+            t.hw.append(hw)
+            t.rows.append(row)
+            t.reason.append(offer or err)
+    return t
+
+
+def _precision_fields(wl, precisions: Sequence[str], hws: Sequence[Any], hw_fields: Sequence[str], optimizer: str,
+                      bucket_mib: float, params) -> dict[str, dict]:
+    """Per precision: every StepInputs field that is neither hardware nor per-configuration, taken from
+    :func:`gpusim.simulate.scenario_row` on a GPU that has the precision (arrays of shape ``(1, K)`` or scalars)."""
+    from gpusim.simulate import peak_for, scenario_row
+
+    out: dict[str, dict] = {}
+    for p in precisions:
+        rep = None
+        for hw in hws:
+            if hw is None:
+                continue
+            try:
+                peak_for(hw.gpu, p)
+            except ScenarioError:
+                continue
+            rep = hw
+            break
+        if rep is None:
+            continue
+        row = scenario_row(_ScnShim(p, optimizer, bucket_mib), rep, wl, params)
+        d = {}
+        for k in _STEP_FIELDS:
+            if k in hw_fields or k in _ROW_FIELDS or k == "peak_flop_per_s":
+                continue
+            v = row[k]
+            d[k] = v[None, :] if isinstance(v, np.ndarray) and v.ndim == 1 else np.asarray(v)
+        out[p] = d
+    return out
+
+
+class _ScnShim:
+    """The parts of a Scenario that scenario_row reads besides the hardware: the strategy and the slowest GPU."""
+
+    def __init__(self, precision: str, optimizer: str, bucket_mib: float):
+        self.strategy = Strategy(precision=precision, optimizer=optimizer, bucket_mib=bucket_mib)
+        self.slowest_gpu_speed_frac = 1.0
+
+
+def _hw_arrays(rows: Sequence[dict | None]) -> dict[str, np.ndarray]:
+    """Hardware rows (dicts from simulate.hardware_row, or None) as arrays of the StepInputs fields they hold."""
+    first = next((r for r in rows if r is not None), None)
+    if first is None:
+        return {}
+    out = {}
+    for k, v in first.items():
+        if k not in _STEP_FIELDS:
+            continue
+        if isinstance(v, (bool, np.bool_)):
+            out[k] = np.array([bool(r[k]) if r is not None else False for r in rows])
+        else:
+            out[k] = np.array([float(r[k]) if r is not None else np.nan for r in rows], dtype=np.float64)
+    return out
+
+
+def _build_inputs(idx: dict[str, np.ndarray], hw_arr: dict[str, np.ndarray], prec: dict) -> StepInputs:
+    """StepInputs for rows given by index arrays: ``h`` (hardware row), ``peak`` and the per-row fields."""
+    h = idx["h"]
+    d: dict[str, Any] = {k: v[h] for k, v in hw_arr.items()}
+    d["peak_flop_per_s"] = idx["peak"]
+    for k in _ROW_FIELDS:
+        d[k] = idx[k]
+    d.update(prec)
+    return StepInputs(**d)
+
+
+#: model outputs kept in the table
+_KEEP = ("step_s", "throughput_samples_per_s", "throughput_per_gpu_samples_per_s", "mfu_frac", "gpu_util_frac",
+         "memory_per_gpu_bytes", "max_micro_batch", "fits_in_memory", "bottleneck_code", *BREAKDOWN_KEYS,
+         "comm_total_s", "loader_supply_samples_per_s")
+
+
+def _evaluate_chunked(idx: dict[str, np.ndarray], prec_of_row: np.ndarray, precisions: list[str], hw_arr, precf,
+                      params, chunk_rows, progress, done0, total, keep=_KEEP):
+    """Evaluate rows ``idx`` (dict of per-row arrays) precision by precision, in chunks; returns dict of arrays."""
+    n = len(prec_of_row)
+    out = {k: (np.zeros(n, dtype=bool) if k == "fits_in_memory" else np.full(n, np.nan)) for k in keep}
+    done = done0
+    for pi, p in enumerate(precisions):
+        rows = np.nonzero(prec_of_row == pi)[0]
+        for start in range(0, len(rows), chunk_rows):
+            sel = rows[start:start + chunk_rows]
+            sub = {k: v[sel] for k, v in idx.items()}
+            res = evaluate(_build_inputs(sub, hw_arr, precf[p]), params)
+            for k in keep:
+                out[k][sel] = np.broadcast_to(res[k], sel.shape)
+            done += len(sel)
+            if progress is not None:
+                progress(done, total)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The sweep
+# ------------------------------------------------------------------------------------------------
+
+def _pow2_upto(m: np.ndarray) -> np.ndarray:
+    """How many powers of two 1, 2, 4 ... are <= m (0 where m < 1)."""
+    m = np.asarray(m, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(m >= 1, np.floor(np.log2(np.maximum(m, 1.0)) + 1e-9) + 1, 0).astype(np.int64)
+
+
+def _group_arange(counts: np.ndarray) -> np.ndarray:
+    """[0..c0-1, 0..c1-1, ...] for counts c."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total, dtype=np.int64) - starts
+
+
+def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None,
+          gpus: Sequence[str] | str | None = None, nodes: Sequence[str] | str | None = None,
+          gpus_per_node: Sequence[int] | int | None = None, node_counts: Sequence[int] | None = None,
+          max_gpus: int = DEFAULT_MAX_GPUS, max_nodes: int | None = None, node_kinds: Iterable[str] | None = None,
+          intra: Sequence[str | None] = (None,), inter: Sequence[str | None] = (None,),
+          strategies: Sequence[str] = DEFAULT_STRATEGIES, precisions: Sequence[str] = ("auto",),
+          checkpointing: Sequence[bool] = (False,), cpu_offload: Sequence[bool] = (False,),
+          micro_batches: Sequence[int] | None = None, micro_batch_cap: int = MICRO_BATCH_CAP,
+          accum: Sequence[int] = (1,), global_batch: int | None = None, max_global_batch: int | None = None,
+          num_workers: int | str | None = None, optimizer: str = "adam", bucket_mib: float = 25.0,
+          options: Sequence[HardwareOption] | None = None, db=None, params: ModelParams | None = None,
+          chunk_rows: int = DEFAULT_CHUNK_ROWS, progress: Callable[[int, int], None] | None = None,
+          baseline: bool = True):
+    """Evaluate a grid of configurations; returns a :class:`pandas.DataFrame` (columns :data:`COLUMNS`).
+
+    Parameters
+    ----------
+    model, workload, seq_len : the workload: a catalogue id or a :class:`gpusim.workload.Workload`.
+    gpus, nodes, gpus_per_node, node_kinds, intra, inter : the hardware options (see :func:`hardware_options`);
+        or ``options`` directly.
+    node_counts : node counts (default powers of two up to ``max_gpus`` GPUs and ``max_nodes`` nodes).
+    strategies, precisions, checkpointing, cpu_offload : lists of values. ``"auto"`` precision picks bf16
+        mixed precision where the GPU has it (see :data:`AUTO_PRECISION_ORDER`).
+    micro_batches : per-GPU micro-batches; default the powers of two up to the largest that fits (at most
+        ``micro_batch_cap``); when nothing fits, one row at micro-batch 1 says so.
+    accum : gradient accumulation steps; ignored when ``global_batch`` is given: then each row accumulates
+        ``ceil(global_batch / (n_gpus * micro_batch))`` micro-batches (at least 1), so the global batch is
+        the target or, where one micro-batch per GPU already exceeds it, larger.
+    max_global_batch : rows with a larger global batch are infeasible ("over the limit").
+    num_workers : DataLoader workers per GPU: None = data already prepared (no loader), an int, or
+        ``"auto"`` = as many as the node has cores per GPU (what the node's CPUs can feed).
+    progress : called as ``progress(rows_done, rows_total)`` after every chunk.
+    baseline : also evaluate one GPU of the same node at the same per-GPU batch, for ``speedup`` and
+        ``scaling_efficiency_frac`` (as :func:`gpusim.simulate.simulate` reports them).
+    """
+    import pandas as pd
+
+    from gpusim.hwdb import load
+    from gpusim.simulate import peak_for
+
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    if (model is None) == (workload is None):
+        raise ScenarioError("give exactly one of `model` (a catalogue id) or `workload`")
+    if model is not None:
+        from gpusim.workload import get_workload
+
+        wl = get_workload(model, seq_len=seq_len)
+    else:
+        wl = workload.with_seq_len(seq_len) if seq_len else workload
+    strategies = [str(s) for s in _as_list(strategies)]
+    for s in strategies:
+        if s not in STRATEGY_CODES:
+            raise ScenarioError(f"unknown strategy {s!r}; one of {', '.join(STRATEGY_CODES)}")
+    precisions_in = [str(p) for p in _as_list(precisions)]
+    for p in precisions_in:
+        if p != "auto" and p not in ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8"):
+            raise ScenarioError(f"unknown precision {p!r}; one of auto, fp32, tf32, amp_fp16, amp_bf16, bf16, fp8")
+    if optimizer not in OPT_STATE_BYTES:
+        raise ScenarioError(f"unknown optimizer {optimizer!r}; one of {', '.join(OPT_STATE_BYTES)}")
+    if max_gpus < 1:
+        raise ScenarioError(f"max_gpus must be >= 1 (got {max_gpus})")
+    if global_batch is not None and global_batch < 1:
+        raise ScenarioError(f"the target global batch must be >= 1 (got {global_batch})")
+    if max_global_batch is not None and max_global_batch < 1:
+        raise ScenarioError(f"the maximum global batch must be >= 1 (got {max_global_batch})")
+    mbs = None if micro_batches is None else sorted({int(b) for b in _as_list(micro_batches)})
+    if mbs is not None and (not mbs or mbs[0] < 1):
+        raise ScenarioError(f"micro-batches must be >= 1 (got {micro_batches})")
+    acc = sorted({int(k) for k in _as_list(accum)})
+    if not acc or acc[0] < 1:
+        raise ScenarioError(f"accumulation steps must be >= 1 (got {accum})")
+    if isinstance(num_workers, str) and num_workers != "auto":
+        raise ScenarioError(f"num_workers must be None, an integer or 'auto' (got {num_workers!r})")
+    Strategy(bucket_mib=bucket_mib)  # validates the bucket size
+
+    if options is None:
+        options = hardware_options(db, gpus=gpus, nodes=nodes, gpus_per_node=gpus_per_node, node_kinds=node_kinds,
+                                   intra=_as_list(intra) or [None], inter=_as_list(inter) or [None])
+    options = list(options)
+    if not options:
+        raise ScenarioError("no hardware to sweep: no node template or GPU matches the selection")
+    if node_counts is not None:
+        nc = sorted({int(c) for c in _as_list(node_counts)})
+        if not nc or nc[0] < 1:
+            raise ScenarioError(f"node counts must be >= 1 (got {node_counts})")
+        counts = [nc for _ in options]
+    else:
+        counts = [default_node_counts(o.gpus_per_node, max_gpus, max_nodes) or [1] for o in options]
+
+    # ---- hardware table --------------------------------------------------------------------------
+    ht = _resolve_hw(wl, options, counts, db, params)
+    H = len(ht.rows)
+    hw_arr = _hw_arrays(ht.rows)
+    cores_h = hw_arr.get("cores_per_gpu", np.full(H, np.nan))
+    storage_h = hw_arr.get("storage_bytes_per_s_per_gpu", np.full(H, np.nan))
+    hw_resolved = np.array([r is not None for r in ht.rows], dtype=bool)
+
+    # ---- precisions per hardware row ("auto" resolves per GPU) -------------------------------------
+    prec_names: list[str] = []
+    hp_h, hp_p, hp_peak, hp_reason = [], [], [], []
+    gpu_auto: dict[str, str | None] = {}
+    for h in range(H):
+        gpu = ht.gpu[h]
+        seen = set()
+        for p in precisions_in:
+            if p == "auto":
+                if gpu.id not in gpu_auto:
+                    gpu_auto[gpu.id] = resolve_precision(gpu, "auto")
+                rp = gpu_auto[gpu.id] or "fp32"
+            else:
+                rp = p
+            if rp in seen:
+                continue
+            seen.add(rp)
+            if rp not in prec_names:
+                prec_names.append(rp)
+            try:
+                peak, why = peak_for(gpu, rp), None
+            except ScenarioError as e:
+                peak, why = math.nan, str(e)
+            hp_h.append(h)
+            hp_p.append(prec_names.index(rp))
+            hp_peak.append(peak)
+            hp_reason.append(why)
+    hp_h = np.array(hp_h, dtype=np.int64)
+    hp_p = np.array(hp_p, dtype=np.int64)
+    hp_peak = np.array(hp_peak, dtype=np.float64)
+    precf = _precision_fields(wl, prec_names, ht.hw, tuple(hw_arr), optimizer, bucket_mib, params)
+
+    # ---- level A: (hardware, precision) x strategy x checkpointing x offload, at micro-batch 1 --------------
+    S, C, O = len(strategies), len(checkpointing), len(cpu_offload)
+    nA = len(hp_h) * S * C * O
+    a_hp = np.repeat(np.arange(len(hp_h)), S * C * O)
+    rest = np.tile(np.arange(S * C * O), len(hp_h))
+    a_s, a_c, a_o = rest // (C * O), (rest // O) % C, rest % O
+    s_codes = np.array([STRATEGY_CODES[s] for s in strategies])
+    ck_vals = np.array([bool(c) for c in checkpointing])
+    off_vals = np.array([bool(o) for o in cpu_offload])
+    a_h = hp_h[a_hp]
+    a_nodes = np.array(ht.nodes, dtype=np.int64)[a_h]
+    a_g = np.array([options[o].gpus_per_node for o in ht.option], dtype=np.int64)[a_h]
+    a_n = a_g * a_nodes
+
+    reason_a = np.empty(nA, dtype=object)
+    reason_a[:] = None
+    hw_reason = np.array(ht.reason, dtype=object)
+    hp_reason_arr = np.array(hp_reason, dtype=object)
+    bad = hw_reason[a_h] != None  # noqa: E711 (object array)
+    reason_a[bad] = hw_reason[a_h][bad]
+    m = (reason_a == None) & (hp_reason_arr[a_hp] != None)  # noqa: E711
+    reason_a[m] = hp_reason_arr[a_hp][m]
+    is_dp = np.array([s == "dp" for s in strategies])[a_s]
+    m = (reason_a == None) & is_dp & (a_nodes > 1)  # noqa: E711
+    reason_a[m] = "DataParallel (dp) runs in one process on one node; use ddp across nodes"
+    sharded = np.array([s not in ("dp", "ddp") for s in strategies])[a_s]
+    m = (reason_a == None) & off_vals[a_o] & ~sharded  # noqa: E711
+    reason_a[m] = "CPU offload needs a sharded strategy (zero1/2/3 or fsdp-*)"
+
+    if num_workers is None:
+        w_h = np.full(H, -1.0)
+    elif num_workers == "auto":
+        w_h = np.floor(np.nan_to_num(cores_h, nan=1.0)).clip(min=1.0)
+    else:
+        if int(num_workers) < 0:
+            raise ScenarioError(f"num_workers must be >= 0 (got {num_workers})")
+        w_h = np.full(H, float(num_workers))
+
+    runnable_a = np.array([r is None for r in reason_a], dtype=bool) & hw_resolved[a_h]
+    ra = np.nonzero(runnable_a)[0]
+    idx_a = {"h": a_h[ra], "peak": hp_peak[a_hp[ra]], "strategy": s_codes[a_s[ra]],
+             "micro_batch": np.ones(len(ra)), "accum": np.ones(len(ra)), "checkpointing": ck_vals[a_c[ra]],
+             "cpu_offload": off_vals[a_o[ra]], "num_workers": w_h[a_h[ra]]}
+    pass1 = _evaluate_chunked(idx_a, hp_p[a_hp[ra]], prec_names, hw_arr, precf,
+                              params, chunk_rows, None, 0, 0, keep=("max_micro_batch",))
+    max_b_a = np.zeros(nA)
+    max_b_a[ra] = pass1["max_micro_batch"]
+
+    # ---- level B: micro-batches and accumulation --------------------------------------------------------
+    if mbs is None:
+        nb = _pow2_upto(np.minimum(max_b_a, micro_batch_cap))
+        nb = np.where(runnable_a, np.maximum(nb, 1), 1)  # nothing fits (or not runnable): one row at b = 1
+        b_a = np.repeat(np.arange(nA), nb)
+        b_mb = (2.0 ** _group_arange(nb))
+    else:
+        reps = np.where(runnable_a, len(mbs), 1)
+        b_a = np.repeat(np.arange(nA), reps)
+        b_mb = np.where(runnable_a[b_a], np.array(mbs, dtype=np.float64)[_group_arange(reps)], 1.0)
+    b_n = a_n[b_a].astype(np.float64)
+    if global_batch is not None:
+        b_k = np.maximum(1.0, np.ceil(global_batch / (b_n * b_mb)))
+    else:
+        K = len(acc)
+        rep = np.where(runnable_a[b_a], K, 1)
+        b_a, b_mb, b_n = np.repeat(b_a, rep), np.repeat(b_mb, rep), np.repeat(b_n, rep)
+        b_k = np.array(acc, dtype=np.float64)[_group_arange(rep)]
+    N = len(b_a)
+    gb = b_n * b_mb * b_k
+
+    reason = reason_a[b_a].copy()
+    run = runnable_a[b_a].copy()
+    bi = np.nonzero(run)[0]
+    prec_b = hp_p[a_hp[b_a]]
+    idx_b = {"h": a_h[b_a[bi]], "peak": hp_peak[a_hp[b_a[bi]]], "strategy": s_codes[a_s[b_a[bi]]],
+             "micro_batch": b_mb[bi], "accum": b_k[bi], "checkpointing": ck_vals[a_c[b_a[bi]]],
+             "cpu_offload": off_vals[a_o[b_a[bi]]], "num_workers": w_h[a_h[b_a[bi]]]}
+    total = len(bi)
+    res_run = _evaluate_chunked(idx_b, prec_b[bi], prec_names, hw_arr, precf,
+                                params, chunk_rows, progress, 0, total)
+    res = {k: (np.zeros(N, dtype=bool) if k == "fits_in_memory" else np.full(N, np.nan)) for k in _KEEP}
+    for k in _KEEP:
+        res[k][bi] = res_run[k]
+
+    # ---- one-GPU baseline (same node, strategy, precision, batch) for speedup and efficiency ---------------
+    single_step = np.full(N, np.nan)
+    single_thr = np.full(N, np.nan)
+    if baseline and total:
+        single_step, single_thr = _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi, b_mb,
+                                            b_k, w_h, s_codes, strategies, ck_vals, off_vals, prec_names, precf,
+                                            params, chunk_rows, db, N)
+
+    # ---- feasibility -------------------------------------------------------------------------------------
+    fits = res["fits_in_memory"]
+    cap_h = np.array([g.memory_bytes for g in ht.gpu], dtype=np.float64)
+    mem = res["memory_per_gpu_bytes"]
+    nofit = run & ~fits
+    if nofit.any():
+        idxs = np.nonzero(nofit)[0]
+        capb = cap_h[a_h[b_a[idxs]]]
+        reason[idxs] = [f"does not fit in GPU memory ({m / 2**30:.1f} GiB needed of {c / 2**30:.0f} GiB)"
+                        for m, c in zip(mem[idxs], capb)]
+    if max_global_batch is not None:
+        over = (reason == None) & (gb > max_global_batch)  # noqa: E711
+        if over.any():
+            idxs = np.nonzero(over)[0]
+            reason[idxs] = [f"global batch {int(x)} over the limit {max_global_batch}" for x in gb[idxs]]
+    feasible = np.array([r is None for r in reason], dtype=bool)
+
+    # ---- table ------------------------------------------------------------------------------------------
+    opt_idx = np.array(ht.option, dtype=np.int64)[a_h[b_a]]
+    node_ids = [(ht.hw[h].node.id if (ht.hw[h] is not None and ht.hw[h].node is not None)
+                 else (options[ht.option[h]].node or "")) for h in range(H)]
+    node_kind = [(ht.hw[h].node.kind if (ht.hw[h] is not None and ht.hw[h].node is not None)
+                  else (db.node(options[ht.option[h]].node).kind if options[ht.option[h]].node else ""))
+                 for h in range(H)]
+    intra_ids = [(ht.hw[h].intra_link.id if ht.hw[h] is not None and ht.hw[h].intra_link is not None else "")
+                 for h in range(H)]
+    inter_ids = [(ht.hw[h].inter_link.id if ht.hw[h] is not None and ht.hw[h].inter_link is not None else "")
+                 for h in range(H)]
+    assumed = np.array([options[ht.option[h]].node is None for h in range(H)], dtype=bool)
+    hb = a_h[b_a]
+
+    def cat(values: list[str], codes: np.ndarray):
+        cats, inv = np.unique(np.array(values, dtype=object).astype(str), return_inverse=True)
+        return pd.Categorical.from_codes(inv[codes], categories=cats)
+
+    tokens = float(wl.tokens_per_sample) if wl.sample_unit == "sequence" else math.nan
+    bott = res["bottleneck_code"]
+    bott_codes = np.where(np.isfinite(bott), bott, -1).astype(np.int64)
+    bott_names = np.array(list(BOTTLENECKS) + [""], dtype=object)
+    reason_str = np.where(feasible, "", reason.astype(str))
+    thr = res["throughput_samples_per_s"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        speedup = thr / single_thr
+    data = {
+        "node": cat(node_ids, hb), "node_kind": cat(node_kind, hb),
+        "gpu": cat([g.id for g in ht.gpu], hb),
+        "gpus_per_node": np.array([options[o].gpus_per_node for o in range(len(options))], dtype=np.int64)[opt_idx],
+        "nodes": a_nodes[b_a], "n_gpus": a_n[b_a],
+        "intra_link": cat(intra_ids, hb), "inter_link": cat(inter_ids, hb),
+        "strategy": pd.Categorical.from_codes(a_s[b_a], categories=list(strategies)),
+        "precision": pd.Categorical.from_codes(prec_b, categories=prec_names),
+        "checkpointing": ck_vals[a_c[b_a]], "cpu_offload": off_vals[a_o[b_a]],
+        "micro_batch": b_mb.astype(np.int64), "accum": b_k.astype(np.int64), "global_batch": gb.astype(np.int64),
+        "num_workers": w_h[hb].astype(np.int64),
+        "feasible": feasible, "reason": reason_str, "fits_in_memory": fits,
+        "step_s": res["step_s"], "throughput_samples_per_s": thr, "throughput_tokens_per_s": thr * tokens,
+        "throughput_per_gpu_samples_per_s": res["throughput_per_gpu_samples_per_s"],
+        "speedup": speedup, "scaling_efficiency_frac": speedup / a_n[b_a],
+        "mfu_frac": res["mfu_frac"], "gpu_util_frac": res["gpu_util_frac"],
+        "memory_per_gpu_bytes": mem, "memory_capacity_bytes": cap_h[hb],
+        "max_micro_batch": res["max_micro_batch"],
+        "bottleneck": pd.Categorical.from_codes(np.where(bott_codes < 0, len(BOTTLENECKS), bott_codes),
+                                                categories=list(bott_names)),
+        **{k: res[k] for k in BREAKDOWN_KEYS},
+        "comm_total_s": res["comm_total_s"], "loader_supply_samples_per_s": res["loader_supply_samples_per_s"],
+        "single_gpu_step_s": single_step, "cores_per_gpu": cores_h[hb],
+        "storage_bytes_per_s_per_node": (storage_h
+                                         * np.array([options[o].gpus_per_node for o in ht.option]))[hb],
+        "node_assumed": assumed[hb],
+    }
+    df = pd.DataFrame(data, columns=list(COLUMNS))
+    df.attrs["workload"] = wl.id
+    df.attrs["workload_name"] = wl.name
+    df.attrs["sample_unit"] = wl.sample_unit
+    df.attrs["tokens_per_sample"] = float(wl.tokens_per_sample)
+    df.attrs["model_rows"] = int(total)
+    return df
+
+
+def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi, b_mb, b_k, w_h, s_codes, strategies,
+              ck_vals, off_vals, prec_names, precf, params, chunk_rows, db, N):
+    """Step time and throughput of one GPU of each row's node at the same strategy (dp -> ddp, as simulate does),
+    precision and batch: distinct rows only."""
+    from gpusim.simulate import hardware_row, resolve_hardware
+
+    # single-GPU hardware row per option
+    single_rows = []
+    for opt in options:
+        try:
+            scn = _scenario_for(wl, dataclasses.replace(opt, gpus_per_node=1), db, 1)
+            single_rows.append(hardware_row(resolve_hardware(scn, db), params))
+        except (GpusimError, ValueError):
+            single_rows.append(None)
+    s_arr = _hw_arrays(single_rows)
+
+    opt_of_h = np.array(ht.option, dtype=np.int64)
+    rows = bi
+    o = opt_of_h[a_h[b_a[rows]]]
+    ddp = STRATEGY_CODES["ddp"]
+    sc = s_codes[a_s[b_a[rows]]]
+    sc = np.where(sc == STRATEGY_CODES["dp"], ddp, sc)
+    hp = a_hp[b_a[rows]]
+    # distinct (option, precision row of this GPU (peak), strategy, ckpt, offload, b, k, workers)
+    key = np.stack([o, hp_p[hp], sc, a_c[b_a[rows]], a_o[b_a[rows]], b_mb[rows], b_k[rows],
+                    w_h[a_h[b_a[rows]]]], axis=1).astype(np.float64)
+    uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    fr = rows[first]
+    idx = {"h": o[first], "peak": hp_peak[hp[first]], "strategy": sc[first], "micro_batch": b_mb[fr],
+           "accum": b_k[fr], "checkpointing": ck_vals[a_c[b_a[fr]]], "cpu_offload": off_vals[a_o[b_a[fr]]],
+           "num_workers": w_h[a_h[b_a[fr]]]}
+    out = _evaluate_chunked(idx, hp_p[hp[first]], prec_names, s_arr, precf, params,
+                            chunk_rows, None, 0, 0, keep=("step_s", "throughput_samples_per_s"))
+    step = np.full(N, np.nan)
+    thr = np.full(N, np.nan)
+    step[rows] = out["step_s"][inv]
+    thr[rows] = out["throughput_samples_per_s"][inv]
+    return step, thr
