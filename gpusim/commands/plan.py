@@ -1,0 +1,342 @@
+"""``gpusim plan``: what to rent or buy to train a model by a date, and what it costs."""
+
+from __future__ import annotations
+
+ORDER = 30
+
+_EPILOG = """\
+examples:
+  gpusim plan --model llama2-7b --tokens 1e11 --deadline 72h
+  gpusim plan --model llama2-7b --tokens 2T --budget 500000 --purchase --gpu h100-sxm a100-sxm4-80gb
+  gpusim plan --model resnet50 --samples 1.28M --epochs 90 --deadline 1d --global-batch 256 --lr 0.1 --json
+
+exit status: 0 with a recommendation; 1 when nothing meets the constraints (the answer says what came closest);
+2 for bad input.
+"""
+
+
+def register(sub) -> None:
+    import argparse
+
+    p = sub.add_parser(
+        "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
+        description="Sweep every configuration of the hardware database (node templates, node counts, strategies, "
+                    "precisions, micro-batches), turn step times into whole training runs (checkpoints, evaluation, "
+                    "failures), price them (cloud GPU-hours, or purchase capital plus energy) and recommend one, with "
+                    "a bill of materials, a sensitivity view and learning-rate advice.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = p.add_argument_group("workload and amount of training")
+    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50")
+    w.add_argument("--seq-len", type=int, help="sequence length for sequence models")
+    amount = w.add_mutually_exclusive_group(required=True)
+    amount.add_argument("--tokens", help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")
+    amount.add_argument("--samples", help="samples per epoch, e.g. 1281167 or 1.28M")
+    w.add_argument("--epochs", type=float, default=1.0, help="passes over --samples (or --tokens) (default 1)")
+    c = p.add_argument_group("constraints")
+    c.add_argument("--deadline", help="train within this time, e.g. 72h, 14d, 2w")
+    c.add_argument("--budget", type=float, help="spend at most this many USD")
+    c.add_argument("--gpu", nargs="+", action="extend", metavar="ID", help="candidate GPUs (default: all)")
+    c.add_argument("--node", nargs="+", action="extend", metavar="ID", help="candidate node templates / instances")
+    c.add_argument("--max-gpus", type=int, help="largest cluster to consider (default 4096 GPUs)")
+    c.add_argument("--max-global-batch", type=int,
+                   help="largest global batch your recipe converges with (default: the largest published recipe's: "
+                        "16M tokens for sequence models, 8192 images)")
+    c.add_argument("--cloud", action="store_true", help="rent (default)")
+    c.add_argument("--purchase", action="store_true", help="buy (both flags: compare renting with buying)")
+    r = p.add_argument_group("recipe")
+    r.add_argument("--global-batch", type=int, help="your recipe's global batch: accumulation reaches it, and the "
+                                                    "learning-rate advice starts from it")
+    r.add_argument("--lr", type=float, help="your recipe's learning rate at --global-batch")
+    r.add_argument("--strategy", nargs="+", action="extend", metavar="S",
+                   help="strategies to compare (default ddp zero1 zero2 zero3 fsdp-hybrid)")
+    r.add_argument("--precision", nargs="+", action="extend", metavar="P",
+                   help="precisions (default auto: bf16 mixed precision where the GPU has it)")
+    r.add_argument("--no-activation-checkpointing", action="store_true",
+                   help="do not consider activation checkpointing")
+    r.add_argument("--workers", type=int, help="DataLoader workers per GPU (default: the node's cores per GPU)")
+    r.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
+    pr = p.add_argument_group("prices and energy")
+    pr.add_argument("--price-override", action="append", default=[], metavar="ID=USD",
+                    help="cloud: USD per GPU-hour for a node or GPU id; purchase: USD per node (node id) or per GPU "
+                         "(GPU id). Repeatable")
+    pr.add_argument("--pricing", choices=("on-demand", "reserved-1y", "reserved-3y", "spot", "list", "street"),
+                    help="preferred price kind where the database has several")
+    pr.add_argument("--amortize", action="store_true",
+                    help="purchase: rank by the run's share of the capital over --lifetime-years plus energy "
+                         "(default: capital plus energy)")
+    pr.add_argument("--lifetime-years", type=float, default=4.0, help="purchase amortisation (default 4)")
+    pr.add_argument("--energy", metavar="ID", help="electricity entry of the database (default: `default`)")
+    pr.add_argument("--usd-per-kwh", type=float, help="electricity price")
+    pr.add_argument("--pue", type=float, help="data-centre PUE")
+    a = p.add_argument_group("whole-run accounting")
+    a.add_argument("--checkpoint-interval", help="e.g. 2h (default: Young's optimum for each configuration)")
+    a.add_argument("--checkpoint-gbyte-per-s", type=float, help="checkpoint write bandwidth, GB/s, all nodes together")
+    a.add_argument("--failure-rate", type=float,
+                   help="interruptions per GPU-hour (default 1.97e-5, Llama 3: 419 in 54 days on 16,384 H100)")
+    a.add_argument("--restart", help="time to resume after an interruption (default 15min)")
+    a.add_argument("--eval-overhead", type=float, help="evaluation time as a fraction of training (default 0.01)")
+    o = p.add_argument_group("output")
+    out = o.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="configurations, pareto, recommendation ... as JSON")
+    out.add_argument("--csv", action="store_true", help="configurations as CSV")
+    o.add_argument("--all", action="store_true",
+                   help="with --json/--csv: every configuration evaluated (default: the best per hardware and count)")
+    o.add_argument("--top", type=int, default=20, help="Pareto rows shown in the table (default 20)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
+    p.set_defaults(func=cmd_plan)
+
+
+def _parse_overrides(items) -> dict[str, float]:
+    from gpusim.errors import ScenarioError
+
+    out = {}
+    for it in items or []:
+        key, sep, val = str(it).partition("=")
+        try:
+            if not sep or not key.strip():
+                raise ValueError
+            out[key.strip().lower()] = float(val)
+        except ValueError:
+            raise ScenarioError(f"--price-override takes ID=USD, e.g. aws-p5-48xlarge=4.5 (got {it!r})") from None
+    return out
+
+
+def _calibrated(args, db):
+    """(params, db) from --calibration, through gpusim.calibration when this installation has it."""
+    from gpusim.errors import CalibrationError
+
+    if not args.calibration:
+        return None, db
+    try:
+        from gpusim.calibration import load_calibration
+    except ImportError:
+        raise CalibrationError("--calibration needs gpusim.calibration, which this installation does not have "
+                               "(update gpusim, or plan without --calibration)") from None
+    cal = load_calibration(args.calibration)
+    kwargs = {"model": args.model, "seq_len": args.seq_len, "gpu": (args.gpu or [None])[0],
+              "node": (args.node or [None])[0]}
+    _, params, db = cal.apply(kwargs, db)
+    return params, db
+
+
+def cmd_plan(args) -> int:
+    import sys
+
+    from gpusim import units
+    from gpusim.commands._common import load_db, print_json
+    from gpusim.errors import ScenarioError
+    from gpusim.plan import plan
+
+    def dur(text, flag):
+        if text is None:
+            return None
+        try:
+            return units.parse_duration_s(text)
+        except ValueError as e:
+            raise ScenarioError(f"{flag}: {e}") from None
+
+    def count(text, flag):
+        if text is None:
+            return None
+        try:
+            return units.parse_count(text)
+        except ValueError as e:
+            raise ScenarioError(f"{flag}: {e}") from None
+
+    db = load_db(args)
+    params, db = _calibrated(args, db)
+    mode = "both" if (args.cloud and args.purchase) else ("purchase" if args.purchase else "cloud")
+    kw = {}
+    if args.failure_rate is not None:
+        kw["failure_rate_per_gpu_hour"] = args.failure_rate
+    if args.restart is not None:
+        kw["restart_s"] = dur(args.restart, "--restart")
+    if args.eval_overhead is not None:
+        kw["eval_overhead_frac"] = args.eval_overhead
+    if args.precision:
+        kw["precisions"] = args.precision
+    if args.strategy:
+        kw["strategies"] = args.strategy
+    if args.no_activation_checkpointing:
+        kw["checkpointing"] = (False,)
+    if args.workers is not None:
+        kw["num_workers"] = args.workers
+
+    progress, stop = _progress(args)
+    try:
+        res = plan(args.model, seq_len=args.seq_len, tokens=count(args.tokens, "--tokens"),
+                   samples=count(args.samples, "--samples"), epochs=args.epochs,
+                   deadline_s=dur(args.deadline, "--deadline"), budget_usd=args.budget,
+                   max_global_batch=args.max_global_batch, global_batch=args.global_batch, reference_lr=args.lr,
+                   gpus=args.gpu, nodes=args.node, max_gpus=args.max_gpus, mode=mode, pricing=args.pricing,
+                   price_overrides=_parse_overrides(args.price_override),
+                   cost_basis="amortized" if args.amortize else "capital", lifetime_years=args.lifetime_years,
+                   energy=args.energy, usd_per_kwh=args.usd_per_kwh, pue=args.pue, optimizer=args.optimizer,
+                   checkpoint_interval_s=dur(args.checkpoint_interval, "--checkpoint-interval"),
+                   checkpoint_write_bytes_per_s=(args.checkpoint_gbyte_per_s * units.GB
+                                                 if args.checkpoint_gbyte_per_s is not None else None),
+                   db=db, params=params, progress=progress, **kw)
+    finally:
+        stop()
+    if args.json:
+        print_json(res.to_dict(every=args.all))
+    elif args.csv:
+        cfg = res.configurations(every=args.all)
+        cfg.to_csv(sys.stdout, index=False, float_format="%.6g")
+    else:
+        print_plan(res, top=args.top)
+    return 0 if res.ok else 1
+
+
+def _progress(args):
+    """A rich progress bar on stderr for large sweeps (only on a terminal)."""
+    import sys
+
+    if args.no_progress or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("evaluating configurations"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
+                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    state = {"task": None}
+
+    def cb(done, total):
+        if state["task"] is None:
+            prog.start()
+            state["task"] = prog.add_task("sweep", total=total)
+        prog.update(state["task"], completed=done, total=total)
+
+    def stop():
+        if state["task"] is not None:
+            prog.stop()
+
+    return cb, stop
+
+
+def _money(x) -> str:
+    import math
+
+    return "" if x is None or not math.isfinite(x) else (f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}")
+
+
+def print_plan(res, top: int = 20) -> None:
+    import math
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpusim import units
+
+    con = Console(width=max(150, Console().width), highlight=False)
+    inp = res.inputs
+    amount = (f"{inp['tokens']:.3g} tokens ({inp['total_samples']:,.0f} sequences of {inp['tokens_per_sample']:g})"
+              if inp["tokens"] else f"{inp['samples']:,.0f} samples x {inp['epochs']:g} epochs")
+    cons = [f"mode {inp['mode']}"]
+    if inp["deadline_s"]:
+        cons.append(f"deadline {units.format_duration(inp['deadline_s'])}")
+    if inp["budget_usd"]:
+        cons.append(f"budget {inp['budget_usd']:,.0f} USD")
+    cons.append(f"up to {inp['max_gpus']:,} GPUs")
+    cons.append(f"global batch <= {inp['max_global_batch']:,}")
+    con.print(f"[bold]{inp['workload_name']}[/] ({inp['params'] / 1e9:.3g}B parameters): {amount}; " + ", ".join(cons))
+    df = res.table
+    con.print(f"evaluated {len(df):,} configurations ({int(df['feasible'].sum()):,} feasible, "
+              f"{len(res.pareto)} on the time-cost frontier) in {res.elapsed_s:.2f} s")
+
+    if len(res.pareto):
+        t = Table(title="Pareto frontier: time to train vs cost", header_style="bold", show_lines=False)
+        for col, just in (("time", "right"), ("cost USD", "right"), ("hardware", "left"), ("GPUs", "right"),
+                          ("recipe", "left"), ("batch", "right"), ("MFU", "right"), ("scaling", "right"),
+                          ("goodput", "right"), ("bottleneck", "left"), ("price of", "left")):
+            t.add_column(col, justify=just, no_wrap=col in ("time", "cost USD", "recipe", "price of"))
+        pf = res.pareto
+        if len(pf) > top:  # keep the ends and an even spread between
+            import numpy as np
+
+            keep = np.unique(np.round(np.linspace(0, len(pf) - 1, top)).astype(int))
+            pf = pf.iloc[keep]
+        rec_row = res.recommendation.get("row")
+        for i, r in pf.iterrows():
+            hw = (f"{int(r['nodes'])} x {r['node']}" if not r["node_assumed"]
+                  else f"{int(r['nodes'])} x {int(r['gpus_per_node'])} {r['gpu']} ({r['node']})")
+            hw = ("rent " if r["mode"] == "cloud" else "buy ") + hw
+            recipe = (f"{r['strategy']} {r['precision']}{' ckpt' if r['checkpointing'] else ''} "
+                      f"b{int(r['micro_batch'])}" + (f"x{int(r['accum'])}" if r["accum"] > 1 else ""))
+            mark = ""
+            cfg = res.recommendation.get("configuration")
+            if cfg and all(cfg.get(k) == _scalar(r[k]) for k in ("node", "gpu", "nodes", "strategy", "precision",
+                                                                  "micro_batch", "accum", "checkpointing")):
+                mark = " [bold green]<- recommended[/]"
+            t.add_row(units.format_duration(r["time_to_train_s"]), _money(r["cost_usd"]), hw + mark,
+                      f"{int(r['n_gpus']):,}", recipe, f"{int(r['global_batch']):,}", f"{r['mfu_frac']:.0%}",
+                      f"{r['scaling_efficiency_frac']:.0%}", f"{r['goodput_frac']:.0%}", str(r["bottleneck"]),
+                      str(r["price_date"]))
+        con.print(t)
+        _ = rec_row
+
+    rec = res.recommendation
+    colour = {"ok": "green", "no-plan": "yellow", "nothing-feasible": "red"}[rec["status"]]
+    con.print(f"\n[bold {colour}]Recommendation[/]: {rec['summary']}")
+    for line in rec["reasons"]:
+        con.print(f"  - {line}")
+    if res.bom:
+        con.print("\n[bold]Bill of materials[/] (per node unless stated)")
+        for it in res.bom["items"]:
+            con.print(f"  - {_bom_line(it)}")
+    if res.sensitivity:
+        st = Table(title="Sensitivity of the recommendation (pessimistic / optimistic end of each range)",
+                   header_style="bold")
+        for col in ("assumption", "range", "time", "cost"):
+            st.add_column(col, justify="left" if col in ("assumption", "range") else "right")
+        for s in res.sensitivity:
+            st.add_row(s["assumption"], s["range"], f"{s['time_low_frac']:+.0%} / {s['time_high_frac']:+.0%}",
+                       f"{s['cost_low_frac']:+.0%} / {s['cost_high_frac']:+.0%}")
+        con.print(st)
+    if res.lr:
+        con.print(f"[bold]Learning rate[/]: {res.lr['advice']}")
+        for w in res.lr.get("warnings", []):
+            con.print(f"  [yellow]warning[/]: {w}")
+    if res.prices:
+        used = sorted({(p["source"], p["date"]) for p in res.prices})
+        con.print("[dim]prices: " + "; ".join(f"{s} ({d})" for s, d in used[:12])
+                  + (f" and {len(used) - 12} more" if len(used) > 12 else "") + "[/]")
+    for a in res.assumptions:
+        con.print(f"[dim]assumed: {a}[/]")
+    _ = math
+
+
+def _scalar(v):
+    import numpy as np
+
+    if isinstance(v, np.generic):
+        return v.item()
+    return v if not hasattr(v, "item") else v
+
+
+def _bom_line(it: dict) -> str:
+    from gpusim import units
+
+    name = it["item"]
+    if name.startswith("power"):
+        vendor = f" (vendor maximum {it['vendor_max_w'] / 1000:.3g} kW)" if it.get("vendor_max_w") else ""
+        return (f"power supply: {it['value_w'] / 1000:.3g} kW ({it['component_w'] / 1000:.3g} kW of components){vendor}"
+                f" - {it['rule']}")
+    if name.startswith("CPU"):
+        have = f"; the node has {it['node_has']}" + ("" if it["ok"] else " [red](too few)[/]") if it["node_has"] else ""
+        return f"CPU cores: at least {it['value']} (up to {it['recommended_max']}){have} - {it['rule']}"
+    if name.startswith("system RAM"):
+        have = (f"; the node has {it['node_has_gib']:,.0f} GiB" + ("" if it["ok"] else " [red](too little)[/]")
+                if it["node_has_gib"] else "")
+        return f"system RAM: at least {it['value_gib']:,.0f} GiB{have} - {it['rule']}"
+    if name.startswith("storage"):
+        return (f"storage: read {units.format_rate_bytes(it['read_bytes_per_s_per_node'])} per node for data; write "
+                f"{units.format_rate_bytes(it['checkpoint_write_bytes_per_s'])} in total for "
+                f"{units.format_bytes(it['checkpoint_bytes'])} checkpoints - {it['rule']}")
+    if name.startswith("network"):
+        if not it["endpoint_ports"]:
+            return "network: single node, no fabric needed"
+        return (f"network: {it['nic_ports_per_node']} x {it['nic_link']} ports per node, {it['endpoint_ports']} in all; "
+                f"{it['leaf_switches']} leaf + {it['spine_switches']} spine switches - {it['rule']}")
+    return str(it)
