@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, StepInputs, evaluate
 from gpusim.params import DEFAULT_PARAMS, ModelParams
@@ -347,17 +348,24 @@ def _evaluate_chunked(idx: dict[str, np.ndarray], prec_of_row: np.ndarray, preci
                       params, chunk_rows, progress, done0, total, keep=_KEEP):
     """Evaluate rows ``idx`` (dict of per-row arrays) precision by precision, in chunks; returns dict of arrays."""
     n = len(prec_of_row)
-    out = {k: (np.zeros(n, dtype=bool) if k == "fits_in_memory" else np.full(n, np.nan)) for k in keep}
+    # every row is written below
+    out = {k: (np.zeros(n, dtype=bool) if k == "fits_in_memory" else np.empty(n)) for k in keep}
     done = done0
     for pi, p in enumerate(precisions):
         rows = np.nonzero(prec_of_row == pi)[0]
+        contiguous = len(rows) > 0 and rows[-1] - rows[0] + 1 == len(rows)
         for start in range(0, len(rows), chunk_rows):
-            sel = rows[start:start + chunk_rows]
+            if contiguous:  # a slice: views, no copies
+                sel = slice(int(rows[0]) + start, int(rows[0]) + min(start + chunk_rows, len(rows)))
+                n_sel = sel.stop - sel.start
+            else:
+                sel = rows[start:start + chunk_rows]
+                n_sel = len(sel)
             sub = {k: v[sel] for k, v in idx.items()}
             res = evaluate(_build_inputs(sub, hw_arr, precf[p]), params)
             for k in keep:
-                out[k][sel] = np.broadcast_to(res[k], sel.shape)
-            done += len(sel)
+                out[k][sel] = np.broadcast_to(res[k], (n_sel,))
+            done += n_sel
             if progress is not None:
                 progress(done, total)
     return out
@@ -366,6 +374,22 @@ def _evaluate_chunked(idx: dict[str, np.ndarray], prec_of_row: np.ndarray, preci
 # ------------------------------------------------------------------------------------------------
 # The sweep
 # ------------------------------------------------------------------------------------------------
+
+class _Reasons:
+    """Messages of infeasible rows, by integer code (0 = feasible, the empty message)."""
+
+    def __init__(self):
+        self.messages: list[str] = [""]
+        self._code: dict[str, int] = {"": 0}
+
+    def code(self, message: str | None) -> int:
+        if not message:
+            return 0
+        if message not in self._code:
+            self._code[message] = len(self.messages)
+            self.messages.append(message)
+        return self._code[message]
+
 
 def _pow2_upto(m: np.ndarray) -> np.ndarray:
     """How many powers of two 1, 2, 4 ... are <= m (0 where m < 1)."""
@@ -508,10 +532,16 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
             hp_p.append(prec_names.index(rp))
             hp_peak.append(peak)
             hp_reason.append(why)
-    hp_h = np.array(hp_h, dtype=np.int64)
-    hp_p = np.array(hp_p, dtype=np.int64)
-    hp_peak = np.array(hp_peak, dtype=np.float64)
+    # precision-major order: the rows of one precision are contiguous, so chunks are slices (no copies)
+    order = np.lexsort((np.array(hp_h, dtype=np.int64), np.array(hp_p, dtype=np.int64)))
+    hp_h = np.array(hp_h, dtype=np.int64)[order]
+    hp_p = np.array(hp_p, dtype=np.int64)[order]
+    hp_peak = np.array(hp_peak, dtype=np.float64)[order]
+    hp_reason = [hp_reason[i] for i in order]
     precf = _precision_fields(wl, prec_names, ht.hw, tuple(hw_arr), optimizer, bucket_mib, params)
+
+    # reasons are integer codes into a list of messages (0 = feasible), so millions of rows cost no strings
+    reasons = _Reasons()
 
     # ---- level A: (hardware, precision) x strategy x checkpointing x offload, at micro-batch 1 --------------
     S, C, O = len(strategies), len(checkpointing), len(cpu_offload)
@@ -527,20 +557,17 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     a_g = np.array([options[o].gpus_per_node for o in ht.option], dtype=np.int64)[a_h]
     a_n = a_g * a_nodes
 
-    reason_a = np.empty(nA, dtype=object)
-    reason_a[:] = None
-    hw_reason = np.array(ht.reason, dtype=object)
-    hp_reason_arr = np.array(hp_reason, dtype=object)
-    bad = hw_reason[a_h] != None  # noqa: E711 (object array)
-    reason_a[bad] = hw_reason[a_h][bad]
-    m = (reason_a == None) & (hp_reason_arr[a_hp] != None)  # noqa: E711
-    reason_a[m] = hp_reason_arr[a_hp][m]
+    hw_code = np.array([reasons.code(r) for r in ht.reason], dtype=np.int64)
+    hp_code = np.array([reasons.code(r) for r in hp_reason], dtype=np.int64)
+    reason_a = hw_code[a_h]
+    reason_a = np.where(reason_a == 0, hp_code[a_hp], reason_a)
     is_dp = np.array([s == "dp" for s in strategies])[a_s]
-    m = (reason_a == None) & is_dp & (a_nodes > 1)  # noqa: E711
-    reason_a[m] = "DataParallel (dp) runs in one process on one node; use ddp across nodes"
+    reason_a = np.where((reason_a == 0) & is_dp & (a_nodes > 1),
+                        reasons.code("DataParallel (dp) runs in one process on one node; use ddp across nodes"),
+                        reason_a)
     sharded = np.array([s not in ("dp", "ddp") for s in strategies])[a_s]
-    m = (reason_a == None) & off_vals[a_o] & ~sharded  # noqa: E711
-    reason_a[m] = "CPU offload needs a sharded strategy (zero1/2/3 or fsdp-*)"
+    reason_a = np.where((reason_a == 0) & off_vals[a_o] & ~sharded,
+                        reasons.code("CPU offload needs a sharded strategy (zero1/2/3 or fsdp-*)"), reason_a)
 
     if num_workers is None:
         w_h = np.full(H, -1.0)
@@ -551,7 +578,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
             raise ScenarioError(f"num_workers must be >= 0 (got {num_workers})")
         w_h = np.full(H, float(num_workers))
 
-    runnable_a = np.array([r is None for r in reason_a], dtype=bool) & hw_resolved[a_h]
+    runnable_a = (reason_a == 0) & hw_resolved[a_h]
     ra = np.nonzero(runnable_a)[0]
     idx_a = {"h": a_h[ra], "peak": hp_peak[a_hp[ra]], "strategy": s_codes[a_s[ra]],
              "micro_batch": np.ones(len(ra)), "accum": np.ones(len(ra)), "checkpointing": ck_vals[a_c[ra]],
@@ -582,19 +609,25 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     N = len(b_a)
     gb = b_n * b_mb * b_k
 
-    reason = reason_a[b_a].copy()
-    run = runnable_a[b_a].copy()
+    reason = reason_a[b_a]
+    run = runnable_a[b_a]
     bi = np.nonzero(run)[0]
+    all_run = len(bi) == N
+    sel = slice(None) if all_run else bi
+    b_ab = b_a[sel]
     prec_b = hp_p[a_hp[b_a]]
-    idx_b = {"h": a_h[b_a[bi]], "peak": hp_peak[a_hp[b_a[bi]]], "strategy": s_codes[a_s[b_a[bi]]],
-             "micro_batch": b_mb[bi], "accum": b_k[bi], "checkpointing": ck_vals[a_c[b_a[bi]]],
-             "cpu_offload": off_vals[a_o[b_a[bi]]], "num_workers": w_h[a_h[b_a[bi]]]}
+    idx_b = {"h": a_h[b_ab], "peak": hp_peak[a_hp[b_ab]], "strategy": s_codes[a_s[b_ab]],
+             "micro_batch": b_mb[sel], "accum": b_k[sel], "checkpointing": ck_vals[a_c[b_ab]],
+             "cpu_offload": off_vals[a_o[b_ab]], "num_workers": w_h[a_h[b_ab]]}
     total = len(bi)
-    res_run = _evaluate_chunked(idx_b, prec_b[bi], prec_names, hw_arr, precf,
+    res_run = _evaluate_chunked(idx_b, prec_b[sel], prec_names, hw_arr, precf,
                                 params, chunk_rows, progress, 0, total)
-    res = {k: (np.zeros(N, dtype=bool) if k == "fits_in_memory" else np.full(N, np.nan)) for k in _KEEP}
-    for k in _KEEP:
-        res[k][bi] = res_run[k]
+    if all_run:
+        res = res_run
+    else:
+        res = {k: (np.zeros(N, dtype=bool) if k == "fits_in_memory" else np.full(N, np.nan)) for k in _KEEP}
+        for k in _KEEP:
+            res[k][bi] = res_run[k]
 
     # ---- one-GPU baseline (same node, strategy, precision, batch) for speedup and efficiency ---------------
     single_step = np.full(N, np.nan)
@@ -610,16 +643,24 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     mem = res["memory_per_gpu_bytes"]
     nofit = run & ~fits
     if nofit.any():
+        # one message per distinct (memory needed to 0.1 GiB, capacity): formatted once each
         idxs = np.nonzero(nofit)[0]
-        capb = cap_h[a_h[b_a[idxs]]]
-        reason[idxs] = [f"does not fit in GPU memory ({m / 2**30:.1f} GiB needed of {c / 2**30:.0f} GiB)"
-                        for m, c in zip(mem[idxs], capb)]
+        need = np.round(mem[idxs] / units.GIB * 10.0).astype(np.int64)
+        caps, cap_i = np.unique(cap_h, return_inverse=True)
+        key = need * len(caps) + cap_i.ravel()[a_h[b_a[idxs]]]
+        keys, inv = np.unique(key, return_inverse=True)
+        codes = np.array([reasons.code(f"does not fit in GPU memory ({k // len(caps) / 10:.1f} GiB needed of "
+                                       f"{caps[k % len(caps)] / units.GIB:.0f} GiB)") for k in keys], dtype=np.int64)
+        reason[idxs] = codes[inv.ravel()]
     if max_global_batch is not None:
-        over = (reason == None) & (gb > max_global_batch)  # noqa: E711
+        over = (reason == 0) & (gb > max_global_batch)
         if over.any():
             idxs = np.nonzero(over)[0]
-            reason[idxs] = [f"global batch {int(x)} over the limit {max_global_batch}" for x in gb[idxs]]
-    feasible = np.array([r is None for r in reason], dtype=bool)
+            vals, inv = np.unique(gb[idxs], return_inverse=True)
+            codes = np.array([reasons.code(f"global batch {int(x)} over the limit {max_global_batch}") for x in vals],
+                             dtype=np.int64)
+            reason[idxs] = codes[inv.ravel()]
+    feasible = reason == 0
 
     # ---- table ------------------------------------------------------------------------------------------
     opt_idx = np.array(ht.option, dtype=np.int64)[a_h[b_a]]
@@ -643,7 +684,6 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     bott = res["bottleneck_code"]
     bott_codes = np.where(np.isfinite(bott), bott, -1).astype(np.int64)
     bott_names = np.array(list(BOTTLENECKS) + [""], dtype=object)
-    reason_str = np.where(feasible, "", reason.astype(str))
     thr = res["throughput_samples_per_s"]
     with np.errstate(invalid="ignore", divide="ignore"):
         speedup = thr / single_thr
@@ -658,7 +698,8 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         "checkpointing": ck_vals[a_c[b_a]], "cpu_offload": off_vals[a_o[b_a]],
         "micro_batch": b_mb.astype(np.int64), "accum": b_k.astype(np.int64), "global_batch": gb.astype(np.int64),
         "num_workers": w_h[hb].astype(np.int64),
-        "feasible": feasible, "reason": reason_str, "fits_in_memory": fits,
+        "feasible": feasible, "reason": pd.Categorical.from_codes(reason, categories=reasons.messages),
+        "fits_in_memory": fits,
         "step_s": res["step_s"], "throughput_samples_per_s": thr, "throughput_tokens_per_s": thr * tokens,
         "throughput_per_gpu_samples_per_s": res["throughput_per_gpu_samples_per_s"],
         "speedup": speedup, "scaling_efficiency_frac": speedup / a_n[b_a],
@@ -674,7 +715,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
                                          * np.array([options[o].gpus_per_node for o in ht.option]))[hb],
         "node_assumed": assumed[hb],
     }
-    df = pd.DataFrame(data, columns=list(COLUMNS))
+    df = pd.DataFrame(data, columns=list(COLUMNS), copy=False)  # no consolidation copy (~0.5 s per million rows)
     df.attrs["workload"] = wl.id
     df.attrs["workload_name"] = wl.name
     df.attrs["sample_unit"] = wl.sample_unit
@@ -706,10 +747,21 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
     sc = s_codes[a_s[b_a[rows]]]
     sc = np.where(sc == STRATEGY_CODES["dp"], ddp, sc)
     hp = a_hp[b_a[rows]]
-    # distinct (option, precision row of this GPU (peak), strategy, ckpt, offload, b, k, workers)
-    key = np.stack([o, hp_p[hp], sc, a_c[b_a[rows]], a_o[b_a[rows]], b_mb[rows], b_k[rows],
-                    w_h[a_h[b_a[rows]]]], axis=1).astype(np.float64)
-    uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    # distinct (precision, option, strategy, ckpt, offload, b, k, workers) as one mixed-radix integer key; the
+    # precision is the most significant digit so that each precision's rows come out contiguous
+    def small_index(v):
+        vals = np.unique(v[:: max(1, len(v) // 4096)])
+        i = np.searchsorted(vals, v)
+        if not np.array_equal(vals[np.minimum(i, len(vals) - 1)], v):  # the sample missed a value: exact
+            return np.unique(v, return_inverse=True)[1].ravel()
+        return i
+
+    w_idx_h = np.unique(w_h, return_inverse=True)[1].ravel()
+    parts = [hp_p[hp], o, sc, a_c[b_a[rows]], a_o[b_a[rows]], small_index(b_mb[rows]), small_index(b_k[rows]),
+             w_idx_h[a_h[b_a[rows]]]]
+    dims = [int(p.max()) + 1 if len(p) else 1 for p in parts]
+    key = np.ravel_multi_index(parts, dims)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     inv = inv.ravel()
     fr = rows[first]
     idx = {"h": o[first], "peak": hp_peak[hp[first]], "strategy": sc[first], "micro_batch": b_mb[fr],
