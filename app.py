@@ -1,0 +1,20 @@
+"""gpusim's what-if planner (`make app`, i.e. `streamlit run app.py`).
+
+Only wiring lives here: the navigation, the scenario sidebar and a timing footer. Pages are scripts in
+gpusim/app_pages/ (widgets -> gpusim API -> gpusim.viz figures); formulas and hardware numbers live in
+gpusim itself.
+"""
+
+import time
+
+_T0 = time.perf_counter()
+
+import streamlit as st  # noqa: E402
+
+from gpusim.app_pages import shell  # noqa: E402
+
+st.set_page_config(page_title="gpusim planner", page_icon=":material/memory:", layout="wide")
+page = shell.navigation()
+shell.sidebar()
+page.run()
+shell.footer(_T0)

@@ -1,0 +1,278 @@
+"""The Streamlit frame around every page: navigation, the scenario sidebar, errors, downloads, timing.
+
+The sidebar's widgets are bound to the URL query (``bind="query-params"``): the address bar always holds
+the scenario (only values that differ from the defaults), so a link reopens the same page with the same
+scenario. Hardware loading is cached (``st.cache_resource``); the scenario is validated once per rerun and
+handed to the page through :func:`context`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+from pydantic import ValidationError
+
+from gpusim import units
+from gpusim.app_pages import analysis as A
+from gpusim.app_pages.state import DEFAULTS, OPTIMIZERS, PRECISIONS, STRATEGY_KINDS, gpu_of, scenario_from_state
+from gpusim.errors import GpusimError
+
+HERE = Path(__file__).resolve().parent
+BIND = "query-params"
+
+#: (file, title, url path, icon) of each page, in menu order
+PAGES: tuple[tuple[str, str, str, str], ...] = (
+    ("page_step.py", "Step", "step", ":material/speed:"),
+    ("page_scaling.py", "Scaling", "scaling", ":material/trending_up:"),
+    ("page_batch.py", "Batch & utilisation", "batch", ":material/stacked_bar_chart:"),
+    ("page_rooflines.py", "Rooflines", "rooflines", ":material/roofing:"),
+    ("page_plan.py", "Plan", "plan", ":material/calendar_month:"),
+    ("page_topology.py", "Topology", "topology", ":material/lan:"),
+    ("page_calibration.py", "Calibration", "calibration", ":material/tune:"),
+)
+
+
+@st.cache_resource(show_spinner=False)
+def get_db():
+    """The hardware database, loaded once per server process."""
+    from gpusim.hwdb import load
+
+    return load()
+
+
+@dataclass
+class Context:
+    """What the sidebar produced this rerun: the raw state, and the scenario or the reason there is none."""
+
+    state: dict[str, Any]
+    db: Any
+    scenario: Any = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gpu_id(self) -> str:
+        return gpu_of(self.state, self.db)
+
+
+def navigation():
+    pages = [st.Page(str(HERE / f), title=t, url_path=u, icon=i, default=(k == 0))
+             for k, (f, t, u, i) in enumerate(PAGES)]
+    return st.navigation(pages, position="top")
+
+
+def _default(key: str, options: list | None = None, fallback: Any = None):
+    v = DEFAULTS[key]
+    if options is not None and v not in options:
+        return fallback if fallback is not None else options[0]
+    return v
+
+
+def sidebar() -> Context:
+    """Render the scenario widgets (bound to the URL) and build the Scenario once."""
+    db = get_db()
+    from gpusim.workload import get_workload, workload_ids
+
+    s: dict[str, Any] = {}
+    with st.sidebar:
+        st.markdown("### Scenario")
+        with st.expander("Workload", expanded=True):
+            s["wl"] = st.segmented_control("Workload from", ["catalogue", "custom"], key="wl", bind=BIND,
+                                           default=DEFAULTS["wl"], required=True)
+            if s["wl"] == "custom":
+                s["params_m"] = st.number_input("Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
+                                                bind=BIND)
+                s["gflop"] = st.number_input("Forward GFLOP per sample", 1e-6, 1e9, DEFAULTS["gflop"], key="gflop",
+                                             bind=BIND, help="multiply-add = 2 FLOPs; training costs ~3x this")
+                s["act_mib"] = st.number_input("Activation MiB kept per sample", 1e-3, 1e7, DEFAULTS["act_mib"],
+                                               key="act_mib", bind=BIND)
+                s["tokens"] = st.number_input("Tokens per sample (1 = images)", 1, 10_000_000, DEFAULTS["tokens"],
+                                              key="tokens", bind=BIND)
+            else:
+                ids = workload_ids()
+                s["model"] = st.selectbox("Model", ids, index=ids.index(_default("model", ids)), key="model", bind=BIND)
+                try:
+                    wl = get_workload(s["model"])
+                    if wl.supports_seq_len:
+                        s["seq"] = st.number_input("Sequence length (tokens)", 1, 10_000_000, None, key="seq", bind=BIND,
+                                                   placeholder=f"{wl.seq_len} (the model's)")
+                    st.caption(f"{wl.name}: {wl.params / units.GIGA:.3g} B parameters, "
+                               f"{wl.fwd_flop_per_sample / units.GIGA:.4g} GFLOP forward per {wl.sample_unit}")
+                except GpusimError as e:
+                    st.error(str(e))
+        with st.expander("Hardware", expanded=True):
+            s["hw"] = st.segmented_control("Describe by", ["gpu", "node"], key="hw", bind=BIND, default=DEFAULTS["hw"],
+                                           required=True, help="a GPU and a fabric, or a node template (its GPU, "
+                                                               "fabric, CPUs, NICs)")
+            if s["hw"] == "node":
+                nodes = sorted(db.nodes)
+                s["node"] = st.selectbox("Node template", nodes, index=nodes.index(_default("node", nodes)), key="node",
+                                         bind=BIND)
+                nd = db.node(s["node"])
+                st.caption(f"{nd.gpus_per_node} x {nd.gpu}, {nd.intra_link} ({nd.intra_topology})"
+                           + (f", {nd.nics_per_node} x {nd.nic_link}" if nd.nic_link else ""))
+            else:
+                gpus = sorted(db.gpus)
+                s["gpu"] = st.selectbox("GPU", gpus, index=gpus.index(_default("gpu", gpus)), key="gpu", bind=BIND)
+            c1, c2 = st.columns(2)
+            s["gpus"] = c1.number_input("GPUs (total)", 1, 1_000_000, DEFAULTS["gpus"], key="gpus", bind=BIND)
+            s["nodes"] = c2.number_input("Nodes", 1, 100_000, DEFAULTS["nodes"], key="nodes", bind=BIND)
+            fabrics = list(A.FABRICS)
+            s["fabric"] = st.selectbox("Fabric inside a node", fabrics, key="fabric", bind=BIND,
+                                       help="; ".join(f"{k}: {v}" for k, v in A.FABRICS.items()))
+            st.caption(A.FABRICS[s["fabric"]])
+            if int(s["nodes"]) > 1:
+                nets = ["auto", *A.network_ids(db)]
+                s["net"] = st.selectbox("Network between nodes", nets, key="net", bind=BIND,
+                                        help="auto: the node's NICs, or InfiniBand of the GPU's era")
+                s["nics"] = st.number_input("NICs per node", 1, 72, None, key="nics", bind=BIND,
+                                            placeholder="the node's")
+        with st.expander("Strategy", expanded=True):
+            s["strategy"] = st.selectbox("Strategy", list(STRATEGY_KINDS),
+                                         index=STRATEGY_KINDS.index(DEFAULTS["strategy"]), key="strategy", bind=BIND,
+                                         help="dp: torch.nn.DataParallel; ddp: DistributedDataParallel; zero*/fsdp-*: "
+                                              "sharded data parallel")
+            s["precision"] = st.selectbox("Precision", list(PRECISIONS), index=PRECISIONS.index(DEFAULTS["precision"]),
+                                          key="precision", bind=BIND)
+            c1, c2 = st.columns(2)
+            s["batch"] = c1.number_input("Per-GPU batch", 1, 10_000_000, DEFAULTS["batch"], key="batch", bind=BIND,
+                                         help="micro-batch per GPU, in samples")
+            s["accum"] = c2.number_input("Accumulation", 1, 100_000, DEFAULTS["accum"], key="accum", bind=BIND,
+                                         help="gradient accumulation steps per optimizer step")
+            s["ckpt"] = st.checkbox("Activation checkpointing", key="ckpt", bind=BIND)
+            s["optimizer"] = st.selectbox("Optimizer", list(OPTIMIZERS), index=OPTIMIZERS.index(DEFAULTS["optimizer"]),
+                                          key="optimizer", bind=BIND)
+            s["offload"] = st.checkbox("CPU offload (sharded strategies)", key="offload", bind=BIND)
+        with st.expander("Data loader"):
+            s["loader"] = st.checkbox("Include the DataLoader in the prediction", key="loader", bind=BIND,
+                                      help="off: data already prepared; the loader it would need is reported")
+            if s["loader"]:
+                c1, c2 = st.columns(2)
+                s["workers"] = c1.number_input("Workers per GPU", 0, 256, DEFAULTS["workers"], key="workers", bind=BIND)
+                s["pin"] = c2.checkbox("pin_memory", value=DEFAULTS["pin"], key="pin", bind=BIND)
+                s["cores"] = st.number_input("CPU cores per GPU", 0.1, 1024.0, None, key="cores", bind=BIND,
+                                             placeholder="the node's")
+                s["storage"] = st.number_input("Storage GB/s per node", 0.01, 10000.0, None, key="storage", bind=BIND,
+                                               placeholder="the node's")
+        with st.expander("Advanced"):
+            s["bucket"] = st.number_input("DDP bucket (MiB)", 0.1, 4096.0, DEFAULTS["bucket"], key="bucket", bind=BIND)
+            s["baseline"] = st.number_input("Measured one-GPU samples/s", 0.001, 1e12, None, key="baseline", bind=BIND,
+                                            placeholder="none",
+                                            help="your own single-GPU throughput at this batch and precision: "
+                                                 "replaces the modelled compute time")
+            s["slow"] = st.slider("Slowest GPU's speed", 0.1, 1.0, DEFAULTS["slow"], 0.05, key="slow", bind=BIND,
+                                  help="a throttled or older GPU sets everyone's pace")
+            s["oversub"] = st.number_input("Network oversubscription", 1.0, 16.0, DEFAULTS["oversub"], key="oversub",
+                                           bind=BIND)
+        st.caption("The address bar holds this scenario: copy it to share.")
+
+    state = {k: (DEFAULTS[k] if v is None and DEFAULTS[k] is not None else v) for k, v in s.items()}
+    ctx = Context(state={**DEFAULTS, **state}, db=db)
+    try:
+        ctx.scenario = scenario_from_state(ctx.state, db)
+    except GpusimError as e:
+        ctx.error = str(e)
+    except ValidationError as e:  # a what-if the scenario's own checks let through
+        from gpusim.simulate import format_validation_error
+
+        ctx.error = format_validation_error(e)
+    st.session_state["_ctx"] = ctx
+    return ctx
+
+
+def context() -> Context:
+    ctx = st.session_state.get("_ctx")
+    if ctx is None:  # a page run on its own (never in the app): build the sidebar now
+        ctx = sidebar()
+    return ctx
+
+
+def require_scenario() -> Context:
+    """The context, or stop the page with the scenario's problem shown (never a traceback)."""
+    ctx = context()
+    if ctx.error:
+        st.error(f"This scenario is not possible: {ctx.error}", icon=":material/error:")
+        st.stop()
+    return ctx
+
+
+@contextlib.contextmanager
+def guard(what: str = ""):
+    """Show a GpusimError (or a pydantic error from a what-if) as a message in the page and stop."""
+    try:
+        yield
+    except GpusimError as e:
+        st.error(f"{what}{': ' if what else ''}{e}", icon=":material/error:")
+        st.stop()
+    except ValidationError as e:
+        from gpusim.simulate import format_validation_error
+
+        st.error(f"{what}{': ' if what else ''}{format_validation_error(e)}", icon=":material/error:")
+        st.stop()
+
+
+def chart(fig, key: str) -> None:
+    st.plotly_chart(fig, key=key, config={"displaylogo": False})
+
+
+def downloads(name: str, *, json_obj: Any = None, rows: list[dict] | None = None) -> None:
+    """Download buttons: the result as JSON and as CSV (long format)."""
+    import pandas as pd
+
+    cols = st.columns(4)
+    if json_obj is not None:
+        cols[0].download_button("Download JSON", json.dumps(json_obj, indent=2, default=_json_default),
+                                file_name=f"{name}.json", mime="application/json", key=f"dl_json_{name}",
+                                icon=":material/download:")
+    if rows:
+        buf = io.StringIO()
+        pd.DataFrame(rows).to_csv(buf, index=False)
+        cols[1].download_button("Download CSV", buf.getvalue(), file_name=f"{name}.csv", mime="text/csv",
+                                key=f"dl_csv_{name}", icon=":material/download:")
+
+
+def _json_default(o):
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+    except ImportError:  # pragma: no cover
+        pass
+    return str(o)
+
+
+def scenario_title(ctx: Context) -> str:
+    scn = ctx.scenario
+    st_ = scn.strategy
+    wl = scn.model or "custom workload"
+    where = f"{scn.gpus} x {ctx.gpu_id}" + (f" on {scn.nodes} nodes" if scn.nodes > 1 else "")
+    fab = "" if ctx.state["fabric"] == "auto" else f", {A.FABRIC_SHORT[ctx.state['fabric']]}"
+    if scn.node:
+        where += f" ({scn.node})"
+    acc = f" x {st_.accum} accumulation" if st_.accum > 1 else ""
+    return f"{wl} on {where}{fab} · {st_.kind}, {st_.precision}, per-GPU batch {st_.per_gpu_batch}{acc}"
+
+
+def fmt_count(x: float) -> str:
+    """A count for a metric tile: 29,840 / 1.23 M / 4.56 G."""
+    if x >= units.GIGA:
+        return f"{x / units.GIGA:.3g} G"
+    if x >= 10 * units.MEGA:
+        return f"{x / units.MEGA:.3g} M"
+    if x >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def footer(t0: float) -> None:
+    ms = (time.perf_counter() - t0) * 1e3
+    st.session_state["_rerun_ms"] = ms
+    st.caption(f"gpusim · this page was computed in {ms:.0f} ms on the server")

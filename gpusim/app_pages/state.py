@@ -1,0 +1,137 @@
+"""The planner's page state: widget keys (which are also the URL query names), their defaults, and how
+a state becomes a :class:`gpusim.simulate.Scenario`.
+
+The keys are short because they travel in shared links (``?model=bert-large&gpus=16&fabric=pcie-cross-socket``).
+Numbers a person types are in the unit named by the key (``params_m``: millions of parameters,
+``gflop``: GFLOP per sample, ``act_mib``: MiB per sample, ``storage``: GB/s per node, ``bucket``: MiB);
+they are converted here, with :mod:`gpusim.units`, and nowhere else in the app.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from gpusim import units
+from gpusim.errors import ScenarioError
+from gpusim.strategy import Optimizer, Precision, Strategy, StrategyKind
+
+STRATEGY_KINDS: tuple[str, ...] = get_args(StrategyKind)
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+
+_SF = Strategy.model_fields
+
+#: every sidebar widget's key and default; the URL query holds the keys whose value differs from these
+DEFAULTS: dict[str, Any] = {
+    # workload
+    "wl": "catalogue",          # "catalogue" | "custom"
+    "model": "resnet50",
+    "seq": None,                # sequence length; None: the model's own
+    "params_m": 100.0,          # custom: parameters, millions
+    "gflop": 10.0,              # custom: forward GFLOP per sample
+    "act_mib": 100.0,           # custom: activation MiB kept per sample
+    "tokens": 1,                # custom: tokens per sample (1: images)
+    # hardware
+    "hw": "gpu",                # "gpu" | "node"
+    "gpu": "h100-sxm",
+    "node": "dgx-h100",
+    "gpus": 8,
+    "nodes": 1,
+    "fabric": "auto",           # a key of gpusim.app_pages.analysis.FABRICS
+    "net": "auto",              # an inter-node link id, or "auto"
+    "nics": None,               # NICs per node; None: the node's
+    # strategy
+    "strategy": _SF["kind"].default,
+    "precision": _SF["precision"].default,
+    "batch": 256,
+    "accum": _SF["accum"].default,
+    "ckpt": _SF["activation_checkpointing"].default,
+    "optimizer": _SF["optimizer"].default,
+    "offload": _SF["cpu_offload"].default,
+    # data loader
+    "loader": False,            # include a DataLoader in the prediction
+    "workers": 8,
+    "pin": _SF["pin_memory"].default,
+    "cores": None,              # CPU cores per GPU; None: the node's
+    "storage": None,            # GB/s per node; None: the node's
+    # advanced
+    "bucket": _SF["bucket_mib"].default,
+    "baseline": None,           # measured one-GPU samples/s at this batch
+    "slow": 1.0,                # slowest GPU's speed fraction
+    "oversub": 1.0,             # network oversubscription
+}
+
+
+def gpu_of(state: dict, db) -> str:
+    """The GPU id the state runs on (the node template's GPU in node mode)."""
+    if state.get("hw") == "node":
+        return db.node(state["node"]).gpu
+    return state["gpu"]
+
+
+def workload_from_state(state: dict):
+    """The custom workload described by the state's numbers, or None in catalogue mode."""
+    if state.get("wl") != "custom":
+        return None
+    from gpusim.workload import Workload
+
+    tokens = state.get("tokens") or 1
+    return Workload.custom(params=float(state["params_m"]) * units.MEGA,
+                           fwd_flop_per_sample=float(state["gflop"]) * units.GIGA,
+                           act_bytes_per_sample=float(state["act_mib"]) * units.MIB,
+                           tokens_per_sample=float(tokens) if tokens > 1 else None, name="custom workload")
+
+
+def scenario_kwargs(state: dict, db) -> dict[str, Any]:
+    """Scenario fields from a page state (raises :class:`ScenarioError` for impossible fabrics)."""
+    from gpusim.app_pages.analysis import fabric_changes
+
+    s = {**DEFAULTS, **state}
+    kw: dict[str, Any] = {}
+    wl = workload_from_state(s)
+    if wl is not None:
+        kw["workload"] = wl
+    else:
+        kw["model"] = s["model"]
+        if s.get("seq"):
+            kw["seq_len"] = int(s["seq"])
+    if s["hw"] == "node":
+        kw["node"] = s["node"]
+    else:
+        kw["gpu"] = s["gpu"]
+    kw["gpus"] = int(s["gpus"])
+    kw["nodes"] = int(s["nodes"])
+    kw.update(fabric_changes(db, gpu_of(s, db), s["fabric"]))
+    if s["net"] and s["net"] != "auto":
+        kw["inter"] = s["net"]
+    if s.get("nics"):
+        kw["nics_per_node"] = int(s["nics"])
+    if float(s["oversub"]) != 1.0:
+        kw["oversubscription"] = float(s["oversub"])
+    kw.update(kind=s["strategy"], precision=s["precision"], per_gpu_batch=int(s["batch"]), accum=int(s["accum"]),
+              activation_checkpointing=bool(s["ckpt"]), optimizer=s["optimizer"], cpu_offload=bool(s["offload"]),
+              bucket_mib=float(s["bucket"]))
+    if s["loader"]:
+        kw.update(num_workers=int(s["workers"]), pin_memory=bool(s["pin"]))
+        if s.get("cores"):
+            kw["cpu_cores_per_gpu"] = float(s["cores"])
+        if s.get("storage"):
+            kw["storage_gbyte_per_s"] = float(s["storage"])
+    if s.get("baseline"):
+        kw["baseline_throughput"] = float(s["baseline"])
+    if float(s["slow"]) != 1.0:
+        kw["slowest_gpu_speed_frac"] = float(s["slow"])
+    return kw
+
+
+def scenario_from_state(state: dict, db):
+    """The :class:`~gpusim.simulate.Scenario` a page state describes. Every problem (unknown ids, 3 GPUs on
+    2 nodes, DataParallel across nodes, a fabric the GPU lacks ...) raises a
+    :class:`~gpusim.errors.GpusimError` whose message says how to fix it."""
+    from gpusim.simulate import Scenario
+
+    kw = scenario_kwargs(state, db)
+    if kw.get("cpu_offload") and kw.get("kind") in ("dp", "ddp"):
+        raise ScenarioError(f"CPU offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {kw['kind']!r}: "
+                            "pick one under Strategy, or untick CPU offload")
+    return Scenario.create(**kw)

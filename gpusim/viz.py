@@ -1,0 +1,487 @@
+"""Plotly figure builders for the planner (and notebooks): data in, :class:`plotly.graph_objects.Figure` out.
+
+Every function here is pure: it takes plain numbers (SI units, the unit in the argument's name) that the
+gpusim API returned, converts them to the units people read on an axis (ms, GiB, TFLOP/s, GB/s) with the
+constants of :mod:`gpusim.units`, and draws them. Nothing here calls the model. Trace data are passed as
+Python lists (not numpy arrays), so that a figure's JSON is readable as-is (plotly 7 would otherwise
+encode arrays as base64 ``bdata``).
+
+Colours are fixed per quantity (compute is always the same blue, exposed communication the same red ...)
+so that charts on different pages read alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from gpusim import units
+
+# --- shared vocabulary -------------------------------------------------------------------------------
+
+#: step-time parts (keys of StepResult.breakdown_s) -> what a person calls them
+BREAKDOWN_LABELS: dict[str, str] = {
+    "compute_s": "compute",
+    "comm_exposed_s": "exposed communication",
+    "data_wait_s": "data wait",
+    "optimizer_s": "optimizer step",
+    "sync_s": "sync and stragglers",
+    "overhead_s": "fixed overhead",
+}
+BREAKDOWN_COLORS: dict[str, str] = {
+    "compute_s": "#4C78A8",
+    "comm_exposed_s": "#E45756",
+    "data_wait_s": "#F58518",
+    "optimizer_s": "#72B7B2",
+    "sync_s": "#B279A2",
+    "overhead_s": "#9D9DA0",
+}
+MEMORY_LABELS: dict[str, str] = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer": "optimizer states",
+    "activations": "activations",
+    "buffers": "communication buffers",
+    "overhead": "framework overhead",
+}
+MEMORY_COLORS: dict[str, str] = {
+    "weights": "#4C78A8",
+    "gradients": "#72B7B2",
+    "optimizer": "#54A24B",
+    "activations": "#F58518",
+    "buffers": "#B279A2",
+    "overhead": "#9D9DA0",
+}
+#: a qualitative palette for curves (one colour per fabric / strategy, in order)
+SERIES_COLORS = ("#4C78A8", "#E45756", "#54A24B", "#F58518", "#B279A2", "#72B7B2", "#FF9DA6", "#9D755D",
+                 "#EECA3B", "#BAB0AC")
+IDEAL_COLOR = "#888888"
+LIMIT_COLOR = "#D62728"
+#: nvidia-smi path classes, best to worst, and their colours (green = NVLink ... red = across sockets)
+PATH_COLORS: dict[str, str] = {"X": "#FFFFFF", "NV": "#1A9850", "PIX": "#91CF60", "PXB": "#D9EF8B",
+                               "PHB": "#FEE08B", "NODE": "#FC8D59", "SYS": "#D73027"}
+
+_MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+
+
+def _f(x) -> float | None:
+    """A JSON-friendly float: None for NaN/inf (plotly leaves a gap)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _color(i: int) -> str:
+    return SERIES_COLORS[i % len(SERIES_COLORS)]
+
+
+def _vline(fig: go.Figure, x: float, *, text: str = "", log: bool = False, top: bool = True, anchor: str = "left",
+           **line) -> None:
+    """A vertical line at data ``x`` with a label. Plotly's ``add_vline(annotation_text=...)`` places the label
+    at the raw value on a log axis (annotations take log10 there), which sends the axis range to 10**x and can
+    hang the browser, so the label is added here."""
+    fig.add_vline(x=x, **line)
+    if text:
+        fig.add_annotation(x=math.log10(x) if log else x, xref="x", y=1.0 if top else 0.0, yref="paper",
+                           yanchor="bottom", xanchor=anchor, text=text, showarrow=False,
+                           font={"size": 11, "color": line.get("line_color", IDEAL_COLOR)})
+
+
+def _hline(fig: go.Figure, y: float, *, text: str = "", log: bool = False, **line) -> None:
+    """A horizontal line at data ``y`` with a label at the right (see :func:`_vline`)."""
+    fig.add_hline(y=y, **line)
+    if text:
+        fig.add_annotation(y=math.log10(y) if log else y, yref="y", x=1.0, xref="paper", xanchor="right",
+                           yanchor="bottom", text=text, showarrow=False,
+                           font={"size": 11, "color": line.get("line_color", IDEAL_COLOR)})
+
+
+def _layout(fig: go.Figure, title: str, height: int, *, per_row: int = 3, **kw) -> go.Figure:
+    """Title at the top left; the legend in rows along the bottom of the figure, below the x-axis title (a
+    legend at the top would cover the title, one at the right would squeeze half-width charts)."""
+    items = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    rows = math.ceil(items / per_row) if items else 0
+    legend_px = 22 * rows
+    fig.update_layout(title={"text": title, "x": 0.0, "xanchor": "left"}, height=height + legend_px,
+                      margin={**_MARGIN, "b": 60 + legend_px},
+                      legend={"orientation": "h", "yref": "container", "y": 0.0, "yanchor": "bottom", "x": 0.0,
+                              "xanchor": "left", "traceorder": "normal"},
+                      **kw)
+    return fig
+
+
+# --- Step page ---------------------------------------------------------------------------------------
+
+def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: float | None = None,
+                     comm_hidden_s: float | None = None, title: str = "Where one training step goes") -> go.Figure:
+    """A horizontal stacked bar of one step's parts in milliseconds (compute, exposed communication,
+    data wait, optimizer, sync and stragglers, overhead). ``single_gpu_step_s`` draws the same GPU's step
+    alone at the same per-GPU batch as a dashed line (the ideal for weak scaling); ``comm_hidden_s`` adds a
+    second bar with the communication that ran under the backward pass (it costs no time)."""
+    total_ms = sum(breakdown_s.values()) / units.MS
+    fig = go.Figure()
+    rows = ["this step"]
+    for key, label in BREAKDOWN_LABELS.items():
+        v = float(breakdown_s.get(key, 0.0))
+        ms = v / units.MS
+        share = ms / total_ms if total_ms > 0 else 0.0
+        fig.add_trace(go.Bar(
+            x=[ms], y=rows, orientation="h", name=label, marker_color=BREAKDOWN_COLORS[key],
+            text=[f"{label}<br>{ms:.3g} ms" if share >= 0.12 else ""], textposition="inside",
+            insidetextanchor="middle", hovertemplate=f"{label}: %{{x:.4g}} ms ({share:.1%})<extra></extra>"))
+    if comm_hidden_s is not None and comm_hidden_s > 0:
+        fig.add_trace(go.Bar(
+            x=[comm_hidden_s / units.MS], y=["communication hidden<br>under backward"], orientation="h",
+            name="hidden communication", marker_color=BREAKDOWN_COLORS["comm_exposed_s"], opacity=0.35,
+            hovertemplate="hidden under the backward pass: %{x:.4g} ms<extra></extra>"))
+    if single_gpu_step_s is not None and math.isfinite(single_gpu_step_s):
+        x1 = single_gpu_step_s / units.MS
+        _vline(fig, x1, text=f"one GPU alone: {x1:.3g} ms", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
+    fig.update_xaxes(title_text="milliseconds per optimizer step", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, 240 if len(rows) == 1 else 290, barmode="stack", showlegend=True)
+
+
+def memory_figure(memory_breakdown_bytes: Mapping[str, float], capacity_bytes: float, *,
+                  title: str = "Memory per GPU") -> go.Figure:
+    """A stacked bar of what one GPU holds (GiB) against its capacity (red line)."""
+    fig = go.Figure()
+    total = sum(float(v) for v in memory_breakdown_bytes.values())
+    for key, v in memory_breakdown_bytes.items():
+        gib = float(v) / units.GIB
+        fig.add_trace(go.Bar(x=[gib], y=["per GPU"], orientation="h", name=MEMORY_LABELS.get(key, key),
+                             marker_color=MEMORY_COLORS.get(key),
+                             hovertemplate=f"{MEMORY_LABELS.get(key, key)}: %{{x:.3g}} GiB<extra></extra>"))
+    cap = capacity_bytes / units.GIB
+    fits = total <= capacity_bytes
+    _vline(fig, cap, text=f"capacity {cap:.4g} GiB" + ("" if fits else ": does not fit"), anchor="right",
+           line_color=LIMIT_COLOR, line_width=3)
+    fig.update_xaxes(title_text="GiB", range=[0, max(cap, total / units.GIB) * 1.08])
+    return _layout(fig, title, 220, barmode="stack")
+
+
+def gains_figure(recommendations: Sequence[Mapping], *, title: str = "Predicted throughput change of each advice"
+                 ) -> go.Figure:
+    """Horizontal bars of the predicted throughput change (percent) of the recommendations that carry one."""
+    recs = [r for r in recommendations if r.get("gain_frac") is not None]
+    names = [str(r["id"]) for r in recs][::-1]
+    gains = [100.0 * float(r["gain_frac"]) for r in recs][::-1]
+    fig = go.Figure(go.Bar(x=gains, y=names, orientation="h",
+                           marker_color=["#54A24B" if g >= 0 else LIMIT_COLOR for g in gains],
+                           text=[f"{g:+.0f}%" for g in gains], textposition="auto",
+                           hovertemplate="%{y}: %{x:+.1f}% samples/s<extra></extra>"))
+    fig.update_xaxes(title_text="throughput change (%)", zeroline=True)
+    return _layout(fig, title, max(180, 60 + 40 * len(names)), showlegend=False)
+
+
+# --- Scaling page ------------------------------------------------------------------------------------
+
+def _curve_xy(rows: Sequence[Mapping], key: str, scale: float = 1.0):
+    xs = [int(r["gpus"]) for r in rows]
+    ys = [_f(float(r[key]) * scale) for r in rows]
+    fits = [bool(r.get("fits_in_memory", True)) for r in rows]
+    return xs, ys, fits
+
+
+def _series(fig: go.Figure, curves: Mapping[str, Sequence[Mapping]], key: str, scale: float, unit: str) -> int:
+    top = 1
+    for i, (label, rows) in enumerate(curves.items()):
+        if not rows:
+            continue
+        xs, ys, fits = _curve_xy(rows, key, scale)
+        top = max(top, max(xs))
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines+markers", name=label, line={"color": _color(i)},
+            marker={"symbol": ["circle" if f else "x" for f in fits], "size": [8 if f else 11 for f in fits]},
+            customdata=[[r.get("bottleneck", ""), r.get("per_gpu_batch", ""), "fits" if f else "does NOT fit"]
+                        for r, f in zip(rows, fits)],
+            hovertemplate=(f"{label}<br>%{{x}} GPUs: %{{y:.3g}}{unit}<br>bottleneck %{{customdata[0]}}, "
+                           "batch/GPU %{customdata[1]}, %{customdata[2]}<extra></extra>")))
+    return top
+
+
+def speedup_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "Speedup over one GPU") -> go.Figure:
+    """Speedup vs GPU count (log-log) for several curves (rows of :func:`gpusim.simulate.scaling_curve`),
+    with the ideal (linear) line. Points whose memory does not fit are drawn as crosses."""
+    fig = go.Figure()
+    top = _series(fig, curves, "speedup", 1.0, "x")
+    ideal = [1, top]
+    fig.add_trace(go.Scatter(x=ideal, y=ideal, mode="lines", name="ideal (linear)",
+                             line={"color": IDEAL_COLOR, "dash": "dash"}, hoverinfo="skip"))
+    fig.update_xaxes(title_text="GPUs", type="log", dtick=math.log10(2), tickformat="d")
+    fig.update_yaxes(title_text="speedup (x)", type="log", dtick=math.log10(2), tickformat=".3~g")
+    return _layout(fig, title, 420)
+
+
+def efficiency_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "Scaling efficiency",
+                      target_frac: float | None = None) -> go.Figure:
+    """Scaling efficiency (percent) vs GPU count, with the 100% line (and a target line if given)."""
+    fig = go.Figure()
+    top = _series(fig, curves, "scaling_efficiency_frac", 100.0, "%")
+    fig.add_trace(go.Scatter(x=[1, top], y=[100.0, 100.0], mode="lines", name="ideal (100%)",
+                             line={"color": IDEAL_COLOR, "dash": "dash"}, hoverinfo="skip"))
+    if target_frac is not None:
+        _hline(fig, 100.0 * target_frac, text=f"{target_frac:.0%}", line_dash="dot", line_color=LIMIT_COLOR)
+    fig.update_xaxes(title_text="GPUs", type="log", dtick=math.log10(2), tickformat="d")
+    fig.update_yaxes(title_text="efficiency (%)", rangemode="tozero")
+    return _layout(fig, title, 420)
+
+
+def breakdown_vs_gpus_figure(rows: Sequence[Mapping], *, title: str = "Step time by part vs GPU count") -> go.Figure:
+    """Stacked bars of each part of the step (ms) for each GPU count of one scaling curve."""
+    fig = go.Figure()
+    xs = [str(int(r["gpus"])) for r in rows]
+    for key, label in BREAKDOWN_LABELS.items():
+        ys = [float(r.get(key, 0.0)) / units.MS for r in rows]
+        if not any(y > 0 for y in ys):
+            continue
+        fig.add_trace(go.Bar(x=xs, y=ys, name=label, marker_color=BREAKDOWN_COLORS[key],
+                             hovertemplate=f"{label}: %{{y:.4g}} ms<extra>%{{x}} GPUs</extra>"))
+    fig.update_xaxes(title_text="GPUs", type="category")
+    fig.update_yaxes(title_text="ms per optimizer step")
+    return _layout(fig, title, 380, barmode="stack")
+
+
+# --- Batch page --------------------------------------------------------------------------------------
+
+def _memory_limit(fig: go.Figure, max_micro_batch: int | None, xs: Sequence[int]) -> None:
+    if max_micro_batch is None:
+        return
+    if max_micro_batch < 1:
+        fig.add_annotation(text="no batch fits in memory", xref="paper", yref="paper", x=0.5, y=0.5,
+                           showarrow=False, font={"color": LIMIT_COLOR, "size": 16})
+        return
+    _vline(fig, max_micro_batch, text=f"memory limit: {max_micro_batch}", log=True, line_color=LIMIT_COLOR,
+           line_width=2)
+    right = max(max(xs, default=max_micro_batch), max_micro_batch) * 2
+    fig.add_vrect(x0=max_micro_batch, x1=right, fillcolor=LIMIT_COLOR, opacity=0.07, line_width=0)
+
+
+def batch_throughput_figure(rows: Sequence[Mapping], *, max_micro_batch: int | None = None,
+                            current_batch: int | None = None, title: str = "Throughput vs per-GPU batch"
+                            ) -> go.Figure:
+    """Samples/s (all GPUs) and per GPU vs the per-GPU micro-batch, with the largest batch that fits
+    marked; batches that do not fit are drawn as crosses. ``rows``: dicts with ``per_gpu_batch``,
+    ``throughput_samples_per_s``, ``throughput_per_gpu_samples_per_s``, ``fits_in_memory``."""
+    xs = [int(r["per_gpu_batch"]) for r in rows]
+    fits = [bool(r["fits_in_memory"]) for r in rows]
+    sym = ["circle" if f else "x" for f in fits]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[_f(r["throughput_samples_per_s"]) for r in rows], mode="lines+markers",
+                             name="all GPUs", marker={"symbol": sym, "size": 8}, line={"color": _color(0)},
+                             hovertemplate="batch %{x}: %{y:.4g} samples/s<extra>all GPUs</extra>"))
+    fig.add_trace(go.Scatter(x=xs, y=[_f(r["throughput_per_gpu_samples_per_s"]) for r in rows],
+                             mode="lines+markers", name="per GPU", marker={"symbol": sym, "size": 7},
+                             line={"color": _color(2), "dash": "dot"},
+                             hovertemplate="batch %{x}: %{y:.4g} samples/s<extra>per GPU</extra>"))
+    _memory_limit(fig, max_micro_batch, xs)
+    if current_batch:
+        _vline(fig, current_batch, text=f"now: {current_batch}", log=True, top=False, line_dash="dash",
+               line_color=IDEAL_COLOR)
+    fig.update_xaxes(title_text="per-GPU batch (samples)", type="log", dtick=math.log10(2), tickformat="d")
+    fig.update_yaxes(title_text="samples/s", rangemode="tozero")
+    return _layout(fig, title, 400)
+
+
+def batch_utilisation_figure(rows: Sequence[Mapping], *, util_target_frac: float, max_micro_batch: int | None = None,
+                             current_batch: int | None = None,
+                             title: str = "GPU utilisation and scaling efficiency vs per-GPU batch") -> go.Figure:
+    """Estimated GPU utilisation (busy fraction of the step), MFU and scaling efficiency (percent) vs the
+    per-GPU batch, with the utilisation target line (the seed articles' 80%)."""
+    xs = [int(r["per_gpu_batch"]) for r in rows]
+    fig = go.Figure()
+    for i, (key, label) in enumerate((("gpu_util_frac", "GPU busy (utilisation)"),
+                                      ("scaling_efficiency_frac", "scaling efficiency"), ("mfu_frac", "MFU"))):
+        if all(key in r for r in rows):
+            fig.add_trace(go.Scatter(x=xs, y=[_f(100.0 * float(r[key])) for r in rows], mode="lines+markers",
+                                     name=label, line={"color": _color(i)},
+                                     hovertemplate=f"batch %{{x}}: %{{y:.3g}}%<extra>{label}</extra>"))
+    _hline(fig, 100.0 * util_target_frac, text=f"{util_target_frac:.0%} utilisation target", line_dash="dot",
+           line_color=LIMIT_COLOR)
+    _memory_limit(fig, max_micro_batch, xs)
+    if current_batch:
+        fig.add_vline(x=current_batch, line_dash="dash", line_color=IDEAL_COLOR)
+    fig.update_xaxes(title_text="per-GPU batch (samples)", type="log", dtick=math.log10(2), tickformat="d")
+    fig.update_yaxes(title_text="percent", range=[0, 105])
+    return _layout(fig, title, 400)
+
+
+# --- Rooflines page ----------------------------------------------------------------------------------
+
+def _log_span(values: Sequence[float], pad: float = 4.0) -> tuple[float, float]:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    lo, hi = min(vals), max(vals)
+    return lo / pad, hi * pad
+
+
+def gpu_roofline_figure(*, peak_flop_per_s: float, achievable_flop_per_s: float, mem_bytes_per_s: float,
+                        achievable_mem_bytes_per_s: float, points: Sequence[Mapping], gpu_label: str = "GPU",
+                        title: str | None = None) -> go.Figure:
+    """The roofline of one GPU (Williams et al., CACM 2009): attainable FLOP/s = min(peak, intensity x memory
+    bandwidth), as datasheet and achievable ceilings, with the workload's points on it. Each point is a dict
+    with ``name``, ``intensity_flop_per_byte``, ``flop_per_s`` and optionally ``time_frac`` (marker size)
+    and ``kind``."""
+    xs_pts = [float(p["intensity_flop_per_byte"]) for p in points]
+    ridge = peak_flop_per_s / mem_bytes_per_s
+    x0, x1 = _log_span([*xs_pts, ridge, achievable_flop_per_s / achievable_mem_bytes_per_s], pad=8.0)
+    fig = go.Figure()
+    for label, peak, bw, dash in (("datasheet", peak_flop_per_s, mem_bytes_per_s, "dash"),
+                                  ("achievable", achievable_flop_per_s, achievable_mem_bytes_per_s, "solid")):
+        r = peak / bw
+        xs = [x0, r, x1] if x0 < r < x1 else [x0, x1]
+        ys = [min(peak, x * bw) / units.TERA for x in xs]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} roofline",
+                                 line={"color": IDEAL_COLOR if dash == "dash" else "#333333", "dash": dash},
+                                 hovertemplate=f"{label}: %{{y:.4g}} TFLOP/s at %{{x:.3g}} FLOP/byte<extra></extra>"))
+    fig.add_annotation(x=math.log10(ridge), y=math.log10(peak_flop_per_s / units.TERA),
+                       text=f"ridge {ridge:.3g} FLOP/byte", showarrow=True, ax=40, ay=-30)
+    for i, p in enumerate(points):
+        frac = float(p.get("time_frac", 0.0) or 0.0)
+        fig.add_trace(go.Scatter(
+            x=[float(p["intensity_flop_per_byte"])], y=[float(p["flop_per_s"]) / units.TERA], mode="markers",
+            name=str(p["name"]), marker={"size": 10 + 30 * math.sqrt(max(frac, 0.0)), "color": _color(i + 1),
+                                         "symbol": p.get("symbol", "circle"), "line": {"width": 1, "color": "#333"}},
+            hovertemplate=(f"{p['name']}<br>%{{x:.3g}} FLOP/byte, %{{y:.4g}} TFLOP/s"
+                           + (f"<br>{frac:.0%} of compute time" if "time_frac" in p else "") + "<extra></extra>")))
+    fig.update_xaxes(title_text="arithmetic intensity (FLOP per byte of GPU memory traffic)", type="log")
+    fig.update_yaxes(title_text="TFLOP/s", type="log")
+    return _layout(fig, title or f"Roofline of {gpu_label}", 460)
+
+
+def comm_roofline_figure(*, compute_flop_per_s: float, ceilings: Sequence[Mapping], point: Mapping | None = None,
+                         peak_flop_per_s: float | None = None, title: str = "Communication roofline") -> go.Figure:
+    """Attainable FLOP/s per GPU vs FLOPs per byte communicated (the gradient all-reduce size), one
+    ceiling per interconnect: ``min(compute, intensity x algbw)`` with the all-reduce algorithm bandwidth
+    ``algbw_bytes_per_s`` of each ``ceilings`` entry (``label``, ``algbw_bytes_per_s``, optional ``current``).
+    Communication that fully overlaps compute can reach the roof; below the slope, a step waits for the network.
+    ``point``: ``name``, ``intensity_flop_per_byte``, ``flop_per_s`` (the workload as predicted)."""
+    xs_all = [compute_flop_per_s / float(c["algbw_bytes_per_s"]) for c in ceilings
+              if float(c["algbw_bytes_per_s"]) > 0]
+    if point is not None:
+        xs_all.append(float(point["intensity_flop_per_byte"]))
+    x0, x1 = _log_span(xs_all or [1.0], pad=10.0)
+    fig = go.Figure()
+    if peak_flop_per_s is not None:
+        fig.add_trace(go.Scatter(x=[x0, x1], y=[peak_flop_per_s / units.TERA] * 2, mode="lines",
+                                 name="datasheet peak", line={"color": IDEAL_COLOR, "dash": "dash"},
+                                 hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[x0, x1], y=[compute_flop_per_s / units.TERA] * 2, mode="lines",
+                             name="compute alone (no communication)", line={"color": "#333333"},
+                             hovertemplate="compute alone: %{y:.4g} TFLOP/s<extra></extra>"))
+    for i, c in enumerate(ceilings):
+        bw = float(c["algbw_bytes_per_s"])
+        if bw <= 0:
+            continue
+        r = compute_flop_per_s / bw
+        xs = [x0, r, x1] if x0 < r < x1 else [x0, x1]
+        ys = [min(compute_flop_per_s, x * bw) / units.TERA for x in xs]
+        current = bool(c.get("current"))
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", name=str(c["label"]),
+            line={"color": _color(i), "width": 4 if current else 2, "dash": "solid" if current else "dot"},
+            hovertemplate=(f"{c['label']}: all-reduce {bw / units.GB:.3g} GB/s algbw"
+                           "<br>%{x:.3g} FLOP/byte -> %{y:.4g} TFLOP/s<extra></extra>")))
+    if point is not None:
+        fig.add_trace(go.Scatter(x=[float(point["intensity_flop_per_byte"])], y=[float(point["flop_per_s"]) / units.TERA],
+                                 mode="markers+text", name=str(point["name"]), text=[str(point["name"])],
+                                 textposition="top center",
+                                 marker={"size": 16, "symbol": "star", "color": "#000000"},
+                                 hovertemplate="%{x:.3g} FLOP/byte, %{y:.4g} TFLOP/s per GPU<extra>predicted</extra>"))
+    fig.update_xaxes(title_text="FLOPs per byte communicated (training FLOPs per GPU per step / all-reduce bytes)",
+                     type="log")
+    fig.update_yaxes(title_text="TFLOP/s per GPU", type="log")
+    return _layout(fig, title, 480)
+
+
+# --- Topology page -----------------------------------------------------------------------------------
+
+def topology_heatmap(names: Sequence[str], labels: Sequence[Sequence[str]], *,
+                     title: str = "GPU-to-GPU paths (nvidia-smi topo -m)") -> go.Figure:
+    """The GPU x GPU matrix of path classes as a heatmap, best (NVLink, green) to worst (SYS, red).
+    ``labels[i][j]`` is what nvidia-smi prints (``X``, ``NV18``, ``PIX``, ``SYS`` ...)."""
+    order = [k for k in PATH_COLORS if k != "X"]
+    def rank(lbl: str) -> float | None:
+        if lbl == "X":
+            return None
+        kind = "NV" if lbl.startswith("NV") else lbl
+        return float(order.index(kind)) if kind in order else None
+    z = [[rank(c) for c in row] for row in labels]
+    n = len(order)
+    # a discrete colour scale: one band per path class
+    scale = []
+    for i, k in enumerate(order):
+        scale += [[i / n, PATH_COLORS[k]], [(i + 1) / n, PATH_COLORS[k]]]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(names), y=list(names), text=[list(r) for r in labels], texttemplate="%{text}",
+        colorscale=scale, zmin=-0.5, zmax=n - 0.5, xgap=2, ygap=2,
+        colorbar={"tickvals": list(range(n)), "ticktext": order, "title": {"text": "path"}},
+        hovertemplate="%{y} -> %{x}: %{text}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    size = 140 + 42 * len(names)
+    return _layout(fig, title, max(320, size))
+
+
+def collective_bandwidth_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "Expected all-reduce bandwidth",
+                                value: str = "busbw_bytes_per_s") -> go.Figure:
+    """Bus bandwidth (GB/s, nccl-tests definition) vs message size for the rows of
+    :func:`gpusim.simulate.collective`, one curve per label."""
+    fig = go.Figure()
+    for i, (label, rows) in enumerate(curves.items()):
+        fig.add_trace(go.Scatter(
+            x=[float(r["bytes"]) for r in rows], y=[float(r[value]) / units.GB for r in rows],
+            mode="lines+markers", name=label, line={"color": _color(i)},
+            customdata=[[float(r["time_s"]) / units.US, r.get("algorithm", "")] for r in rows],
+            hovertemplate=("%{x:.3s}B: %{y:.3g} GB/s<br>%{customdata[0]:.4g} µs, %{customdata[1]}"
+                           f"<extra>{label}</extra>")))
+    fig.update_xaxes(title_text="message size (bytes)", type="log", exponentformat="SI")
+    fig.update_yaxes(title_text="bus bandwidth (GB/s)" if value == "busbw_bytes_per_s" else "GB/s", rangemode="tozero")
+    return _layout(fig, title, 400)
+
+
+# --- Plan page ---------------------------------------------------------------------------------------
+
+def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_key: str = "cost_usd",
+                  label_key: str = "label", frontier: Sequence[Mapping] | None = None,
+                  deadline_s: float | None = None, budget_usd: float | None = None,
+                  title: str = "Time to train vs cost") -> go.Figure:
+    """Every evaluated configuration as a point (days vs US dollars), the Pareto frontier as a line, and the
+    deadline and budget as limits."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=[_f(float(p[time_key]) / units.DAY) for p in points], y=[_f(p[cost_key]) for p in points],
+        mode="markers", name="configurations", marker={"color": _color(0), "size": 7, "opacity": 0.55},
+        text=[str(p.get(label_key, "")) for p in points],
+        hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra></extra>"))
+    if frontier:
+        fr = sorted(frontier, key=lambda p: float(p[time_key]))
+        fig.add_trace(go.Scatter(
+            x=[_f(float(p[time_key]) / units.DAY) for p in fr], y=[_f(p[cost_key]) for p in fr],
+            mode="lines+markers", name="Pareto frontier", line={"color": LIMIT_COLOR, "width": 3},
+            text=[str(p.get(label_key, "")) for p in fr],
+            hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra>frontier</extra>"))
+    if deadline_s:
+        _vline(fig, deadline_s / units.DAY, text="deadline", log=True, line_dash="dash", line_color=LIMIT_COLOR)
+    if budget_usd:
+        _hline(fig, budget_usd, text="budget", log=True, line_dash="dash", line_color=LIMIT_COLOR)
+    fig.update_xaxes(title_text="time to train (days)", type="log")
+    fig.update_yaxes(title_text="cost (USD)", type="log")
+    return _layout(fig, title, 460)
+
+
+# --- Calibration page --------------------------------------------------------------------------------
+
+def measured_vs_fitted_figure(curves: Mapping[str, Mapping[str, Sequence[float]]], *, x_title: str, y_title: str,
+                              title: str = "Measured vs fitted", log_x: bool = True) -> go.Figure:
+    """For each benchmark label: ``{"x": [...], "measured": [...], "fitted": [...]}`` as markers (measured)
+    and a line (fitted) of the same colour."""
+    fig = go.Figure()
+    for i, (label, c) in enumerate(curves.items()):
+        xs = [float(x) for x in c["x"]]
+        fig.add_trace(go.Scatter(x=xs, y=[_f(v) for v in c["measured"]], mode="markers", name=f"{label} measured",
+                                 marker={"color": _color(i), "size": 8}))
+        fig.add_trace(go.Scatter(x=xs, y=[_f(v) for v in c["fitted"]], mode="lines", name=f"{label} fitted",
+                                 line={"color": _color(i)}))
+    fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear")
+    fig.update_yaxes(title_text=y_title)
+    return _layout(fig, title, 420)

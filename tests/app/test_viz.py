@@ -1,0 +1,212 @@
+"""The figure builders of gpusim.viz, tested directly (no Streamlit): they draw what they are given, in the
+units their axes name, and never produce figures that hang a browser."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gpusim import units, viz
+
+BREAKDOWN = {"compute_s": 0.050, "comm_exposed_s": 0.020, "data_wait_s": 0.0, "optimizer_s": 0.002, "sync_s": 0.001,
+             "overhead_s": 0.001}
+
+
+def _fig_json(fig) -> dict:
+    return json.loads(fig.to_json())
+
+
+def _no_binary(obj) -> None:
+    """Trace data are plain lists (plotly 7 would write numpy arrays as base64 'bdata')."""
+    if isinstance(obj, dict):
+        assert "bdata" not in obj, obj
+        for v in obj.values():
+            _no_binary(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            _no_binary(v)
+
+
+def _annotations_in_range(fig) -> None:
+    """On a log axis an annotation's coordinate is log10 of the value: a raw data value there (e.g. 256)
+    sends the axis to 1e256 and hangs the browser. Every annotation on a log axis must be a small exponent."""
+    lay = fig.layout
+    for ann in lay.annotations or ():
+        for ax, ref, val in (("xaxis", ann.xref, ann.x), ("yaxis", ann.yref, ann.y)):
+            if ref in (None, "paper") or val is None or "domain" in str(ref):
+                continue
+            axis = getattr(lay, ax + (ref[1:] if len(ref) > 1 else ""))
+            if axis.type == "log":
+                assert abs(float(val)) < 30, (ann.text, val)
+
+
+def test_breakdown_figure_stacks_the_parts_in_ms():
+    fig = viz.breakdown_figure(BREAKDOWN, single_gpu_step_s=0.052)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == list(viz.BREAKDOWN_LABELS.values())
+    assert sum(t.x[0] for t in bars) == pytest.approx(sum(BREAKDOWN.values()) / units.MS)
+    assert bars[1].x[0] == pytest.approx(20.0)  # exposed communication, ms
+    assert fig.layout.barmode == "stack"
+    # the one-GPU reference line sits at 52 ms
+    assert any(s.x0 == pytest.approx(52.0) for s in fig.layout.shapes)
+    _no_binary(_fig_json(fig))
+
+
+def test_memory_figure_marks_capacity_and_overflow():
+    mem = {"weights": 10 * units.GIB, "gradients": 10 * units.GIB, "optimizer": 60 * units.GIB,
+           "activations": 5 * units.GIB, "buffers": 0.5 * units.GIB, "overhead": 1 * units.GIB}
+    fig = viz.memory_figure(mem, 80 * units.GIB)
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(86.5)
+    assert fig.layout.shapes[0].x0 == pytest.approx(80.0)
+    assert "does not fit" in fig.layout.annotations[0].text
+    assert fig.layout.xaxis.range[1] >= 86.5  # the overflow is visible
+    fits = viz.memory_figure({"weights": 1 * units.GIB}, 80 * units.GIB)
+    assert "does not fit" not in fits.layout.annotations[0].text
+
+
+def test_gains_figure_only_shows_advice_with_a_gain():
+    recs = [{"id": "use-ddp", "gain_frac": 0.5}, {"id": "learning-rate", "gain_frac": None},
+            {"id": "fewer-gpus", "gain_frac": -0.1}]
+    fig = viz.gains_figure(recs)
+    bar = fig.data[0]
+    assert set(bar.y) == {"use-ddp", "fewer-gpus"}
+    assert dict(zip(bar.y, bar.x)) == {"use-ddp": pytest.approx(50.0), "fewer-gpus": pytest.approx(-10.0)}
+
+
+def _curve(eff: float, counts=(1, 2, 4, 8)):
+    return [{"gpus": n, "speedup": n * (eff if n > 1 else 1.0), "scaling_efficiency_frac": eff if n > 1 else 1.0,
+             "fits_in_memory": n < 8, "bottleneck": "compute", "per_gpu_batch": 32} for n in counts]
+
+
+def test_speedup_and_efficiency_figures_have_the_ideal_line_and_mark_oom():
+    curves = {"NVSwitch": _curve(0.95), "PCIe": _curve(0.5)}
+    sp = viz.speedup_figure(curves)
+    names = [t.name for t in sp.data]
+    assert names == ["NVSwitch", "PCIe", "ideal (linear)"]
+    assert list(sp.data[-1].x) == [1, 8] and list(sp.data[-1].y) == [1, 8]
+    assert list(sp.data[1].y) == [1.0, 1.0, 2.0, 4.0]
+    # the 8-GPU point does not fit: a cross
+    assert list(sp.data[0].marker.symbol) == ["circle", "circle", "circle", "x"]
+    assert sp.layout.xaxis.type == "log"
+    ef = viz.efficiency_figure(curves, target_frac=0.75)
+    assert list(ef.data[1].y) == [100.0, 50.0, 50.0, 50.0]
+    assert list(ef.data[-1].y) == [100.0, 100.0]
+    assert any(s.y0 == pytest.approx(75.0) for s in ef.layout.shapes)
+    _annotations_in_range(sp)
+    _annotations_in_range(ef)
+    _no_binary(_fig_json(sp))
+
+
+def test_breakdown_vs_gpus_skips_empty_parts():
+    rows = [{"gpus": n, **BREAKDOWN, "comm_exposed_s": 0.001 * n} for n in (1, 2, 4)]
+    fig = viz.breakdown_vs_gpus_figure(rows)
+    names = [t.name for t in fig.data]
+    assert "data wait" not in names and "compute" in names
+    comm = next(t for t in fig.data if t.name == "exposed communication")
+    assert list(comm.y) == pytest.approx([1.0, 2.0, 4.0])
+    assert list(comm.x) == ["1", "2", "4"]
+
+
+def _batch_rows():
+    return [{"per_gpu_batch": b, "throughput_samples_per_s": 100.0 * b / (b + 8), "throughput_per_gpu_samples_per_s":
+             12.5 * b / (b + 8), "gpu_util_frac": b / (b + 8), "scaling_efficiency_frac": 0.9, "mfu_frac": 0.3,
+             "fits_in_memory": b <= 256} for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
+
+
+def test_batch_figures_mark_memory_limit_and_target_on_log_axes():
+    rows = _batch_rows()
+    tp = viz.batch_throughput_figure(rows, max_micro_batch=300, current_batch=256)
+    assert tp.layout.xaxis.type == "log"
+    assert list(tp.data[0].x) == [r["per_gpu_batch"] for r in rows]
+    assert tp.data[0].marker.symbol[-1] == "x" and tp.data[0].marker.symbol[0] == "circle"
+    xs = sorted(s.x0 for s in tp.layout.shapes if s.type == "line")
+    assert xs == [256, 300]
+    texts = [a.text for a in tp.layout.annotations]
+    assert "memory limit: 300" in texts and "now: 256" in texts
+    _annotations_in_range(tp)
+    ut = viz.batch_utilisation_figure(rows, util_target_frac=0.8, max_micro_batch=300, current_batch=256)
+    assert [t.name for t in ut.data] == ["GPU busy (utilisation)", "scaling efficiency", "MFU"]
+    assert ut.data[0].y[-1] == pytest.approx(100.0 * 512 / 520)
+    assert any(s.y0 == pytest.approx(80.0) for s in ut.layout.shapes)
+    _annotations_in_range(ut)
+    nothing = viz.batch_throughput_figure(rows, max_micro_batch=0)
+    assert any("no batch fits" in a.text for a in nothing.layout.annotations)
+
+
+def test_gpu_roofline_is_min_of_peak_and_bandwidth():
+    fig = viz.gpu_roofline_figure(peak_flop_per_s=1000e12, achievable_flop_per_s=800e12, mem_bytes_per_s=4e12,
+                                  achievable_mem_bytes_per_s=3.2e12,
+                                  points=[{"name": "matmul", "intensity_flop_per_byte": 500.0, "flop_per_s": 700e12,
+                                           "time_frac": 0.5},
+                                          {"name": "attention", "intensity_flop_per_byte": 20.0, "flop_per_s": 60e12}])
+    ds = next(t for t in fig.data if t.name == "datasheet roofline")
+    for x, y in zip(ds.x, ds.y):
+        assert y == pytest.approx(min(1000.0, x * 4e12 / units.TERA))
+    assert 250.0 in list(ds.x)  # the ridge point is a vertex
+    pts = {t.name: t for t in fig.data if t.mode == "markers"}
+    assert pts["matmul"].y[0] == pytest.approx(700.0) and pts["attention"].x[0] == 20.0
+    assert pts["matmul"].marker.size > pts["attention"].marker.size
+    _annotations_in_range(fig)
+
+
+def test_comm_roofline_one_ceiling_per_interconnect():
+    ceilings = [{"label": "NVSwitch", "algbw_bytes_per_s": 200e9}, {"label": "PCIe", "algbw_bytes_per_s": 10e9},
+                {"label": "this scenario", "algbw_bytes_per_s": 150e9, "current": True}]
+    fig = viz.comm_roofline_figure(compute_flop_per_s=100e12, ceilings=ceilings, peak_flop_per_s=900e12,
+                                   point={"name": "w", "intensity_flop_per_byte": 1e4, "flop_per_s": 90e12})
+    lines = {t.name: t for t in fig.data}
+    pcie = lines["PCIe"]
+    # the slope meets the roof at compute / bandwidth = 1e4 FLOP/byte
+    assert 1e4 in [pytest.approx(x) for x in pcie.x]
+    for x, y in zip(pcie.x, pcie.y):
+        assert y == pytest.approx(min(100.0, x * 10e9 / units.TERA))
+    assert lines["this scenario"].line.width > lines["PCIe"].line.width
+    assert lines["w"].y[0] == pytest.approx(90.0)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_topology_heatmap_orders_paths_best_to_worst():
+    names = ["GPU0", "GPU1", "GPU2"]
+    labels = [["X", "NV12", "SYS"], ["NV12", "X", "PIX"], ["SYS", "PIX", "X"]]
+    fig = viz.topology_heatmap(names, labels)
+    hm = fig.data[0]
+    z = [list(r) for r in hm.z]
+    assert z[0][0] is None
+    assert z[0][1] < z[1][2] < z[0][2]  # NVLink < PIX < SYS
+    assert [list(r) for r in hm.text] == labels
+    assert list(hm.colorbar.ticktext)[0] == "NV" and list(hm.colorbar.ticktext)[-1] == "SYS"
+
+
+def test_collective_bandwidth_figure_in_gb_per_s():
+    rows = [{"bytes": float(1 << k), "busbw_bytes_per_s": 1e9 * k, "time_s": 1e-5 * k, "algorithm": "ring"}
+            for k in (10, 20, 30)]
+    fig = viz.collective_bandwidth_figure({"this machine": rows})
+    assert list(fig.data[0].y) == pytest.approx([10.0, 20.0, 30.0])
+    assert fig.layout.xaxis.type == "log"
+
+
+def test_pareto_figure_limits_on_log_axes():
+    pts = [{"time_s": d * units.DAY, "cost_usd": 1000.0 / d, "label": f"{d} days"} for d in (1, 2, 4, 8)]
+    fig = viz.pareto_figure(pts, frontier=pts[:2], deadline_s=3 * units.DAY, budget_usd=500.0)
+    assert list(fig.data[0].x) == pytest.approx([1, 2, 4, 8])
+    assert fig.data[1].name == "Pareto frontier"
+    _annotations_in_range(fig)
+    ann = {a.text: a for a in fig.layout.annotations}
+    assert ann["deadline"].x == pytest.approx(math.log10(3.0))
+
+
+def test_measured_vs_fitted_pairs_markers_and_lines():
+    fig = viz.measured_vs_fitted_figure({"all_reduce": {"x": [1, 2], "measured": [1.0, 2.0], "fitted": [1.1, 1.9]}},
+                                        x_title="bytes", y_title="s")
+    assert [t.mode for t in fig.data] == ["markers", "lines"]
+    assert fig.data[0].marker.color == fig.data[1].line.color
+
+
+def test_nan_and_inf_become_gaps():
+    rows = [{"gpus": 1, "speedup": 1.0, "scaling_efficiency_frac": 1.0},
+            {"gpus": 2, "speedup": float("nan"), "scaling_efficiency_frac": float("inf")}]
+    fig = viz.speedup_figure({"a": rows})
+    assert fig.data[0].y[1] is None
+    json.dumps(_fig_json(fig))  # serialisable
