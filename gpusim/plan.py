@@ -32,7 +32,6 @@ Every constant below says where it comes from; estimates say so and can be overr
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from gpusim import units
-from gpusim.errors import GpusimError, ScenarioError
+from gpusim.errors import ScenarioError
 from gpusim.strategy import MASTER_BYTES, OPT_STATE_BYTES, WEIGHT_BYTES
 
 # =================================================================================================
@@ -260,20 +259,23 @@ def lr_advice(global_batch: int, *, reference_global_batch: int | None = None, r
         out["warmup_steps"] = int(math.ceil(warm)) if warm else None
         if out["warmup_steps"]:
             how += f": about {out['warmup_steps']:,} steps"
+        sqrt_note = "with the square-root rule often used for Adam"
         if factor > 1:
-            lr_txt = (f" from {reference_lr:g} to {reference_lr * factor:.3g} (linear rule; {reference_lr * math.sqrt(factor):.3g}"
-                      " with the square-root rule often used for Adam)") if reference_lr is not None else (
-                f" by {factor:g}x (linear rule; {math.sqrt(factor):.3g}x with the square-root rule often used for Adam)")
-            out["advice"] = (f"the global batch grows {factor:g}x over your {reference_global_batch}: scale the learning "
-                             f"rate{lr_txt} and warm it up linearly {how}")
+            if reference_lr is not None:
+                lr_txt = (f" from {reference_lr:g} to {reference_lr * factor:.3g} (linear rule; "
+                          f"{reference_lr * math.sqrt(factor):.3g} {sqrt_note})")
+            else:
+                lr_txt = f" by {factor:g}x (linear rule; {math.sqrt(factor):.3g}x {sqrt_note})"
+            out["advice"] = (f"the global batch grows {factor:g}x over your {reference_global_batch}: scale the "
+                             f"learning rate{lr_txt} and warm it up linearly {how}")
             if factor > 32:
                 out["warnings"].append(
-                    f"{factor:g}x the reference batch: linear scaling was shown to hold up to 32x (8k images) by Goyal "
-                    "et al.; past the critical batch size (McCandlish et al. 2018) more samples are needed for the same "
-                    "loss, which this plan does not model")
+                    f"{factor:g}x the reference batch: linear scaling was shown to hold up to 32x (8k images) by "
+                    "Goyal et al.; past the critical batch size (McCandlish et al. 2018) more samples are needed for "
+                    "the same loss, which this plan does not model")
         elif factor < 1:
-            out["advice"] = (f"the global batch is {factor:.3g}x your {reference_global_batch}: scale the learning rate "
-                             "down in proportion (linear rule)")
+            out["advice"] = (f"the global batch is {factor:.3g}x your {reference_global_batch}: scale the learning "
+                             "rate down in proportion (linear rule)")
         else:
             out["advice"] = "the global batch equals your reference: keep the learning rate"
     else:
@@ -494,7 +496,8 @@ CONFIG_COLUMNS = ("mode", "node", "node_kind", "gpu", "gpus_per_node", "nodes", 
                   "checkpointing", "cpu_offload", "micro_batch", "accum", "global_batch", "feasible", "reason",
                   "meets_deadline", "within_budget", "time_to_train_s", "cost_usd", "capital_usd", "energy_usd",
                   "amortized_cost_usd", "energy_kwh", "usd_per_gpu_hour", "price_source", "price_date",
-                  "step_s", "throughput_samples_per_s", "throughput_tokens_per_s", "scaling_efficiency_frac", "mfu_frac",
+                  "step_s", "throughput_samples_per_s", "throughput_tokens_per_s", "scaling_efficiency_frac",
+                  "mfu_frac",
                   "bottleneck", "memory_per_gpu_bytes", "memory_capacity_bytes", "steps", "train_s", "eval_s",
                   "checkpoint_s", "checkpoint_interval_s", "checkpoints", "failures", "lost_s", "goodput_frac",
                   "node_power_w", "node_assumed")
@@ -636,7 +639,8 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
     if global_batch and max_global_batch and global_batch > max_global_batch:
         raise PlanError(f"the target global batch {global_batch} is over the maximum {max_global_batch}")
     if not (0 <= failure_rate_per_gpu_hour < 1):
-        raise PlanError(f"the failure rate must be in [0, 1) interruptions per GPU-hour (got {failure_rate_per_gpu_hour})")
+        raise PlanError("the failure rate must be in [0, 1) interruptions per GPU-hour "
+                        f"(got {failure_rate_per_gpu_hour})")
     if restart_s < 0 or not math.isfinite(restart_s):
         raise PlanError(f"the restart time must be >= 0 s (got {restart_s})")
     if not (0 <= eval_overhead_frac < 10):
@@ -707,7 +711,8 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
               "gpus": list(gpus or []), "nodes": list(nodes or []), "max_gpus": max_gpus, "mode": mode,
               "cost_basis": cost_basis, "lifetime_years": lifetime_years, "usd_per_kwh": kwh_usd, "pue": pue_v,
               "failure_rate_per_gpu_hour": failure_rate_per_gpu_hour, "restart_s": restart_s,
-              "checkpoint_interval_s": checkpoint_interval_s, "checkpoint_write_bytes_per_s": checkpoint_write_bytes_per_s,
+              "checkpoint_interval_s": checkpoint_interval_s,
+              "checkpoint_write_bytes_per_s": checkpoint_write_bytes_per_s,
               "eval_overhead_frac": eval_overhead_frac, "price_overrides": dict(price_overrides or {})}
     rec = recommend(df, deadline_s=deadline_s, budget_usd=budget_usd, mode=mode, max_gpus=max_gpus,
                     max_global_batch=max_global_batch, cost_basis=cost_basis, lifetime_years=lifetime_years, db=db)
@@ -895,11 +900,15 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
     out: dict[str, Any] = {"status": "ok", "reasons": [], "rule": "", "configuration": None, "row": None,
                            "alternatives": {}, "closest": {}}
     if not feas.any():
-        counts = df["reason"].value_counts().head(6)
+        # count by kind of reason (the text before its details in parentheses), with one example each
+        reasons = df["reason"].astype(str)
+        kind = reasons.str.split(" (", n=1, regex=False).str[0]
+        counts = kind.value_counts().head(6)
+        examples = {k: reasons[kind == k].iloc[0] for k in counts.index}
         out["status"] = "nothing-feasible"
         out["summary"] = "No configuration can run this training: " + "; ".join(
-            f"{k} ({v} configurations)" for k, v in counts.items())
-        out["reasons"] = [f"{k} ({v})" for k, v in counts.items()]
+            f"{k} ({v:,} configurations)" for k, v in counts.items()) + "."
+        out["reasons"] = [f"{v:,} configurations: {examples[k]}" for k, v in counts.items()]
         return out
     idx = np.nonzero(feas)[0]
 
@@ -926,8 +935,8 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
                                                                                 np.where(feas, c, np.nan))
         score = np.where(front, (t / t[fastest]) * (c / c[cheapest]), np.inf)
         best = int(np.argmin(score))
-        out["rule"] = ("no deadline or budget given: the best balance of time and cost on the Pareto frontier "
-                       "(smallest product of time and cost relative to the fastest and the cheapest)")
+        out["rule"] = ("the best balance of time and cost on the Pareto frontier, as no deadline or budget was "
+                       "given (smallest product of time and cost relative to the fastest and the cheapest)")
     cols = [k for k in CONFIG_COLUMNS if k in df.columns]
 
     def rec(i):
@@ -990,15 +999,16 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
                        f"{units.format_duration(f['time_to_train_s'])} for {_usd(f['cost_usd'])} USD")
     reasons.append(f"scaling efficiency {r['scaling_efficiency_frac']:.0%}, MFU {r['mfu_frac']:.0%}, bottleneck: "
                    f"{r['bottleneck']}; goodput {r['goodput_frac']:.0%} after checkpoints every "
-                   f"{units.format_duration(r['checkpoint_interval_s'])} and {r['failures']:.1f} expected interruptions")
+                   f"{units.format_duration(r['checkpoint_interval_s'])} and {r['failures']:.1f} expected "
+                   "interruptions")
     reasons.append(f"memory per GPU {r['memory_per_gpu_bytes'] / units.GIB:.1f} of "
                    f"{r['memory_capacity_bytes'] / units.GIB:.0f} GiB")
     if db is not None:
         gpu = db.gpu(str(r["gpu"]))
         if gpu.market == "consumer" and r["mode"] == "purchase":
             reasons.append(f"{gpu.id} is a consumer card: the GeForce driver licence excludes data-centre deployment "
-                           "(\"No Datacenter Deployment\" clause): fine in an office or lab, check before putting it in "
-                           "a data centre")
+                           "(\"No Datacenter Deployment\" clause): fine in an office or lab, check before putting "
+                           "it in a data centre")
         if bool(r["node_assumed"]):
             reasons.append(f"no node template of the database holds {int(r['gpus_per_node'])} x {gpu.id}: the "
                            f"{r['node']} template (its CPUs, fabric, NICs) stands in for the server you would build")
@@ -1016,8 +1026,8 @@ def _assumptions(inputs, en, max_gb_given, wl) -> list[str]:
                                     "Young's optimum sqrt(2 x write time x MTBF) per configuration"),
          "checkpoint writes: " + (units.format_rate_bytes(inputs["checkpoint_write_bytes_per_s"])
                                   if inputs["checkpoint_write_bytes_per_s"] else
-                                  f"{CHECKPOINT_WRITE_FRAC_OF_READ:g} x the node's storage read bandwidth, all nodes in "
-                                  "parallel for sharded strategies, one node for DDP"),
+                                  f"{CHECKPOINT_WRITE_FRAC_OF_READ:g} x the node's storage read bandwidth, all nodes "
+                                  "in parallel for sharded strategies, one node for DDP"),
          f"evaluation adds {inputs['eval_overhead_frac']:.0%} of training compute",
          f"electricity {inputs['usd_per_kwh']:.3g} USD/kWh at PUE {inputs['pue']:.2f} ({en.id}, {en.date})",
          "energy: GPUs at TDP plus CPUs, DRAM, NICs and 15% for the rest of the node (an upper estimate)",
@@ -1127,9 +1137,9 @@ def sensitivity(row, *, db, workload, params, inputs: Mapping[str, Any], options
             else:
                 vals.append(run(**{what: f}))
         (tl, cl), (th, ch) = vals
-        out.append({"assumption": name, "range": rng, "action": action, "time_low_s": tl, "time_high_s": th, "cost_low_usd": cl,
-                    "cost_high_usd": ch, "time_low_frac": tl / base_t - 1, "time_high_frac": th / base_t - 1,
-                    "cost_low_frac": cl / base_c - 1, "cost_high_frac": ch / base_c - 1,
+        out.append({"assumption": name, "range": rng, "action": action, "time_low_s": tl, "time_high_s": th,
+                    "cost_low_usd": cl, "cost_high_usd": ch, "time_low_frac": tl / base_t - 1,
+                    "time_high_frac": th / base_t - 1, "cost_low_frac": cl / base_c - 1, "cost_high_frac": ch / base_c - 1,
                     "swing_frac": max(abs(tl - th) / base_t, abs(cl - ch) / base_c)})
     out.sort(key=lambda d: -d["swing_frac"])
     return out

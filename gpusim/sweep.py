@@ -25,7 +25,7 @@ A first, small pass at micro-batch 1 gives each (hardware, strategy, precision, 
 largest micro-batch that fits, so the automatic micro-batch axis only holds sizes that fit.
 
 Configurations that cannot run are rows, not errors: ``feasible`` is False and ``reason`` says why
-("does not fit in GPU memory ...", "global batch 4096 over the limit 2048", "aws-p5-48xlarge comes with 8
+("does not fit in GPU memory ...", "global batch too large (4096 > limit 2048)", "aws-p5-48xlarge comes with 8
 GPUs, not 4", "h100-sxm has no fp32 ...", "DataParallel runs in one process on one node"). Their model
 columns are NaN where the model was not run.
 
@@ -50,7 +50,7 @@ from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, StepInputs, evaluate
 from gpusim.params import DEFAULT_PARAMS, ModelParams
-from gpusim.strategy import OPT_STATE_BYTES, OPT_TRAFFIC_BYTES, STRATEGY_CODES, Strategy
+from gpusim.strategy import OPT_STATE_BYTES, STRATEGY_CODES, Strategy
 
 #: the strategies a default sweep compares: DDP, the three ZeRO stages (ZeRO-3 = FSDP FULL_SHARD,
 #: ZeRO-2 = FSDP SHARD_GRAD_OP, which the model evaluates identically) and FSDP HYBRID_SHARD.
@@ -435,7 +435,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     accum : gradient accumulation steps; ignored when ``global_batch`` is given: then each row accumulates
         ``ceil(global_batch / (n_gpus * micro_batch))`` micro-batches (at least 1), so the global batch is
         the target or, where one micro-batch per GPU already exceeds it, larger.
-    max_global_batch : rows with a larger global batch are infeasible ("over the limit").
+    max_global_batch : rows with a larger global batch are infeasible ("global batch too large").
     num_workers : DataLoader workers per GPU: None = data already prepared (no loader), an int, or
         ``"auto"`` = as many as the node has cores per GPU (what the node's CPUs can feed).
     progress : called as ``progress(rows_done, rows_total)`` after every chunk.
@@ -657,8 +657,8 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         if over.any():
             idxs = np.nonzero(over)[0]
             vals, inv = np.unique(gb[idxs], return_inverse=True)
-            codes = np.array([reasons.code(f"global batch {int(x)} over the limit {max_global_batch}") for x in vals],
-                             dtype=np.int64)
+            codes = np.array([reasons.code(f"global batch too large ({int(x)} > limit {max_global_batch})")
+                              for x in vals], dtype=np.int64)
             reason[idxs] = codes[inv.ravel()]
     feasible = reason == 0
 

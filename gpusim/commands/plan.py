@@ -198,8 +198,9 @@ def _progress(args):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    prog = Progress(TextColumn("evaluating configurations"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    prog = Progress(TextColumn("evaluating configurations"), BarColumn(),
+                    TextColumn("{task.completed:,}/{task.total:,}"), TimeElapsedColumn(), console=Console(stderr=True),
+                    transient=True)
     state = {"task": None}
 
     def cb(done, total):
@@ -222,8 +223,6 @@ def _money(x) -> str:
 
 
 def print_plan(res, top: int = 20) -> None:
-    import math
-
     from rich.console import Console
     from rich.table import Table
 
@@ -257,7 +256,6 @@ def print_plan(res, top: int = 20) -> None:
 
             keep = np.unique(np.round(np.linspace(0, len(pf) - 1, top)).astype(int))
             pf = pf.iloc[keep]
-        rec_row = res.recommendation.get("row")
         for i, r in pf.iterrows():
             hw = (f"{int(r['nodes'])} x {r['node']}" if not r["node_assumed"]
                   else f"{int(r['nodes'])} x {int(r['gpus_per_node'])} {r['gpu']} ({r['node']})")
@@ -274,7 +272,6 @@ def print_plan(res, top: int = 20) -> None:
                       f"{r['scaling_efficiency_frac']:.0%}", f"{r['goodput_frac']:.0%}", str(r["bottleneck"]),
                       str(r["price_date"]))
         con.print(t)
-        _ = rec_row
 
     rec = res.recommendation
     colour = {"ok": "green", "no-plan": "yellow", "nothing-feasible": "red"}[rec["status"]]
@@ -304,15 +301,12 @@ def print_plan(res, top: int = 20) -> None:
                   + (f" and {len(used) - 12} more" if len(used) > 12 else "") + "[/]")
     for a in res.assumptions:
         con.print(f"[dim]assumed: {a}[/]")
-    _ = math
 
 
 def _scalar(v):
     import numpy as np
 
-    if isinstance(v, np.generic):
-        return v.item()
-    return v if not hasattr(v, "item") else v
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _bom_line(it: dict) -> str:
@@ -337,6 +331,6 @@ def _bom_line(it: dict) -> str:
     if name.startswith("network"):
         if not it["endpoint_ports"]:
             return "network: single node, no fabric needed"
-        return (f"network: {it['nic_ports_per_node']} x {it['nic_link']} ports per node, {it['endpoint_ports']} in all; "
-                f"{it['leaf_switches']} leaf + {it['spine_switches']} spine switches - {it['rule']}")
+        return (f"network: {it['nic_ports_per_node']} x {it['nic_link']} ports per node, {it['endpoint_ports']} in "
+                f"all; {it['leaf_switches']} leaf + {it['spine_switches']} spine switches - {it['rule']}")
     return str(it)
