@@ -1009,6 +1009,9 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
             reasons.append(f"{gpu.id} is a consumer card: the GeForce driver licence excludes data-centre deployment "
                            "(\"No Datacenter Deployment\" clause): fine in an office or lab, check before putting "
                            "it in a data centre")
+        if r["mode"] == "cloud" and int(r["n_gpus"]) >= 512:
+            reasons.append(f"{int(r['n_gpus']):,} GPUs at once are rarely available on demand: reserve the capacity "
+                           "ahead (reserved instances or capacity blocks), at the price you reserve at")
         if bool(r["node_assumed"]):
             reasons.append(f"no node template of the database holds {int(r['gpus_per_node'])} x {gpu.id}: the "
                            f"{r['node']} template (its CPUs, fabric, NICs) stands in for the server you would build")

@@ -272,3 +272,38 @@ def test_whole_database_plan_is_fast(db):
     res = plan("llama2-7b", tokens=1e11, mode="both", db=db)
     assert time.perf_counter() - t < 30
     assert len(res.table) > 5000 and res.ok
+
+
+def test_per_gpu_cloud_offer_from_a_user_price_file(tmp_path):
+    """A GPU priced per GPU-hour in the cloud (no instance template) is planned in the database's usual node."""
+    from gpusim.hwdb import load
+
+    (tmp_path / "prices.yaml").write_text(
+        "prices:\n"
+        "  - id: test-l4-per-gpu\n"
+        "    name: a per-GPU L4 offer (test)\n"
+        "    kind: cloud\n"
+        "    gpu: l4\n"
+        "    gpus: 1\n"
+        "    usd_per_hour: 0.80\n"
+        "    date: 2025-01-01\n"
+        "    sources:\n"
+        "      - title: test figure\n"
+        "        fields: [usd_per_hour]\n")
+    db = load([tmp_path], use_env=False)
+    res = plan("gpt2", tokens=1e9, gpus=["l4"], db=db, with_sensitivity=False, **SMALL)
+    assert res.ok
+    cfg = res.recommendation["configuration"]
+    assert cfg["gpu"] == "l4" and cfg["node_assumed"] and cfg["usd_per_gpu_hour"] == pytest.approx(0.8)
+    assert cfg["cost_usd"] == pytest.approx(0.8 * cfg["n_gpus"] * cfg["time_to_train_s"] / 3600)
+    assert any("stands in" in r for r in res.recommendation["reasons"])
+
+
+def test_custom_workload_object(db):
+    from gpusim.workload import Workload
+
+    wl = Workload.custom(params=3e8, fwd_flop_per_sample=2 * 3e8 * 1024, act_bytes_per_sample=2e8,
+                         tokens_per_sample=1024, name="my-lm")
+    res = plan(workload=wl, tokens=1e9, gpus=["a100-sxm4-40gb"], db=db, with_sensitivity=False, **SMALL)
+    assert res.ok and res.inputs["workload"] == "my-lm"
+    assert res.inputs["total_samples"] == pytest.approx(1e9 / 1024)
