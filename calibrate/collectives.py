@@ -67,7 +67,8 @@ def group_specs(ctx: Ctx, subsizes: bool) -> list[GroupSpec]:
         if subsizes and local > 1:
             specs.append(GroupSpec("inter-node", rails[:1]))
         specs.append(GroupSpec("inter-node", rails))
-        specs.append(GroupSpec("global", (tuple(r for n in nodes for r in n),)))
+        if local > 1:  # with one rank per node the global group is the inter-node group
+            specs.append(GroupSpec("global", (tuple(r for n in nodes for r in n),)))
     return specs
 
 

@@ -107,8 +107,8 @@ def workloads(ctx: Ctx) -> list[Workload]:
         gpt_prec = "amp_bf16" if torch.cuda.is_bf16_supported() else "amp_fp16"
     else:
         mlp = dict(d_in=256, hidden=1024, depth=2, classes=10) if ctx.quick else dict(d_in=512, hidden=2048, depth=2, classes=10)
-        gpt = dict(vocab=512, seq=64, dim=128, heads=4, layers=2) if ctx.quick else dict(vocab=2048, seq=128, dim=256, heads=8, layers=4)
-        mlp_b, gpt_b = ((16, 64), (4, 16)) if ctx.quick else ((16, 64, 256), (4, 16, 64))
+        gpt = dict(vocab=512, seq=64, dim=128, heads=4, layers=2) if ctx.quick else dict(vocab=1024, seq=128, dim=128, heads=4, layers=4)
+        mlp_b, gpt_b = ((16, 64), (4, 16)) if ctx.quick else ((16, 64, 256), (4, 16, 32))
         gpt_prec = "fp32"
 
     def mlp_batch(n: int, g: torch.Generator):

@@ -363,6 +363,7 @@ class RankEnv(_Loose):
     host: str
     pid: int
     device: str
+    device_name: str | None = Field(default=None, description="GPU name (torch) or CPU model")
     gpu_index: int | None = Field(default=None, description="torch CUDA device index")
     nvml_index: int | None = Field(default=None, description="nvidia-smi index (topo matrix)")
 

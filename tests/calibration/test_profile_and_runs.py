@@ -239,6 +239,19 @@ def test_hung_peer_ends_with_clear_error(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
+def test_overall_time_limit_stops_the_whole_run(tmp_path):
+    out = tmp_path / "p"
+    rc, so, se, dt = run_cli(["--quick", "--nproc-per-node", "2", "--out", str(out), "--only", "gemm",
+                              "--max-time", "12", "--debug-point-delay", "3"], timeout_s=90)
+    assert rc == 2 and dt < 45, (rc, dt, se)
+    msg = se.strip().splitlines()[-1]
+    assert "the run exceeded --max-time 12 s and was stopped" in msg and "--resume" in msg
+    _wait_workers_gone(out)
+    assert load_profile(out).counts().get("gemm", 0) >= 2  # what was measured is kept
+
+
+@pytest.mark.timeout(120)
 def test_single_process_without_torchrun(tmp_path):
     """The worker alone (a group of one): collectives and p2p become skipped records, DDP n=1 only."""
     out = tmp_path / "p"
