@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--launcher-pid", type=int, default=None, help="exit if this process dies")
     p.add_argument("--inject-hang-rank", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--inject-hang-at", default="collectives", help=argparse.SUPPRESS)
+    p.add_argument("--inject-mode", choices=["hang", "die"], default="hang", help=argparse.SUPPRESS)
     p.add_argument("--debug-point-delay", type=float, default=0.0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.only = [b.strip() for b in a.only.split(",") if b.strip()]
@@ -68,7 +69,7 @@ def classify(exc: BaseException) -> tuple[str, str, list[int] | None]:
         who = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
         return "barrier", f"{who} did not reach the barrier within {int(m.group(2)) / 1e3:g} s (hung or died)", ranks
     if re.search(r"monitoredBarrier|check rank 0 logs", text):
-        return "peer", "lost contact with rank 0 while waiting at a barrier (rank 0 reports which rank failed)", None
+        return "peer", "lost contact with rank 0 while waiting at a barrier", None
     if re.search(r"[Tt]imed out|[Tt]imeout|timeout", text):
         return "timeout", f"timed out waiting for other ranks ({first[:300]})", None
     if re.search(r"Connection (reset|closed)|Broken pipe|peer|ECONNRESET|NCCL communicator was aborted", text):
@@ -276,9 +277,11 @@ def run(ctx, args, files, state) -> None:
             say(f"[{bench}] {len(todo)} of {len(points)} points to measure")
         for p in todo:
             files.progress(bench, f"{bench}: {p.label}")
-            if args.inject_hang_rank == ctx.rank and args.inject_hang_at == bench:
-                files.progress(bench, f"{bench}: {p.label} (injected hang)")
-                while True:  # a test hook: a peer that stops responding outside any collective
+            if args.inject_hang_rank == ctx.rank and args.inject_hang_at == bench:  # test hooks
+                files.progress(bench, f"{bench}: {p.label} (injected {args.inject_mode})")
+                if args.inject_mode == "die":
+                    os._exit(9)  # a peer that vanishes without a word
+                while True:  # a peer that stops responding outside any collective
                     time.sleep(3600)
             ctx.barrier()
             recs = p.run()

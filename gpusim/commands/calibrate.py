@@ -66,6 +66,7 @@ def register(sub) -> None:
 
     p.add_argument("--inject-hang-rank", type=int, help=argparse.SUPPRESS)
     p.add_argument("--inject-hang-at", default="collectives", help=argparse.SUPPRESS)
+    p.add_argument("--inject-mode", choices=["hang", "die"], default="hang", help=argparse.SUPPRESS)
     p.add_argument("--debug-point-delay", type=float, default=0.0, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_calibrate)
 
@@ -222,7 +223,8 @@ def cmd_calibrate(args) -> int:
     if args.resume:
         cmd.append("--resume")
     if args.inject_hang_rank is not None:
-        cmd += ["--inject-hang-rank", str(args.inject_hang_rank), "--inject-hang-at", args.inject_hang_at]
+        cmd += ["--inject-hang-rank", str(args.inject_hang_rank), "--inject-hang-at", args.inject_hang_at,
+                "--inject-mode", args.inject_mode]
     if args.debug_point_delay:
         cmd += ["--debug-point-delay", f"{args.debug_point_delay:g}"]
 

@@ -401,6 +401,61 @@ def test_summary_statistics():
     assert noise_flags(quiet, 3, ["hw_thermal_slowdown"])[0]
 
 
+# ---- environment capture pieces that need a GPU machine, run here against stand-ins -------------------
+def test_nvml_wrapper_decodes_a_stub(monkeypatch):
+    import types
+
+    from gpusim.calibrate_bench.env import Nvml
+
+    pci = {0: types.SimpleNamespace(busId=b"00000000:07:00.0"), 1: types.SimpleNamespace(busId=b"00000000:0B:00.0")}
+    stub = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetPciInfo=lambda h: pci[h], nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3",
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4 | 0x40,
+        nvmlDeviceGetPowerUsage=lambda h: 312_000, nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
+        nvmlDeviceGetClockInfo=lambda h, c: 1980, nvmlSystemGetDriverVersion=lambda: "580.159.03",
+        nvmlDeviceGetTemperature=lambda h, s: 61,
+        nvmlDeviceGetMemoryInfo=lambda h: (_ for _ in ()).throw(RuntimeError("NVML_ERROR_NOT_SUPPORTED")),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", stub)
+    nv = Nvml.try_open()
+    assert nv is not None and nv.count() == 2
+    assert nv.index_of_bus_id("0000:0b:00.0") == 1 and nv.index_of_bus_id("0000:99:00.0") is None
+    assert nv.throttle_reasons(0) == ["sw_power_cap", "hw_thermal_slowdown"]
+    g = nv.gpu(1)
+    assert (g["name"], g["power_w"], g["power_limit_w"], g["temperature_c"]) == ("NVIDIA H100 80GB HBM3", 312.0, 700.0, 61)
+    assert g["memory_total_bytes"] is None and g["pcie_generation"] is None  # failing or missing calls: None
+    assert nv.driver() == "580.159.03"
+
+
+def test_node_env_reads_nvidia_smi_topo(tmp_path, monkeypatch):
+    from gpusim.calibrate_bench.env import node_env
+
+    topo = Path(__file__).parent / "topo" / "pcie8_dual_socket.txt"
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f'#!/bin/sh\nif [ "$2" = "-m" ]; then cat "{topo}"; else exit 1; fi\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    env = node_env("h", 0, [0, 1], None, "cpu")
+    assert env["topo_text"].startswith("#") and env["topo_p2p_text"] is None
+    assert env["topology"]["intra_topology"] == "pcie-cross-socket"
+    assert any("SYS" in w for w in env["topology_warnings"])
+    assert env["cpu_threads"] == os.cpu_count() and env["torch"] == torch.__version__
+
+
+def test_p2p_pair_path_from_topology():
+    import types
+
+    from gpusim.calibrate_bench.p2p import pair_path
+    from gpusim.topology import parse_topo
+
+    t = parse_topo((Path(__file__).parent / "topo" / "dgx1v.txt").read_text())
+    ctx = types.SimpleNamespace(topology=t, rank_env=[{"rank": r, "nvml_index": r} for r in range(8)])
+    assert pair_path(ctx, 0, 3) == "NV2" and pair_path(ctx, 0, 5) == "SYS"
+    ctx.rank_env = [{"rank": 0, "nvml_index": None}, {"rank": 1, "nvml_index": 1}]
+    assert pair_path(ctx, 0, 1) is None
+
+
 # ---- GPU path (skipped where torch sees no CUDA device) ----------------------------------------------
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
