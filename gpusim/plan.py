@@ -33,6 +33,8 @@ Every constant below says where it comes from; estimates say so and can be overr
 from __future__ import annotations
 
 import math
+import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -1146,3 +1148,14 @@ def sensitivity(row, *, db, workload, params, inputs: Mapping[str, Any], options
                     "swing_frac": max(abs(tl - th) / base_t, abs(cl - ch) / base_c)})
     out.sort(key=lambda d: -d["swing_frac"])
     return out
+
+
+# ``gpusim.plan`` names both this module and the function above (the package exports the function lazily). Once
+# the module is imported, Python binds ``gpusim.plan`` to the module, so the module forwards calls to the function:
+# ``gpusim.plan(...)`` works either way.
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return plan(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -774,3 +776,14 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
     step[rows] = out["step_s"][inv]
     thr[rows] = out["throughput_samples_per_s"][inv]
     return step, thr
+
+
+# ``gpusim.sweep`` names both this module and the function above (the package exports the function lazily). Once
+# the module is imported, Python binds ``gpusim.sweep`` to the module, so the module forwards calls to the
+# function: ``gpusim.sweep(...)`` works either way.
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -178,3 +178,11 @@ def test_import_gpusim_does_not_import_pandas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_package_names_stay_callable_after_the_modules_are_imported():
+    code = ("import gpusim, gpusim.plan, gpusim.sweep; "
+            "print(callable(gpusim.plan), callable(gpusim.sweep), gpusim.plan.plan is gpusim.plan.plan)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True"]
