@@ -412,7 +412,7 @@ def _group_arange(counts: np.ndarray) -> np.ndarray:
 def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None,
           gpus: Sequence[str] | str | None = None, nodes: Sequence[str] | str | None = None,
           gpus_per_node: Sequence[int] | int | None = None, node_counts: Sequence[int] | None = None,
-          max_gpus: int = DEFAULT_MAX_GPUS, max_nodes: int | None = None, node_kinds: Iterable[str] | None = None,
+          max_gpus: int | None = None, max_nodes: int | None = None, node_kinds: Iterable[str] | None = None,
           intra: Sequence[str | None] = (None,), inter: Sequence[str | None] = (None,),
           strategies: Sequence[str] = DEFAULT_STRATEGIES, precisions: Sequence[str] = ("auto",),
           checkpointing: Sequence[bool] = (False,), cpu_offload: Sequence[bool] = (False,),
@@ -429,7 +429,9 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     model, workload, seq_len : the workload: a catalogue id or a :class:`gpusim.workload.Workload`.
     gpus, nodes, gpus_per_node, node_kinds, intra, inter : the hardware options (see :func:`hardware_options`);
         or ``options`` directly.
-    node_counts : node counts (default powers of two up to ``max_gpus`` GPUs and ``max_nodes`` nodes).
+    node_counts : node counts (default powers of two up to ``max_gpus`` GPUs, default :data:`DEFAULT_MAX_GPUS`, and
+        ``max_nodes`` nodes). A configuration with more GPUs than ``max_gpus`` (one node of 8 when ``max_gpus``
+        is 4; explicit node counts beyond it when ``max_gpus`` is given) is an infeasible row.
     strategies, precisions, checkpointing, cpu_offload : lists of values. ``"auto"`` precision picks bf16
         mixed precision where the GPU has it (see :data:`AUTO_PRECISION_ORDER`).
     micro_batches : per-GPU micro-batches; default the powers of two up to the largest that fits (at most
@@ -469,6 +471,8 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
             raise ScenarioError(f"unknown precision {p!r}; one of auto, fp32, tf32, amp_fp16, amp_bf16, bf16, fp8")
     if optimizer not in OPT_STATE_BYTES:
         raise ScenarioError(f"unknown optimizer {optimizer!r}; one of {', '.join(OPT_STATE_BYTES)}")
+    limit_gpus = max_gpus is not None or node_counts is None
+    max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
     if max_gpus < 1:
         raise ScenarioError(f"max_gpus must be >= 1 (got {max_gpus})")
     if global_batch is not None and global_batch < 1:
@@ -567,6 +571,12 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     reason_a = np.where((reason_a == 0) & is_dp & (a_nodes > 1),
                         reasons.code("DataParallel (dp) runs in one process on one node; use ddp across nodes"),
                         reason_a)
+    if limit_gpus:
+        too_many = (reason_a == 0) & (a_n > max_gpus)
+        if too_many.any():
+            vals, inv = np.unique(a_n[too_many], return_inverse=True)
+            codes = np.array([reasons.code(f"{int(v)} GPUs, more than the maximum of {max_gpus}") for v in vals])
+            reason_a[np.nonzero(too_many)[0]] = codes[inv.ravel()]
     sharded = np.array([s not in ("dp", "ddp") for s in strategies])[a_s]
     reason_a = np.where((reason_a == 0) & off_vals[a_o] & ~sharded,
                         reasons.code("CPU offload needs a sharded strategy (zero1/2/3 or fsdp-*)"), reason_a)

@@ -186,3 +186,12 @@ def test_package_names_stay_callable_after_the_modules_are_imported():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", "True"]
+
+
+def test_max_gpus_below_one_node_is_an_infeasible_row(db):
+    df = sweep("resnet50", nodes=["dgx-h100"], max_gpus=4, strategies=("ddp",), db=db)
+    assert len(df) and not df.feasible.any()
+    assert df.reason.str.contains("more than the maximum of 4").all()
+    # explicit node counts without max_gpus are not limited
+    df = sweep("resnet50", nodes=["dgx-h100"], node_counts=(1024,), strategies=("ddp",), micro_batches=(64,), db=db)
+    assert df.feasible.all() and (df.n_gpus == 8192).all()
