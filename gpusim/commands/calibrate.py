@@ -205,7 +205,11 @@ def cmd_calibrate(args) -> int:
     if leader and not args.resume and has_profile:
         raise CalibrationError(f"{out} already holds a profile; add --resume to continue it, "
                                f"or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        log = open(out / LOG_FILE, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError as e:
+        raise CalibrationError(f"cannot write the profile directory {out}: {e.strerror or e}") from None
 
     cmd = [sys.executable, "-m", "torch.distributed.run"]
     if multi:
@@ -243,8 +247,6 @@ def cmd_calibrate(args) -> int:
     import subprocess
 
     t_launch = time.time()
-    log_path = out / LOG_FILE
-    log = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
     log.write(f"==== {dt.datetime.now().isoformat(timespec='seconds')} {' '.join(cmd)}\n")
     log.flush()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
