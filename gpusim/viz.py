@@ -344,8 +344,8 @@ def gpu_roofline_figure(*, peak_flop_per_s: float, achievable_flop_per_s: float,
                                          "symbol": p.get("symbol", "circle"), "line": {"width": 1, "color": "#333"}},
             hovertemplate=(f"{p['name']}<br>%{{x:.3g}} FLOP/byte, %{{y:.4g}} TFLOP/s"
                            + (f"<br>{frac:.0%} of compute time" if "time_frac" in p else "") + "<extra></extra>")))
-    fig.update_xaxes(title_text="arithmetic intensity (FLOP per byte of GPU memory traffic)", type="log")
-    fig.update_yaxes(title_text="TFLOP/s", type="log")
+    fig.update_xaxes(title_text="arithmetic intensity (FLOP per byte of GPU memory traffic)", type="log", dtick=1)
+    fig.update_yaxes(title_text="TFLOP/s", type="log", dtick=1)
     return _layout(fig, title or f"Roofline of {gpu_label}", 460)
 
 
@@ -389,8 +389,8 @@ def comm_roofline_figure(*, compute_flop_per_s: float, ceilings: Sequence[Mappin
                                  marker={"size": 16, "symbol": "star", "color": "#000000"},
                                  hovertemplate="%{x:.3g} FLOP/byte, %{y:.4g} TFLOP/s per GPU<extra>predicted</extra>"))
     fig.update_xaxes(title_text="FLOPs per byte communicated (training FLOPs per GPU per step / all-reduce bytes)",
-                     type="log")
-    fig.update_yaxes(title_text="TFLOP/s per GPU", type="log")
+                     type="log", dtick=1)
+    fig.update_yaxes(title_text="TFLOP/s per GPU", type="log", dtick=1)
     return _layout(fig, title, 480)
 
 
@@ -444,9 +444,9 @@ def collective_bandwidth_figure(curves: Mapping[str, Sequence[Mapping]], *, titl
 def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_key: str = "cost_usd",
                   label_key: str = "label", frontier: Sequence[Mapping] | None = None,
                   deadline_s: float | None = None, budget_usd: float | None = None,
-                  title: str = "Time to train vs cost") -> go.Figure:
-    """Every evaluated configuration as a point (days vs US dollars), the Pareto frontier as a line, and the
-    deadline and budget as limits."""
+                  highlight: Mapping | None = None, title: str = "Time to train vs cost") -> go.Figure:
+    """Every evaluated configuration as a point (days vs US dollars), the Pareto frontier as a line, the
+    deadline and budget as limits, and the recommended configuration (``highlight``) as a star."""
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[_f(float(p[time_key]) / units.DAY) for p in points], y=[_f(p[cost_key]) for p in points],
@@ -460,13 +460,35 @@ def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_k
             mode="lines+markers", name="Pareto frontier", line={"color": LIMIT_COLOR, "width": 3},
             text=[str(p.get(label_key, "")) for p in fr],
             hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra>frontier</extra>"))
+    if highlight is not None:
+        fig.add_trace(go.Scatter(
+            x=[_f(float(highlight[time_key]) / units.DAY)], y=[_f(highlight[cost_key])], mode="markers",
+            name="recommended", text=[str(highlight.get(label_key, ""))],
+            marker={"symbol": "star", "size": 18, "color": "#000000", "line": {"width": 1, "color": "#FFFFFF"}},
+            hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra>recommended</extra>"))
     if deadline_s:
         _vline(fig, deadline_s / units.DAY, text="deadline", log=True, line_dash="dash", line_color=LIMIT_COLOR)
     if budget_usd:
         _hline(fig, budget_usd, text="budget", log=True, line_dash="dash", line_color=LIMIT_COLOR)
-    fig.update_xaxes(title_text="time to train (days)", type="log")
-    fig.update_yaxes(title_text="cost (USD)", type="log")
+    fig.update_xaxes(title_text="time to train (days)", type="log", dtick="D2")
+    fig.update_yaxes(title_text="cost (USD)", type="log", dtick="D2")
     return _layout(fig, title, 460)
+
+
+def sensitivity_figure(rows: Sequence[Mapping], *, title: str = "What moves the answer most") -> go.Figure:
+    """A tornado chart: for each assumption (rows of ``PlanResult.sensitivity``), the change of the cost and of
+    the time to train (percent) at the low and the high end of its range, largest swing on top."""
+    rows = sorted(rows, key=lambda r: float(r.get("swing_frac", 0.0)))
+    names = [f"{r['assumption']} ({r['range']})" for r in rows]
+    fig = go.Figure()
+    for key, label, color in (("cost", "cost", _color(1)), ("time", "time to train", _color(0))):
+        for end, opacity in (("low", 1.0), ("high", 0.55)):
+            fig.add_trace(go.Bar(
+                x=[100.0 * float(r[f"{key}_{end}_frac"]) for r in rows], y=names, orientation="h",
+                name=f"{label}, {end} end", marker={"color": color, "opacity": opacity},
+                hovertemplate=f"%{{y}}<br>{label}: %{{x:+.1f}}%<extra>{end} end</extra>"))
+    fig.update_xaxes(title_text="change (%)", zeroline=True, zerolinewidth=2)
+    return _layout(fig, title, max(220, 80 + 45 * len(rows)), barmode="group", per_row=2)
 
 
 # --- Calibration page --------------------------------------------------------------------------------

@@ -1,17 +1,163 @@
 """Plan: deadline, budget and amount of training -> time vs cost, the best configurations, the bill of materials.
 
-Appears when the procurement planner (``gpusim.plan``) is installed; until then the page says so."""
+Wired to :func:`gpusim.plan`; while that module is not installed the page says so."""
 
 import importlib.util
+import json
 
 import streamlit as st
 
-st.markdown("#### Plan: what to buy or rent to train in time and on budget")
+from gpusim import units, viz
+from gpusim.app_pages import shell
+
+st.markdown("#### Plan: what to rent or buy to train in time and on budget")
 if importlib.util.find_spec("gpusim.plan") is None:
     st.info("The procurement planner (`gpusim.plan`) is not installed yet, so this page has nothing to show. "
             "When it lands, this page takes a deadline, a budget and the amount of training (tokens or samples) "
             "and draws the time-vs-cost Pareto chart, the table of best configurations and the bill of materials.",
             icon=":material/hourglass_empty:")
+    st.stop()
+
+from gpusim.app_pages.state import workload_from_state  # noqa: E402
+from gpusim.workload import get_workload  # noqa: E402
+
+ctx = shell.context()
+db = ctx.db
+state = ctx.state
+BIND = shell.BIND
+
+with shell.guard("cannot read the workload"):
+    custom = workload_from_state(state)
+    wl = custom if custom is not None else get_workload(state["model"], seq_len=state.get("seq") or None)
+st.caption(f"Workload from the sidebar: **{wl.name}** ({wl.params / units.GIGA:.3g} B parameters"
+           + (f", {int(wl.tokens_per_sample)} tokens per sequence" if wl.sample_unit == "sequence" else "")
+           + "). Hardware: every GPU and node in the database (or the ones picked below).")
+
+with st.form("plan_form", border=True):
+    c = st.columns([1.2, 0.8, 1, 1, 1.2])
+    if wl.sample_unit == "sequence":
+        amount = c[0].number_input("Training tokens (billions)", 1e-6, 1e9, 100.0, key="tokens_b", bind=BIND)
+        epochs = 1.0
+    else:
+        amount = c[0].number_input("Training samples (millions)", 1e-6, 1e9, 1.28, key="samples_m", bind=BIND,
+                                   help="per epoch (ImageNet-1k: 1.28 M)")
+        epochs = c[1].number_input("Epochs", 0.01, 1e5, 90.0, key="epochs", bind=BIND)
+    deadline_d = c[2].number_input("Deadline (days)", 0.001, 1e5, None, key="deadline_d", bind=BIND,
+                                   placeholder="none")
+    budget = c[3].number_input("Budget (USD)", 1.0, 1e12, None, key="budget_usd", bind=BIND, placeholder="none")
+    mode = c[4].segmented_control("Rent or buy", ["cloud", "purchase", "both"], default="cloud", required=True,
+                                  key="plan_mode", bind=BIND)
+    c = st.columns([2, 1, 1])
+    gpus = c[0].multiselect("Only these GPUs", sorted(db.gpus), key="plan_gpus", bind=BIND, placeholder="all GPUs")
+    max_gpus = c[1].number_input("At most GPUs", 1, 1_000_000, None, key="plan_max_gpus", bind=BIND,
+                                 placeholder="default")
+    max_gb = c[2].number_input("Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,
+                               placeholder="the largest published recipe's",
+                               help="samples (sequences) per optimizer step your recipe converges with")
+    st.form_submit_button("Plan", type="primary", icon=":material/calculate:")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _plan(key: str, _wl, kwargs: dict):
+    import gpusim
+
+    res = gpusim.plan(**({"workload": _wl} if state.get("wl") == "custom" else
+                         {"model": state["model"], "seq_len": state.get("seq") or None}), db=shell.get_db(), **kwargs)
+    return res.to_dict(), res.to_dict(every=False)["configurations"]
+
+
+kwargs = {"mode": mode, "deadline_s": deadline_d * units.DAY if deadline_d else None,
+          "budget_usd": float(budget) if budget else None, "gpus": list(gpus) or None,
+          "max_gpus": int(max_gpus) if max_gpus else None, "max_global_batch": int(max_gb) if max_gb else None}
+if wl.sample_unit == "sequence":
+    kwargs["tokens"] = float(amount) * units.GIGA
 else:
-    st.warning("`gpusim.plan` is installed, but this page is not wired to it yet: use `gpusim plan --help` on the "
-               "command line meanwhile.", icon=":material/construction:")
+    kwargs.update(samples=float(amount) * units.MEGA, epochs=float(epochs))
+key = json.dumps({"wl": {k: state.get(k) for k in ("wl", "model", "seq", "params_m", "gflop", "act_mib", "tokens")},
+                  **kwargs}, sort_keys=True, default=str)
+with st.spinner("Evaluating every configuration ..."), shell.guard("cannot plan this"):
+    plan, configs = _plan(key, wl, kwargs)
+
+rec = plan["recommendation"]
+status = rec["status"]
+if status == "ok":
+    st.success(rec["summary"], icon=":material/check_circle:")
+elif status == "no-plan":
+    st.warning(rec["summary"], icon=":material/warning:")
+else:
+    st.error(rec.get("summary", "No configuration can run this training."), icon=":material/error:")
+
+best = rec.get("configuration")
+if best:
+    c = st.columns(6)
+    c[0].metric("Time to train", units.format_duration(best["time_to_train_s"]))
+    c[1].metric("Cost", shell.fmt_usd(best["cost_usd"]), help=f"{best['cost_usd']:,.0f} USD")
+    c[2].metric(f"GPUs ({best['gpu']})", f"{best['n_gpus']:,}", help=f"{best['nodes']} x {best['node']}")
+    c[3].metric("Scaling efficiency", f"{best['scaling_efficiency_frac']:.0%}")
+    c[4].metric("MFU", f"{best['mfu_frac']:.0%}")
+    c[5].metric("Goodput", f"{best['goodput_frac']:.0%}", help="useful training time / wall time, after "
+                                                              "checkpoints, evaluation and expected failures")
+
+
+def _label(r: dict) -> str:
+    return f"{r['n_gpus']} x {r['gpu']} · {r['node']} · {r['strategy']}"
+
+
+feasible = [r for r in configs if r.get("feasible")]
+for r in feasible + plan["pareto"] + ([best] if best else []):
+    r["label"] = _label(r)
+left, right = st.columns([1.6, 1])
+with left:
+    if feasible:
+        shell.chart(viz.pareto_figure(feasible, time_key="time_to_train_s", frontier=plan["pareto"],
+                                      deadline_s=kwargs["deadline_s"], budget_usd=kwargs["budget_usd"],
+                                      highlight=best, title="Time to train vs cost (best setting per hardware)"),
+                    key="fig_pareto")
+    else:
+        st.info("No configuration is feasible: nothing to draw.")
+with right:
+    st.markdown("**Why**")
+    for line in rec.get("reasons", []):
+        st.markdown(f"- {line}")
+    if plan.get("sensitivity"):
+        shell.chart(viz.sensitivity_figure(plan["sensitivity"]), key="fig_sensitivity")
+
+
+def _table(rows: list[dict]) -> list[dict]:
+    return [{"mode": r["mode"], "node": r["node"], "GPUs": r["n_gpus"], "GPU": r["gpu"], "strategy": r["strategy"],
+             "precision": r["precision"], "micro-batch": r["micro_batch"], "accum": r["accum"],
+             "global batch": r["global_batch"],
+             "days": None if r.get("time_to_train_s") is None else r["time_to_train_s"] / units.DAY,
+             "cost (USD)": r.get("cost_usd"), "USD/GPU-h": r.get("usd_per_gpu_hour"),
+             "efficiency": r.get("scaling_efficiency_frac"), "MFU": r.get("mfu_frac"),
+             "bottleneck": r.get("bottleneck"), "feasible": r.get("feasible"), "reason": r.get("reason")}
+            for r in rows]
+
+
+_COLS = {"days": st.column_config.NumberColumn(format="%.3g"), "cost (USD)": st.column_config.NumberColumn(format="%,.0f"),
+         "USD/GPU-h": st.column_config.NumberColumn(format="%.3g"),
+         "efficiency": st.column_config.NumberColumn(format="percent"), "MFU": st.column_config.NumberColumn(format="percent")}
+st.markdown("##### The best configurations (the Pareto frontier: nothing else is both faster and cheaper)")
+st.dataframe(_table(plan["pareto"]), hide_index=True, column_config=_COLS)
+with st.expander(f"Every hardware option ({len(configs)} rows, {plan['configurations_evaluated']:,} configurations "
+                 "evaluated)"):
+    st.dataframe(_table(configs), hide_index=True, column_config=_COLS)
+
+bom = plan.get("bom")
+if bom:
+    st.markdown(f"##### Bill of materials: {bom['nodes']} x {bom['node'] or 'node'} ({bom['gpus_per_node']} x "
+                f"{bom['gpu']} each)")
+    rows = []
+    for it in bom["items"]:
+        value = {k: v for k, v in it.items() if k not in ("item", "rule")}
+        rows.append({"item": it["item"], "sizing": ", ".join(f"{k}: {_v}" for k, _v in (
+            (k, f"{v:,.4g}" if isinstance(v, float) else v) for k, v in value.items()) if _v is not None),
+            "rule": it["rule"]})
+    st.dataframe(rows, hide_index=True)
+
+with st.expander("Assumptions and prices"):
+    for a in plan.get("assumptions", []):
+        st.markdown(f"- {a}")
+    st.dataframe(plan.get("prices", []), hide_index=True)
+st.caption(f"Planned in {plan.get('elapsed_s', 0.0):.2f} s (cached for the same inputs).")
+shell.downloads("gpusim-plan", json_obj=plan, rows=configs)

@@ -41,14 +41,14 @@ with right:
               help="one optimizer step (all accumulation micro-batches)")
     tput = shell.fmt_count(res.throughput_samples_per_s)
     c2.metric("Samples/s", tput, help=f"{res.throughput_per_gpu_samples_per_s:,.4g} per GPU"
-              + (f"; {res.throughput_tokens_per_s:,.4g} tokens/s" if res.throughput_tokens_per_s else ""))
+              + (f"; {shell.fmt_count(res.throughput_tokens_per_s)} tokens/s" if res.throughput_tokens_per_s else ""))
     c1.metric("Speedup vs 1 GPU", f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x")
     c2.metric("Scaling efficiency", f"{res.scaling_efficiency_frac:.0%}", help="T1 / (N x TN) at the same per-GPU batch")
     c1.metric("MFU", f"{res.mfu_frac:.1%}", help="model FLOPs / (step time x GPUs x dense peak)")
     c2.metric("GPU busy", f"{res.gpu_util_frac:.0%}", help="estimated utilisation: kernel time / step time; "
                                                           "aim above 80%")
     if res.throughput_tokens_per_s:
-        st.caption(f"{res.throughput_tokens_per_s:,.4g} tokens/s · global batch {res.global_batch}")
+        st.caption(f"{shell.fmt_count(res.throughput_tokens_per_s)} tokens/s · global batch {res.global_batch}")
     else:
         st.caption(f"{res.throughput_per_gpu_samples_per_s:,.4g} samples/s per GPU · global batch {res.global_batch}")
 

@@ -80,9 +80,10 @@ with right:
             st.warning(w, icon=":material/warning:")
     else:
         st.success("No slow paths between the GPUs.", icon=":material/check_circle:")
-    c = st.columns(3)
+    c = st.columns([0.5, 1.5, 1])
     c[0].metric("GPUs", summary["n_gpus"])
-    c[1].metric("Fabric", summary["intra_topology"])
+    c[1].metric("Fabric", A.FABRIC_SHORT.get(fabric, fabric), help=f"nvidia-smi's matrix read as "
+                f"'{summary['intra_topology']}'")
     c[2].metric("Worst hop, best ring", summary["best_ring_worst_path"] or "-",
                 help=PATH_MEANING.get((summary["best_ring_worst_path"] or "").rstrip("0123456789"), ""))
     st.caption("Best ring: " + " → ".join(f"GPU{i}" for i in summary["best_ring_order"])

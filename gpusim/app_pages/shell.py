@@ -144,7 +144,7 @@ def sidebar() -> Context:
             c1, c2 = st.columns(2)
             s["batch"] = c1.number_input("Per-GPU batch", 1, 10_000_000, DEFAULTS["batch"], key="batch", bind=BIND,
                                          help="micro-batch per GPU, in samples")
-            s["accum"] = c2.number_input("Accumulation", 1, 100_000, DEFAULTS["accum"], key="accum", bind=BIND,
+            s["accum"] = c2.number_input("Accum. steps", 1, 100_000, DEFAULTS["accum"], key="accum", bind=BIND,
                                          help="gradient accumulation steps per optimizer step")
             s["ckpt"] = st.checkbox("Activation checkpointing", key="ckpt", bind=BIND)
             s["optimizer"] = st.selectbox("Optimizer", list(OPTIMIZERS), index=OPTIMIZERS.index(DEFAULTS["optimizer"]),
@@ -270,6 +270,15 @@ def fmt_count(x: float) -> str:
     if x >= 100:
         return f"{x:,.0f}"
     return f"{x:.3g}"
+
+
+def fmt_usd(x: float) -> str:
+    """US dollars for a metric tile: $950 / $29.0 k / $1.23 M."""
+    if x >= units.MEGA:
+        return f"${x / units.MEGA:.3g} M"
+    if x >= 10 * units.KILO:
+        return f"${x / units.KILO:.3g} k"
+    return f"${x:,.0f}"
 
 
 def footer(t0: float) -> None:
