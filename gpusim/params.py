@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpusim import units
+from gpusim.fsutil import atomic_write_text
 
 PATH_CLASSES = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "pcie-switch", "pcie-host", "pcie-cross-socket",
                 "host-staged", "infiniband", "roce", "ethernet", "cloud-fabric")
@@ -120,7 +120,7 @@ class ModelParams(BaseModel):
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Write atomically (temp file + rename): a crash never leaves half a file."""
-        _atomic_write_text(Path(path), self.model_dump_json(indent=2))
+        atomic_write_text(path, self.model_dump_json(indent=2))
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> ModelParams:
@@ -167,23 +167,6 @@ PROVENANCE: dict[str, str] = {
     "h2d_pageable_eff_frac": "pageable copies run at roughly half the pinned rate (M. Harris, 'How to Optimize "
                              "Data Transfers in CUDA C/C++', NVIDIA Developer Blog, 2012)",
 }
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 DEFAULT_PARAMS = ModelParams()
