@@ -23,7 +23,7 @@ def sizes(ctx: Ctx) -> list[int]:
     if ctx.device_kind == "cuda":
         s = [64 * MIB] if ctx.quick else [64 * KIB, 1 * MIB, 16 * MIB, 256 * MIB]
     else:
-        s = [1 * MIB, 16 * MIB] if ctx.quick else [64 * KIB, 1 * MIB, 16 * MIB, 64 * MIB]
+        s = [4 * KIB, 16 * MIB] if ctx.quick else [4 * KIB, 64 * KIB, 1 * MIB, 16 * MIB, 64 * MIB]
     return [int(x) for x in s]
 
 
@@ -36,7 +36,8 @@ def plan(ctx: Ctx) -> list[Point]:
     for a, b in itertools.combinations(range(local), 2):
         for nbytes in sizes(ctx):
             key = f"{ctx.key_prefix}/{BENCH}/l{a}-l{b}/b{nbytes}"
-            label = f"local ranks {a}->{b} {nbytes / MIB:g} MiB"
+            size = f"{nbytes / MIB:g} MiB" if nbytes >= MIB else f"{nbytes / KIB:g} KiB"
+            label = f"local ranks {a}->{b} {size}"
             pts.append(Point(BENCH, key, label, lambda a=a, b=b, nb=nbytes: measure(ctx, a, b, nb)))
     return pts
 
