@@ -214,7 +214,8 @@ class DdpStepRecord(_Timed):
     """One training step (zero_grad, forward, loss, backward, optimizer step) of a reference workload.
 
     ``n_ranks`` ranks train together under ``DistributedDataParallel`` (``ddp_wrapped``); ``sync`` is
-    False for steps inside ``no_sync()`` (no gradient all-reduce: compute plus DDP bookkeeping only).
+    False for steps inside ``no_sync()`` (no gradient all-reduce: compute plus DDP bookkeeping only)
+    and for the unwrapped single-rank steps (nothing to synchronise).
     ``n_ranks == 1`` records are the plain module, not wrapped, on every rank at once
     (``concurrent_ranks``): the compute-only baseline. So: compute = T(n=1); DDP overhead without
     communication = T(sync=False) - T(n=1); exposed communication = T(sync=True) - T(sync=False).
