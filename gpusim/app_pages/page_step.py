@@ -79,10 +79,10 @@ with box:
         st.info("Nothing to change: the model finds no bottleneck worth fixing.")
     for r in recs:
         gain = f" **({r['gain_frac']:+.0%})**" if r.get("gain_frac") is not None else ""
-        st.markdown(f"{_ICON.get(r['severity'], '')} `{r['id']}`{gain} {r['message']}")
+        st.markdown(f"{_ICON.get(r['severity'], '')} `{r['id']}`{gain} {shell.ui_text(r['message'])}")
 
 if res.assumptions:
-    st.caption("Assumed: " + "; ".join(res.assumptions))
+    st.caption("Assumed: " + shell.ui_text("; ".join(res.assumptions)))
 sc = res.scenario
 st.caption(f"Resolved: {sc['gpu_resolved']}, node {sc['node_resolved'] or '-'}, intra-node "
            f"{sc['intra_link_resolved'] or '-'} ({sc['intra_topology_resolved']}, path {res.intra_path or '-'}, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,20 @@ def sidebar() -> Context:
     return ctx
 
 
+#: CLI flags in gpusim's messages -> the sidebar's names for the same setting
+_FLAG_NAMES = {"--seq-len": "Sequence length", "--nodes": "Nodes", "--node": "Node template", "--gpus": "GPUs (total)",
+               "--gpu": "GPU", "--intra": "Fabric inside a node", "--inter": "Network between nodes",
+               "--precision": "Precision", "--strategy": "Strategy", "--workers": "Data loader > Workers per GPU",
+               "--per-gpu-batch": "Per-GPU batch", "--accum": "Accum. steps", "--nics": "NICs per node",
+               "--baseline-throughput": "Advanced > Measured one-GPU samples/s"}
+_FLAG_RE = re.compile(r"(?<![\w-])(" + "|".join(sorted(map(re.escape, _FLAG_NAMES), key=len, reverse=True)) + r")(?![\w-])")
+
+
+def ui_text(message: str) -> str:
+    """A gpusim message with its command-line flags named as the sidebar names them."""
+    return _FLAG_RE.sub(lambda m: f"'{_FLAG_NAMES[m.group(1)]}'", message)
+
+
 def context() -> Context:
     ctx = st.session_state.get("_ctx")
     if ctx is None:  # a page run on its own (never in the app): build the sidebar now
@@ -198,7 +213,7 @@ def require_scenario() -> Context:
     """The context, or stop the page with the scenario's problem shown (never a traceback)."""
     ctx = context()
     if ctx.error:
-        st.error(f"This scenario is not possible: {ctx.error}", icon=":material/error:")
+        st.error(f"This scenario is not possible: {ui_text(ctx.error)}", icon=":material/error:")
         st.stop()
     return ctx
 
@@ -209,12 +224,12 @@ def guard(what: str = ""):
     try:
         yield
     except GpusimError as e:
-        st.error(f"{what}{': ' if what else ''}{e}", icon=":material/error:")
+        st.error(f"{what}{': ' if what else ''}{ui_text(str(e))}", icon=":material/error:")
         st.stop()
     except ValidationError as e:
         from gpusim.simulate import format_validation_error
 
-        st.error(f"{what}{': ' if what else ''}{format_validation_error(e)}", icon=":material/error:")
+        st.error(f"{what}{': ' if what else ''}{ui_text(format_validation_error(e))}", icon=":material/error:")
         st.stop()
 
 

@@ -159,3 +159,12 @@ def test_topology_helpers(db):
 def test_flat_dict_for_csv():
     d = A.flat_dict({"a": 1, "b": {"c": 2}, "r": [{"message": "x"}, {"message": "y"}]})
     assert d == {"a": 1, "b.c": 2, "r": "x | y"}
+
+
+def test_messages_name_the_sidebar_not_the_cli():
+    from gpusim.app_pages.shell import ui_text
+
+    msg = "use --nodes 2 or more; set --node to change; use --precision fp32 (--gpus-per-node stays)"
+    out = ui_text(msg)
+    assert "'Nodes' 2" in out and "'Node template'" in out and "'Precision' fp32" in out
+    assert "--gpus-per-node" in out  # an unknown flag is left alone

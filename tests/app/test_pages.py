@@ -282,3 +282,74 @@ def test_pending_pages_say_what_they_need(page, module):
 def test_every_page_shows_server_time():
     at = run_app("step")
     assert any("computed in" in c.value for c in at.caption)
+
+
+# --------------------------------------------------------------------------------------------------
+# Plan (wired to gpusim.plan)
+# --------------------------------------------------------------------------------------------------
+
+needs_plan = pytest.mark.skipif(__import__("importlib.util").util.find_spec("gpusim.plan") is None,
+                                reason="gpusim.plan is not installed yet")
+
+
+def _plan_metrics(at) -> tuple[float, float, int]:
+    from gpusim import units
+
+    m = metrics(at)
+    t = m["Time to train"]
+    v, unit = t.split()
+    seconds = float(v) * {"s": 1.0, "min": units.MINUTE, "h": units.HOUR, "days": units.DAY, "d": units.DAY}[unit]
+    cost = m["Cost"].replace("$", "").replace(",", "").split()
+    usd = float(cost[0]) * ({"k": 1e3, "M": 1e6}[cost[1]] if len(cost) > 1 else 1.0)
+    gpus = int(next(v for k, v in m.items() if k.startswith("GPUs")).replace(",", ""))
+    return seconds, usd, gpus
+
+
+@needs_plan
+def test_plan_page_recommends_and_draws():
+    at = run_app("plan", {"model": "llama2-7b", "deadline_d": "14", "budget_usd": "100000"})
+    no_trouble(at)
+    assert at.success and "trains in" in at.success[0].value
+    figs = figures(at)
+    pareto = next(v for k, v in figs.items() if k.startswith("Time to train vs cost"))
+    names = [t["name"] for t in pareto["data"]]
+    assert {"configurations", "Pareto frontier", "recommended"} <= set(names)
+    assert "What moves the answer most" in figs
+    seconds, usd, _ = _plan_metrics(at)
+    assert seconds <= 14 * 86400 and usd <= 100_000
+    assert any("Bill of materials" in md.value for md in at.markdown)
+    assert len(at.dataframe) >= 2
+
+
+@needs_plan
+def test_plan_tighter_deadline_costs_more_and_is_faster():
+    at = run_app("plan", {"model": "llama2-7b", "deadline_d": "14"})
+    slow_t, slow_usd, slow_n = _plan_metrics(at)
+    at.number_input(key="deadline_d").set_value(2.0)
+    at.get("form_submit_button")[0].click()  # noqa: the form applies on submit
+    at.run()
+    no_trouble(at)
+    fast_t, fast_usd, fast_n = _plan_metrics(at)
+    assert fast_t <= 2 * 86400 < slow_t
+    assert fast_usd >= slow_usd and fast_n > slow_n
+
+
+@needs_plan
+def test_plan_impossible_deadline_says_what_came_closest():
+    at = run_app("plan", {"model": "llama2-70b", "deadline_d": "0.01"})
+    assert not at.exception
+    assert at.warning and "No configuration meets" in at.warning[0].value
+
+
+@needs_plan
+def test_plan_custom_workload_in_samples():
+    at = run_app("plan", {"wl": "custom", "params_m": "50", "gflop": "5", "act_mib": "30", "samples_m": "10",
+                          "epochs": "5"})
+    no_trouble(at)
+    assert at.success
+
+
+def test_error_messages_name_the_sidebar_widgets():
+    at = run_app("step", {"hw": "node", "node": "dgx-h100", "gpus": "16"})
+    assert not at.exception
+    assert at.error and "'Nodes'" in at.error[0].value and "--nodes" not in at.error[0].value
