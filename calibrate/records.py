@@ -12,11 +12,11 @@ import datetime as _dt
 import json
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from gpusim.fsutil import atomic_write_text
 from gpusim.profile import (FORMAT, META_FILE, RANKS_DIR, RECORDS_FILE, SCHEMA_VERSION, done_points,
                             parse_record, read_records)
 
@@ -37,24 +37,8 @@ def _clean(obj: Any) -> Any:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write JSON to a temporary file in the same directory, fsync it, then os.replace: readers see the
-    old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_clean(obj), f, indent=1, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write JSON atomically (temp file, fsync, rename): readers see the old file or the new one."""
+    atomic_write_text(path, json.dumps(_clean(obj), indent=1, allow_nan=False) + "\n")
 
 
 class RecordWriter:
