@@ -912,7 +912,6 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
             f"{k} ({v:,} configurations)" for k, v in counts.items()) + "."
         out["reasons"] = [f"{v:,} configurations: {examples[k]}" for k, v in counts.items()]
         return out
-    idx = np.nonzero(feas)[0]
 
     def pick(mask, primary, secondary):
         cand = np.nonzero(mask)[0]

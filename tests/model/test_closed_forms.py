@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -10,7 +9,6 @@ import pytest
 from gpusim.model import comm as C
 from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes
 from gpusim.model.sync import expected_max_std_normal, straggler_s
-from gpusim.params import DEFAULT_PARAMS as P
 from gpusim.simulate import Scenario, simulate
 
 
