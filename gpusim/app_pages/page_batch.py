@@ -16,18 +16,18 @@ st.markdown(f"#### Batch and utilisation · {shell.scenario_title(ctx)}")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _batch(key: str, _scn):
+def _batch(key: str, _scn, _params):
     db = shell.get_db()
     # first pass learns the memory limit, second covers the batches up to a little beyond it
-    rows, max_b = A.batch_curve(_scn, A.batch_candidates(_scn.strategy.per_gpu_batch), db=db)
+    rows, max_b = A.batch_curve(_scn, A.batch_candidates(_scn.strategy.per_gpu_batch), db=db, params=_params)
     want = A.batch_candidates(_scn.strategy.per_gpu_batch, max_b)
     if want != [r["per_gpu_batch"] for r in rows]:
-        rows, max_b = A.batch_curve(_scn, want, db=db)
+        rows, max_b = A.batch_curve(_scn, want, db=db, params=_params)
     return rows, max_b
 
 
 with shell.guard("cannot compute the batch curve"):
-    rows, max_b = _batch(json.dumps(ctx.state, sort_keys=True, default=str), scn)
+    rows, max_b = _batch(json.dumps(ctx.state, sort_keys=True, default=str) + ctx.params_key, scn, ctx.params)
 
 cur = scn.strategy.per_gpu_batch
 left, right = st.columns(2)

@@ -58,11 +58,12 @@ with st.form("plan_form", border=True):
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _plan(key: str, _wl, kwargs: dict):
+def _plan(key: str, _wl, _params, kwargs: dict):
     import gpusim
 
     res = gpusim.plan(**({"workload": _wl} if state.get("wl") == "custom" else
-                         {"model": state["model"], "seq_len": state.get("seq") or None}), db=shell.get_db(), **kwargs)
+                         {"model": state["model"], "seq_len": state.get("seq") or None}), db=shell.get_db(),
+                      params=_params, **kwargs)
     return res.to_dict(), res.to_dict(every=False)["configurations"]
 
 
@@ -74,9 +75,9 @@ if wl.sample_unit == "sequence":
 else:
     kwargs.update(samples=float(amount) * units.MEGA, epochs=float(epochs))
 key = json.dumps({"wl": {k: state.get(k) for k in ("wl", "model", "seq", "params_m", "gflop", "act_mib", "tokens")},
-                  **kwargs}, sort_keys=True, default=str)
+                  **kwargs}, sort_keys=True, default=str) + ctx.params_key
 with st.spinner("Evaluating every configuration ..."), shell.guard("cannot plan this"):
-    plan, configs = _plan(key, wl, kwargs)
+    plan, configs = _plan(key, wl, ctx.params, kwargs)
 
 rec = plan["recommendation"]
 status = rec["status"]

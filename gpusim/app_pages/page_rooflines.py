@@ -26,12 +26,13 @@ networks = c2.multiselect("Networks between nodes", nets_all,
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _roof(key: str, _scn, fabrics: tuple, networks: tuple):
-    return A.rooflines(_scn, db=shell.get_db(), fabrics=fabrics, networks=networks)
+def _roof(key: str, _scn, _params, fabrics: tuple, networks: tuple):
+    return A.rooflines(_scn, db=shell.get_db(), params=_params, fabrics=fabrics, networks=networks)
 
 
 with shell.guard("cannot compute the rooflines"):
-    R = _roof(json.dumps(ctx.state, sort_keys=True, default=str), scn, tuple(fabrics), tuple(networks))
+    R = _roof(json.dumps(ctx.state, sort_keys=True, default=str) + ctx.params_key, scn, ctx.params, tuple(fabrics),
+              tuple(networks))
 
 st.markdown("##### The GPU: is the workload limited by arithmetic or by memory bandwidth?")
 left, right = st.columns([2.2, 1])

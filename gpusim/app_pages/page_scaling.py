@@ -43,7 +43,7 @@ kinds = c3.multiselect("Strategies", list(STRATEGY_KINDS),
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _curves(key: str, _scn, kind: str, selection: tuple, mode: str, max_gpus: int, per_node: int | None,
+def _curves(key: str, _scn, _params, kind: str, selection: tuple, mode: str, max_gpus: int, per_node: int | None,
             global_batch: int | None):
     """Curves for one comparison; cached on the scenario's JSON (``key``) and the page's choices."""
     db = shell.get_db()
@@ -54,15 +54,16 @@ def _curves(key: str, _scn, kind: str, selection: tuple, mode: str, max_gpus: in
         variants, skipped = A.strategy_variants(base, selection[0])
     counts = A.gpu_counts(max_gpus, [_scn.gpus])
     gb = global_batch or (_scn.strategy.per_gpu_batch * _scn.strategy.accum * _scn.gpus)
-    out, skipped2 = A.curves(variants, counts, mode=mode, global_batch=gb if mode == "strong" else None, db=db)
+    out, skipped2 = A.curves(variants, counts, mode=mode, global_batch=gb if mode == "strong" else None, db=db,
+                             params=_params)
     return out, skipped + skipped2
 
 
-key = json.dumps(ctx.state, sort_keys=True, default=str)
+key = json.dumps(ctx.state, sort_keys=True, default=str) + ctx.params_key
 with shell.guard("cannot compute the scaling curves"):
-    by_fabric, skip_f = _curves(key, scn, "fabric", (tuple(fabrics), tuple(networks)), mode, max_gpus, per_node,
+    by_fabric, skip_f = _curves(key, scn, ctx.params, "fabric", (tuple(fabrics), tuple(networks)), mode, max_gpus, per_node,
                                 global_batch)
-    by_kind, skip_k = _curves(key, scn, "strategy", (tuple(kinds),), mode, max_gpus, per_node, global_batch)
+    by_kind, skip_k = _curves(key, scn, ctx.params, "strategy", (tuple(kinds),), mode, max_gpus, per_node, global_batch)
 
 what = "per-GPU batch kept" if mode == "weak" else "global batch kept, divided over the GPUs"
 st.markdown(f"##### By fabric ({what})")

@@ -11,7 +11,7 @@ ctx = shell.require_scenario()
 st.markdown(f"#### {shell.scenario_title(ctx)}")
 
 with shell.guard("cannot predict this scenario"):
-    res = simulate(ctx.scenario, db=ctx.db)  # the page's one model call (the what-ifs ride along in it)
+    res = simulate(ctx.scenario, db=ctx.db, params=ctx.params)  # the page's one model call (the what-ifs ride along in it)
 
 _ICON = {"high": ":material/priority_high:", "medium": ":material/lightbulb:", "info": ":material/info:"}
 bn = res.bottleneck

@@ -95,7 +95,7 @@ with right:
 
 if topo.n_gpus > 1:
     with shell.guard("cannot estimate the all-reduce"):
-        curves, notes = A.topology_allreduce(topo, ctx.gpu_id, db=db)
+        curves, notes = A.topology_allreduce(topo, ctx.gpu_id, db=db, params=ctx.params)
     st.markdown(f"##### Expected all-reduce over all {topo.n_gpus} GPUs ({ctx.gpu_id})")
     left, right = st.columns([2.2, 1])
     with left:

@@ -27,6 +27,9 @@ from gpusim.errors import GpusimError
 
 HERE = Path(__file__).resolve().parent
 BIND = "query-params"
+#: session key of fitted ModelParams (and of their label) that replace the defaults on every page
+PARAMS_KEY = "_model_params"
+PARAMS_LABEL_KEY = "_model_params_label"
 
 #: (file, title, url path, icon) of each page, in menu order
 PAGES: tuple[tuple[str, str, str, str], ...] = (
@@ -57,6 +60,15 @@ class Context:
     scenario: Any = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the model parameters every page uses: the defaults, or fitted ones put in the session under
+    #: PARAMS_KEY (by the Calibration page)
+    params: Any = None
+    params_label: str = "default model parameters"
+
+    @property
+    def params_key(self) -> str:
+        """Part of every cache key, so that results follow the parameters in use."""
+        return self.params.model_dump_json() if self.params is not None else ""
 
     @property
     def gpu_id(self) -> str:
@@ -173,9 +185,14 @@ def sidebar() -> Context:
             s["oversub"] = st.number_input("Network oversubscription", 1.0, 16.0, DEFAULTS["oversub"], key="oversub",
                                            bind=BIND)
         st.caption("The address bar holds this scenario: copy it to share.")
+        if st.session_state.get(PARAMS_KEY) is not None:
+            st.caption(f"Model parameters: {st.session_state.get(PARAMS_LABEL_KEY, 'calibrated')}")
 
     state = {k: (DEFAULTS[k] if v is None and DEFAULTS[k] is not None else v) for k, v in s.items()}
-    ctx = Context(state={**DEFAULTS, **state}, db=db)
+    from gpusim.params import DEFAULT_PARAMS
+
+    ctx = Context(state={**DEFAULTS, **state}, db=db, params=st.session_state.get(PARAMS_KEY) or DEFAULT_PARAMS,
+                  params_label=st.session_state.get(PARAMS_LABEL_KEY, "default model parameters"))
     try:
         ctx.scenario = scenario_from_state(ctx.state, db)
     except GpusimError as e:

@@ -353,3 +353,21 @@ def test_error_messages_name_the_sidebar_widgets():
     at = run_app("step", {"hw": "node", "node": "dgx-h100", "gpus": "16"})
     assert not at.exception
     assert at.error and "'Nodes'" in at.error[0].value and "--nodes" not in at.error[0].value
+
+
+@pytest.mark.parametrize("page, label", [("step", "Step time"), ("batch", "GPU busy now"), ("rooflines", "Compute alone")])
+def test_model_parameters_in_the_session_reach_every_page(page, label):
+    """Fitted parameters (what the Calibration page will put in the session) replace the defaults everywhere."""
+    from gpusim.app_pages.shell import PARAMS_KEY, PARAMS_LABEL_KEY
+    from gpusim.params import DEFAULT_PARAMS
+
+    at = run_app(page)
+    before = metrics(at)[label]
+    slow = DEFAULT_PARAMS.replace(matmul_eff_frac={k: v / 4 for k, v in DEFAULT_PARAMS.matmul_eff_frac.items()},
+                                  kernel_tail_s=DEFAULT_PARAMS.kernel_tail_s * 10)
+    at.session_state[PARAMS_KEY] = slow
+    at.session_state[PARAMS_LABEL_KEY] = "test fit"
+    at.run()
+    no_trouble(at)
+    assert metrics(at)[label] != before
+    assert any("test fit" in c.value for c in at.caption)
