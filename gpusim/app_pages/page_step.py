@@ -32,8 +32,10 @@ with left:
                 key="fig_breakdown")
     d = res.detail
     st.caption(f"Communication {units.format_duration(d['comm_total_s'])} per step in total, "
-               f"{units.format_duration(d['comm_hidden_s'])} of it hidden under the backward pass; "
-               f"GPU kernels {units.format_duration(d['gpu_busy_s'])}, CPU dispatch "
+               f"{units.format_duration(d['comm_hidden_s'])} of it hidden under the backward pass"
+               + (f" (which it slows by {units.format_duration(d['comm_interference_s'])}, counted as exposed)"
+                  if d["comm_interference_s"] > 0 else "")
+               + f"; GPU kernels {units.format_duration(d['gpu_busy_s'])}, CPU dispatch "
                f"{units.format_duration(d['cpu_dispatch_s'])}.")
 with right:
     c1, c2 = st.columns(2)
