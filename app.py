@@ -9,9 +9,9 @@ import time
 
 _T0 = time.perf_counter()
 
-import streamlit as st  # noqa: E402
+import streamlit as st
 
-from gpusim.app_pages import shell  # noqa: E402
+from gpusim.app_pages import shell
 
 st.set_page_config(page_title="gpusim planner", page_icon=":material/memory:", layout="wide")
 page = shell.navigation()

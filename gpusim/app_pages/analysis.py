@@ -150,7 +150,7 @@ def _err(e: Exception) -> str:
 
 def gpu_counts(max_gpus: int, extra: Iterable[int] = ()) -> list[int]:
     """1, 2, 4, ... up to ``max_gpus`` (and ``extra`` counts within it)."""
-    counts = {1 << i for i in range(0, 21) if (1 << i) <= max_gpus}
+    counts = {1 << i for i in range(21) if (1 << i) <= max_gpus}
     counts |= {int(c) for c in extra if 1 <= int(c) <= max_gpus}
     return sorted(counts)
 
@@ -230,7 +230,7 @@ def batch_candidates(current: int, max_micro_batch: int | None = None, *, top: i
     """Powers of two from 1 to a little beyond the memory limit (and the current batch)."""
     hi = max(4 * current, 2 * (max_micro_batch or 1), 64)
     hi = min(hi, top)
-    out = {1 << i for i in range(0, 17) if (1 << i) <= hi}
+    out = {1 << i for i in range(17) if (1 << i) <= hi}
     out.add(int(current))
     if max_micro_batch and 1 <= max_micro_batch <= top:
         out.add(int(max_micro_batch))
@@ -247,7 +247,12 @@ def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | N
     """
     from gpusim.hwdb import load
     from gpusim.model.step import BOTTLENECKS, evaluate
-    from gpusim.simulate import resolve_hardware, resolve_workload, scenario_row, stack_rows
+    from gpusim.simulate import (
+        resolve_hardware,
+        resolve_workload,
+        scenario_row,
+        stack_rows,
+    )
 
     db = db or load()
     params = params or DEFAULT_PARAMS
@@ -295,10 +300,20 @@ def rooflines(scn, *, db=None, params: ModelParams | None = None, fabrics: Seque
     and the scenario's own effective rate (gradient bytes / its communication time).
     """
     from gpusim.hwdb import load
-    from gpusim.model.compute import group_times_s, model_flop_per_sample, train_multiplier
+    from gpusim.model.compute import (
+        group_times_s,
+        model_flop_per_sample,
+        train_multiplier,
+    )
     from gpusim.model.step import evaluate
-    from gpusim.simulate import (collective, resolve_hardware, resolve_workload, roofline_by_kind, scenario_row,
-                                 stack_rows)
+    from gpusim.simulate import (
+        collective,
+        resolve_hardware,
+        resolve_workload,
+        roofline_by_kind,
+        scenario_row,
+        stack_rows,
+    )
 
     db = db or load()
     params = params or DEFAULT_PARAMS

@@ -18,8 +18,8 @@ if importlib.util.find_spec("gpusim.plan") is None:
             icon=":material/hourglass_empty:")
     st.stop()
 
-from gpusim.app_pages.state import workload_from_state  # noqa: E402
-from gpusim.workload import get_workload  # noqa: E402
+from gpusim.app_pages.state import workload_from_state
+from gpusim.workload import get_workload
 
 ctx = shell.context()
 db = ctx.db

@@ -22,7 +22,14 @@ from pydantic import ValidationError
 
 from gpusim import units
 from gpusim.app_pages import analysis as A
-from gpusim.app_pages.state import DEFAULTS, OPTIMIZERS, PRECISIONS, STRATEGY_KINDS, gpu_of, scenario_from_state
+from gpusim.app_pages.state import (
+    DEFAULTS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STRATEGY_KINDS,
+    gpu_of,
+    scenario_from_state,
+)
 from gpusim.errors import GpusimError
 
 HERE = Path(__file__).resolve().parent

@@ -19,7 +19,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from app_helpers import APP, ROOT
 
 CHROMIUM = "/usr/bin/chromium"

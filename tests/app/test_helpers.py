@@ -74,7 +74,7 @@ def test_slower_fabric_never_scales_better(db):
 def test_dataparallel_stops_at_one_node_and_scales_worse(db):
     scn = scenario_from_state({"model": "resnet50", "batch": 64}, db)
     variants, _ = A.strategy_variants(A.per_node_base(scn), ["ddp", "dp", "fsdp-full"])
-    curves, skipped = A.curves(variants, A.gpu_counts(32), db=db)
+    curves, _ = A.curves(variants, A.gpu_counts(32), db=db)
     assert max(r["gpus"] for r in curves["dp"]) == 8
     assert max(r["gpus"] for r in curves["ddp"]) == 32
     assert curves["dp"][-1]["scaling_efficiency_frac"] < curves["ddp"][3]["scaling_efficiency_frac"]
@@ -147,7 +147,7 @@ def test_topology_helpers(db):
     assert names == ["GPU0", "GPU1", "GPU2", "GPU3"]
     assert labels[0] == ["X", "PIX", "SYS", "SYS"]
     assert A.topology_fabric(topo) == "pcie-cross-socket"
-    curves, notes = A.topology_allreduce(topo, "l40s", db=db)
+    curves, _ = A.topology_allreduce(topo, "l40s", db=db)
     mine = next(iter(curves.values()))
     busbw = [r["busbw_bytes_per_s"] for r in mine]
     assert busbw[-1] > busbw[0]  # large messages reach the bandwidth, small ones pay latency

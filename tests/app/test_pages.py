@@ -5,7 +5,6 @@ page, never a traceback."""
 from __future__ import annotations
 
 import pytest
-
 from app_helpers import figures, metrics, no_trouble, parse_ms, parse_num, run_app
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -49,7 +48,7 @@ def test_step_larger_batch_busier_gpus_and_more_memory():
     large = metrics(at)
     assert parse_num(large["GPU busy"]) > parse_num(small["GPU busy"])
     assert parse_ms(large["Step time"]) > parse_ms(small["Step time"])
-    mem = lambda m: next(v for k, v in m.items() if k.startswith("Memory per GPU"))  # noqa: E731
+    mem = lambda m: next(v for k, v in m.items() if k.startswith("Memory per GPU"))
     assert parse_num(mem(large).split()[0]) > parse_num(mem(small).split()[0])
 
 
@@ -326,7 +325,7 @@ def test_plan_tighter_deadline_costs_more_and_is_faster():
     at = run_app("plan", {"model": "llama2-7b", "deadline_d": "14"})
     slow_t, slow_usd, slow_n = _plan_metrics(at)
     at.number_input(key="deadline_d").set_value(2.0)
-    at.get("form_submit_button")[0].click()  # noqa: the form applies on submit
+    at.get("form_submit_button")[0].click()  # the form applies on submit
     at.run()
     no_trouble(at)
     fast_t, fast_usd, fast_n = _plan_metrics(at)

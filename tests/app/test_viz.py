@@ -176,7 +176,8 @@ def test_topology_heatmap_orders_paths_best_to_worst():
     assert z[0][0] is None
     assert z[0][1] < z[1][2] < z[0][2]  # NVLink < PIX < SYS
     assert [list(r) for r in hm.text] == labels
-    assert list(hm.colorbar.ticktext)[0] == "NV" and list(hm.colorbar.ticktext)[-1] == "SYS"
+    ticks = list(hm.colorbar.ticktext)
+    assert ticks[0] == "NV" and ticks[-1] == "SYS"
 
 
 def test_collective_bandwidth_figure_in_gb_per_s():
