@@ -150,6 +150,8 @@ _TOPOLOGY_FOR_LINK = {"nvswitch": "nvswitch", "nvlink-mesh": "nvlink-mesh", "nvl
 _NODE_KIND_PREFERENCE = {"server": 0, "rack": 1, "cloud-instance": 2, "workstation": 3}
 #: generic templates (in hwdb/nodes) that a PCIe card without a node of its own is placed in
 _GENERIC_PCIE_NODES = ("pcie-4x-host", "pcie-8x-switch")
+#: the most PCIe cards gpusim places in one server without a node template saying so
+_MAX_GENERIC_PCIE_GPUS = 16
 #: when nothing says which network joins the nodes: InfiniBand of the GPU's era
 _DEFAULT_IB = ((2022, "ib-ndr-400"), (2020, "ib-hdr-200"), (0, "ib-edr-100"))
 
@@ -193,6 +195,9 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
         topology = scn.intra_topology or node.intra_topology
         p2p = node.p2p
     else:
+        if g > _MAX_GENERIC_PCIE_GPUS:
+            raise ScenarioError(f"no node in the database holds {g} x {gpu.id}: spread them over more nodes "
+                                f"(e.g. --nodes {math.ceil(scn.gpus / 8)}) or name a node template with --node")
         intra, topology, p2p = pcie_link, scn.intra_topology or "pcie-host", gpu.p2p_pcie
         notes.append(f"{gpu.id} on PCIe through the CPU's root complex assumed (no node template for it)")
     if topology.startswith("pcie") and not gpu.p2p_pcie and scn.p2p is None and p2p:
@@ -535,6 +540,10 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
     tokens = float(wl.tokens_per_sample) if getattr(wl, "sample_unit", "image") == "sequence" else None
     breakdown = {k: float(r[k]) for k in BREAKDOWN_KEYS}
     st = scn.strategy
+    notes = hw.assumptions
+    if speedup > hw.n_gpus * (1.0 + 1e-9):
+        notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
+                  f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)
     return StepResult(
         step_s=float(r["step_s"]), throughput_samples_per_s=thr,
         throughput_per_gpu_samples_per_s=float(r["throughput_per_gpu_samples_per_s"]),
@@ -553,7 +562,7 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
         single_gpu_step_s=float(b1["step_s"]), single_gpu_throughput_samples_per_s=thr1,
         global_batch=st.per_gpu_batch * st.accum * hw.n_gpus, n_gpus=hw.n_gpus, n_nodes=hw.nodes,
         intra_path=_path_name(row["_intra_path"]), inter_path=_path_name(row["_inter_path"]),
-        assumptions=hw.assumptions,
+        assumptions=notes,
         scenario={**scn.model_dump(mode="json", exclude={"workload"}), "workload_name": wl.name,
                   "gpu_resolved": hw.gpu.id, "node_resolved": hw.node.id if hw.node else None,
                   "intra_link_resolved": hw.intra_link.id if hw.intra_link else None,
