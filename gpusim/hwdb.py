@@ -110,6 +110,27 @@ class HardwareDB:
         """The PCIe link of a GPU's slot, e.g. ``pcie5-x16``."""
         return f"pcie{gpu.pcie.generation}-x{gpu.pcie.lanes}"
 
+    def peer_link_id(self, gpu: GPU) -> str | None:
+        """The database link of a GPU's own NVLink / Infinity Fabric: same technology and generation, the
+        closest per-direction bandwidth (a bridge for bridged cards, a switch or mesh for boards)."""
+        if gpu.peer_link is None:
+            return None
+        pl = gpu.peer_link
+        kinds = {"bridge": ("nvlink-bridge",), "switch": ("nvswitch",), "mesh": ("nvlink-mesh", "infinity-fabric"),
+                 "direct": ("nvlink-bridge", "nvlink-mesh")}[pl.connection]
+        if pl.technology == "infinity-fabric":
+            kinds = ("infinity-fabric",)
+        used = sorted(n.intra_link for n in self.nodes.values()
+                      if n.gpu == gpu.id and self.links.get(n.intra_link) and self.links[n.intra_link].kind in kinds)
+        if used:  # the link the database's own nodes for this GPU use
+            return used[0]
+        cands = [lk for lk in self.links.values() if lk.kind in kinds
+                 and (pl.technology == "infinity-fabric" or (lk.generation or "").startswith(str(pl.generation)))]
+        if not cands:
+            return None
+        return min(cands, key=lambda lk: (abs(lk.bandwidth_gbyte_per_s_per_direction - pl.gbyte_per_s_per_direction),
+                                          lk.id)).id
+
     def prices_for(self, *, node: str | None = None, gpu: str | None = None, kind: str | None = None) -> list[Price]:
         out = [p for p in self.prices.values()
                if (node is None or p.node == node) and (gpu is None or p.gpu == gpu) and (kind is None or p.kind == kind)]

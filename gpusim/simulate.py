@@ -641,6 +641,7 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
 
 def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node: str | None = None, gpus: int = 8,
                nodes: int = 1, intra: str | None = None, inter: str | None = None, intra_topology: str | None = None,
+               p2p: bool | None = None, nics_per_node: int | None = None, oversubscription: float = 1.0,
                algorithm: str = "auto", db=None, params: ModelParams | None = None) -> list[dict]:
     """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer)."""
     from gpusim.hwdb import load
@@ -653,9 +654,9 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
     params = params or DEFAULT_PARAMS
     try:  # a hardware-only scenario: no workload needed, so the full validator is bypassed
         scn = Scenario.model_construct(gpu=gpu, node=node, gpus=gpus, nodes=nodes, intra=intra, inter=inter,
-                                       intra_topology=intra_topology, nics_per_node=None, oversubscription=1.0,
-                                       cpu_cores_per_gpu=None, storage_gbyte_per_s=None, p2p=None,
-                                       strategy=Strategy())
+                                       intra_topology=intra_topology, nics_per_node=nics_per_node,
+                                       oversubscription=oversubscription, cpu_cores_per_gpu=None,
+                                       storage_gbyte_per_s=None, p2p=p2p, strategy=Strategy())
         if gpu is None and node is None:
             raise ScenarioError("give a GPU (--gpu) or a node template (--node)")
         if gpus % nodes:

@@ -128,3 +128,10 @@ def test_unknown_ids_suggest_close_matches(db):
     assert "a100-sxm4-80gb" in str(e.value)
     with pytest.raises(UnknownIdError, match="h100"):
         db.gpu("h100")
+
+
+def test_peer_link_ids(db):
+    assert db.peer_link_id(db.gpu("h100-sxm")) == "nvlink4-nvswitch"
+    assert db.peer_link_id(db.gpu("h100-pcie")) == "nvlink4-bridge"
+    assert db.peer_link_id(db.gpu("b200")) == "nvlink5-nvswitch"
+    assert db.peer_link_id(db.gpu("rtx-4090")) is None
