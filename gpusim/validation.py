@@ -99,8 +99,8 @@ def default_csv() -> Path | None:
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
     here = Path(__file__).resolve().parent.parent
-    for cand in (here.parent / "shared" / "validation" / "measurements.csv",
-                 here / "shared" / "validation" / "measurements.csv"):
+    for cand in (here / "validation" / "measurements.csv",  # the copy kept in the repository
+                 here.parent / "shared" / "validation" / "measurements.csv"):
         if cand.is_file():
             return cand
     return None

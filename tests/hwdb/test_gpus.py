@@ -1,6 +1,6 @@
 """Checks of the GPU entries in ``hwdb/gpus``.
 
-1. Against ``../shared/validation/gpu_specs.csv`` (published figures gathered independently of hwdb):
+1. Against ``validation/gpu_specs.csv`` (a copy of ``../shared/validation/gpu_specs.csv``) (published figures gathered independently of hwdb):
    every column both sides have must agree within ``REL_TOL``; each known, explained difference is listed
    in ``KNOWN_DIFFERENCES`` with its reason, and the test fails if such an exception stops being needed.
 2. Physical and bookkeeping sanity over all GPUs (count, unique ids, a primary source each, tensor peaks vs
@@ -23,7 +23,7 @@ from gpusim.hardware import GPU
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_DIR = REPO / "hwdb" / "gpus"
-VALIDATION_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "validation"
+VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"  # the repository's copy of shared/validation
 SPECS_CSV = VALIDATION_DIR / "gpu_specs.csv"
 
 REL_TOL = 0.03
@@ -95,7 +95,7 @@ def gpus() -> dict[str, GPU]:
 
 def _csv_rows() -> list[dict[str, str]]:
     if not SPECS_CSV.is_file():
-        pytest.skip(f"validation table not found at {SPECS_CSV} (needs the shared/ checkout next to the repo)")
+        pytest.skip(f"validation table not found at {SPECS_CSV} (the repository's validation/ folder)")
     with SPECS_CSV.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
