@@ -124,6 +124,7 @@ class RowResult:
     flagged: str | None = None
     used_for_defaults: bool = False
     units_per_sample: float = 1.0
+    memory_frac: float | None = None  # predicted memory per GPU / capacity (the measured run fitted)
     assumptions: list[str] = field(default_factory=list)
 
     def ape(self, which: str = "predicted") -> float | None:
@@ -279,8 +280,14 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
             return res
         scn = Scenario.create(**kw)
         out = simulate(scn, db=db, params=params, recommend=False)
+        assumed_batch = _num(r["per_gpu_batch"]) is None
+        while assumed_batch and not out.fits_in_memory and scn.strategy.per_gpu_batch > 1:
+            scn = scn.with_changes(per_gpu_batch=scn.strategy.per_gpu_batch // 2)
+            out = simulate(scn, db=db, params=params, recommend=False)
+            res.assumptions.append(f"assumed batch halved to {scn.strategy.per_gpu_batch} to fit in memory")
         wl = resolve_workload(scn)
-        if kind == "throughput":
+        if kind == "throughput" and not assumed_batch:
+            res.memory_frac = out.memory_per_gpu_bytes / out.memory_capacity_bytes
             per = _units_per_sample(r["unit"], wl)
             if per is None:
                 res.reason = f"unit {r['unit']!r} not understood"
@@ -393,6 +400,13 @@ def summarize(results: list[RowResult]) -> dict:
         "efficiency_abs_error": _stats(eff_err),
         "efficiency_abs_error_linear": _stats(eff_err_linear),
         "flagged_rows_excluded": sum(1 for r in results if r.flagged and r.kind == "throughput" and r.n_gpus > 1),
+    }
+    mem = [r.memory_frac for r in results if r.memory_frac is not None]
+    over = [m for m in mem if m > 1.0]
+    overall["memory"] = {
+        "configurations": len(mem), "predicted_to_fit": len(mem) - len(over),
+        "median_overestimate_frac": float(np.median(over)) - 1.0 if over else None,
+        "max_overestimate_frac": max(over) - 1.0 if over else None,
     }
     unmapped = [{"index": r.index, "source_id": r.source_id, "kind": r.kind, "model": r.model, "gpu": r.gpu,
                  "reason": r.reason} for r in results if r.predicted is None]

@@ -65,6 +65,12 @@ def cmd_validate(args) -> int:
           f"{fmt_pct(o['efficiency_abs_error']['p90_ape'])} (linear scaling assumes 100%: median "
           f"{fmt_pct(o['efficiency_abs_error_linear']['median_ape'])}, p90 "
           f"{fmt_pct(o['efficiency_abs_error_linear']['p90_ape'])})")
+    m = o["memory"]
+    if m["configurations"]:
+        print(f"  memory: every measured configuration ran, so it fitted; gpusim predicts {m['predicted_to_fit']} of "
+              f"{m['configurations']} fit" + (f" (the others by a median {fmt_pct(m['median_overestimate_frac'])} over "
+                                              f"capacity, at most {fmt_pct(m['max_overestimate_frac'])})"
+                                              if m["median_overestimate_frac"] is not None else ""))
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")
