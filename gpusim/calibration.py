@@ -1290,7 +1290,8 @@ def fit_inputs(inp: FitInputs, *, db=None, base: ModelParams = DEFAULT_PARAMS) -
         notes += b.notes
     n_noisy = sum(1 for r in inp.records if getattr(r, "noisy", False))
     n_timed = sum(1 for r in inp.records if hasattr(r, "noisy"))
-    notes.append(f"{n_noisy} of {n_timed} timed profile records were flagged noisy: kept with weight {NOISY_WEIGHT}")
+    if n_timed:
+        notes.append(f"{n_noisy} of {n_timed} timed profile records were flagged noisy: kept with weight {NOISY_WEIGHT}")
     notes.append("overlap_frac and overlap_slowdown_frac are not fitted (only the held-out steps inform them): "
                  "defaults kept")
 

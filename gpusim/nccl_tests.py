@@ -58,20 +58,17 @@ from gpusim import units
 from gpusim.errors import CalibrationError
 
 #: nccl-tests binary stem -> gpusim collective name (None: read but not usable by the model)
+#: (an underscore in a stem also matches a hyphen or nothing: ``allreduce``, ``all-reduce``)
 BINARIES: dict[str, str | None] = {
-    "all_reduce": "all_reduce", "allreduce": "all_reduce",
-    "all_gather": "all_gather", "allgather": "all_gather",
-    "reduce_scatter": "reduce_scatter", "reducescatter": "reduce_scatter",
-    "broadcast": "broadcast", "bcast": "broadcast",
-    "reduce": "reduce",
-    "sendrecv": "send_recv", "send_recv": "send_recv",
-    "alltoall": None, "all_to_all": None, "gather": None, "scatter": None, "hypercube": None,
+    "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+    "broadcast": "broadcast", "bcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv",
+    "alltoall": None, "gather": None, "scatter": None, "hypercube": None,
 }
 #: the collectives the fit uses (gpusim.model.comm has bus factors and ring steps for them)
 USABLE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send_recv")
 
-_RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
-                        r"\[([^\]]*)\]\s*(.*?)\s*$")
+_RANK_LINE = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+"
+                        r"device\s+\d+\s+\[[^\]]*\]\s*(?P<name>.*?)\s*$")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _BINARY_IN_TEXT = re.compile(r"([a-z_]+)_perf(?:_mpi)?\b")
 _INT = re.compile(r"^\d+$")
@@ -208,7 +205,7 @@ def parse_text(text: str, source: str = "<text>") -> list[NcclTestsRun]:
             nccl_version = mv.group(1) or mv.group(2)
         mr = _RANK_LINE.match(s)
         if mr:
-            ranks[int(mr.group(1))] = (mr.group(4), mr.group(7))
+            ranks[int(mr.group("rank"))] = (mr.group("host"), mr.group("name"))
             continue
         if s.startswith("#"):
             hc = _header_columns(s)

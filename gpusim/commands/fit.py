@@ -111,7 +111,7 @@ def print_report(cal) -> None:
     reg = rep.get("collective_regimes") or {}
     if reg.get("kept"):
         print(f"two message-size regimes, split at {units.format_bytes(reg['split_at_bytes'])}: small messages "
-              + ", ".join(f"{k.split('.', 1)[1]} {_fmt_value(v, 's' if k.endswith('_s') else 'bytes/s')}"
+              + ", ".join(f"{k.split('.', 1)[1]} {_fmt_value(v, 'bytes/s' if 'bytes_per_s' in k else 's')}"
                           for k, v in reg["small"].items()))
     p2p = rep.get("p2p") or []
     if p2p:
