@@ -205,8 +205,19 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
         notes.append(f"{gpu.id} has no PCIe peer-to-peer: transfers staged through host memory")
     if scn.p2p is not None:
         p2p = scn.p2p
-    if topology.startswith("nvlink") and gpu.peer_link is None:
+    nvlink_topology = topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
+    if nvlink_topology and gpu.peer_link is None:
         raise ScenarioError(f"{gpu.id} has no NVLink; choose a PCIe fabric (e.g. --intra {pcie_link.id})")
+    if scn.intra_topology and not scn.intra and intra is not None:
+        # a topology override without a link: take the link that wiring uses for this GPU
+        if nvlink_topology and intra.kind not in ("nvswitch", "nvlink-mesh", "nvlink-bridge", "infinity-fabric"):
+            peer = db.peer_link_id(gpu)
+            if peer is None:
+                raise ScenarioError(f"no NVLink link for {gpu.id} in the database; give one with --intra")
+            intra = db.link(peer)
+            notes.append(f"{intra.id} used for the {topology} wiring")
+        elif topology.startswith("pcie") and intra.kind != "pcie":
+            intra = pcie_link
     if g == 1:
         topology = "single"
     socket_link = None

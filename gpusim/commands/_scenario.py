@@ -20,6 +20,9 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                                                 "pcie-host", "pcie-cross-socket"),
                    help="how the GPUs of a node are wired (default: the node's)")
     h.add_argument("--no-p2p", action="store_true", help="GPU peer-to-peer disabled: copies staged through host memory")
+    h.add_argument("--topo", metavar="FILE", help="the output of `nvidia-smi topo -m` on your node: sets how its GPUs "
+                                                  "are wired (see `gpusim topo FILE`)")
+    h.add_argument("--topo-p2p", metavar="FILE", help="the output of `nvidia-smi topo -p2p r` (peer-to-peer support)")
     h.add_argument("--inter", help="inter-node link id (default: the node's NICs)")
     h.add_argument("--nics-per-node", type=int, help="GPU-facing NICs per node (default: the node's, or one per GPU)")
     h.add_argument("--oversubscription", type=float, default=1.0, help="network oversubscription (1 = non-blocking)")
@@ -72,5 +75,12 @@ def resolve(args):
 
         cal = load_calibration(args.calibration)
         kwargs, params, db = cal.apply(kwargs, db)
+    if getattr(args, "topo", None):
+        from gpusim.commands.topo import load_topology, scenario_fields
+
+        topo = load_topology(args.topo, getattr(args, "topo_p2p", None))
+        for key, value in scenario_fields(topo).items():
+            if kwargs.get(key) is None:
+                kwargs[key] = value
     kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("p2p",)}
     return Scenario.create(**kwargs), db, params, cal

@@ -12,6 +12,9 @@ def register(sub) -> None:
                        description="Predict the step time, throughput, scaling efficiency, MFU and memory of one "
                                    "data-parallel training scenario, with its bottleneck and recommendations.")
     add_scenario_args(p)
+    p.add_argument("--measured-throughput", type=float, metavar="SAMPLES_PER_S",
+                   help="your measured throughput of this multi-GPU job (all GPUs): gpusim says how much of the gap "
+                        "to linear scaling its model explains, and what would explain the rest")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_predict)
 
@@ -37,16 +40,31 @@ def cmd_predict(args) -> int:
     from gpusim.commands._scenario import resolve
     from gpusim.simulate import simulate
 
+    from gpusim.errors import ScenarioError
+
     scn, db, params, cal = resolve(args)
     res = simulate(scn, db=db, params=params)
     interval = _interval(cal, scn, db, params)
+    gap = None
+    if args.measured_throughput is not None:
+        if not args.measured_throughput > 0:
+            raise ScenarioError("--measured-throughput must be a positive number of samples per second")
+        from gpusim.diagnose import explain_measurement
+
+        gap = explain_measurement(scn, res, args.measured_throughput, db=db, params=params)
     if args.json:
         d = res.to_dict()
         if interval:
             d["interval"] = interval
+        if gap:
+            d["measured_vs_predicted"] = gap
         print_json(d)
         return 0
     print_report(res, interval)
+    if gap:
+        print("measured vs predicted:")
+        for line in gap["explanation"]:
+            print(f"  {line}")
     return 0
 
 

@@ -127,3 +127,40 @@ def test_internal_errors_have_no_traceback(monkeypatch, capsys):
     code, _, err = run(capsys, "hw", "list")
     assert code == 3
     assert "internal error" in err and "ZeroDivisionError" in err and "Traceback" not in err
+
+
+TOPO = os.path.join(os.path.dirname(__file__), "..", "calibration", "topo")
+
+
+def test_topo_warns_about_sys_and_predicts_the_all_reduce(capsys):
+    code, out, _ = run(capsys, "topo", os.path.join(TOPO, "pcie8_dual_socket.txt"), "--gpu", "a100-pcie-80gb",
+                       "--json")
+    d = json.loads(out)
+    assert code == 0 and d["summary"]["intra_topology"] == "pcie-cross-socket"
+    assert any("SYS" in w for w in d["warnings"])
+    sys_bw = d["all_reduce"]["busbw_bytes_per_s"]
+    code, out, _ = run(capsys, "topo", os.path.join(TOPO, "dgx_a100.txt"), "--gpu", "a100-sxm4-80gb", "--json")
+    assert json.loads(out)["all_reduce"]["busbw_bytes_per_s"] > 10 * sys_bw
+
+
+def test_predict_takes_the_wiring_from_a_topo_file(capsys):
+    base = ["predict", "--model", "resnet50", "--gpu", "a100-pcie-80gb", "--gpus", "8", "--per-gpu-batch", "64",
+            "--json"]
+    _, out, _ = run(capsys, *base, "--topo", os.path.join(TOPO, "pcie8_dual_socket.txt"))
+    assert json.loads(out)["intra_path"] == "pcie-cross-socket"
+    _, out, _ = run(capsys, "predict", "--model", "resnet50", "--gpu", "rtx-4090", "--gpus", "4", "--per-gpu-batch",
+                    "64", "--json", "--topo", os.path.join(TOPO, "rtx4090_x4.txt"), "--topo-p2p",
+                    os.path.join(TOPO, "rtx4090_x4_p2p.txt"))
+    assert json.loads(out)["intra_path"] == "host-staged"
+
+
+def test_measured_throughput_is_explained_by_sized_candidates(capsys):
+    args = ["predict", "--model", "bert-large", "--seq-len", "384", "--gpu", "a100-sxm4-80gb", "--gpus", "8",
+            "--per-gpu-batch", "32", "--baseline-throughput", "140", "--json"]
+    code, out, _ = run(capsys, *args, "--measured-throughput", "700")
+    gap = json.loads(out)["measured_vs_predicted"]
+    assert code == 0 and gap["measured_over_predicted"] < 0.9
+    assert 0 < gap["candidates"]["slowest_gpu_speed_frac"] < 1
+    # the solved slow-GPU speed reproduces the measurement
+    code, out, _ = run(capsys, *args, "--slowest-gpu-frac", str(gap["candidates"]["slowest_gpu_speed_frac"]))
+    assert json.loads(out)["throughput_samples_per_s"] == pytest.approx(700, rel=0.01)
