@@ -24,8 +24,11 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
 3. **Collectives** (profile :class:`~gpusim.profile.CollectiveRecord` and nccl-tests rows): the model's
    own alpha-beta form (:func:`gpusim.model.comm.collective_time_s`),
    ``t = base + steps(c, n) * hop + factor(c, n) * S / busbw`` with ring steps ``2(n-1)`` for all-reduce
-   and ``n-1`` otherwise and the nccl-tests bus factors, ``busbw`` and ``hop`` per level (intra-node,
-   inter-node; a multi-node "global" group uses both, as the model does). ``base``
+   and ``n-1`` otherwise and the nccl-tests bus factors; ``hop`` per level (intra-node, inter-node; a
+   multi-node "global" group uses both, as the model does) and ``busbw`` per level and collective. The model
+   has one bus bandwidth per level, so it gets the **all-reduce** one (DDP's collective and nccl-tests'
+   headline figure); the others are reported (gloo's reduce-scatter runs far below its all-reduce; NVLS
+   speeds up only all-reduce; they are ``comm.<level>.busbw_bytes_per_s.<collective>``). ``base``
    (``coll_base_latency_s``) is fitted only when a level has groups of two or more sizes (otherwise it
    cannot be told from ``hop``) and kept at its default otherwise. If a split into a small- and a
    large-message regime (small messages use other NCCL protocols) lowers the Bayesian information
@@ -40,9 +43,14 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
    on the calibrated machine) fitted for ``train_frac`` (above), the per-operator overhead (on a GPU
    ``launch_cpu_s``, the CPU's dispatch cost that runs ahead of the kernels; on a CPU device
    ``kernel_tail_s``, because there dispatch and compute run one after the other on the same core) and
-   ``step_overhead_s``. Their timing spread gives the rank-to-rank jitter
-   (``jitter_frac`` = median over baselines of ``(p90 - p10) / (2 x 1.2816 x median)``, the standard
-   deviation of a normal variable from its 10-90 % range), which the model turns into straggler time.
+   ``step_overhead_s``. Their timing spread gives the rank-to-rank jitter, which the model turns into
+   straggler time (``gpusim.model.sync``: a synchronous step waits ``jitter x E[max of n normals]`` of the
+   compute): ``jitter_frac`` = median over baselines of ``(p90 - median) / (1.2816 x median)``, the standard
+   deviation of a normal variable read off the *upper* half of the 10-90 % range. Stragglers come from the
+   slow tail only, and step times on a shared host are right-skewed (a rank is descheduled, never sped up),
+   so the symmetric range would understate the wait. On this project's 2-core CPU a direct probe (a barrier
+   after every unsynchronised DDP step) measured 1.9 ms of waiting on a 14 ms step; the upper-half estimate
+   of the same steps gives 2.1 ms, the symmetric one 1.1 ms.
 
 **Held out**: every multi-rank DDP step with ``sync=True`` (gradients all-reduced). Nothing fitted above
 sees them; each is predicted with :func:`gpusim.simulate.simulate` on the calibrated machine from the
@@ -65,6 +73,21 @@ usable uncertainty (reported as null). :meth:`Calibration.interval` propagates t
 :func:`~gpusim.simulate.simulate` with sigma points: for each block, the step time at
 ``theta +- sqrt(lambda_k) v_k`` along each eigenvector of the covariance; the variance of ``log(step)``
 is the sum of the squared half-differences, and the interval is ``step x exp(+-z sd)``.
+
+The calibration file (JSON, written atomically) has: ``format`` ("gpusim-calibration"), ``version``,
+``created_utc``, ``sources`` (the profiles and nccl-tests files, with run ids), ``environment`` (device
+name and kind, ranks, nodes, hosts, backend, versions, CPU, the matched database GPU and the rule that
+matched it), ``hardware`` (the calibrated machine as database entries: ``gpu``, ``node``, ``links``),
+``params`` (the ModelParams of the calibrated machine), ``base_params`` (what the fit started from),
+``values`` and ``std`` (every fitted figure in SI units and its standard deviation), ``fitted`` (the same
+with unit, what it sets, block and record counts), ``covariance`` (per block, in log-parameter space),
+``report`` (measured vs fitted for every benchmark, residuals by message size, regimes, p2p pairs, record
+counts), ``held_out`` (per held-out step: measured, predicted, anchored, breakdown; and the error summary)
+and ``notes``.
+
+:meth:`Calibration.apply` turns a calibration into scenario inputs: without a GPU or node it points at the
+calibrated machine (a copy of the database extended with its entries, its measured links as overrides);
+with one it applies what transfers (:func:`transferred_params`).
 
 References
 ----------
@@ -112,8 +135,8 @@ SLOW_PAIR_FRAC = 0.7
 #: interval level and its two-sided normal quantile
 LEVEL = 0.9
 _Z = 1.6448536269514722
-#: 10th-90th percentile range of a standard normal variable
-_P10_P90_RANGE = 2.0 * 1.2815515655446004
+#: 90th percentile of a standard normal variable
+_Z90 = 1.2815515655446004
 
 #: gpusim precision -> profile GEMM precision (datasheet key) whose ceiling it uses
 _GEMM_KEY = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16", "bf16": "bf16", "fp8": "fp8"}
@@ -746,17 +769,19 @@ def fit_collectives(pts: list[CollPoint], params: ModelParams = DEFAULT_PARAMS):
 
 
 def residuals_by_size(rows: list[dict]) -> list[dict]:
-    """Median relative error of the collective rows per level and size decade (where the model misses)."""
+    """Median relative error of the collective rows per level, collective and size bucket (where the model
+    misses), model time vs measured."""
     out: dict[tuple, list[float]] = defaultdict(list)
     for r in rows:
         if r["kind"] != "collective" or r["error_frac"] is None:
             continue
         level = "inter-node" if "inter-node" in r["group"] else "global" if "global" in r["group"] else "intra-node"
+        coll = r["group"].split(" ", 1)[0]
         # buckets of a factor 16 from 1 KiB: 1 KiB, 16 KiB, 256 KiB, 4 MiB, 64 MiB, 1 GiB ...
         k = max(0, math.floor(math.log(max(r["x"], 1.0) / units.KIB, 16)))
-        out[(level, units.KIB * 16.0**k)].append(r["error_frac"])
-    return [{"level": L, "size_from_bytes": d, "median_error_frac": _median(v), "n": len(v)}
-            for (L, d), v in sorted(out.items())]
+        out[(level, coll, units.KIB * 16.0**k)].append(r["error_frac"])
+    return [{"level": L, "collective": c, "size_from_bytes": d, "median_error_frac": _median(v), "n": len(v)}
+            for (L, c, d), v in sorted(out.items())]
 
 
 def report_p2p(records) -> list[dict]:
@@ -1150,8 +1175,8 @@ def fit_baselines(records, values: dict[str, float], env: Environment, db, base:
         rows.append(_row("ddp_baseline", r.workload, f"{r.workload} batch {r.per_rank_batch} x1 "
                          f"({r.concurrent_ranks} concurrent)", float(r.per_rank_batch), "samples per rank",
                          r.time_s, float(pr), n_noisy=int(r.noisy)))
-    # jitter: the spread of each rank's step times, as a coefficient of variation
-    cv = [(r.time_s_p90 - r.time_s_p10) / (_P10_P90_RANGE * r.time_s) for r in recs]
+    # jitter: the slow half of each rank's step-time spread, as a coefficient of variation
+    cv = [max(r.time_s_p90 - r.time_s, 0.0) / (_Z90 * r.time_s) for r in recs]
     jit = BlockFit(name="jitter", names=["sync.jitter_frac"], values=np.array([max(_median(cv), 1e-6)]),
                    log_cov=None, n_records=len(cv), n_noisy=sum(r.noisy for r in recs), cost=0.0)
     if len(cv) >= 2:
@@ -1300,9 +1325,11 @@ def fit_inputs(inp: FitInputs, *, db=None, base: ModelParams = DEFAULT_PARAMS) -
     except CalibrationError as e:
         hardware = None
         notes.append(str(e))
-    params = calibrated_params(values, env, db, base, hardware=hardware) if hardware else base
-    held = predict_held_out(inp.records, values, env, db, params, hardware) if hardware else _summary([])
-    if not hardware:
+    if hardware is not None:
+        params = calibrated_params(values, env, db, base, hardware=hardware)
+        held = predict_held_out(inp.records, values, env, db, params, hardware)
+    else:
+        params = base
         held = {"records": [], "skipped": [], **_summary([]), "anchored": _summary([])}
     std = {}
     for b in blocks:
@@ -1448,7 +1475,7 @@ class Calibration:
         return transferred_params(self.values, self.env, gpu_id, db, self.base_params)[0]
 
     def _params_with(self, values: dict, scn, db) -> tuple[ModelParams, Any]:
-        on_cal = self.hardware is not None and scn.gpu == self.gpu_id
+        on_cal = self.hardware is not None and (scn.gpu == self.gpu_id or (scn.gpu is None and scn.node == self.node_id))
         if on_cal:
             hw = build_hardware(values, self.env, db)
             # keep the stored ids (a ceiling sample changes the peak, not the id)

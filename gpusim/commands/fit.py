@@ -104,10 +104,10 @@ def print_report(cal) -> None:
     table("collective", "collectives: model time with the level's fitted bus bandwidth and hop latency",
           cols=("collective", "n", "measured", "model", "error", "measured busbw", "model busbw"))
     by_size = rep.get("collective_residuals_by_size") or []
-    if by_size:
-        print("collective error by message size (median, model vs measured): " + "; ".join(
-            f"{r['level']} >= {units.format_bytes(r['size_from_bytes'])}: {_pct(r['median_error_frac'])} (n={r['n']})"
-            for r in by_size))
+    for key in sorted({(r["level"], r["collective"]) for r in by_size}):
+        print(f"{key[1]} {key[0]}: model vs measured by message size (median): " + "; ".join(
+            f">= {units.format_bytes(r['size_from_bytes'])} {_pct(r['median_error_frac'])}"
+            for r in by_size if (r["level"], r["collective"]) == key))
     reg = rep.get("collective_regimes") or {}
     if reg.get("kept"):
         print(f"two message-size regimes, split at {units.format_bytes(reg['split_at_bytes'])}: small messages "

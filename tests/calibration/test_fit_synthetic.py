@@ -168,7 +168,7 @@ def ddp_records(env, truth, rng, db, n_ranks=(1, 8), precision="amp_bf16", jitte
 
 
 def synthetic_inputs(db, seed=0, *, env=None, truth=None, gemm=True, memory=True, coll=True, ddp=True,
-                     group_sizes=(4, 8)):
+                     group_sizes=(4, 8), ddp_ranks=(1, 8)):
     env = env or gpu_env()
     env.matched_gpu, env.match_rule = match_gpu(env.device_name, db) if env.device_kind == "cuda" else (None, "cpu")
     truth = truth or TRUTH_GPU
@@ -181,7 +181,7 @@ def synthetic_inputs(db, seed=0, *, env=None, truth=None, gemm=True, memory=True
     if coll:
         dicts += collective_records(env, truth, rng, group_sizes=group_sizes)
     if ddp:
-        dicts += ddp_records(env, truth, rng, db)
+        dicts += ddp_records(env, truth, rng, db, n_ranks=ddp_ranks)
     return FitInputs(env=env, records=[parse_record(d) for d in dicts], sources=[{"path": "synthetic"}])
 
 
@@ -545,3 +545,30 @@ def test_cli_fit_refuses_what_it_cannot_read(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["fit", str(tmp_path / "empty"), "-o", str(tmp_path / "c.json")]) == 2
     assert "meta.json" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_one_gpu_profile_has_nothing_to_hold_out(db):
+    env = gpu_env()
+    env.n_ranks = env.ranks_per_node = 1
+    env.intra_topology = "single"
+    c = fit_inputs(synthetic_inputs(db, seed=11, env=env, coll=False, ddp_ranks=(1,)), db=db)
+    assert c.held_out["n"] == 0 and "none" in c.held_out_line()
+    assert abs(c.values["compute.train_frac"] / TRUTH_GPU["compute.train_frac"] - 1) < 0.1
+    assert c.params.busbw_override_bytes_per_s == {}
+    kw, params, xdb = c.apply({"model": "resnet50", "gpu": None, "node": None, "per_gpu_batch": 32}, db)
+    assert kw["gpus"] == 1
+    assert math.isfinite(simulate({k: v for k, v in kw.items() if v is not None}, db=xdb, params=params).step_s)
+
+
+@pytest.mark.timeout(120)
+def test_unknown_device_without_gemm_records_needs_a_gpu(db):
+    env = gpu_env()
+    env.device_name = "Mystery Accelerator X1"
+    c = fit_inputs(synthetic_inputs(db, seed=12, env=env, gemm=False, memory=False, ddp=False), db=db)
+    assert c.hardware is None and c.env.matched_gpu is None
+    assert c.values["comm.intra-node.busbw_bytes_per_s"] == pytest.approx(360e9, rel=0.03)
+    with pytest.raises(CalibrationError, match="give --gpu"):
+        c.apply({"model": "resnet50", "gpu": None, "node": None, "per_gpu_batch": 32}, db)
+    _, params, _ = c.apply({"model": "resnet50", "gpu": "h100-sxm", "per_gpu_batch": 32}, db)
+    assert params == cal_mod.DEFAULT_PARAMS
