@@ -33,12 +33,12 @@ class Workload:
     desc: str
     build: Callable[[], nn.Module]
     batch: Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
-    optimizer: str  # "sgd" | "adamw"
+    optimizer: str  # gpusim optimizer names: "sgd-momentum" | "adamw"
     precision: str  # "fp32" | "amp_bf16" | "amp_fp16"
     batches: tuple[int, ...]  # per-rank batches to measure
 
     def make_optimizer(self, params) -> torch.optim.Optimizer:
-        if self.optimizer == "sgd":
+        if self.optimizer == "sgd-momentum":
             return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
         return torch.optim.AdamW(params, lr=1e-4)
 
@@ -123,7 +123,7 @@ def workloads(ctx: Ctx) -> list[Workload]:
 
     return [
         Workload("mlp", "MLP " + " ".join(f"{k}={v}" for k, v in mlp.items()) + ", cross-entropy, SGD momentum",
-                 lambda: MLP(**mlp).to(dev), mlp_batch, "sgd", "fp32", mlp_b),
+                 lambda: MLP(**mlp).to(dev), mlp_batch, "sgd-momentum", "fp32", mlp_b),
         Workload("transformer", "pre-LN GPT encoder " + " ".join(f"{k}={v}" for k, v in gpt.items())
                  + ", token cross-entropy, AdamW", lambda: TinyGPT(**gpt).to(dev), gpt_batch, "adamw", gpt_prec, gpt_b),
     ]

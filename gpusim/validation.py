@@ -185,7 +185,11 @@ def _num(x: str) -> float | None:
 
 
 def run(path=None, *, db=None, params=None) -> list[RowResult]:
-    """Predict every row of the CSV that can be mapped. Returns one RowResult per row."""
+    """Predict every row of the CSV that can be mapped. Returns one RowResult per row.
+
+    ``params`` is a :class:`ModelParams` for every row, or a function of the row's GPU id returning one
+    (a calibration transfers differently to each GPU model).
+    """
     from gpusim.hwdb import load
     from gpusim.params import DEFAULT_PARAMS
 
@@ -195,8 +199,9 @@ def run(path=None, *, db=None, params=None) -> list[RowResult]:
     rows = load_rows(path)
     db = db or load()
     params = params or DEFAULT_PARAMS
-    results = [_predict_row(i, r, db, params) for i, r in enumerate(rows)]
-    _anchor(results, rows, db, params)
+    params_for = params if callable(params) else (lambda gpu_id: params)
+    results = [_predict_row(i, r, db, params_for(GPU_MAP.get(r["gpu"]))) for i, r in enumerate(rows)]
+    _anchor(results, rows, db, params_for)
     return results
 
 
@@ -329,7 +334,7 @@ def _predict_busbw(r: dict, res: RowResult, db, params) -> RowResult:
     return res
 
 
-def _anchor(results: list[RowResult], rows: list[dict], db, params) -> None:
+def _anchor(results: list[RowResult], rows: list[dict], db, params_for) -> None:
     """Anchored predictions: multi-GPU rows with a measured one-GPU row of the same configuration."""
     from gpusim.simulate import Scenario, simulate
 
@@ -352,8 +357,8 @@ def _anchor(results: list[RowResult], rows: list[dict], db, params) -> None:
         kw = _scenario_kwargs(r, RowResult(0, "", "", "", "", 0, 0.0, ""), db)
         per = res.units_per_sample
         try:
-            out = simulate(Scenario.create(**kw, baseline_throughput=one.measured / per), db=db, params=params,
-                           recommend=False)
+            out = simulate(Scenario.create(**kw, baseline_throughput=one.measured / per), db=db,
+                           params=params_for(kw["gpu"]), recommend=False)
             res.anchored = out.throughput_samples_per_s * per
         except GpusimError as e:
             res.reason = f"anchored: {e}"

@@ -13,8 +13,8 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
     h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
-    h.add_argument("--gpus", type=int, default=1, help="total GPUs (default 1)")
-    h.add_argument("--nodes", type=int, default=1, help="nodes; the GPUs are split evenly (default 1)")
+    h.add_argument("--gpus", type=int, help="total GPUs (default 1, or the calibrated machine's count)")
+    h.add_argument("--nodes", type=int, help="nodes; the GPUs are split evenly (default 1)")
     h.add_argument("--intra", help="intra-node link id (default: the GPU's usual fabric)")
     h.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
                                                 "pcie-host", "pcie-cross-socket"),

@@ -114,10 +114,19 @@ def _calibrated(args, db):
         raise CalibrationError("--calibration needs gpusim.calibration, which this installation does not have "
                                "(update gpusim, or plan without --calibration)") from None
     cal = load_calibration(args.calibration)
-    kwargs = {"model": args.model, "seq_len": args.seq_len, "gpu": (args.gpu or [None])[0],
-              "node": (args.node or [None])[0]}
-    _, params, db = cal.apply(kwargs, db)
-    return params, db
+    gpus = sorted(set(args.gpu or []) | {db.node(n).gpu for n in (args.node or [])})
+    if not gpus:
+        if not cal.env.matched_gpu:
+            raise CalibrationError(f"this calibration measured {cal.env.device_name!r}, which is not a GPU in the "
+                                   "database: a plan over database hardware needs --gpu ID to transfer its "
+                                   "efficiencies to")
+        gpus = [cal.env.matched_gpu]
+        args.gpu = gpus  # the calibration speaks for the GPU model it measured
+    if len(gpus) > 1:
+        raise CalibrationError(f"a calibration transfers to one GPU model at a time; --gpu/--node name {gpus}: plan "
+                               "them one by one")
+    # efficiencies and overheads transfer; the calibrated machine's own link bandwidths do not
+    return cal.params_for(gpus[0], db), db
 
 
 def cmd_plan(args) -> int:

@@ -61,6 +61,8 @@ def cmd_predict(args) -> int:
         print_json(d)
         return 0
     print_report(res, interval)
+    for note in getattr(cal, "applied_notes", None) or []:
+        print(f"calibration: {note}")
     if gap:
         print("measured vs predicted:")
         for line in gap["explanation"]:
@@ -92,7 +94,8 @@ def print_report(res, interval=None) -> None:
     if res.throughput_tokens_per_s:
         tput += f" = {res.throughput_tokens_per_s:,.4g} tokens/s"
     if interval:
-        tput += f"  [interval {interval['throughput_samples_per_s'][0]:,.4g} .. {interval['throughput_samples_per_s'][1]:,.4g}]"
+        lo, hi = interval["throughput_samples_per_s"]
+        tput += f"  \\[{interval.get('level', 0.9):.0%} interval {lo:,.4g} .. {hi:,.4g}]"
     t.add_row("step", units.format_duration(res.step_s))
     t.add_row("throughput", tput)
     t.add_row("speedup", f"{res.speedup:.3g}x over one GPU ({res.single_gpu_throughput_samples_per_s:,.4g} samples/s); "

@@ -30,7 +30,13 @@ def cmd_validate(args) -> int:
     if args.calibration:
         from gpusim.calibration import load_calibration
 
-        _, params, db = load_calibration(args.calibration).apply({}, db)
+        cal = load_calibration(args.calibration)
+        cache: dict = {}
+
+        def params(gpu_id):  # what transfers to each row's GPU (never the calibrated machine's links)
+            if gpu_id not in cache:
+                cache[gpu_id] = cal.params_for(gpu_id, db)
+            return cache[gpu_id]
     paths = args.csv or [default_csv()]
     results = []
     for path in paths:

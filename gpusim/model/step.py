@@ -14,7 +14,8 @@ Strategies (see :mod:`gpusim.strategy`):
 
 - **DDP** all-reduces gradients in buckets during the backward pass of the last micro-batch (earlier
   micro-batches of gradient accumulation run under ``no_sync``); the last bucket is always exposed
-  (Li et al., "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020).
+  (Li et al., "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020), and
+  copying gradients into the buckets and back costs memory traffic (counted with the communication).
 - **ZeRO-1** communicates like DDP (reduce-scatter + all-gather = one all-reduce's volume).
 - **ZeRO-2 / FSDP SHARD_GRAD_OP** reduce-scatter gradients every micro-batch during backward and
   all-gather the updated parameters once per step, overlapped with the first forward.
@@ -157,6 +158,10 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
         # bucketed all-reduce once per optimizer step, under the last micro-batch's backward
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
         exp, hid = _overlap(total, last, bwd_s, ov)
+        if code == DDP:
+            # DDP copies every gradient into its bucket and the reduced bucket back (gradient_as_bucket_view=False,
+            # the PyTorch default): 4 x G bytes of memory traffic on the compute stream, once per step
+            exp = exp + 4.0 * c["G"] / c["mem_rate"]
         return exp, hid, total
     if code == ZERO2:
         # reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
@@ -232,7 +237,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": inp.inter_busbw_bytes_per_s,
-           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls}
+           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls,
+           "mem_rate": np.asarray(inp.mem_bytes_per_s, dtype=np.float64) * p.mem_eff_frac}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)

@@ -159,7 +159,7 @@ def test_quick_run_values_are_sane(quick):
     # quick CPU MLP 256 -> 1024 -> 1024 -> 10: forward FLOPs 2*(256*1024 + 1024*1024 + 1024*10) per sample
     assert mlp.fwd_flop_per_sample == 2 * (256 * 1024 + 1024 * 1024 + 1024 * 10)
     assert mlp.params == 256 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
-    assert mlp.grad_bytes == 4 * mlp.params and mlp.bucket_cap_mb == 25 and mlp.optimizer == "sgd"
+    assert mlp.grad_bytes == 4 * mlp.params and mlp.bucket_cap_mb == 25 and mlp.optimizer == "sgd-momentum"
     tr = next(d for d in ddp if d.workload == "transformer")
     assert tr.train_flop_per_sample == pytest.approx(3 * tr.fwd_flop_per_sample, rel=0.05)
     assert tr.act_bytes_per_sample > mlp.act_bytes_per_sample > 0 and tr.fwd_kernels > mlp.fwd_kernels >= 5
