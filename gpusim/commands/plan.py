@@ -107,7 +107,7 @@ def _calibrated(args, db):
     from gpusim.errors import CalibrationError
 
     if not args.calibration:
-        return None, db
+        return None, db, None
     try:
         from gpusim.calibration import load_calibration
     except ImportError:
@@ -126,7 +126,7 @@ def _calibrated(args, db):
         raise CalibrationError(f"a calibration transfers to one GPU model at a time; --gpu/--node name {gpus}: plan "
                                "them one by one")
     # efficiencies and overheads transfer; the calibrated machine's own link bandwidths do not
-    return cal.params_for(gpus[0], db), db
+    return cal.params_for(gpus[0], db), db, cal
 
 
 def cmd_plan(args) -> int:
@@ -154,7 +154,7 @@ def cmd_plan(args) -> int:
             raise ScenarioError(f"{flag}: {e}") from None
 
     db = load_db(args)
-    params, db = _calibrated(args, db)
+    params, db, cal = _calibrated(args, db)
     mode = "both" if (args.cloud and args.purchase) else ("purchase" if args.purchase else "cloud")
     kw = {}
     if args.failure_rate is not None:
@@ -188,14 +188,44 @@ def cmd_plan(args) -> int:
                    db=db, params=params, progress=progress, **kw)
     finally:
         stop()
+    interval = _time_interval(cal, res, args, db) if cal is not None else None
     if args.json:
-        print_json(res.to_dict(every=args.all))
+        d = res.to_dict(every=args.all)
+        if interval:
+            d["recommendation"]["time_to_train_interval_s"] = interval
+        print_json(d)
     elif args.csv:
         cfg = res.configurations(every=args.all)
         cfg.to_csv(sys.stdout, index=False, float_format="%.6g")
     else:
         print_plan(res, top=args.top)
+        if interval and "note" in interval:
+            print(f"calibration: {interval['note']}")
+        elif interval:
+            print(f"with the calibration's uncertainty ({interval['level']:.0%} interval): the training steps take "
+                  f"{units.format_duration(interval['lo'])} to {units.format_duration(interval['hi'])} of the "
+                  f"{units.format_duration(res.recommendation['configuration']['time_to_train_s'])} to train")
     return 0 if res.ok else 1
+
+
+def _time_interval(cal, res, args, db) -> dict | None:
+    """The recommended configuration's time to train, with the calibration's throughput interval applied to its
+    training steps (checkpoints, evaluation and restarts keep their modelled time)."""
+    from gpusim.simulate import Scenario
+
+    if not res.ok:
+        return None
+    c = res.recommendation["configuration"]
+    scn = Scenario.create(model=args.model, seq_len=args.seq_len, node=c["node"], gpu=c["gpu"], gpus=c["n_gpus"],
+                          nodes=c["nodes"], kind=c["strategy"], precision=c["precision"], per_gpu_batch=c["micro_batch"],
+                          accum=c["accum"], activation_checkpointing=c["checkpointing"], cpu_offload=c["cpu_offload"])
+    iv = cal.interval(scn, db)
+    if iv.get("applies") is False:
+        return {"level": iv.get("level", 0.9), "note": iv.get("note") or "the calibration does not apply here"}
+    lo_thr, hi_thr = iv["throughput_samples_per_s"]
+    thr, train_s, total = c["throughput_samples_per_s"], c["train_s"], c["time_to_train_s"]
+    return {"level": iv.get("level", 0.9), "lo": total - train_s + train_s * thr / hi_thr,
+            "hi": total - train_s + train_s * thr / lo_thr}
 
 
 def _progress(args):
