@@ -56,7 +56,7 @@ def group_times_s(micro_batch, group_flop_per_sample, group_bytes_per_sample, gr
 
 def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per_s, mem_bytes_per_s, *,
                         mem_eff_frac, kernel_tail_s, launch_cpu_s, act_scale, weight_scale, recompute,
-                        fwd_dispatch_mult=1.0, speed_frac=1.0):
+                        fwd_dispatch_mult=1.0, speed_frac=1.0, fwd_kernels=None):
     """Forward + backward time of one micro-batch on one GPU.
 
     Parameters
@@ -78,7 +78,9 @@ def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per
                               groups["weight_bytes"], group_eff_frac, peak_flop_per_s, mem_bytes_per_s,
                               mem_eff_frac, act_scale, weight_scale)
     roofline_s = per_group.sum(axis=-1) * mult / speed_frac
-    kernels = np.asarray(groups["count"], dtype=np.float64).sum(axis=-1) * mult
+    if fwd_kernels is None:
+        fwd_kernels = np.asarray(groups["count"], dtype=np.float64).sum(axis=-1)
+    kernels = fwd_kernels * mult
     gpu_s = roofline_s + kernels * kernel_tail_s
     gpu_fwd = gpu_s / mult
     cpu_fwd = kernels / mult * launch_cpu_s * fwd_dispatch_mult

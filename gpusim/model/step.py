@@ -211,6 +211,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     is_dp = s == DP
     stage = SHARD_STAGE[s]
 
+    fwd_kernels = np.asarray(inp.group_count, dtype=np.float64).sum(axis=-1)  # kernels of one forward pass
+
     # ---- compute of one micro-batch -------------------------------------------------------------
     fwd_dispatch_mult = np.where(is_dp, 1.0 + (n - 1.0) * p.dp_gil_frac, 1.0)
     groups = {"fwd_flop_per_sample": inp.group_flop_per_sample, "fwd_bytes_per_sample": inp.group_bytes_per_sample,
@@ -219,7 +221,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
                              mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, launch_cpu_s=p.launch_cpu_s,
                              act_scale=inp.act_scale, weight_scale=weight_scale, recompute=inp.checkpointing,
-                             fwd_dispatch_mult=fwd_dispatch_mult)
+                             fwd_dispatch_mult=fwd_dispatch_mult, fwd_kernels=fwd_kernels)
     override = np.asarray(inp.compute_override_s, dtype=np.float64)
     measured = np.isfinite(override)
     mult = train_multiplier(inp.checkpointing)
@@ -233,7 +235,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     G = P * inp.grad_bytes_per_param  # gradient bytes communicated
     W = P * inp.gather_bytes_per_param  # parameter bytes gathered by sharded strategies
     ctx = {"n": n, "nodes": nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
-           "blocks": n_blocks(inp.group_count.sum(axis=-1)), "fwd_s": fwd_s, "bwd_s": bwd_s,
+           "blocks": n_blocks(fwd_kernels), "fwd_s": fwd_s, "bwd_s": bwd_s,
            "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": inp.inter_busbw_bytes_per_s,
@@ -243,8 +245,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)
     allreduce_s = np.zeros(rows)
-    s_b = np.broadcast_to(s, (rows,))
-    for code in np.unique(s_b):
+    s_b = np.broadcast_to(s, (rows,)).astype(np.int64, copy=False)
+    for code in np.flatnonzero(np.bincount(s_b, minlength=HYBRID + 1)):  # the strategies present (no sort)
         mask = s_b == code
         idx = slice(None) if mask.all() else np.nonzero(mask)[0]
         sub = {key: _rows(v, idx, rows) for key, v in ctx.items()}
@@ -280,7 +282,6 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     compute_s = k * micro_s
     sync_s = straggler_s(compute_s, n, p.jitter_frac, inp.slowest_speed_frac)
     # DataParallel re-replicates the module to every GPU on every forward (Python work per module and replica)
-    fwd_kernels = np.asarray(inp.group_count, dtype=np.float64).sum(axis=-1)
     overhead_s = p.step_overhead_s + np.where(is_dp, k * fwd_kernels * (n - 1.0) * p.dp_replicate_s, 0.0)
     comm_part = comm_exposed + interference
     step_s = compute_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
@@ -300,7 +301,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         shard_ranks=shard_ranks, weight_bytes_per_param=inp.weight_bytes_per_param,
         grad_bytes_per_param=inp.grad_bytes_per_param, opt_bytes_per_param=inp.opt_state_bytes_per_param,
         master_bytes_per_param=inp.master_bytes_per_param, gather_bytes_per_param=inp.gather_bytes_per_param,
-        ddp_buckets=(s == DDP) & multi, cpu_offload=offload, multi_gpu=multi, fwd_kernels=inp.group_count.sum(axis=-1),
+        ddp_buckets=(s == DDP) & multi, cpu_offload=offload, multi_gpu=multi, fwd_kernels=fwd_kernels,
         framework_overhead_bytes=p.framework_overhead_bytes, comm_buffer_bytes=p.comm_buffer_bytes,
         fragmentation_frac=p.fragmentation_frac)
     fits = mem["total"] <= inp.mem_capacity_bytes
