@@ -773,8 +773,7 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
              w_idx_h[a_h[b_a[rows]]]]
     dims = [int(p.max()) + 1 if len(p) else 1 for p in parts]
     key = np.ravel_multi_index(parts, dims)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    inv = inv.ravel()
+    first, inv = _first_and_inverse(key, int(np.prod(dims, dtype=np.float64)))
     fr = rows[first]
     idx = {"h": o[first], "peak": hp_peak[hp[first]], "strategy": sc[first], "micro_batch": b_mb[fr],
            "accum": b_k[fr], "checkpointing": ck_vals[a_c[b_a[fr]]], "cpu_offload": off_vals[a_o[b_a[fr]]],
@@ -786,6 +785,21 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
     step[rows] = out["step_s"][inv]
     thr[rows] = out["throughput_samples_per_s"][inv]
     return step, thr
+
+
+def _first_and_inverse(key: np.ndarray, size: int):
+    """First index of each distinct key (in key order) and each element's position among them, like
+    ``np.unique(key, return_index=True, return_inverse=True)`` but without sorting when the keys are small
+    integers (a dense table of ``size`` slots), which is the common case here."""
+    if size > 50_000_000 or len(key) == 0:
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first, inv.ravel()
+    first_of = np.full(size, -1, dtype=np.int64)
+    first_of[key[::-1]] = np.arange(len(key) - 1, -1, -1)  # later writes win: the first occurrence
+    uniq = np.flatnonzero(first_of >= 0)
+    slot = np.zeros(size, dtype=np.int64)
+    slot[uniq] = np.arange(len(uniq))
+    return first_of[uniq], slot[key]
 
 
 # ``gpusim.sweep`` names both this module and the function above (the package exports the function lazily). Once
