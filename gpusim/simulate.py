@@ -510,7 +510,7 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
         except GpusimError:
             continue
         if scn.baseline_throughput:
-            vrow["compute_override_s"] = _rescaled_override(rows, vrow)
+            vrow["compute_override_s"] = _rescaled_override(rows, vrow, params)
         var_rows.append((name, vscn, vrow))
     out = evaluate(stack_rows(rows + [r for _, _, r in var_rows]), params)
     res = _make_result(scn, hw, wl, out, 0, 1, row)
@@ -533,11 +533,11 @@ def _apply_baseline(rows: list[dict], scn: Scenario, params: ModelParams) -> Non
     rows[0]["_modelled_micro_s"] = float(first["micro_compute_s"][1])
 
 
-def _rescaled_override(rows: list[dict], vrow: dict) -> float:
+def _rescaled_override(rows: list[dict], vrow: dict, params: ModelParams) -> float:
     """A variant with another batch or precision scales the measured time by the model's own ratio."""
     measured = rows[0]["compute_override_s"]
-    one = evaluate(stack_rows([rows[1], {**vrow, "n_gpus": 1.0, "n_nodes": 1.0, "compute_override_s": math.nan}]),
-                   DEFAULT_PARAMS)
+    one = evaluate(stack_rows([{**rows[1], "compute_override_s": math.nan},
+                               {**vrow, "n_gpus": 1.0, "n_nodes": 1.0, "compute_override_s": math.nan}]), params)
     ratio = float(one["micro_compute_s"][1] / one["micro_compute_s"][0])
     return measured * ratio
 
@@ -634,7 +634,7 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
             tmp = [single[0], single[0]]
             _apply_baseline(tmp, scn.with_changes(per_gpu_batch=meta[0][2]) if mode == "strong" else scn, params)
             for r in rows:
-                r["compute_override_s"] = _rescaled_override(tmp, r)
+                r["compute_override_s"] = _rescaled_override(tmp, r, params)
     out = evaluate(stack_rows(rows), params)
     thr = out["throughput_samples_per_s"]
     one = [i for i, m in enumerate(meta) if m[0] == 1]

@@ -221,3 +221,20 @@ def test_scenario_errors_are_clear(db):
         simulate(Scenario(model="resnet-5000", gpu="h100-sxm", gpus=1, per_gpu_batch=8), db=db)
     with pytest.raises(ScenarioError, match="DataParallel"):
         Scenario.create(model="resnet50", gpu="h100-sxm", gpus=16, nodes=2, per_gpu_batch=8, strategy="dp")
+
+
+def test_what_ifs_scale_a_measured_baseline_by_the_models_ratio(db):
+    from gpusim.params import DEFAULT_PARAMS
+    from gpusim.simulate import _apply_baseline, _rescaled_override, _single_gpu, build_inputs, resolve_hardware, \
+        scenario_row
+
+    scn = Scenario(model="resnet50", gpu="a100-sxm4-80gb", gpus=8, per_gpu_batch=64, baseline_throughput=1500.0)
+    hw, wl, row = build_inputs(scn, db)
+    one = scenario_row(_single_gpu(scn), resolve_hardware(_single_gpu(scn), db), wl, DEFAULT_PARAMS)
+    rows = [row, one]
+    _apply_baseline(rows, scn, DEFAULT_PARAMS)
+    measured = rows[0]["compute_override_s"]
+    same = _rescaled_override(rows, dict(row), DEFAULT_PARAMS)
+    assert same == pytest.approx(measured)  # an unchanged variant keeps the measured time
+    bigger = scenario_row(scn.with_changes(per_gpu_batch=128), hw, wl, DEFAULT_PARAMS)
+    assert _rescaled_override(rows, bigger, DEFAULT_PARAMS) == pytest.approx(2 * measured, rel=0.15)
