@@ -245,12 +245,10 @@ def _load_cached(builtin: bool, user_dirs: tuple[str, ...]) -> HardwareDB:
     origin: dict[tuple[str, str], str] = {}
     overridden: list[tuple[str, str, str]] = []
 
-    layers: list[tuple[Path, bool]] = []
-    if builtin:
-        layers.append((builtin_dir(), False))
-    layers += [(Path(d), True) for d in user_dirs]
+    layers: list[Path] = [builtin_dir()] if builtin else []
+    layers += [Path(d) for d in user_dirs]
 
-    for directory, is_user in layers:
+    for directory in layers:
         seen_here: dict[tuple[str, str], str] = {}
         for section, entry, path in _parse_dir(directory, problems):
             singular = SECTIONS[section][1]

@@ -229,7 +229,9 @@ def test_data_pipeline_figures():
 def test_lists_are_cached_and_immutable():
     a, b = get_workload("gpt2"), get_workload("gpt2")
     assert a is b
-    with pytest.raises(Exception):
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
         a.params = 1.0  # frozen
     assert [w.id for w in list_workloads()] == IDS
 
