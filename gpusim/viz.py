@@ -13,6 +13,7 @@ so that charts on different pages read alike.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -114,11 +115,14 @@ def _layout(fig: go.Figure, title: str, height: int, *, per_row: int = 3, **kw) 
 # --- Step page ---------------------------------------------------------------------------------------
 
 def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: float | None = None,
-                     comm_hidden_s: float | None = None, title: str = "Where one training step goes") -> go.Figure:
+                     comm_hidden_s: float | None = None, interval_s: Sequence[float] | None = None,
+                     interval_level: float = 0.9, title: str = "Where one training step goes") -> go.Figure:
     """A horizontal stacked bar of one step's parts in milliseconds (compute, exposed communication,
     data wait, optimizer, sync and stragglers, overhead). ``single_gpu_step_s`` draws the same GPU's step
     alone at the same per-GPU batch as a dashed line (the ideal for weak scaling); ``comm_hidden_s`` adds a
-    second bar with the communication that ran under the backward pass (it costs no time)."""
+    second bar with the communication that ran under the backward pass (it costs no time);
+    ``interval_s = (lo, hi)`` (a calibration's interval of the step time, at ``interval_level``) is drawn
+    as an error bar on the bar's end."""
     total_ms = sum(breakdown_s.values()) / units.MS
     fig = go.Figure()
     rows = ["this step"]
@@ -135,6 +139,15 @@ def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: flo
             x=[comm_hidden_s / units.MS], y=["communication hidden<br>under backward"], orientation="h",
             name="hidden communication", marker_color=BREAKDOWN_COLORS["comm_exposed_s"], opacity=0.35,
             hovertemplate="hidden under the backward pass: %{x:.4g} ms<extra></extra>"))
+    if interval_s is not None:
+        lo, hi = (float(v) / units.MS for v in interval_s)
+        fig.add_trace(go.Scatter(
+            x=[total_ms], y=rows, mode="markers", name=f"{interval_level:.0%} interval (calibration)",
+            marker={"color": "#000000", "size": 7, "symbol": "line-ns", "line": {"width": 2, "color": "#000000"}},
+            error_x={"type": "data", "symmetric": False, "array": [max(hi - total_ms, 0.0)],
+                     "arrayminus": [max(total_ms - lo, 0.0)], "color": "#000000", "thickness": 2, "width": 10},
+            hovertemplate=(f"step {total_ms:.4g} ms; {interval_level:.0%} interval {lo:.4g}-{hi:.4g} ms"
+                           "<extra>calibration</extra>")))
     if single_gpu_step_s is not None and math.isfinite(single_gpu_step_s):
         x1 = single_gpu_step_s / units.MS
         _vline(fig, x1, text=f"one GPU alone: {x1:.3g} ms", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
@@ -493,17 +506,163 @@ def sensitivity_figure(rows: Sequence[Mapping], *, title: str = "What moves the 
 
 # --- Calibration page --------------------------------------------------------------------------------
 
-def measured_vs_fitted_figure(curves: Mapping[str, Mapping[str, Sequence[float]]], *, x_title: str, y_title: str,
-                              title: str = "Measured vs fitted", log_x: bool = True) -> go.Figure:
-    """For each benchmark label: ``{"x": [...], "measured": [...], "fitted": [...]}`` as markers (measured)
-    and a line (fitted) of the same colour."""
+#: colour of a slow point-to-point pair (the limit colour) and of the others
+P2P_COLOR = "#4C78A8"
+
+
+def _rate_scale(values: Sequence[float], kind: str) -> tuple[float, str]:
+    """The divisor and unit for rates on an axis: TFLOP/s or GFLOP/s, GB/s or MB/s, by the largest value."""
+    top = max((abs(float(v)) for v in values if v is not None and math.isfinite(float(v))), default=0.0)
+    if kind == "flop":
+        return (units.TERA, "TFLOP/s") if top >= units.TERA else (units.GIGA, "GFLOP/s")
+    return (units.GB, "GB/s") if top >= units.GB else (units.MB, "MB/s")
+
+
+def _byte_ticks(fig: go.Figure, xs: Sequence[float], most: int = 8) -> None:
+    """Ticks of a log bytes axis at the measured sizes (at most ``most`` of them), written 4 KiB / 1 GiB."""
+    vals = sorted({float(x) for x in xs if x and x > 0})
+    if not vals:
+        return
+    step = max(1, math.ceil(len(vals) / most))
+    vals = vals[::step]
+    fig.update_xaxes(tickvals=vals, ticktext=[units.format_bytes(v) for v in vals])
+
+
+def measured_vs_fitted_figure(curves: Mapping[str, Mapping[str, Sequence]], *, x_title: str, y_title: str,
+                              title: str = "Measured vs fitted", log_x: bool = True, log_y: bool = False,
+                              y_scale: float = 1.0, unit: str = "", bytes_x: bool = False) -> go.Figure:
+    """For each benchmark label: ``{"x": [...], "measured": [...], "fitted": [...]}`` (optionally ``"used"``:
+    whether each point was fitted, and ``"text"``: a hover label per point) as markers (measured) and a line
+    (fitted) of the same colour; a point the fit left out is drawn hollow. Values are divided by
+    ``y_scale`` (``unit`` names the result in hovers). One legend entry per label toggles both traces.
+    ``bytes_x``: the x values are sizes in bytes, ticked at the measured sizes (4 KiB, 1 GiB)."""
     fig = go.Figure()
     for i, (label, c) in enumerate(curves.items()):
         xs = [float(x) for x in c["x"]]
-        fig.add_trace(go.Scatter(x=xs, y=[_f(v) for v in c["measured"]], mode="markers", name=f"{label} measured",
-                                 marker={"color": _color(i), "size": 8}))
-        fig.add_trace(go.Scatter(x=xs, y=[_f(v) for v in c["fitted"]], mode="lines", name=f"{label} fitted",
-                                 line={"color": _color(i)}))
-    fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear")
-    fig.update_yaxes(title_text=y_title)
-    return _layout(fig, title, 420)
+        meas = [_f(float(v) / y_scale) if v is not None else None for v in c["measured"]]
+        fitted = [_f(float(v) / y_scale) if v is not None else None for v in c["fitted"]]
+        used = [bool(u) for u in c.get("used", [True] * len(xs))]
+        text = [str(t) for t in c.get("text", [label] * len(xs))]
+        color = _color(i)
+        fig.add_trace(go.Scatter(
+            x=xs, y=meas, mode="markers", name=str(label), legendgroup=str(label),
+            marker={"color": [color if u else "rgba(0,0,0,0)" for u in used], "size": 9,
+                    "line": {"color": color, "width": 1.5}, "symbol": "circle"},
+            text=text, customdata=[["fitted" if u else "not fitted"] for u in used],
+            hovertemplate=f"%{{text}}<br>measured %{{y:.4g}} {unit} (%{{customdata[0]}})<extra>{label}</extra>"))
+        fig.add_trace(go.Scatter(
+            x=xs, y=fitted, mode="lines", name=f"{label} fitted", legendgroup=str(label), showlegend=False,
+            line={"color": color, "width": 2}, text=text,
+            hovertemplate=f"%{{text}}<br>fitted %{{y:.4g}} {unit}<extra>{label}</extra>"))
+    fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear", exponentformat="SI", tickformat="~s")
+    if bytes_x:
+        _byte_ticks(fig, [x for c in curves.values() for x in c["x"]])
+    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear",
+                     **({} if log_y else {"rangemode": "tozero"}))
+    if log_y:  # decade ticks when the values span decades (plotly would label 2 and 5 in between)
+        ys = [v for tr in fig.data for v in tr.y if v is not None and v > 0]
+        if ys and math.log10(max(ys) / min(ys)) >= 2:
+            fig.update_yaxes(dtick=1, tickformat="~g")
+    return _layout(fig, title, 380, per_row=4)
+
+
+def _by_group(rows: Sequence[Mapping], x_key: str = "x", key=lambda r: str(r["group"])) -> dict[str, list[Mapping]]:
+    out: dict[str, list[Mapping]] = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return {k: sorted(v, key=lambda r: float(r[x_key])) for k, v in out.items()}
+
+
+def _err_text(r: Mapping) -> str:
+    e = r.get("error_frac")
+    return f"{r['label']} (fit {100 * float(e):+.0f}%)" if e is not None else str(r["label"])
+
+
+#: the calibration figures' titles are short (two figures share a row); a caption says dots = measured
+def gemm_fit_figure(rows: Sequence[Mapping], *, title: str = "GEMM throughput vs size") -> go.Figure:
+    """Matrix-multiply throughput vs the FLOPs of one call, one colour per precision: the calibration
+    report's ``gemm`` rows (``group`` = precision, ``x`` = FLOPs, ``measured_rate`` / ``fitted_rate`` in
+    FLOP/s). The fitted curve is ``flop / (flop / ceiling + kernel time)``: it rises to the ceiling."""
+    scale, unit = _rate_scale([r["measured_rate"] for r in rows] + [r["fitted_rate"] for r in rows], "flop")
+    curves = {p: {"x": [r["x"] for r in g], "measured": [r["measured_rate"] for r in g],
+                  "fitted": [r["fitted_rate"] for r in g], "used": [r.get("used", True) for r in g],
+                  "text": [_err_text(r) for r in g]} for p, g in _by_group(rows).items()}
+    return measured_vs_fitted_figure(curves, x_title="FLOPs per matrix multiply", y_title=unit, title=title,
+                                     y_scale=scale, unit=unit)
+
+
+def memory_fit_figure(rows: Sequence[Mapping], *, title: str = "Memory copy bandwidth vs size") -> go.Figure:
+    """Copy bandwidth (traffic bytes per second) vs copy size per kind (device copy, host to device pinned
+    and pageable): the report's ``memory`` rows, log-log (device and host copies are decades apart). The fit
+    is one bandwidth per kind over the plateau; smaller copies (hollow) were not fitted."""
+    scale, unit = _rate_scale([r["measured_rate"] for r in rows] + [r["fitted_rate"] for r in rows], "bytes")
+    curves = {k: {"x": [r["x"] for r in g], "measured": [r["measured_rate"] for r in g],
+                  "fitted": [r["fitted_rate"] for r in g], "used": [r.get("used", True) for r in g],
+                  "text": [_err_text(r) for r in g]} for k, g in _by_group(rows).items()}
+    return measured_vs_fitted_figure(curves, x_title="copy size", y_title=f"bandwidth ({unit})", title=title,
+                                     y_scale=scale, unit=unit, log_y=True, bytes_x=True)
+
+
+def collective_fit_figure(rows: Sequence[Mapping], *, title: str = "Collectives: bus bandwidth vs message size"
+                          ) -> go.Figure:
+    """Bus bandwidth (nccl-tests' definition) vs message size for each collective and group of the
+    calibration report's ``collective`` rows (``group`` like ``all_reduce intra-node n=8``): measured
+    points and the model's curve with the fitted hop latency and bus bandwidth (log-log: small messages
+    are latency-bound)."""
+    scale, unit = _rate_scale([r["measured_rate"] for r in rows] + [r["fitted_rate"] for r in rows], "bytes")
+    curves = {k: {"x": [r["x"] for r in g], "measured": [r["measured_rate"] for r in g],
+                  "fitted": [r["fitted_rate"] for r in g], "used": [r.get("used", True) for r in g],
+                  "text": [_err_text(r) for r in g]} for k, g in _by_group(rows).items()}
+    return measured_vs_fitted_figure(curves, x_title="message size", y_title=f"bus bandwidth ({unit})",
+                                     title=title, y_scale=scale, unit=unit, log_y=True, bytes_x=True)
+
+
+def p2p_figure(pairs: Sequence[Mapping], *, title: str = "Point-to-point bandwidth per pair") -> go.Figure:
+    """One bar per sending pair (``src -> dst``, its ``nvidia-smi`` path class when known) with the
+    bandwidth at the largest message; pairs flagged ``slow`` (well below the median pair) in red."""
+    scale, unit = _rate_scale([p["bytes_per_s"] for p in pairs], "bytes")
+    names = [f"{p['src']} → {p['dst']}" + (f" ({p['path']})" if p.get("path") else "")
+             + (f" @{p['host']}" if len({q.get('host') for q in pairs}) > 1 else "") for p in pairs]
+    bw = [float(p["bytes_per_s"]) / scale for p in pairs]
+    fig = go.Figure(go.Bar(
+        x=bw, y=names, orientation="h", marker_color=[LIMIT_COLOR if p.get("slow") else P2P_COLOR for p in pairs],
+        text=[f"{b:.3g} {unit}" + (" SLOW" if p.get("slow") else "") for b, p in zip(bw, pairs)],
+        textposition="auto", showlegend=False,
+        customdata=[[units.format_bytes(float(p["bytes"])), units.format_duration(float(p["small_time_s"])),
+                     units.format_bytes(float(p["small_bytes"]))] for p in pairs],
+        hovertemplate=(f"%{{y}}: %{{x:.4g}} {unit} at %{{customdata[0]}}<br>%{{customdata[1]}} for "
+                       "%{customdata[2]}<extra></extra>")))
+    if len(bw) >= 2:
+        med = statistics.median(bw)
+        _vline(fig, med, text=f"median {med:.3g} {unit}", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
+    fig.update_xaxes(title_text=f"bandwidth, one direction ({unit})", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, max(200, 90 + 34 * len(names)), showlegend=False)
+
+
+def held_out_figure(records: Sequence[Mapping], *, title: str = "Held-out DDP steps: measured vs predicted"
+                    ) -> go.Figure:
+    """Grouped bars per held-out multi-rank DDP step (ms): measured median with its p10-p90 range as an
+    error bar, the prediction, and the prediction anchored on the measured one-rank step when there is one.
+    ``records``: ``Calibration.held_out['records']`` (``label`` names a bar; default: workload, batch, ranks)."""
+    labels = [str(r.get("label") or f"{r['workload']} b{r['per_rank_batch']} ×{r['n_ranks']}") for r in records]
+    meas = [float(r["measured_s"]) / units.MS for r in records]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        x=labels, y=meas, name="measured (median, p10-p90)", marker_color=IDEAL_COLOR,
+        error_y={"type": "data", "symmetric": False,
+                 "array": [max(float(r["measured_p90_s"]) / units.MS - m, 0.0) for r, m in zip(records, meas)],
+                 "arrayminus": [max(m - float(r["measured_p10_s"]) / units.MS, 0.0) for r, m in zip(records, meas)]},
+        hovertemplate="%{x}: measured %{y:.4g} ms<extra></extra>"))
+    fig.add_trace(go.Bar(
+        x=labels, y=[float(r["predicted_s"]) / units.MS for r in records], name="predicted", marker_color=_color(0),
+        customdata=[[100.0 * float(r["error_frac"])] for r in records],
+        hovertemplate="%{x}: predicted %{y:.4g} ms (%{customdata[0]:+.0f}%)<extra></extra>"))
+    if any(r.get("anchored_s") for r in records):
+        fig.add_trace(go.Bar(
+            x=labels, y=[_f(float(r["anchored_s"]) / units.MS) if r.get("anchored_s") else None for r in records],
+            name="predicted from the measured 1-rank step", marker_color=_color(5),
+            hovertemplate="%{x}: anchored %{y:.4g} ms<extra></extra>"))
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(title_text="ms per step", rangemode="tozero")
+    return _layout(fig, title, 380, barmode="group")

@@ -199,10 +199,113 @@ def test_pareto_figure_limits_on_log_axes():
 
 
 def test_measured_vs_fitted_pairs_markers_and_lines():
-    fig = viz.measured_vs_fitted_figure({"all_reduce": {"x": [1, 2], "measured": [1.0, 2.0], "fitted": [1.1, 1.9]}},
-                                        x_title="bytes", y_title="s")
-    assert [t.mode for t in fig.data] == ["markers", "lines"]
-    assert fig.data[0].marker.color == fig.data[1].line.color
+    fig = viz.measured_vs_fitted_figure({"all_reduce": {"x": [1, 2], "measured": [1.0, 2.0], "fitted": [1.1, 1.9],
+                                                        "used": [False, True]},
+                                         "broadcast": {"x": [1, 2], "measured": [3.0, 4.0], "fitted": [3.0, 4.0]}},
+                                        x_title="bytes", y_title="s", y_scale=0.5)
+    assert [t.mode for t in fig.data] == ["markers", "lines"] * 2
+    measured, fitted = fig.data[0], fig.data[1]
+    assert measured.marker.line.color == fitted.line.color != fig.data[3].line.color
+    # one legend entry per benchmark toggles both of its traces
+    assert measured.legendgroup == fitted.legendgroup == "all_reduce" and fitted.showlegend is False
+    # a point the fit left out is hollow; values are divided by y_scale
+    assert list(measured.marker.color) == ["rgba(0,0,0,0)", measured.marker.line.color]
+    assert list(fitted.y) == pytest.approx([2.2, 3.8])
+    _no_binary(_fig_json(fig))
+
+
+def _gemm_rows():
+    rows = []
+    for prec, ceiling in (("fp32", 50e12), ("bf16", 800e12)):
+        for s_ in (512, 2048, 8192):
+            flop = 2.0 * s_**3
+            fitted_t = flop / ceiling + 6e-6
+            rows.append({"kind": "gemm", "group": prec, "label": f"{prec} {s_}x{s_}x{s_}", "x": flop,
+                         "measured_s": fitted_t * 1.02, "fitted_s": fitted_t, "error_frac": 1 / 1.02 - 1,
+                         "used": True, "measured_rate": flop / (fitted_t * 1.02), "fitted_rate": flop / fitted_t})
+    return rows
+
+
+def test_gemm_fit_figure_one_colour_per_precision_in_tflops():
+    rows = _gemm_rows()
+    fig = viz.gemm_fit_figure(rows[::-1])  # any order in, sorted by size out
+    measured = [t for t in fig.data if t.mode == "markers"]
+    assert [t.name for t in measured] == ["bf16", "fp32"]
+    bf16_line = next(t for t in fig.data if t.mode == "lines" and t.legendgroup == "bf16")
+    assert list(bf16_line.x) == sorted(bf16_line.x)
+    want = [r["fitted_rate"] / units.TERA for r in rows if r["group"] == "bf16"]
+    assert list(bf16_line.y) == pytest.approx(want)
+    assert max(bf16_line.y) < 800.0  # the kernel time keeps every call below the ceiling
+    assert fig.layout.yaxis.title.text == "TFLOP/s" and fig.layout.xaxis.type == "log"
+    # a CPU's GFLOP/s ceilings are shown in GFLOP/s
+    cpu = viz.gemm_fit_figure([{**r, "measured_rate": r["measured_rate"] / 1e4, "fitted_rate": r["fitted_rate"] / 1e4}
+                               for r in rows])
+    assert cpu.layout.yaxis.title.text == "GFLOP/s"
+
+
+def test_memory_and_collective_figures_are_log_log_with_byte_ticks():
+    mem = [{"group": "device_copy", "label": f"device_copy {b}", "x": float(b), "measured_rate": r, "fitted_rate": 3e12,
+            "used": b >= 1 << 30, "error_frac": 0.0} for b, r in ((1 << 26, 1.5e12), (1 << 30, 2.9e12),
+                                                                   (1 << 32, 3.0e12))]
+    mem += [{"group": "h2d_pinned", "label": "h2d", "x": float(1 << 30), "measured_rate": 50e9, "fitted_rate": 52e9,
+             "used": True, "error_frac": 0.04}]
+    fig = viz.memory_fit_figure(mem)
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.type == "log"
+    assert fig.layout.yaxis.title.text == "bandwidth (GB/s)"
+    assert list(fig.layout.xaxis.ticktext) == ["64 MiB", "1 GiB", "4 GiB"]
+    dev = fig.data[0]
+    assert dev.marker.color[0] == "rgba(0,0,0,0)" and dev.marker.color[1] != "rgba(0,0,0,0)"
+    assert list(fig.data[1].y) == pytest.approx([3000.0] * 3)
+    coll = [{"group": f"all_reduce intra-node n={n}", "label": f"all_reduce {k}", "x": float(1 << k),
+             "measured_rate": 1e6 * 2**k / n, "fitted_rate": 1e6 * 2**k / n, "error_frac": 0.0}
+            for n in (4, 8) for k in range(10, 31, 4)]
+    fig = viz.collective_fit_figure(coll)
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["all_reduce intra-node n=4",
+                                                                        "all_reduce intra-node n=8"]
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1  # decades apart: decade ticks
+    assert fig.layout.xaxis.ticktext[0] == "1 KiB"
+    _no_binary(_fig_json(fig))
+
+
+def test_p2p_figure_flags_slow_pairs_against_the_median():
+    pairs = [{"host": "a", "src": 0, "dst": d, "path": "NV18", "bytes": 1 << 26, "bytes_per_s": bw,
+              "small_bytes": 4096, "small_time_s": 5e-6, "slow": bw < 300e9}
+             for d, bw in ((1, 370e9), (2, 360e9), (3, 200e9))]
+    fig = viz.p2p_figure(pairs)
+    bar = fig.data[0]
+    assert list(bar.y) == ["0 → 1 (NV18)", "0 → 2 (NV18)", "0 → 3 (NV18)"]
+    assert list(bar.x) == pytest.approx([370.0, 360.0, 200.0])
+    assert bar.marker.color[2] == viz.LIMIT_COLOR and bar.marker.color[0] != viz.LIMIT_COLOR
+    assert "SLOW" in bar.text[2] and "SLOW" not in bar.text[0]
+    assert fig.layout.shapes[0].x0 == pytest.approx(360.0)  # the median pair
+
+
+def test_held_out_figure_measured_range_and_predictions():
+    recs = [{"workload": "mlp", "per_rank_batch": 8, "n_ranks": 8, "measured_s": 0.010, "measured_p10_s": 0.009,
+             "measured_p90_s": 0.012, "predicted_s": 0.011, "error_frac": 0.1, "anchored_s": 0.0105},
+            {"workload": "gpt", "per_rank_batch": 4, "n_ranks": 8, "measured_s": 0.040, "measured_p10_s": 0.039,
+             "measured_p90_s": 0.041, "predicted_s": 0.036, "error_frac": -0.1, "label": "gpt b4"}]
+    fig = viz.held_out_figure(recs)
+    meas, pred, anch = fig.data
+    assert list(meas.x) == ["mlp b8 ×8", "gpt b4"]
+    assert list(meas.y) == pytest.approx([10.0, 40.0])
+    assert list(meas.error_y.array) == pytest.approx([2.0, 1.0]) and list(meas.error_y.arrayminus) == pytest.approx(
+        [1.0, 1.0])
+    assert list(pred.y) == pytest.approx([11.0, 36.0])
+    assert anch.y[0] == pytest.approx(10.5) and anch.y[1] is None
+    assert fig.layout.barmode == "group"
+    only = viz.held_out_figure(recs[1:])
+    assert len(only.data) == 2  # no anchored predictions, no third bar
+
+
+def test_breakdown_figure_draws_the_interval_on_the_bar_end():
+    fig = viz.breakdown_figure(BREAKDOWN, interval_s=(0.070, 0.080), interval_level=0.9)
+    band = next(t for t in fig.data if t.type == "scatter")
+    total = sum(BREAKDOWN.values()) / units.MS
+    assert band.name == "90% interval (calibration)" and band.x[0] == pytest.approx(total)
+    assert band.error_x.array[0] == pytest.approx(80.0 - total) and band.error_x.arrayminus[0] == pytest.approx(
+        total - 70.0)
+    assert not any(t.type == "scatter" for t in viz.breakdown_figure(BREAKDOWN).data)
 
 
 def test_nan_and_inf_become_gaps():
