@@ -485,3 +485,138 @@ def flat_dict(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Calibration
+# ------------------------------------------------------------------------------------------------
+
+def format_fitted(value: float | None, unit: str) -> str:
+    """A fitted figure in the unit people read (``110 GFLOP/s``, ``231 µs``, ``0.474``); ``-`` for None."""
+    from gpusim import units
+
+    if value is None:
+        return "-"
+    if unit == "s":
+        return units.format_duration(value)
+    if unit == "bytes/s":
+        return units.format_rate_bytes(value)
+    if unit == "flop/s":
+        return units.format_flop_rate(value)
+    return f"{value:.3g}"
+
+
+def calibration_parameter_rows(fitted: Sequence[dict]) -> list[dict]:
+    """The calibration file's ``fitted`` entries as table rows: value and ± std in readable units, the
+    relative std (None where the fit could not estimate one), what each sets, and its records."""
+    rows = []
+    for f in fitted:
+        std, value = f.get("std"), f["value"]
+        rows.append({"parameter": f["name"], "value": format_fitted(value, f["unit"]),
+                     "± std": "-" if std is None else "± " + format_fitted(std, f["unit"]),
+                     "relative std": (std / value) if (std is not None and value) else None,
+                     "sets": f["sets"], "block": f["block"],
+                     "records": f"{f['records']}" + (f" ({f['noisy_records']} noisy)" if f.get("noisy_records") else "")})
+    return rows
+
+
+def collective_level(group: str) -> str:
+    """The level of a collective report row's ``group`` (``all_reduce intra-node n=8``)."""
+    for level in ("inter-node", "global", "intra-node"):
+        if f" {level}" in group:
+            return level
+    return "intra-node"
+
+
+def collective_rows_by_level(rows: Sequence[dict]) -> dict[str, list[dict]]:
+    """The calibration report's collective rows split by level (intra-node first)."""
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(collective_level(str(r["group"])), []).append(r)
+    order = ("intra-node", "inter-node", "global")
+    return {k: out[k] for k in order if k in out}
+
+
+def fit_table(rows: Sequence[dict]) -> list[dict]:
+    """Report rows of one benchmark kind (data loader, one-rank DDP baselines ...) as a table."""
+    from gpusim import units
+
+    return [{"benchmark": r["label"], "n": r.get("n", 1), "noisy": r.get("n_noisy", 0),
+             "measured": units.format_duration(r["measured_s"]), "fitted": units.format_duration(r["fitted_s"]),
+             "error": r.get("error_frac"), "fitted?": bool(r.get("used", True))} for r in rows]
+
+
+def held_out_table(records: Sequence[dict]) -> list[dict]:
+    """The held-out DDP steps (``Calibration.held_out['records']``) as table rows (ms)."""
+    from gpusim import units
+
+    out = []
+    for r in records:
+        out.append({"step": held_out_label(r), "precision": r.get("precision"),
+                    "measured (ms)": r["measured_s"] / units.MS,
+                    "p10-p90 (ms)": f"{r['measured_p10_s'] / units.MS:.3g}-{r['measured_p90_s'] / units.MS:.3g}",
+                    "predicted (ms)": r["predicted_s"] / units.MS, "error": r["error_frac"],
+                    "anchored on 1 rank (ms)": r["anchored_s"] / units.MS if r.get("anchored_s") else None,
+                    "anchored error": r.get("anchored_error_frac"), "noisy": bool(r.get("noisy"))})
+    return out
+
+
+def held_out_label(r: dict, short: bool = False) -> str:
+    """``transformer batch 16 x 8`` (and the nodes when more than one); short: ``transformer b16 ×8``."""
+    if short:
+        return (f"{r['workload']} b{r['per_rank_batch']} ×{r['n_ranks']}"
+                + (f" ({r['n_nodes']}n)" if r.get("n_nodes", 1) > 1 else ""))
+    return (f"{r['workload']} batch {r['per_rank_batch']} x {r['n_ranks']}"
+            + (f" ({r['n_nodes']} nodes)" if r.get("n_nodes", 1) > 1 else ""))
+
+
+def plan_scenario(config: dict, workload_kwargs: dict):
+    """The Scenario of one configuration of a :func:`gpusim.plan` result (a ``configurations`` row)."""
+    from gpusim.simulate import Scenario
+
+    return Scenario.create(**workload_kwargs, node=config["node"], gpu=config["gpu"], gpus=config["n_gpus"],
+                           nodes=config["nodes"], kind=config["strategy"], precision=config["precision"],
+                           per_gpu_batch=config["micro_batch"], accum=config["accum"],
+                           activation_checkpointing=config["checkpointing"], cpu_offload=config["cpu_offload"])
+
+
+def plan_time_interval(cal, config: dict, workload_kwargs: dict, db) -> dict:
+    """The calibration's interval carried to a plan configuration's time to train.
+
+    ``Calibration.interval`` gives the throughput interval of the configuration's scenario; the training
+    steps' time scales as 1 / throughput, while checkpoints, evaluation and restarts keep their modelled
+    time (as ``gpusim plan --calibration`` reports it). Returns ``{"level", "lo_s", "hi_s", "lo_frac",
+    "hi_frac"}`` (relative changes of the time to train), or ``{"level", "note"}`` when the calibration's
+    fitted parameters do not reach this hardware."""
+    iv = cal.interval(plan_scenario(config, workload_kwargs), db)
+    level = iv.get("level", 0.9)
+    if not iv.get("applies", True):
+        return {"level": level, "note": iv.get("note") or "the calibration does not apply to this hardware"}
+    lo_thr, hi_thr = iv["throughput_samples_per_s"]
+    thr, train_s, total = (float(config["throughput_samples_per_s"]), float(config["train_s"]),
+                           float(config["time_to_train_s"]))
+    lo = total - train_s + train_s * thr / hi_thr
+    hi = total - train_s + train_s * thr / lo_thr
+    return {"level": level, "lo_s": lo, "hi_s": hi, "lo_frac": lo / total - 1.0, "hi_frac": hi / total - 1.0}
+
+
+def drop_measured_variants(fabrics: Sequence[str], networks: Sequence[str], params: ModelParams | None
+                           ) -> tuple[list[str], list[str], str | None]:
+    """Fabric and network variants that can differ under ``params``: a calibrated machine's measured bus
+    bandwidth (``busbw_override_bytes_per_s`` per level) replaces every link of that level, so comparing
+    fabrics (or networks) there would draw the same curve again and again. Returns the variants left and a
+    note saying what was left out, or None."""
+    measured = set((params.busbw_override_bytes_per_s if params is not None else {}) or {})
+    fabrics, networks = list(fabrics), list(networks)
+    dropped = []
+    if "intra-node" in measured and fabrics:
+        dropped.append("fabrics inside a node")
+        fabrics = []
+    if "inter-node" in measured and networks:
+        dropped.append("networks between nodes")
+        networks = []
+    if not dropped:
+        return fabrics, networks, None
+    return fabrics, networks, (f"The calibrated machine's {' and '.join(dropped)} are its measured bus bandwidth, the "
+                               "same whatever the link: to compare them, describe the hardware by gpu or node in the "
+                               "sidebar (the calibration's efficiencies transfer).")

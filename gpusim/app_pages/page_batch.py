@@ -1,8 +1,6 @@
 """Batch and utilisation: throughput, GPU utilisation, MFU and scaling efficiency vs the per-GPU batch, with
 the memory limit and the 80% utilisation target marked."""
 
-import json
-
 import streamlit as st
 
 from gpusim import viz
@@ -16,8 +14,8 @@ st.markdown(f"#### Batch and utilisation · {shell.scenario_title(ctx)}")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _batch(key: str, _scn, _params):
-    db = shell.get_db()
+def _batch(key: str, _scn, _params, _db):
+    db = _db
     # first pass learns the memory limit, second covers the batches up to a little beyond it
     rows, max_b = A.batch_curve(_scn, A.batch_candidates(_scn.strategy.per_gpu_batch), db=db, params=_params)
     want = A.batch_candidates(_scn.strategy.per_gpu_batch, max_b)
@@ -27,7 +25,7 @@ def _batch(key: str, _scn, _params):
 
 
 with shell.guard("cannot compute the batch curve"):
-    rows, max_b = _batch(json.dumps(ctx.state, sort_keys=True, default=str) + ctx.params_key, scn, ctx.params)
+    rows, max_b = _batch(ctx.cache_key, scn, ctx.params, ctx.db)
 
 cur = scn.strategy.per_gpu_batch
 left, right = st.columns(2)

@@ -19,10 +19,11 @@ if importlib.util.find_spec("gpusim.plan") is None:
     st.stop()
 
 from gpusim.app_pages.state import workload_from_state
+from gpusim.errors import GpusimError
 from gpusim.workload import get_workload
 
 ctx = shell.context()
-db = ctx.db
+db = shell.get_db()  # plans are over database hardware (a calibrated machine's own links never transfer)
 state = ctx.state
 BIND = shell.BIND
 
@@ -57,6 +58,33 @@ with st.form("plan_form", border=True):
     st.form_submit_button("Plan", type="primary", icon=":material/calculate:")
 
 
+inuse = ctx.calibration
+params, cal_note, cal_target = ctx.params, None, None
+if inuse is not None:
+    # a calibration transfers to one GPU model at a time (as `gpusim plan --calibration` does)
+    cal = inuse.cal
+    if cal.env.matched_gpu is None:
+        params = shell.default_params()
+        cal_note = (f"The calibration in use ({inuse.label}) measured {cal.env.device_name}, "
+                    f"{'CPU processes' if cal.env.device_kind == 'cpu' else 'a device not in the database'}: its "
+                    "efficiencies are relative to its own ceilings and do not transfer to database GPUs, so the plan "
+                    "uses the default parameters.")
+    elif len(gpus) > 1:
+        params = shell.default_params()
+        cal_note = (f"The calibration in use ({inuse.label}) transfers to one GPU model at a time: these {len(gpus)} "
+                    "GPUs are planned with the default parameters; pick one GPU to use it.")
+    else:
+        target = gpus[0] if gpus else cal.env.matched_gpu
+        with shell.guard("cannot apply the calibration"):
+            _, params, _ = cal.apply({"gpu": target}, db)
+        cal_target = target
+        cal_note = f"Calibration in use ({inuse.label}) on {target}: " + "; ".join(cal.applied_notes) + "."
+        if not gpus:
+            gpus = [target]
+            cal_note += " Only this GPU model is planned; pick others under 'Only these GPUs'."
+    st.caption(cal_note)
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def _plan(key: str, _wl, _params, kwargs: dict):
     import gpusim
@@ -75,9 +103,9 @@ if wl.sample_unit == "sequence":
 else:
     kwargs.update(samples=float(amount) * units.MEGA, epochs=float(epochs))
 key = json.dumps({"wl": {k: state.get(k) for k in ("wl", "model", "seq", "params_m", "gflop", "act_mib", "tokens")},
-                  **kwargs}, sort_keys=True, default=str) + ctx.params_key
+                  **kwargs}, sort_keys=True, default=str) + params.model_dump_json()
 with st.spinner("Evaluating every configuration ..."), shell.guard("cannot plan this"):
-    plan, configs = _plan(key, wl, ctx.params, kwargs)
+    plan, configs = _plan(key, wl, params, kwargs)
 
 rec = plan["recommendation"]
 status = rec["status"]
@@ -89,15 +117,44 @@ else:
     st.error(rec.get("summary", "No configuration can run this training."), icon=":material/error:")
 
 best = rec.get("configuration")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _time_interval(key: str, _cal, config: dict, _wl, seq):
+    from gpusim.app_pages.analysis import plan_time_interval
+
+    wkw = {"workload": _wl} if state.get("wl") == "custom" else {"model": state["model"], "seq_len": seq}
+    return plan_time_interval(_cal, config, wkw, shell.get_db())
+
+
+band = None
+if best and cal_target is not None:
+    try:
+        band = _time_interval(key + inuse.digest + json.dumps(best, sort_keys=True, default=str), inuse.cal,
+                              best, wl, state.get("seq") or None)
+    except GpusimError as e:  # the plan stands; only its interval is missing
+        band = {"note": f"no interval for the recommended configuration ({e})"}
 if best:
     c = st.columns(6)
-    c[0].metric("Time to train", units.format_duration(best["time_to_train_s"]))
+    band_text = ""
+    if band and "lo_s" in band:
+        band_text = (f"{band['level']:.0%} interval from the calibration: {units.format_duration(band['lo_s'])} to "
+                     f"{units.format_duration(band['hi_s'])}")
+    c[0].metric("Time to train", units.format_duration(best["time_to_train_s"]), help=band_text or None)
     c[1].metric("Cost", shell.fmt_usd(best["cost_usd"]), help=f"{best['cost_usd']:,.0f} USD")
     c[2].metric(f"GPUs ({best['gpu']})", f"{best['n_gpus']:,}", help=f"{best['nodes']} x {best['node']}")
     c[3].metric("Scaling efficiency", f"{best['scaling_efficiency_frac']:.0%}")
     c[4].metric("MFU", f"{best['mfu_frac']:.0%}")
     c[5].metric("Goodput", f"{best['goodput_frac']:.0%}", help="useful training time / wall time, after "
                                                               "checkpoints, evaluation and expected failures")
+    if band and "lo_s" in band:
+        st.caption(f"**With the calibration's uncertainty** ({band['level']:.0%} interval), the recommended "
+                   f"configuration's time to train is {units.format_duration(band['lo_s'])} to "
+                   f"{units.format_duration(band['hi_s'])} ({100 * band['lo_frac']:+.0f}% / "
+                   f"{100 * band['hi_frac']:+.0f}%): its training steps' throughput interval, carried as time ∝ "
+                   "1 / throughput (checkpoints, evaluation and restarts keep their modelled time).")
+    elif band:
+        st.caption(f"Calibration: {band['note']}.")
 
 
 def _label(r: dict) -> str:

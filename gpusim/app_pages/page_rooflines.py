@@ -1,8 +1,6 @@
 """Rooflines: the GPU roofline with the workload's layer groups on it, and the communication roofline
 (attainable FLOP/s vs FLOPs per byte communicated, one ceiling per interconnect)."""
 
-import json
-
 import streamlit as st
 
 from gpusim import units, viz
@@ -23,16 +21,18 @@ fabrics = c1.multiselect("Interconnects inside a node", fabrics_all, default=A.a
 networks = c2.multiselect("Networks between nodes", nets_all,
                           default=[n for n in ("ib-ndr-400", "roce-100g", "eth-25g") if n in nets_all],
                           key="roof_nets", bind=shell.BIND)
+fabrics, networks, measured_note = A.drop_measured_variants(fabrics, networks, ctx.params)
+if measured_note:
+    st.caption(measured_note)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _roof(key: str, _scn, _params, fabrics: tuple, networks: tuple):
-    return A.rooflines(_scn, db=shell.get_db(), params=_params, fabrics=fabrics, networks=networks)
+def _roof(key: str, _scn, _params, _db, fabrics: tuple, networks: tuple):
+    return A.rooflines(_scn, db=_db, params=_params, fabrics=fabrics, networks=networks)
 
 
 with shell.guard("cannot compute the rooflines"):
-    R = _roof(json.dumps(ctx.state, sort_keys=True, default=str) + ctx.params_key, scn, ctx.params, tuple(fabrics),
-              tuple(networks))
+    R = _roof(ctx.cache_key, scn, ctx.params, db, tuple(fabrics), tuple(networks))
 
 st.markdown("##### The GPU: is the workload limited by arithmetic or by memory bandwidth?")
 left, right = st.columns([2.2, 1])

@@ -1,7 +1,5 @@
 """Scaling: speedup and efficiency vs GPU count, for several fabrics and strategies at once; weak or strong."""
 
-import json
-
 import streamlit as st
 
 from gpusim import viz
@@ -40,13 +38,16 @@ networks = c2.multiselect("Networks between nodes", nets_all,
                           default=[n for n in ("ib-ndr-400", "eth-100g") if n in nets_all], key="cmp_nets", bind=BIND)
 kinds = c3.multiselect("Strategies", list(STRATEGY_KINDS),
                        default=["ddp", "dp", "fsdp-full"], key="cmp_strategies", bind=BIND)
+fabrics, networks, measured_note = A.drop_measured_variants(fabrics, networks, ctx.params)
+if measured_note:
+    st.caption(measured_note)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _curves(key: str, _scn, _params, kind: str, selection: tuple, mode: str, max_gpus: int, per_node: int | None,
-            global_batch: int | None):
-    """Curves for one comparison; cached on the scenario's JSON (``key``) and the page's choices."""
-    db = shell.get_db()
+def _curves(key: str, _scn, _params, _db, kind: str, selection: tuple, mode: str, max_gpus: int,
+            per_node: int | None, global_batch: int | None):
+    """Curves for one comparison; cached on the scenario (``key``: ctx.cache_key) and the page's choices."""
+    db = _db
     base = A.per_node_base(_scn, per_node)
     if kind == "fabric":
         variants, skipped = A.fabric_variants(base, db, selection[0], selection[1])
@@ -59,11 +60,12 @@ def _curves(key: str, _scn, _params, kind: str, selection: tuple, mode: str, max
     return out, skipped + skipped2
 
 
-key = json.dumps(ctx.state, sort_keys=True, default=str) + ctx.params_key
+key = ctx.cache_key
 with shell.guard("cannot compute the scaling curves"):
-    by_fabric, skip_f = _curves(key, scn, ctx.params, "fabric", (tuple(fabrics), tuple(networks)), mode, max_gpus, per_node,
-                                global_batch)
-    by_kind, skip_k = _curves(key, scn, ctx.params, "strategy", (tuple(kinds),), mode, max_gpus, per_node, global_batch)
+    by_fabric, skip_f = _curves(key, scn, ctx.params, db, "fabric", (tuple(fabrics), tuple(networks)), mode, max_gpus,
+                                per_node, global_batch)
+    by_kind, skip_k = _curves(key, scn, ctx.params, db, "strategy", (tuple(kinds),), mode, max_gpus, per_node,
+                              global_batch)
 
 what = "per-GPU batch kept" if mode == "weak" else "global batch kept, divided over the GPUs"
 st.markdown(f"##### By fabric ({what})")

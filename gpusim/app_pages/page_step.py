@@ -5,6 +5,7 @@ import streamlit as st
 from gpusim import units, viz
 from gpusim.app_pages import shell
 from gpusim.app_pages.analysis import flat_dict
+from gpusim.errors import GpusimError
 from gpusim.simulate import simulate
 
 ctx = shell.require_scenario()
@@ -12,6 +13,11 @@ st.markdown(f"#### {shell.scenario_title(ctx)}")
 
 with shell.guard("cannot predict this scenario"):
     res = simulate(ctx.scenario, db=ctx.db, params=ctx.params)  # the page's one model call (the what-ifs ride along in it)
+try:
+    iv = shell.interval(ctx)  # None without a calibration; cached per scenario
+except GpusimError as e:  # the prediction stands; only its interval is missing
+    iv = {"applies": False, "note": f"no interval for this scenario ({shell.ui_text(str(e))})"}
+band = iv if iv is not None and iv.get("applies", True) else None
 
 _ICON = {"high": ":material/priority_high:", "medium": ":material/lightbulb:", "info": ":material/info:"}
 bn = res.bottleneck
@@ -28,8 +34,9 @@ bn_text = {"compute": "the GPUs' arithmetic (compute): this is where you want to
 
 left, right = st.columns([2.3, 1])
 with left:
-    shell.chart(viz.breakdown_figure(res.breakdown_s, single_gpu_step_s=res.single_gpu_step_s if res.n_gpus > 1 else None),
-                key="fig_breakdown")
+    shell.chart(viz.breakdown_figure(res.breakdown_s, single_gpu_step_s=res.single_gpu_step_s if res.n_gpus > 1 else None,
+                                     interval_s=band["step_s"] if band else None,
+                                     interval_level=band["level"] if band else 0.9), key="fig_breakdown")
     d = res.detail
     st.caption(f"Communication {units.format_duration(d['comm_total_s'])} per step in total, "
                f"{units.format_duration(d['comm_hidden_s'])} of it hidden under the backward pass"
@@ -39,11 +46,26 @@ with left:
                f"{units.format_duration(d['cpu_dispatch_s'])}.")
 with right:
     c1, c2 = st.columns(2)
+    step_band = tput_band = ""
+    if band:
+        lo, hi = band["step_s"]
+        step_band = f"; {band['level']:.0%} interval {units.format_duration(lo)} to {units.format_duration(hi)}"
+        lo, hi = band["throughput_samples_per_s"]
+        tput_band = f"; {band['level']:.0%} interval {shell.fmt_count(lo)} to {shell.fmt_count(hi)}"
     c1.metric("Step time", units.format_duration(res.step_s),
-              help="one optimizer step (all accumulation micro-batches)")
+              help="one optimizer step (all accumulation micro-batches)" + step_band)
     tput = shell.fmt_count(res.throughput_samples_per_s)
     c2.metric("Samples/s", tput, help=f"{res.throughput_per_gpu_samples_per_s:,.4g} per GPU"
-              + (f"; {shell.fmt_count(res.throughput_tokens_per_s)} tokens/s" if res.throughput_tokens_per_s else ""))
+              + (f"; {shell.fmt_count(res.throughput_tokens_per_s)} tokens/s" if res.throughput_tokens_per_s else "")
+              + tput_band)
+    if band:
+        lo, hi = band["throughput_samples_per_s"]
+        slo, shi = band["step_s"]
+        st.caption(f"**{band['level']:.0%} interval** from the calibration's parameter uncertainty: "
+                   f"{shell.fmt_count(lo)} to {shell.fmt_count(hi)} samples/s, step "
+                   f"{units.format_duration(slo)} to {units.format_duration(shi)}.")
+    elif iv is not None:
+        st.caption(f"Calibration: {iv.get('note') or 'no interval for this hardware'}.")
     c1.metric("Speedup vs 1 GPU", f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x")
     c2.metric("Scaling efficiency", f"{res.scaling_efficiency_frac:.0%}", help="T1 / (N x TN) at the same per-GPU batch")
     c1.metric("MFU", f"{res.mfu_frac:.1%}", help="model FLOPs / (step time x GPUs x dense peak)")

@@ -4,11 +4,19 @@ The sidebar's widgets are bound to the URL query (``bind="query-params"``): the 
 the scenario (only values that differ from the defaults), so a link reopens the same page with the same
 scenario. Hardware loading is cached (``st.cache_resource``); the scenario is validated once per rerun and
 handed to the page through :func:`context`.
+
+A calibration (``gpusim fit``'s file, loaded on the Calibration page) lives in the session under
+:data:`CAL_KEY` and reaches every page through the context: while it is in use the sidebar offers the
+*calibrated machine* as hardware (its own parameters, GPU, node and measured links, in a copy of the
+database), and on a database GPU or node the parameters that transfer to that GPU model
+(:meth:`gpusim.calibration.Calibration.apply`). Pages read ``ctx.params`` and ``ctx.db`` and key their
+caches on ``ctx.cache_key``; :func:`interval` gives the calibration's interval for the scenario.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import re
@@ -23,20 +31,27 @@ from pydantic import ValidationError
 from gpusim import units
 from gpusim.app_pages import analysis as A
 from gpusim.app_pages.state import (
+    CALIBRATED,
     DEFAULTS,
     OPTIMIZERS,
     PRECISIONS,
     STRATEGY_KINDS,
     gpu_of,
-    scenario_from_state,
+    resolve,
 )
 from gpusim.errors import GpusimError
 
 HERE = Path(__file__).resolve().parent
 BIND = "query-params"
-#: session key of fitted ModelParams (and of their label) that replace the defaults on every page
+#: session key of fitted ModelParams (and of their label) that replace the defaults on every page (plain
+#: parameters, e.g. from a notebook; a calibration goes under CAL_KEY and takes precedence)
 PARAMS_KEY = "_model_params"
 PARAMS_LABEL_KEY = "_model_params_label"
+#: session key of the calibration in use (a CalibrationInUse), and of the sidebar's hardware before it
+CAL_KEY = "_calibration"
+CAL_PREV_KEY = "_calibration_prev_hardware"
+#: the sidebar widgets a calibration sets (and its clearing restores)
+_HW_KEYS = ("hw", "gpus", "nodes")
 
 #: (file, title, url path, icon) of each page, in menu order
 PAGES: tuple[tuple[str, str, str, str], ...] = (
@@ -59,18 +74,47 @@ def get_db():
 
 
 @dataclass
+class CalibrationInUse:
+    """A calibration put in use by the Calibration page: the :class:`gpusim.calibration.Calibration`, what
+    to call it, and a digest of its document (part of cache keys)."""
+
+    cal: Any
+    label: str
+    digest: str
+    #: the profile directories / nccl-tests files it was fitted from in this session (None: loaded)
+    fitted_from: list[str] | None = None
+
+    @classmethod
+    def of(cls, cal, label: str, fitted_from: list[str] | None = None) -> CalibrationInUse:
+        text = json.dumps(cal.to_dict(), sort_keys=True, default=str)
+        return cls(cal=cal, label=label, digest=hashlib.sha256(text.encode()).hexdigest()[:16],
+                   fitted_from=fitted_from)
+
+    @property
+    def has_machine(self) -> bool:
+        """Whether the calibration describes a machine it can predict on (the sidebar's 'calibrated')."""
+        return self.cal.hardware is not None
+
+
+@dataclass
 class Context:
     """What the sidebar produced this rerun: the raw state, and the scenario or the reason there is none."""
 
     state: dict[str, Any]
+    #: the database the scenario runs on: the shipped one, or a copy with the calibrated machine added
     db: Any
     scenario: Any = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
-    #: the model parameters every page uses: the defaults, or fitted ones put in the session under
-    #: PARAMS_KEY (by the Calibration page)
+    #: the model parameters every page uses: the defaults, fitted ones put in the session under
+    #: PARAMS_KEY, or a calibration's (for the calibrated machine, or what transfers to the sidebar's GPU)
     params: Any = None
     params_label: str = "default model parameters"
+    #: the calibration in use (None: none), what it did for this scenario, and whether the scenario runs
+    #: on the calibrated machine itself
+    calibration: CalibrationInUse | None = None
+    cal_notes: list[str] = field(default_factory=list)
+    calibrated_machine: bool = False
 
     @property
     def params_key(self) -> str:
@@ -78,8 +122,77 @@ class Context:
         return self.params.model_dump_json() if self.params is not None else ""
 
     @property
+    def cache_key(self) -> str:
+        """The key of every cached result: the state, the parameters and the calibration (whose machine
+        is in ``db``)."""
+        return (json.dumps(self.state, sort_keys=True, default=str) + self.params_key
+                + (self.calibration.digest if self.calibration else ""))
+
+    @property
     def gpu_id(self) -> str:
+        if self.scenario is not None:
+            return self.scenario.gpu or self.db.node(self.scenario.node).gpu
         return gpu_of(self.state, self.db)
+
+
+def default_params():
+    """The parameters without a calibration: plain ones put in the session under PARAMS_KEY, or the defaults."""
+    from gpusim.params import DEFAULT_PARAMS
+
+    return st.session_state.get(PARAMS_KEY) or DEFAULT_PARAMS
+
+
+def calibration_in_use() -> CalibrationInUse | None:
+    return st.session_state.get(CAL_KEY)
+
+
+def use_calibration(cal, label: str, fitted_from: list[str] | None = None) -> CalibrationInUse:
+    """Put a calibration in use on every page (call it from a widget callback, before the sidebar runs).
+
+    A calibration that describes its machine moves the sidebar's hardware there (with its GPU and node
+    counts); what the sidebar held before comes back with :func:`clear_calibration`."""
+    inuse = CalibrationInUse.of(cal, label, fitted_from)
+    ss = st.session_state
+    if CAL_PREV_KEY not in ss:
+        ss[CAL_PREV_KEY] = {k: ss.get(k, DEFAULTS[k]) for k in _HW_KEYS}
+    ss[CAL_KEY] = inuse
+    if inuse.has_machine:
+        to_calibrated_machine(inuse)
+    elif ss.get("hw") == CALIBRATED:  # the previous calibration's machine is gone
+        _restore_hardware(ss[CAL_PREV_KEY])
+    return inuse
+
+
+def _restore_hardware(prev: dict) -> None:
+    for k in _HW_KEYS:
+        v = prev.get(k, DEFAULTS[k])
+        st.session_state[k] = DEFAULTS[k] if v == CALIBRATED else v
+
+
+def to_calibrated_machine(inuse: CalibrationInUse | None = None) -> None:
+    """Point the sidebar at the calibrated machine, with its GPU and node counts (a widget callback)."""
+    inuse = inuse or calibration_in_use()
+    if inuse is None or not inuse.has_machine:
+        return
+    env = inuse.cal.env
+    st.session_state.update(hw=CALIBRATED, gpus=int(env.n_ranks), nodes=int(env.n_nodes))
+
+
+def clear_calibration() -> None:
+    """Stop using the calibration (a widget callback): default parameters, and the sidebar's hardware as
+    it was before the calibration was loaded."""
+    ss = st.session_state
+    ss.pop(CAL_KEY, None)
+    prev = ss.pop(CAL_PREV_KEY, None) or {}
+    if ss.get("hw") == CALIBRATED:  # on the calibrated machine: back to the hardware before the calibration
+        _restore_hardware(prev)
+
+
+def _hw_changed() -> None:
+    """Choosing the calibrated machine in the sidebar also takes its GPU and node counts."""
+    inuse = calibration_in_use()
+    if st.session_state.get("hw") == CALIBRATED and inuse is not None and inuse.has_machine:
+        to_calibrated_machine(inuse)
 
 
 def navigation():
@@ -100,6 +213,7 @@ def sidebar() -> Context:
     db = get_db()
     from gpusim.workload import get_workload, workload_ids
 
+    inuse = calibration_in_use()
     s: dict[str, Any] = {}
     with st.sidebar:
         st.markdown("### Scenario")
@@ -128,10 +242,17 @@ def sidebar() -> Context:
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):
-            s["hw"] = st.segmented_control("Describe by", ["gpu", "node"], key="hw", bind=BIND, default=DEFAULTS["hw"],
-                                           required=True, help="a GPU and a fabric, or a node template (its GPU, "
-                                                               "fabric, CPUs, NICs)")
-            if s["hw"] == "node":
+            hw_options = ["gpu", "node"] + ([CALIBRATED] if inuse is not None and inuse.has_machine else [])
+            s["hw"] = st.segmented_control("Describe by", hw_options, key="hw", bind=BIND, default=DEFAULTS["hw"],
+                                           required=True, on_change=_hw_changed,
+                                           help="a GPU and a fabric, or a node template (its GPU, fabric, CPUs, "
+                                                "NICs)" + ("; calibrated: the machine the calibration in use "
+                                                           "measured, with its measured links"
+                                                           if CALIBRATED in hw_options else ""))
+            if s["hw"] == CALIBRATED:
+                hwd = inuse.cal.hardware
+                st.caption(f"{hwd['node'].name}: {hwd['gpu'].id}, measured links (from the Calibration page)")
+            elif s["hw"] == "node":
                 nodes = sorted(db.nodes)
                 s["node"] = st.selectbox("Node template", nodes, index=nodes.index(_default("node", nodes)), key="node",
                                          bind=BIND)
@@ -144,10 +265,11 @@ def sidebar() -> Context:
             c1, c2 = st.columns(2)
             s["gpus"] = c1.number_input("GPUs (total)", 1, 1_000_000, DEFAULTS["gpus"], key="gpus", bind=BIND)
             s["nodes"] = c2.number_input("Nodes", 1, 100_000, DEFAULTS["nodes"], key="nodes", bind=BIND)
-            fabrics = list(A.FABRICS)
-            s["fabric"] = st.selectbox("Fabric inside a node", fabrics, key="fabric", bind=BIND,
-                                       help="; ".join(f"{k}: {v}" for k, v in A.FABRICS.items()))
-            st.caption(A.FABRICS[s["fabric"]])
+            if s["hw"] != CALIBRATED:  # the calibrated machine's fabric is what was measured
+                fabrics = list(A.FABRICS)
+                s["fabric"] = st.selectbox("Fabric inside a node", fabrics, key="fabric", bind=BIND,
+                                           help="; ".join(f"{k}: {v}" for k, v in A.FABRICS.items()))
+                st.caption(A.FABRICS[s["fabric"]])
             if int(s["nodes"]) > 1:
                 nets = ["auto", *A.network_ids(db)]
                 s["net"] = st.selectbox("Network between nodes", nets, key="net", bind=BIND,
@@ -191,23 +313,31 @@ def sidebar() -> Context:
                                   help="a throttled or older GPU sets everyone's pace")
             s["oversub"] = st.number_input("Network oversubscription", 1.0, 16.0, DEFAULTS["oversub"], key="oversub",
                                            bind=BIND)
-        st.caption("The address bar holds this scenario: copy it to share.")
-        if st.session_state.get(PARAMS_KEY) is not None:
-            st.caption(f"Model parameters: {st.session_state.get(PARAMS_LABEL_KEY, 'calibrated')}")
+        st.caption("The address bar holds this scenario: copy it to share"
+                   + (" (the calibration stays in this session)." if inuse is not None else "."))
+        notes_box = st.container()
 
     state = {k: (DEFAULTS[k] if v is None and DEFAULTS[k] is not None else v) for k, v in s.items()}
-    from gpusim.params import DEFAULT_PARAMS
-
-    ctx = Context(state={**DEFAULTS, **state}, db=db, params=st.session_state.get(PARAMS_KEY) or DEFAULT_PARAMS,
-                  params_label=st.session_state.get(PARAMS_LABEL_KEY, "default model parameters"))
+    ctx = Context(state={**DEFAULTS, **state}, db=db, params=default_params(),
+                  params_label=st.session_state.get(PARAMS_LABEL_KEY, "default model parameters"),
+                  calibration=inuse)
+    if inuse is not None:
+        ctx.params_label = f"calibration {inuse.label}"
     try:
-        ctx.scenario = scenario_from_state(ctx.state, db)
+        r = resolve(ctx.state, db, calibration=inuse.cal if inuse else None, params=ctx.params)
+        ctx.scenario, ctx.params, ctx.db = r.scenario, r.params, r.db
+        ctx.cal_notes, ctx.calibrated_machine = r.notes, r.calibrated_machine
     except GpusimError as e:
         ctx.error = str(e)
     except ValidationError as e:  # a what-if the scenario's own checks let through
         from gpusim.simulate import format_validation_error
 
         ctx.error = format_validation_error(e)
+    with notes_box:
+        if inuse is not None:
+            st.caption(f"Calibration in use: **{inuse.label}**" + "".join(f" · {n}" for n in ctx.cal_notes))
+        elif st.session_state.get(PARAMS_KEY) is not None:
+            st.caption(f"Model parameters: {ctx.params_label}")
     st.session_state["_ctx"] = ctx
     return ctx
 
@@ -257,6 +387,19 @@ def guard(what: str = ""):
         st.stop()
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def _interval(key: str, _cal, _scn, _db) -> dict:
+    return dict(_cal.interval(_scn, _db))
+
+
+def interval(ctx: Context) -> dict | None:
+    """The calibration's interval (``Calibration.interval``: step time and throughput, ``level``,
+    ``applies``) for the context's scenario, cached on ``ctx.cache_key``; None without a calibration."""
+    if ctx.calibration is None or ctx.scenario is None:
+        return None
+    return _interval(ctx.cache_key, ctx.calibration.cal, ctx.scenario, ctx.db)
+
+
 def chart(fig, key: str) -> None:
     st.plotly_chart(fig, key=key, config={"displaylogo": False})
 
@@ -293,8 +436,10 @@ def scenario_title(ctx: Context) -> str:
     st_ = scn.strategy
     wl = scn.model or "custom workload"
     where = f"{scn.gpus} x {ctx.gpu_id}" + (f" on {scn.nodes} nodes" if scn.nodes > 1 else "")
-    fab = "" if ctx.state["fabric"] == "auto" else f", {A.FABRIC_SHORT[ctx.state['fabric']]}"
-    if scn.node:
+    fab = "" if ctx.state["fabric"] == "auto" or ctx.calibrated_machine else f", {A.FABRIC_SHORT[ctx.state['fabric']]}"
+    if ctx.calibrated_machine:
+        where += " (the calibrated machine)"
+    elif scn.node:
         where += f" ({scn.node})"
     acc = f" x {st_.accum} accumulation" if st_.accum > 1 else ""
     return f"{wl} on {where}{fab} · {st_.kind}, {st_.precision}, per-GPU batch {st_.per_gpu_batch}{acc}"

@@ -9,6 +9,7 @@ they are converted here, with :mod:`gpusim.units`, and nowhere else in the app.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from gpusim import units
@@ -32,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "act_mib": 100.0,           # custom: activation MiB kept per sample
     "tokens": 1,                # custom: tokens per sample (1: images)
     # hardware
-    "hw": "gpu",                # "gpu" | "node"
+    "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
     "node": "dgx-h100",
     "gpus": 8,
@@ -62,8 +63,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: ``hw`` value of the calibrated machine (offered only while a calibration with hardware is in use)
+CALIBRATED = "calibrated"
+
+
 def gpu_of(state: dict, db) -> str:
-    """The GPU id the state runs on (the node template's GPU in node mode)."""
+    """The GPU id the state runs on (the node template's GPU in node mode; the sidebar's GPU for the
+    calibrated machine, whose id only the calibration knows: see :attr:`Resolved.gpu_id`)."""
     if state.get("hw") == "node":
         return db.node(state["node"]).gpu
     return state["gpu"]
@@ -97,11 +103,12 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
             kw["seq_len"] = int(s["seq"])
     if s["hw"] == "node":
         kw["node"] = s["node"]
-    else:
+    elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)
         kw["gpu"] = s["gpu"]
     kw["gpus"] = int(s["gpus"])
     kw["nodes"] = int(s["nodes"])
-    kw.update(fabric_changes(db, gpu_of(s, db), s["fabric"]))
+    if s["hw"] != CALIBRATED:  # the calibrated machine keeps its measured links
+        kw.update(fabric_changes(db, gpu_of(s, db), s["fabric"]))
     if s["net"] and s["net"] != "auto":
         kw["inter"] = s["net"]
     if s.get("nics"):
@@ -128,10 +135,51 @@ def scenario_from_state(state: dict, db):
     """The :class:`~gpusim.simulate.Scenario` a page state describes. Every problem (unknown ids, 3 GPUs on
     2 nodes, DataParallel across nodes, a fabric the GPU lacks ...) raises a
     :class:`~gpusim.errors.GpusimError` whose message says how to fix it."""
+    return resolve(state, db).scenario
+
+
+@dataclass
+class Resolved:
+    """A page state made concrete: the scenario, the parameters and the database to evaluate it with.
+
+    Without a calibration: the given parameters (the defaults) and the shipped database. With one
+    (:class:`gpusim.calibration.Calibration`), what :meth:`~gpusim.calibration.Calibration.apply` returns:
+    on the calibrated machine (``hw == "calibrated"``) its own parameters and a copy of the database that
+    holds its GPU, node and links; on a database GPU or node, what transfers to that GPU model.
+    ``notes`` say what the calibration did (or why nothing transferred)."""
+
+    scenario: Any
+    params: Any
+    db: Any
+    notes: list[str] = field(default_factory=list)
+    calibrated_machine: bool = False
+
+    @property
+    def gpu_id(self) -> str:
+        scn = self.scenario
+        return scn.gpu or self.db.node(scn.node).gpu
+
+
+def resolve(state: dict, db, *, calibration=None, params=None) -> Resolved:
+    """The scenario of a page state, with the parameters and database it runs on (see :class:`Resolved`).
+
+    Raises :class:`~gpusim.errors.GpusimError` (with a message that names the sidebar's widgets) for every
+    impossible state, including the calibrated machine without a calibration that describes one."""
+    from gpusim.params import DEFAULT_PARAMS
     from gpusim.simulate import Scenario
 
-    kw = scenario_kwargs(state, db)
+    s = {**DEFAULTS, **state}
+    on_cal = s["hw"] == CALIBRATED
+    if on_cal and (calibration is None or calibration.hardware is None):
+        raise ScenarioError("no calibration with a machine to predict on is in use: load one on the Calibration "
+                            "page, or describe the hardware by gpu or node")
+    kw = scenario_kwargs(s, db)
     if kw.get("cpu_offload") and kw.get("kind") in ("dp", "ddp"):
         raise ScenarioError(f"CPU offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {kw['kind']!r}: "
                             "pick one under Strategy, or untick CPU offload")
-    return Scenario.create(**kw)
+    notes: list[str] = []
+    if calibration is not None:
+        kw, params, db = calibration.apply(kw, db)
+        notes = list(calibration.applied_notes)
+    return Resolved(scenario=Scenario.create(**kw), params=params or DEFAULT_PARAMS, db=db, notes=notes,
+                    calibrated_machine=on_cal)

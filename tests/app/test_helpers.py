@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpusim.app_pages import analysis as A
@@ -168,3 +170,95 @@ def test_messages_name_the_sidebar_not_the_cli():
     out = ui_text(msg)
     assert "'Nodes' 2" in out and "'Node template'" in out and "'Precision' fp32" in out
     assert "--gpus-per-node" in out  # an unknown flag is left alone
+
+
+# --------------------------------------------------------------------------------------------------
+# A calibration in the page state (tests/app/fixtures, made by make_calibrations.py)
+# --------------------------------------------------------------------------------------------------
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def h100_cal():
+    from gpusim.calibration import load_calibration
+
+    return load_calibration(FIX / "h100_synthetic.json")
+
+
+@pytest.fixture(scope="module")
+def cpu_cal():
+    from gpusim.calibration import load_calibration
+
+    return load_calibration(FIX / "cpu_gloo.json")
+
+
+def test_resolve_on_the_calibrated_machine_uses_its_hardware_and_parameters(db, h100_cal):
+    from gpusim.app_pages.state import resolve
+
+    r = resolve({"hw": "calibrated", "gpus": 8, "nodes": 1, "fabric": "pcie-cross-socket"}, db, calibration=h100_cal)
+    assert r.calibrated_machine and r.gpu_id == h100_cal.gpu_id == "calibrated-h100-sxm"
+    assert r.scenario.node == h100_cal.node_id and r.params == h100_cal.params
+    assert h100_cal.gpu_id in r.db.gpus and h100_cal.gpu_id not in db.gpus  # a copy; the shipped one is untouched
+    assert r.scenario.intra is None  # the fabric widget does not apply: the measured links stay
+    assert simulate(r.scenario, db=r.db, params=r.params).step_s > 0
+
+
+def test_resolve_on_a_database_gpu_transfers_efficiencies(db, h100_cal, cpu_cal):
+    from gpusim.app_pages.state import resolve
+    from gpusim.params import DEFAULT_PARAMS
+
+    r = resolve({"gpu": "a100-sxm4-80gb"}, db, calibration=h100_cal)
+    assert not r.calibrated_machine and r.db is db and r.gpu_id == "a100-sxm4-80gb"
+    assert r.params.matmul_eff_frac != DEFAULT_PARAMS.matmul_eff_frac
+    assert not r.params.busbw_override_bytes_per_s  # the calibrated machine's links never transfer
+    assert any("transferred to a100-sxm4-80gb" in n for n in r.notes)
+    cpu = resolve({"gpu": "h100-sxm"}, db, calibration=cpu_cal)
+    assert cpu.params == DEFAULT_PARAMS and any("do not transfer" in n for n in cpu.notes)
+    plain = resolve({}, db)
+    assert plain.params == DEFAULT_PARAMS and not plain.notes
+
+
+def test_resolve_calibrated_without_a_calibration_says_what_to_do(db):
+    from gpusim.app_pages.state import resolve
+
+    with pytest.raises(ScenarioError, match="Calibration page"):
+        resolve({"hw": "calibrated"}, db)
+
+
+def test_measured_links_drop_fabric_variants(h100_cal):
+    from gpusim.params import DEFAULT_PARAMS
+
+    f, n, note = A.drop_measured_variants(["nvswitch", "pcie-switch"], ["ib-ndr-400"], h100_cal.params)
+    assert f == [] and n == ["ib-ndr-400"] and "fabrics inside a node" in note  # only intra-node was measured
+    assert A.drop_measured_variants(["nvswitch"], ["ib-ndr-400"], DEFAULT_PARAMS) == (["nvswitch"], ["ib-ndr-400"],
+                                                                                     None)
+
+
+def test_calibration_tables(h100_cal):
+    rows = A.calibration_parameter_rows(h100_cal.to_dict()["fitted"])
+    by = {r["parameter"]: r for r in rows}
+    tail = by["gemm.kernel_tail_s"]
+    assert tail["value"].endswith("µs") and tail["± std"].startswith("± ") and 0 < tail["relative std"] < 0.1
+    assert by["compute.train_frac"]["value"] == f"{h100_cal.values['compute.train_frac']:.3g}"
+    no_std = A.calibration_parameter_rows([{"name": "x", "value": 2.0, "std": None, "unit": "s", "sets": "", "block": "b",
+                                            "records": 3, "noisy_records": 1}])[0]
+    assert no_std["± std"] == "-" and no_std["relative std"] is None and no_std["records"] == "3 (1 noisy)"
+    levels = A.collective_rows_by_level([{"group": "all_reduce inter-node n=2 nodes=2"},
+                                         {"group": "all_reduce intra-node n=8"}, {"group": "broadcast global n=16"}])
+    assert list(levels) == ["intra-node", "inter-node", "global"]
+    held = A.held_out_table(h100_cal.held_out["records"])
+    assert len(held) == 6 and held[0]["step"].endswith("x 8") and abs(held[0]["error"]) < 0.1
+
+
+def test_plan_time_interval_brackets_the_time_to_train(db, h100_cal, cpu_cal):
+    config = {"node": "dgx-h100", "gpu": "h100-sxm", "n_gpus": 8, "nodes": 1, "strategy": "ddp",
+              "precision": "amp_bf16", "micro_batch": 64, "accum": 1, "checkpointing": False, "cpu_offload": False}
+    scn = A.plan_scenario(config, {"model": "resnet50"})
+    res = simulate(scn, db=db, params=h100_cal.params_for("h100-sxm", db), recommend=False)
+    train_s = 1e6 / res.throughput_samples_per_s
+    config.update(throughput_samples_per_s=res.throughput_samples_per_s, train_s=train_s, time_to_train_s=train_s + 100)
+    band = A.plan_time_interval(h100_cal, config, {"model": "resnet50"}, db)
+    assert band["lo_s"] < config["time_to_train_s"] < band["hi_s"]
+    assert band["lo_frac"] < 0 < band["hi_frac"] and band["level"] == 0.9
+    assert "note" in A.plan_time_interval(cpu_cal, config, {"model": "resnet50"}, db)  # nothing transfers from a CPU
