@@ -32,8 +32,9 @@ PAGES = [
     ("rooflines", "model=bert-large&gpu=l40s&batch=32", None, 2, "Communication roofline"),
     ("plan", "model=llama2-7b&deadline_d=14&budget_usd=100000", None, 2, "Bill of materials"),
     ("topology", "gpu=rtx-a6000", "Load an example", 2, "Expected all-reduce over all 4 GPUs"),
-    ("calibration", "", None, 0, "Calibration"),
-]
+]  # the Calibration page: test_calibration_upload_reaches_every_page
+#: the calibration the browser uploads (8 x H100 fitted to synthetic records; see fixtures/make_calibrations.py)
+CALIBRATION = Path(__file__).resolve().parent / "fixtures" / "h100_synthetic.json"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -93,6 +94,23 @@ def browser():
         b.close()
 
 
+def _keep(shot: Path) -> None:
+    keep = os.environ.get("GPUSIM_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / shot.name)
+
+
+def _charts_drawn(page, name: str) -> int:
+    charts = page.locator(".js-plotly-plot")
+    for i in range(charts.count()):
+        chart = charts.nth(i)
+        # drawn: an SVG with axes ticks or a heatmap/bar/scatter layer with content
+        assert chart.locator(".main-svg").count() >= 1
+        assert chart.locator(".xtick, .ytick, .trace, .point").count() > 0, f"chart {i} on {name} has nothing drawn"
+    return charts.count()
+
+
 def _settle(page, n_charts: int) -> None:
     """Wait until the script has finished and the charts have drawn."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
@@ -116,19 +134,10 @@ def test_page_renders_in_chromium(server, browser, tmp_path, path, query, press,
     name = path or "step"
     shot = tmp_path / f"screenshot-{name}.png"
     page.screenshot(path=str(shot), full_page=True)
-    keep = os.environ.get("GPUSIM_SCREENSHOT_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / shot.name)
+    _keep(shot)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.get_by_text(text).first.is_visible()
-    charts = page.locator(".js-plotly-plot")
-    assert charts.count() >= n_charts
-    for i in range(charts.count()):
-        chart = charts.nth(i)
-        # drawn: an SVG with axes ticks or a heatmap/bar/scatter layer with content
-        assert chart.locator(".main-svg").count() >= 1
-        assert chart.locator(".xtick, .ytick, .trace, .point").count() > 0, f"chart {i} on {name} has nothing drawn"
+    assert _charts_drawn(page, name) >= n_charts
     assert shot.stat().st_size > 30_000, "screenshot looks blank (Streamlit's skeleton only)"
     assert not errors, errors
     page.close()
@@ -159,4 +168,48 @@ def test_widget_change_reaches_the_url_and_the_numbers(server, browser):
     _settle(other, 2)
     assert other.get_by_text("Bottleneck: communication").first.is_visible()
     other.close()
+    page.close()
+
+
+def test_calibration_upload_reaches_every_page(server, browser, tmp_path):
+    """Upload a calibration file on the Calibration page: its tables and figures draw (screenshot of the whole
+    page), the Step page then shows the interval, and clearing brings the defaults back."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1150})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/calibration", timeout=60_000)
+    _settle(page, 0)
+    assert page.get_by_text("No calibration in use").first.is_visible()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(CALIBRATION))
+    page.wait_for_selector("text=In use on every page", timeout=60_000)
+    _settle(page, 5)
+    # the page is taller than the window and scrolls inside Streamlit's main block: grow the window to it
+    height = page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": 1500, "height": min(max(int(height), 1150), 6000)})
+    _settle(page, 5)
+    shot = tmp_path / "screenshot-calibration.png"
+    page.screenshot(path=str(shot), full_page=True)
+    _keep(shot)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    for text in ("What was measured", "Fitted parameters", "held-out DDP step error: median 1.1% (n=6)",
+                 "GEMM throughput vs size", "Point-to-point bandwidth per pair", "Notes of the fit"):
+        assert page.get_by_text(text).first.is_visible(), text
+    assert _charts_drawn(page, "calibration") >= 5
+    assert shot.stat().st_size > 100_000, "screenshot looks blank"
+    # every page uses it: the Step page runs on the calibrated machine and shows the interval as an error bar
+    page.set_viewport_size({"width": 1500, "height": 1150})
+    page.get_by_role("link", name="Step").first.click()
+    page.wait_for_selector("text=(the calibrated machine)", timeout=60_000)
+    _settle(page, 2)
+    assert page.get_by_text("90% interval").first.is_visible()
+    assert page.locator(".js-plotly-plot .errorbar").count() >= 1
+    # clearing on the Calibration page restores the defaults
+    page.get_by_role("link", name="Calibration").first.click()
+    page.get_by_role("button", name="Clear calibration").click()
+    page.wait_for_selector("text=No calibration in use", timeout=60_000)
+    page.get_by_role("link", name="Step").first.click()
+    page.wait_for_selector("text=8 x h100-sxm", timeout=60_000)
+    _settle(page, 2)
+    assert page.get_by_text("90% interval").count() == 0
+    assert not errors, errors
     page.close()
