@@ -206,6 +206,14 @@ def test_bad_paths_show_an_error(text, words):
     assert not in_use(at)
 
 
+def test_a_binary_file_path_is_an_error(tmp_path):
+    blob = tmp_path / "calibration.json"
+    blob.write_bytes(bytes(range(256)))
+    at = load_path(run_app("calibration"), str(blob))
+    assert not at.exception
+    assert at.error and "not text" in at.error[0].value and not in_use(at)
+
+
 def test_a_calibration_file_path_is_loaded():
     at = load_path(run_app("calibration"), str(CPU_JSON))
     no_trouble(at)
