@@ -1601,9 +1601,14 @@ def load_calibration(path: str | Path) -> Calibration:
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CalibrationError(f"{p}: no such calibration file (create one with `gpusim fit PROFILE -o {p}`)") from None
+    except UnicodeDecodeError:
+        raise CalibrationError(f"{p}: not a calibration file: not UTF-8 text") from None
+    except IsADirectoryError:
+        raise CalibrationError(f"{p}: a directory, not a calibration file (a profile directory goes to "
+                               f"`gpusim fit {p} -o calibration.json` first)") from None
     except OSError as e:
         raise CalibrationError(f"{p}: cannot read: {e.strerror or e}") from None
     try:

@@ -109,3 +109,12 @@ def test_predict_on_the_calibrated_machine_shows_an_interval(calibrated):
     rc, out, err = _run(["comm", "--calibration", str(cal), "--gpus", "2", "--bytes", "8MiB", "--json"], timeout_s=60)
     assert rc == 0, err
     assert json.loads(out)["busbw_bytes_per_s"] > 0
+
+
+@pytest.mark.parametrize("path", ["/bin/sh", "/tmp"])
+def test_a_binary_file_or_a_directory_is_not_a_calibration(path):
+    from gpusim.calibration import load_calibration
+    from gpusim.errors import CalibrationError
+
+    with pytest.raises(CalibrationError, match="not a calibration file|a directory"):
+        load_calibration(path)
