@@ -475,9 +475,14 @@ def build_inputs(scn: Scenario, db=None, params: ModelParams | None = None, work
     return hw, wl, scenario_row(scn, hw, wl, params)
 
 
-def _single_gpu(scn: Scenario) -> Scenario:
+def single_gpu_scenario(scn: Scenario) -> Scenario:
+    """The one-GPU reference of a scenario (speedup and efficiency are relative to it): the same GPU, batch and
+    strategy on one GPU (DataParallel's one-GPU form is plain training, as DDP's is)."""
     kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
+
+
+_single_gpu = single_gpu_scenario
 
 
 def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None = None,

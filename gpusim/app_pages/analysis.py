@@ -251,6 +251,7 @@ def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | N
         resolve_hardware,
         resolve_workload,
         scenario_row,
+        single_gpu_scenario,
         stack_rows,
     )
 
@@ -260,7 +261,7 @@ def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | N
         scn = scn.with_changes(baseline_throughput=None)
     hw = resolve_hardware(scn, db)
     wl = resolve_workload(scn)
-    one = scn.with_changes(gpus=1, nodes=1, kind="ddp" if scn.strategy.kind == "dp" else scn.strategy.kind)
+    one = single_gpu_scenario(scn)
     hw1 = resolve_hardware(one, db)
     batches = [int(b) for b in batches]
     rows = [scenario_row(scn.with_changes(per_gpu_batch=b), hw, wl, params) for b in batches]
