@@ -90,9 +90,6 @@ def _load_path() -> None:
             _loaded(cal, label, [str(p) for p in paths])
     except GpusimError as e:
         _failed(str(e))
-    except UnicodeDecodeError:  # load_calibration reads text and lets this through
-        _failed(f"{raw.strip()}: not a calibration file: it is not text (a calibration file is the JSON that "
-                "`gpusim fit` writes)")
     except OSError as e:
         _failed(f"cannot read {e.filename or raw}: {e.strerror or e}")
     except Exception as e:  # noqa: BLE001  (input the format checks let through but the fit cannot use)
