@@ -660,7 +660,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         need = np.round(mem[idxs] / units.GIB * 10.0).astype(np.int64)
         caps, cap_i = np.unique(cap_h, return_inverse=True)
         key = need * len(caps) + cap_i.ravel()[a_h[b_a[idxs]]]
-        keys, inv = np.unique(key, return_inverse=True)
+        keys, inv = _unique_inverse(key)
         codes = np.array([reasons.code(f"does not fit in GPU memory ({k // len(caps) / 10:.1f} GiB needed of "
                                        f"{caps[k % len(caps)] / units.GIB:.0f} GiB)") for k in keys], dtype=np.int64)
         reason[idxs] = codes[inv.ravel()]
@@ -668,7 +668,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         over = (reason == 0) & (gb > max_global_batch)
         if over.any():
             idxs = np.nonzero(over)[0]
-            vals, inv = np.unique(gb[idxs], return_inverse=True)
+            vals, inv = _unique_inverse(gb[idxs])
             codes = np.array([reasons.code(f"global batch too large ({int(x)} > limit {max_global_batch})")
                               for x in vals], dtype=np.int64)
             reason[idxs] = codes[inv.ravel()]
@@ -785,6 +785,24 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
     step[rows] = out["step_s"][inv]
     thr[rows] = out["throughput_samples_per_s"][inv]
     return step, thr
+
+
+def _unique_inverse(values: np.ndarray):
+    """``np.unique(values, return_inverse=True)`` for integer-valued arrays, without sorting when their range is
+    small (a dense table); falls back to ``np.unique`` otherwise."""
+    v = np.asarray(values)
+    if len(v) == 0 or not np.all(np.isfinite(v)):
+        return np.unique(v, return_inverse=True)
+    lo, hi = int(v.min()), int(v.max())
+    iv = v.astype(np.int64)
+    if hi - lo > 50_000_000 or not np.array_equal(iv, v):
+        return np.unique(v, return_inverse=True)
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[iv - lo] = True
+    uniq = np.flatnonzero(present)
+    slot = np.zeros(hi - lo + 1, dtype=np.int64)
+    slot[uniq] = np.arange(len(uniq))
+    return (uniq + lo).astype(v.dtype), slot[iv - lo]
 
 
 def _first_and_inverse(key: np.ndarray, size: int):

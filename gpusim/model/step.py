@@ -136,11 +136,9 @@ def _overlap(comm_s, unhideable_s, window_s, overlap_frac):
 def _rows(v, idx, rows):
     """Rows ``idx`` of a per-scenario array (scalars and broadcast rows pass through)."""
     a = np.asarray(v)
-    if a.ndim == 0 or isinstance(idx, slice):
+    if a.ndim == 0 or a.shape[0] != rows:
         return a
-    if a.shape[0] == rows:
-        return a[idx]
-    return a
+    return a[idx]  # a slice gives a view, an index array a copy
 
 
 def _strategy_comm(code: int, c: dict, p: ModelParams):
@@ -248,7 +246,9 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     s_b = np.broadcast_to(s, (rows,)).astype(np.int64, copy=False)
     for code in np.flatnonzero(np.bincount(s_b, minlength=HYBRID + 1)):  # the strategies present (no sort)
         mask = s_b == code
-        idx = slice(None) if mask.all() else np.nonzero(mask)[0]
+        idx = np.nonzero(mask)[0]
+        if idx[-1] - idx[0] + 1 == len(idx):  # contiguous rows (one strategy, or a sweep ordered by strategy)
+            idx = slice(int(idx[0]), int(idx[-1]) + 1)
         sub = {key: _rows(v, idx, rows) for key, v in ctx.items()}
         exp, hid, ar = _strategy_comm(int(code), sub, p)
         comm_exposed[idx], comm_hidden[idx], allreduce_s[idx] = exp, hid, ar
