@@ -557,6 +557,9 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
     breakdown = {k: float(r[k]) for k in BREAKDOWN_KEYS}
     st = scn.strategy
     notes = hw.assumptions
+    if hw.n_gpus > 1 and not bool(b1["fits_in_memory"]):
+        notes += ("the one-GPU reference of speedup and efficiency does not fit in one GPU's memory: it is the "
+                  "modelled time of that GPU as if it did",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)
