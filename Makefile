@@ -1,7 +1,7 @@
 # gpusim: set-up and everyday commands. Every target creates .venv itself on a fresh machine.
 #   make app    install what the planner needs and start it (http://localhost:8501)
 #   make test   install everything the tests need and run the whole suite
-#   make bench  print the speed figures of benchmarks/
+#   make bench  print the speed figures of benchmarks/ (benchmarks/calibration_heldout.py runs apart: minutes)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -34,6 +34,8 @@ test: $(VENV)/.test-stamp
 bench: $(VENV)/.test-stamp
 	$(PY) benchmarks/model_speed.py
 	$(PY) benchmarks/cold_start.py
+	$(PY) benchmarks/sweep.py
+	$(PY) benchmarks/app_rerun.py
 
 clean-venv:
 	rm -rf $(VENV)
