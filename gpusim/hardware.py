@@ -119,12 +119,19 @@ class Pcie(_Strict):
     lanes: Literal[1, 2, 4, 8, 16] = 16
 
 
+class HostLink(_Strict):
+    """A coherent CPU-GPU link that replaces PCIe for host copies (NVLink-C2C on Grace superchips)."""
+
+    technology: Literal["nvlink-c2c", "infinity-fabric"]
+    gbyte_per_s_per_direction: float = Field(ge=10, le=2000)
+
+
 class GPU(_Sourced):
     """One GPU model. Figures are per GPU (a GH200 entry is its GPU part)."""
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "release_year", "memory_gib", "memory_gbyte_per_s", "dense_tflop_per_s", "peer_link", "pcie",
-        "p2p_pcie", "tdp_w", "sm_count")
+        "p2p_pcie", "tdp_w", "sm_count", "host_link")
 
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: str = Field(min_length=3, description="e.g. pascal, volta, turing, ampere, ada, hopper, blackwell, cdna3")
@@ -139,6 +146,7 @@ class GPU(_Sourced):
         default=None, description="required for consumer cards: which accumulate precision the fp16 figure uses")
     peer_link: PeerLink | None = None
     pcie: Pcie
+    host_link: HostLink | None = Field(default=None, description="CPU-GPU link when it is not PCIe (superchips)")
     p2p_pcie: bool = Field(description="GPU-to-GPU peer-to-peer over PCIe enabled by the driver")
     tdp_w: float = Field(ge=30, le=2500)
     sm_count: int | None = Field(default=None, ge=1, le=1000)
@@ -166,6 +174,12 @@ class GPU(_Sourced):
         """Dense peak for a datasheet precision key (``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8``)."""
         v = getattr(self.dense_tflop_per_s, key)
         return None if v is None else units.tflop_per_s_to_flop_per_s(v)
+
+    @property
+    def host_link_bytes_per_s(self) -> float | None:
+        if self.host_link is None:
+            return None
+        return units.gbyte_per_s_to_bytes_per_s(self.host_link.gbyte_per_s_per_direction)
 
     @property
     def peer_link_bytes_per_s(self) -> float | None:

@@ -349,7 +349,9 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "intra_busbw_bytes_per_s": float(intra_bw), "intra_hop_s": float(intra_hop),
         "inter_busbw_bytes_per_s": float(inter_bw), "inter_hop_s": float(inter_hop),
         "nvls": bool(hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch"),
-        "pcie_bytes_per_s": hw.pcie_link.bandwidth_bytes_per_s, "cores_per_gpu": float(hw.cpu_cores_per_gpu),
+        # host copies and CPU offload use the CPU-GPU link: PCIe, or NVLink-C2C on superchips
+        "pcie_bytes_per_s": max(hw.pcie_link.bandwidth_bytes_per_s, hw.gpu.host_link_bytes_per_s or 0.0),
+        "cores_per_gpu": float(hw.cpu_cores_per_gpu),
         "storage_bytes_per_s_per_gpu": hw.storage_bytes_per_s_per_node / g,
         "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
         "_intra_path": int(path), "_inter_path": int(net_path),
