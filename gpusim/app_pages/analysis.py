@@ -237,6 +237,18 @@ def batch_candidates(current: int, max_micro_batch: int | None = None, *, top: i
     return sorted(out)
 
 
+def _modelled(scn, db, params):
+    """The scenario without a measured baseline (it applies to one batch only), its hardware and workload."""
+    from gpusim.hwdb import load
+    from gpusim.simulate import resolve_hardware, resolve_workload
+
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    if scn.baseline_throughput:
+        scn = scn.with_changes(baseline_throughput=None)
+    return scn, resolve_hardware(scn, db), resolve_workload(scn), db, params
+
+
 def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | None = None
                 ) -> tuple[list[dict], int]:
     """Throughput, utilisation, MFU, memory and scaling efficiency for each per-GPU batch, from one
@@ -245,22 +257,15 @@ def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | N
     Returns ``(rows, max_micro_batch)``. A measured ``baseline_throughput`` applies to one batch only, so it
     is left out here.
     """
-    from gpusim.hwdb import load
     from gpusim.model.step import BOTTLENECKS, evaluate
     from gpusim.simulate import (
         resolve_hardware,
-        resolve_workload,
         scenario_row,
         single_gpu_scenario,
         stack_rows,
     )
 
-    db = db or load()
-    params = params or DEFAULT_PARAMS
-    if scn.baseline_throughput:
-        scn = scn.with_changes(baseline_throughput=None)
-    hw = resolve_hardware(scn, db)
-    wl = resolve_workload(scn)
+    scn, hw, wl, db, params = _modelled(scn, db, params)
     one = single_gpu_scenario(scn)
     hw1 = resolve_hardware(one, db)
     batches = [int(b) for b in batches]
@@ -300,7 +305,6 @@ def rooflines(scn, *, db=None, params: ModelParams | None = None, fabrics: Seque
     ceiling per interconnect (all-reduce algorithm bandwidth for the scenario's gradient size and GPU count)
     and the scenario's own effective rate (gradient bytes / its communication time).
     """
-    from gpusim.hwdb import load
     from gpusim.model.compute import (
         group_times_s,
         model_flop_per_sample,
@@ -309,19 +313,12 @@ def rooflines(scn, *, db=None, params: ModelParams | None = None, fabrics: Seque
     from gpusim.model.step import evaluate
     from gpusim.simulate import (
         collective,
-        resolve_hardware,
-        resolve_workload,
         roofline_by_kind,
         scenario_row,
         stack_rows,
     )
 
-    db = db or load()
-    params = params or DEFAULT_PARAMS
-    if scn.baseline_throughput:
-        scn = scn.with_changes(baseline_throughput=None)
-    hw = resolve_hardware(scn, db)
-    wl = resolve_workload(scn)
+    scn, hw, wl, db, params = _modelled(scn, db, params)
     row = scenario_row(scn, hw, wl, params)
     out = evaluate(stack_rows([row]), params)
     st = scn.strategy
