@@ -165,6 +165,12 @@ def _default_node(db, gpu: GPU, gpus_per_node: int) -> Node | None:
     return generic[0] if generic else None
 
 
+def _generic_host(db) -> Node | None:
+    """The generic PCIe server template whose CPUs and storage stand in when a scenario names no node."""
+    cands = [db.nodes[i] for i in _GENERIC_PCIE_NODES if i in db.nodes]
+    return max(cands, key=lambda n: n.gpus_per_node) if cands else None
+
+
 def resolve_hardware(scn: Scenario, db) -> Hardware:
     """Fill in the fabric, CPUs and NICs a scenario leaves unsaid, from its node or the GPU's usual node."""
     notes: list[str] = []
@@ -241,9 +247,17 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
             notes.append(f"nodes joined by {inter.id} assumed (set --inter to change)")
         nics = scn.nics_per_node or (node.nics_per_node if (node is not None and node.nic_link and not scn.inter
                                                             ) else 0) or g
-    cores = scn.cpu_cores_per_gpu or (node.cpu_cores / node.gpus_per_node if node is not None else 8.0)
+    # CPU cores and storage come from the node; without one, from the database's generic PCIe server
+    host = node if node is not None else _generic_host(db)
+    if host is None and not (scn.cpu_cores_per_gpu and scn.storage_gbyte_per_s):
+        raise ScenarioError(f"no node in the database describes the CPUs and storage around {g} x {gpu.id}: give "
+                            "--node, or --cpu-cores-per-gpu and --storage-gbyte-per-s")
+    if node is None and host is not None:
+        notes.append(f"CPU cores and storage per GPU of {host.id!r} assumed (set --cpu-cores-per-gpu, "
+                     "--storage-gbyte-per-s)")
+    cores = scn.cpu_cores_per_gpu or host.cpu_cores / host.gpus_per_node
     storage = (scn.storage_gbyte_per_s * units.GB if scn.storage_gbyte_per_s
-               else node.storage_bytes_per_s if node is not None else 3.0 * units.GB)
+               else host.storage_bytes_per_s / host.gpus_per_node * g)
     return Hardware(gpu=gpu, gpus_per_node=g, nodes=scn.nodes, intra_link=intra, topology=topology, p2p=p2p,
                     pcie_link=pcie_link, socket_link=socket_link, inter_link=inter, nics_per_node=nics,
                     oversubscription=scn.oversubscription, cpu_cores_per_gpu=cores,

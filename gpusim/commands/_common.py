@@ -9,6 +9,19 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def parse_flag(parse, text, flag: str):
+    """Parse a human value (``units.parse_bytes``, ``parse_duration_s``, ``parse_count``) given to ``flag``;
+    None stays None; a bad value is a ScenarioError naming the flag."""
+    from gpusim.errors import ScenarioError
+
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise ScenarioError(f"{flag}: {e}") from None
+
+
 def load_db(args):
     from gpusim.hwdb import load
 

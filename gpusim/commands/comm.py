@@ -29,17 +29,11 @@ def register(sub) -> None:
 
 def cmd_comm(args) -> int:
     from gpusim import units
-    from gpusim.commands._common import load_db, print_json, print_table
+    from gpusim.commands._common import load_db, parse_flag, print_json, print_table
     from gpusim.errors import ScenarioError
     from gpusim.simulate import collective
 
-    sizes = []
-    for item in args.bytes:
-        for part in item.split(","):
-            try:
-                sizes.append(units.parse_bytes(part))
-            except ValueError as e:
-                raise ScenarioError(str(e)) from None
+    sizes = [parse_flag(units.parse_bytes, part, "--bytes") for item in args.bytes for part in item.split(",")]
     if args.gpus < 1 or args.nodes < 1:
         raise ScenarioError("--gpus and --nodes must be at least 1")
     db = load_db(args)

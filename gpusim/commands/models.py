@@ -23,7 +23,10 @@ def _at_seq_len(w, seq_len):
 
 def _si(x: float, unit: str) -> str:
     """``_si(6.74e9, "") == '6.74 G'`` (decimal prefixes for counts)."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    from gpusim import units
+
+    for scale, prefix in ((units.PETA, "P"), (units.TERA, "T"), (units.GIGA, "G"), (units.MEGA, "M"),
+                          (units.KILO, "k")):
         if abs(x) >= scale:
             return f"{x / scale:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}".rstrip()

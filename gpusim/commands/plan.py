@@ -133,25 +133,14 @@ def cmd_plan(args) -> int:
     import sys
 
     from gpusim import units
-    from gpusim.commands._common import load_db, print_json
-    from gpusim.errors import ScenarioError
+    from gpusim.commands._common import load_db, parse_flag, print_json
     from gpusim.plan import plan
 
     def dur(text, flag):
-        if text is None:
-            return None
-        try:
-            return units.parse_duration_s(text)
-        except ValueError as e:
-            raise ScenarioError(f"{flag}: {e}") from None
+        return parse_flag(units.parse_duration_s, text, flag)
 
     def count(text, flag):
-        if text is None:
-            return None
-        try:
-            return units.parse_count(text)
-        except ValueError as e:
-            raise ScenarioError(f"{flag}: {e}") from None
+        return parse_flag(units.parse_count, text, flag)
 
     db = load_db(args)
     params, db, cal = _calibrated(args, db)
@@ -278,7 +267,7 @@ def print_plan(res, top: int = 20) -> None:
         cons.append(f"budget {inp['budget_usd']:,.0f} USD")
     cons.append(f"up to {inp['max_gpus']:,} GPUs")
     cons.append(f"global batch <= {inp['max_global_batch']:,}")
-    con.print(f"[bold]{inp['workload_name']}[/] ({inp['params'] / 1e9:.3g}B parameters): {amount}; " + ", ".join(cons))
+    con.print(f"[bold]{inp['workload_name']}[/] ({inp['params'] / units.GIGA:.3g}B parameters): {amount}; " + ", ".join(cons))
     df = res.table
     con.print(f"evaluated {len(df):,} configurations ({int(df['feasible'].sum()):,} feasible, "
               f"{len(res.pareto)} on the time-cost frontier) in {res.elapsed_s:.2f} s")

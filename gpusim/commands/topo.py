@@ -49,8 +49,7 @@ def scenario_fields(topo) -> dict:
 
 def cmd_topo(args) -> int:
     from gpusim import units
-    from gpusim.commands._common import load_db, print_json
-    from gpusim.errors import ScenarioError
+    from gpusim.commands._common import load_db, parse_flag, print_json
     from gpusim.simulate import collective
 
     topo = load_topology(args.file, args.p2p)
@@ -58,10 +57,7 @@ def cmd_topo(args) -> int:
     warnings = topo.warnings()
     out = {"summary": summ, "warnings": warnings}
     if args.gpu:
-        try:
-            size = units.parse_bytes(args.bytes)
-        except ValueError as e:
-            raise ScenarioError(str(e)) from None
+        size = parse_flag(units.parse_bytes, args.bytes, "--bytes")
         fields = scenario_fields(topo)
         db = load_db(args)
         rows = collective("all_reduce", [size], gpu=args.gpu, gpus=max(1, summ["n_gpus"]), nodes=1,

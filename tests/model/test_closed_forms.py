@@ -238,3 +238,20 @@ def test_what_ifs_scale_a_measured_baseline_by_the_models_ratio(db):
     assert same == pytest.approx(measured)  # an unchanged variant keeps the measured time
     bigger = scenario_row(scn.with_changes(per_gpu_batch=128), hw, wl, DEFAULT_PARAMS)
     assert _rescaled_override(rows, bigger, DEFAULT_PARAMS) == pytest.approx(2 * measured, rel=0.15)
+
+
+def test_cpu_and_storage_come_from_a_node_never_from_code(db):
+    import dataclasses
+
+    from gpusim.errors import ScenarioError
+    from gpusim.simulate import resolve_hardware
+
+    kw = dict(model="resnet50", gpu="a100-pcie-80gb", gpus=12, per_gpu_batch=64)
+    hw = resolve_hardware(Scenario(**kw), db)
+    generic = db.node("pcie-8x-switch")
+    assert hw.cpu_cores_per_gpu == pytest.approx(generic.cpu_cores / generic.gpus_per_node)
+    bare = dataclasses.replace(db, nodes={k: v for k, v in db.nodes.items() if not k.startswith("pcie-")})
+    with pytest.raises(ScenarioError, match="--cpu-cores-per-gpu"):
+        resolve_hardware(Scenario(**kw), bare)
+    ok = resolve_hardware(Scenario(**kw, cpu_cores_per_gpu=4, storage_gbyte_per_s=2), bare)
+    assert ok.cpu_cores_per_gpu == 4
