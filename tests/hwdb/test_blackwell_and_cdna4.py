@@ -125,24 +125,26 @@ def test_nvlink_domain_holds_whole_nodes(db):
         assert domain >= n.gpus_per_node and domain % n.gpus_per_node == 0, n.id
 
 
+#: a minimal tray for schema checks (figures arbitrary; only validation is exercised)
+_TRAY = dict(id="t-tray", name="test tray", kind="server", gpu="gb300", gpus_per_node=4, intra_link="nvlink5-nvl72",
+             intra_topology="nvswitch", cpu_cores=144, ram_gib=960, numa_sockets=2, storage_gbyte_per_s=10)
+_TRAY_FIELDS = ["gpus_per_node", "cpu_cores", "ram_gib", "numa_sockets", "storage_gbyte_per_s"]
+
+
+def _source(*extra):
+    return [{"title": "a test", "fields": [*_TRAY_FIELDS, *extra]}]
+
+
 def test_nvlink_domain_must_be_positive():
-    base = dict(id="t-tray", name="test tray", kind="server", gpu="gb300", gpus_per_node=4, intra_link="nvlink5-nvl72",
-                intra_topology="nvswitch", cpu_cores=144, ram_gib=960, numa_sockets=2, storage_gbyte_per_s=10,
-                sources=[{"title": "a test", "fields": ["*"]}])
-    assert Node(**base).nvlink_domain_gpus is None
-    assert Node(**base, nvlink_domain_gpus=72).nvlink_domain_gpus == 72
+    assert Node(**_TRAY, sources=_source()).nvlink_domain_gpus is None
+    assert Node(**_TRAY, nvlink_domain_gpus=72, sources=_source("nvlink_domain_gpus")).nvlink_domain_gpus == 72
     with pytest.raises(ValidationError):
-        Node(**base, nvlink_domain_gpus=0)
+        Node(**_TRAY, nvlink_domain_gpus=0, sources=_source("nvlink_domain_gpus"))
 
 
 def test_nvlink_domain_needs_a_source():
-    base = dict(id="t-tray", name="test tray", kind="server", gpu="gb300", gpus_per_node=4, intra_link="nvlink5-nvl72",
-                intra_topology="nvswitch", cpu_cores=144, ram_gib=960, numa_sockets=2, storage_gbyte_per_s=10,
-                nvlink_domain_gpus=72)
-    fields = ["gpus_per_node", "cpu_cores", "ram_gib", "numa_sockets", "storage_gbyte_per_s"]
     with pytest.raises(ValidationError, match="nvlink_domain_gpus"):
-        Node(**base, sources=[{"title": "a test", "fields": fields}])
-    Node(**base, sources=[{"title": "a test", "fields": [*fields, "nvlink_domain_gpus"]}])
+        Node(**_TRAY, nvlink_domain_gpus=72, sources=_source())
 
 
 @pytest.mark.parametrize(("node_id", "gbit_per_gpu"), [
