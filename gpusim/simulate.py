@@ -369,7 +369,15 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "storage_bytes_per_s_per_gpu": hw.storage_bytes_per_s_per_node / g,
         "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
         "_intra_path": int(path), "_inter_path": int(net_path),
+        "_ll_max": _ll_max(hw, params),
+        "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
     }
+
+
+def _ll_max(hw: Hardware, params: ModelParams) -> float:
+    """NCCL's LL bus-bandwidth cap for this GPU generation and node count (inf where none is known)."""
+    caps = params.ll_max_busbw_bytes_per_s.get(hw.gpu.architecture) if hw.gpu.vendor == "nvidia" else None
+    return float(caps[min(hw.nodes, 3) - 1]) if caps else math.inf
 
 
 def _block_bytes(workload) -> float:
@@ -677,14 +685,18 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
 def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node: str | None = None, gpus: int = 8,
                nodes: int = 1, intra: str | None = None, inter: str | None = None, intra_topology: str | None = None,
                p2p: bool | None = None, nics_per_node: int | None = None, oversubscription: float = 1.0,
-               algorithm: str = "auto", db=None, params: ModelParams | None = None) -> list[dict]:
+               algorithm: str = "auto", protocol: str = "auto", db=None,
+               params: ModelParams | None = None) -> list[dict]:
     """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer)."""
     from gpusim.hwdb import load
 
     if collective_name not in C.COLLECTIVES:
         raise ScenarioError(f"unknown collective {collective_name!r}; one of {', '.join(C.COLLECTIVES)}")
-    if algorithm != "auto" and algorithm not in C.ALGORITHMS:
-        raise ScenarioError(f"unknown algorithm {algorithm!r}; one of auto, {', '.join(C.ALGORITHMS)}")
+    if algorithm != "auto" and (algorithm not in C.ALGORITHMS or algorithm == "none"):
+        raise ScenarioError(f"unknown algorithm {algorithm!r}; one of auto, "
+                            f"{', '.join(a for a in C.ALGORITHMS if a != 'none')}")
+    if protocol != "auto" and protocol not in C.PROTOCOLS:
+        raise ScenarioError(f"unknown protocol {protocol!r}; one of auto, {', '.join(C.PROTOCOLS)}")
     db = db or load()
     params = params or DEFAULT_PARAMS
     try:  # a hardware-only scenario: no workload needed, so the full validator is bypassed
@@ -704,15 +716,24 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
     if np.any(sizes <= 0) or not np.all(np.isfinite(sizes)):
         raise ScenarioError("message sizes must be positive bytes")
     code = C.COLLECTIVES[collective_name]
-    t, algo = C.collective_time_s(
+    forced = -1 if algorithm == "auto" else C.ALGORITHMS[algorithm]
+    t, algo, proto = C.collective_choice(
         code, sizes, float(hw.n_gpus), float(hw.nodes), row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
         row["inter_busbw_bytes_per_s"], row["inter_hop_s"], row["nvls"], base_latency_s=params.coll_base_latency_s,
         nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
-        tree_busbw_frac=params.tree_busbw_frac, algorithm=-1 if algorithm == "auto" else C.ALGORITHMS[algorithm])
+        tree_busbw_frac=params.tree_busbw_frac, algorithm=forced,
+        protocol=-1 if protocol == "auto" else C.PROTOCOLS[protocol], sharp=row["_sharp"],
+        ll_max_busbw_bytes_per_s=row["_ll_max"], tuning=C.tuning_from_params(params))
+    if not np.all(np.isfinite(t)):
+        raise ScenarioError(f"{collective_name} cannot run with algorithm {algorithm!r} on this fabric "
+                            f"({hw.n_gpus} GPUs on {hw.nodes} node(s)); use --algorithm auto")
     algbw = C.algbw_bytes_per_s(sizes, t)
     busbw = algbw * C.bus_factor(code, float(hw.n_gpus))
+    shape = sizes.shape
     return [{"bytes": float(s), "time_s": float(ti), "algbw_bytes_per_s": float(a), "busbw_bytes_per_s": float(bb),
-             "algorithm": C.ALGO_NAMES[int(al)], "n_ranks": hw.n_gpus, "n_nodes": hw.nodes,
-             "intra_path": _path_name(row["_intra_path"]), "inter_path": _path_name(row["_inter_path"])}
-            for s, ti, a, bb, al in zip(sizes, np.broadcast_to(t, sizes.shape), np.broadcast_to(algbw, sizes.shape),
-                                        np.broadcast_to(busbw, sizes.shape), np.broadcast_to(algo, sizes.shape))]
+             "algorithm": C.ALGO_NAMES[int(al)], "protocol": C.PROTO_NAMES[int(pr)], "n_ranks": hw.n_gpus,
+             "n_nodes": hw.nodes, "intra_path": _path_name(row["_intra_path"]),
+             "inter_path": _path_name(row["_inter_path"])}
+            for s, ti, a, bb, al, pr in zip(sizes, np.broadcast_to(t, shape), np.broadcast_to(algbw, shape),
+                                            np.broadcast_to(busbw, shape), np.broadcast_to(algo, shape),
+                                            np.broadcast_to(proto, shape))]
