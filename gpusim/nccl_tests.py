@@ -62,7 +62,7 @@ from gpusim.errors import CalibrationError
 BINARIES: dict[str, str | None] = {
     "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
     "broadcast": "broadcast", "bcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv",
-    "alltoall": None, "gather": None, "scatter": None, "hypercube": None,
+    "alltoall": "all_to_all", "gather": None, "scatter": None, "hypercube": None,
 }
 #: the collectives the fit uses (gpusim.model.comm has bus factors and ring steps for them)
 USABLE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send_recv")

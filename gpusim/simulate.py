@@ -138,6 +138,13 @@ class Hardware:
     storage_bytes_per_s_per_node: float
     node: Node | None
     assumptions: tuple[str, ...] = ()
+    nvlink_domain_gpus: int | None = None
+
+    @property
+    def in_nvlink_domain(self) -> bool:
+        """Every rank reaches every other over NVLink although they span several nodes (an NVL72 rack's trays)."""
+        return (self.nodes > 1 and self.nvlink_domain_gpus is not None and self.n_gpus <= self.nvlink_domain_gpus
+                and self.topology == "nvswitch")
 
     @property
     def n_gpus(self) -> int:
@@ -261,7 +268,8 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
     return Hardware(gpu=gpu, gpus_per_node=g, nodes=scn.nodes, intra_link=intra, topology=topology, p2p=p2p,
                     pcie_link=pcie_link, socket_link=socket_link, inter_link=inter, nics_per_node=nics,
                     oversubscription=scn.oversubscription, cpu_cores_per_gpu=cores,
-                    storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes))
+                    storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes),
+                    nvlink_domain_gpus=node.nvlink_domain_gpus if (node is not None and not scn.intra) else None)
 
 
 def resolve_workload(scn: Scenario):
@@ -339,6 +347,9 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     eff = eff_table(params)
     g = hw.gpus_per_node
     link_bw = hw.intra_link.bandwidth_bytes_per_s if hw.intra_link else math.inf
+    peers = hw.intra_link.mesh_peers if hw.intra_link else None
+    if peers and hw.topology == "nvlink-mesh":  # a point-to-point mesh: g GPUs use g-1 of the GPU's links
+        link_bw *= min(g - 1, peers) / peers
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
@@ -352,6 +363,8 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         inter_hop = hw.inter_link.latency_s
     else:
         inter_bw, inter_hop, net_path = math.inf, 0.0, -1
+    if hw.in_nvlink_domain:  # trays of one NVLink domain: every hop between them is NVLink too
+        inter_bw, inter_hop, net_path = intra_bw, intra_hop, path
     ov_bw, ov_lat = params.busbw_override_bytes_per_s, params.latency_override_s
     intra_bw = ov_bw.get("intra-node", float(intra_bw)) if g > 1 else float(intra_bw)
     inter_bw = ov_bw.get("inter-node", float(inter_bw)) if hw.nodes > 1 else float(inter_bw)
@@ -717,8 +730,9 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         raise ScenarioError("message sizes must be positive bytes")
     code = C.COLLECTIVES[collective_name]
     forced = -1 if algorithm == "auto" else C.ALGORITHMS[algorithm]
+    comm_nodes = 1.0 if hw.in_nvlink_domain else float(hw.nodes)  # NCCL's MNNVL: one NVLink domain = one node
     t, algo, proto = C.collective_choice(
-        code, sizes, float(hw.n_gpus), float(hw.nodes), row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
+        code, sizes, float(hw.n_gpus), comm_nodes, row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
         row["inter_busbw_bytes_per_s"], row["inter_hop_s"], row["nvls"], base_latency_s=params.coll_base_latency_s,
         nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
         tree_busbw_frac=params.tree_busbw_frac, algorithm=forced,
