@@ -157,16 +157,15 @@ def ring_steps(collective, n):
     return np.where(c == ALL_REDUCE, 2.0 * (n - 1.0), np.where((c == SEND_RECV) | (c == ALL_TO_ALL), 1.0, n - 1.0))
 
 
-def _pick(t, algo, proto, cand_t, cand_algo, ok, forced_algo, proto_codes):
-    """Keep the faster of the current choice and ``cand_t`` (protocols ``proto_codes`` on the last axis) where
-    ``ok``; ``forced_algo`` takes the candidate wherever it is ok."""
-    if cand_t.shape[-1] == 1:
-        ct, best = cand_t[..., 0], np.full(np.shape(cand_t)[:-1], proto_codes[0])
-    else:
-        i = np.argmin(cand_t, axis=-1)
-        ct, best = np.take_along_axis(cand_t, i[..., None], axis=-1)[..., 0], np.asarray(proto_codes)[i]
-    better = ok & ((ct < t) | forced_algo)
-    return np.where(better, ct, t), np.where(better, cand_algo, algo), np.where(better, best, proto)
+_NP = 4  # a choice is coded algorithm * _NP + protocol + 1 (protocol -1 = none)
+
+
+def _keep(t, code, cand_t, cand_code, ok=None, force=False):
+    """Running minimum: keep ``cand_t`` (coded ``cand_code``) where it is faster (or forced) and ``ok``."""
+    better = (cand_t < t) if not force else np.isfinite(cand_t)
+    if ok is not None:
+        better = better & ok
+    return np.where(better, cand_t, t), np.where(better, cand_code, code)
 
 
 def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
@@ -192,35 +191,35 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     ihop = np.asarray(intra_hop_s, dtype=np.float64)
     ohop = np.asarray(inter_hop_s, dtype=np.float64)
     forced = algorithm != _AUTO
-    P = (slice(None),) if protocol == _AUTO else (slice(protocol, protocol + 1),)
-    codes = (PROTO_LL, PROTO_LL128, PROTO_SIMPLE) if protocol == _AUTO else (protocol,)
-    simple = (PROTO_SIMPLE,)
-    ex = (..., None)  # protocols on a trailing axis
-
-    ring_frac = np.asarray(tn.ring_proto_frac)[P]
-    # NCCL caps the LL protocol's bus bandwidth (llMaxBws: what one GPU generation's SMs sustain with 8-byte stores)
+    protos = (PROTO_LL, PROTO_LL128, PROTO_SIMPLE) if protocol == _AUTO else (protocol,)
+    simple_ok = PROTO_SIMPLE in protos
     ll_cap = np.asarray(ll_max_busbw_bytes_per_s, dtype=np.float64)
-    ring_base = np.asarray(tn.ring_base_s)[P]
-    intra_ring_hop = ihop[ex] + tn.hop_extra("intra", "ring")[P]
-    inter_ring_hop = ohop[ex] + tn.hop_extra("inter", "ring")[P]
+    x_intra_ring, x_inter_ring = tn.hop_extra("intra", "ring"), tn.hop_extra("inter", "ring")
     shape = np.broadcast_shapes(np.shape(s), np.shape(n), np.shape(nodes), np.shape(intra), np.shape(inter),
                                 np.shape(ihop), np.shape(ohop))
     t = np.full(shape, np.inf)
-    algo = np.full(shape, ALGO_RING)
-    proto = np.full(shape, PROTO_SIMPLE)
+    code = np.full(shape, ALGO_RING * _NP + PROTO_SIMPLE + 1)
+    base = base_latency_s
+    fs = f * s
+
+    def proto_bw(bw, p):
+        """Bus bandwidth of protocol ``p`` on a Simple-protocol bus bandwidth ``bw``; LL capped by NCCL's llMaxBws."""
+        out = bw * tn.ring_proto_frac[p]
+        return np.minimum(out, ll_cap) if p == PROTO_LL else out
 
     if c in (SEND_RECV, ALL_TO_ALL):
         # point to point: every peer at once, one hop; across nodes each GPU's flow uses its share of the NICs
-        hop = np.where(multi[ex], inter_ring_hop, intra_ring_hop)
         if c == SEND_RECV:
-            bw = np.where(multi, inter / g, intra)
-            vol_t = s[ex] / (bw[ex] * ring_frac)
+            vol = s / np.where(multi, inter / g, intra) if any_multi else s / intra
         else:
             in_node = np.where(g > 1, (g - 1.0) / n * s / intra, 0.0)
-            cross = np.where(multi, (n - g) / n * s * g / inter, 0.0)
-            vol_t = np.maximum(in_node, cross)[ex] / ring_frac
-        cand = base_latency_s + ring_base + hop + vol_t
-        t, algo, proto = _pick(t, algo, proto, cand, ALGO_P2P, np.ones(shape, dtype=bool), False, codes)
+            vol = np.maximum(in_node, (n - g) / n * s * g / inter) if any_multi else in_node
+        for p in protos:
+            hop = np.where(multi, ohop + x_inter_ring[p], ihop + x_intra_ring[p]) if any_multi else ihop + x_intra_ring[p]
+            bwf = tn.ring_proto_frac[p]
+            xfer = np.maximum(vol / bwf, s / ll_cap) if p == PROTO_LL else vol / bwf
+            cand = base + tn.ring_base_s[p] + hop + xfer
+            t, code = _keep(t, code, cand, ALGO_P2P * _NP + p + 1)
     else:
         # ring: (steps - inter_steps) hops inside nodes, inter_steps across
         steps = ring_steps(c, n)
@@ -228,27 +227,21 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             inter_steps = np.where(multi, 2.0 * nodes if c == ALL_REDUCE else nodes - (c != BROADCAST and c != REDUCE),
                                    0.0)
             inter_steps = np.minimum(inter_steps, steps)
-            lat = (steps - inter_steps)[ex] * intra_ring_hop + inter_steps[ex] * inter_ring_hop
+            intra_steps = steps - inter_steps
             ring_bw = np.where(multi, np.minimum(intra, inter), intra)
         else:
-            lat = steps[ex] * intra_ring_hop
-            ring_bw = intra
-        ring_proto_bw = ring_bw[ex] * ring_frac
-        if protocol in (_AUTO, PROTO_LL) and np.any(np.isfinite(ll_cap)):
-            cap = ll_cap[ex] if protocol == PROTO_LL else np.concatenate(
-                [ll_cap[ex], np.full(np.shape(ll_cap) + (2,), np.inf)], axis=-1)
-            ring_proto_bw = np.minimum(ring_proto_bw, cap)
-        cand = base_latency_s + ring_base + lat + (f * s)[ex] / ring_proto_bw
-        t, algo, proto = _pick(t, algo, proto, cand, ALGO_RING,
-                               np.ones(shape, dtype=bool) & (not forced or algorithm == ALGO_RING), False, codes)
+            intra_steps, inter_steps, ring_bw = steps, 0.0, intra
+        if not forced or algorithm == ALGO_RING:
+            lat0 = intra_steps * ihop + inter_steps * ohop
+            for p in protos:
+                cand = (base + tn.ring_base_s[p] + lat0 + intra_steps * x_intra_ring[p] + inter_steps * x_inter_ring[p]
+                        + fs / proto_bw(ring_bw, p))
+                t, code = _keep(t, code, cand, ALGO_RING * _NP + p + 1)
 
         if c == ALL_REDUCE:
             nv = np.asarray(nvls, dtype=bool)
-            sub = (slice(PROTO_SIMPLE, PROTO_SIMPLE + 1),)
-            simple_ok = protocol in (_AUTO, PROTO_SIMPLE)
             # NVLS inside one NVSwitch domain: NCCL's NVLS latency plus the fill of its chunk pipeline
             if simple_ok and (not forced or algorithm == ALGO_NVLS) and np.any(nv & ~multi):
-                nvls_bw = intra * nvls_gain_frac
                 ops = tn.nvls_channels * g
                 chunk = np.full(np.shape(s), tn.nvls_chunk_bytes)
                 for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4),
@@ -257,49 +250,44 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 # two pipelined phases (reduce-scatter through the switch, then multicast all-gather), each filling
                 # nccl_steps chunks on each channel
                 fill = 2.0 * tn.nvls_channels * tn.nccl_steps * chunk
-                nt = base_latency_s + nvls_latency_s + f * (s + fill) / nvls_bw
-                t, algo, proto = _pick(t, algo, proto, np.asarray(nt)[ex], ALGO_NVLS, nv & ~multi,
-                                       forced and algorithm == ALGO_NVLS, simple)
+                cand = base + nvls_latency_s + f * (s + fill) / (intra * nvls_gain_frac)
+                t, code = _keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:
-                tree_frac = np.asarray(tn.tree_proto_frac)[P]
                 # NCCL's double binary tree across nodes, chains inside
                 if not forced or algorithm == ALGO_TREE:
-                    log_size = np.clip(np.floor(np.log2(np.maximum(s, 64.0) / 64.0)), 0, TREE_CORRECTION.shape[1] - 1)
-                    corr = TREE_CORRECTION[:, log_size.astype(np.int64)]  # (3, ...)
-                    corr = np.moveaxis(corr, 0, -1)[(...,) + P]
-                    corr = np.where((s >= 64.0 * 2 ** TREE_CORRECTION.shape[1])[ex], 1.0, corr)
-                    intra_tree_hop = ihop[ex] + tn.hop_extra("intra", "tree")[P]
-                    inter_tree_hop = ohop[ex] + tn.hop_extra("inter", "tree")[P]
-                    tlat = 2.0 * ((g - 1.0)[ex] * intra_tree_hop + np.log2(nodes)[ex] * inter_tree_hop)
-                    tbw = (ring_bw * tree_busbw_frac)[ex] * tree_frac * corr
-                    cand = base_latency_s + np.asarray(tn.tree_base_s)[P] + tlat + (f * s)[ex] / tbw
-                    t, algo, proto = _pick(t, algo, proto, cand, ALGO_TREE, multi, forced and algorithm == ALGO_TREE,
-                                           codes)
+                    m, e = np.frexp(np.maximum(s, 64.0) / 64.0)
+                    idx = e - 1  # floor(log2(size / 64))
+                    big = idx >= TREE_CORRECTION.shape[1]
+                    idx = np.minimum(idx, TREE_CORRECTION.shape[1] - 1)
+                    x_intra_tree, x_inter_tree = tn.hop_extra("intra", "tree"), tn.hop_extra("inter", "tree")
+                    log_nodes = np.log2(nodes)
+                    lat0 = 2.0 * ((g - 1.0) * ihop + log_nodes * ohop)
+                    tree_bw = ring_bw * tree_busbw_frac
+                    for p in protos:
+                        corr = np.where(big, 1.0, TREE_CORRECTION[p][idx])
+                        lat = lat0 + 2.0 * ((g - 1.0) * x_intra_tree[p] + log_nodes * x_inter_tree[p])
+                        cand = base + tn.tree_base_s[p] + lat + fs / (tree_bw * tn.tree_proto_frac[p] * corr)
+                        t, code = _keep(t, code, cand, ALGO_TREE * _NP + p + 1, multi, forced)
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
                     bw = np.minimum(intra * nvls_gain_frac, inter * tree_busbw_frac)
-                    nt = (base_latency_s + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s)
-                          + f * s / bw)
-                    t, algo, proto = _pick(t, algo, proto, np.asarray(nt)[ex], ALGO_NVLS_TREE, nv & multi,
-                                           forced and algorithm == ALGO_NVLS_TREE, simple)
+                    cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
+                    t, code = _keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
                 sh = np.asarray(sharp, dtype=bool)
                 if simple_ok and (not forced or algorithm == ALGO_COLLNET) and np.any(sh & multi):
                     bw = np.minimum(intra, 2.0 * inter * tn.collnet_busbw_frac)
-                    intra_simple = ihop + tn.hop_extra("intra", "ring")[PROTO_SIMPLE]
-                    nt = (base_latency_s + 2.0 * (g - 1.0) * intra_simple + ohop + tn.collnet_latency_s
-                          + f * s / bw)
-                    t, algo, proto = _pick(t, algo, proto, np.asarray(nt)[ex], ALGO_COLLNET, sh & multi,
-                                           forced and algorithm == ALGO_COLLNET, simple)
+                    cand = (base + 2.0 * (g - 1.0) * (ihop + x_intra_ring[PROTO_SIMPLE]) + ohop + tn.collnet_latency_s
+                            + fs / bw)
+                    t, code = _keep(t, code, cand, ALGO_COLLNET * _NP + PROTO_SIMPLE + 1, sh & multi, forced)
                 # hierarchical (two-level): forced only
                 if algorithm == ALGO_HIER:
-                    hier_t = hierarchical_all_reduce_s(s, g, nodes, intra, ihop, inter, ohop, base_latency_s)
-                    t = np.where(multi, hier_t, t)
-                    algo = np.where(multi, ALGO_HIER, algo)
-                    proto = np.where(multi, PROTO_NONE, proto)
+                    hier_t = hierarchical_all_reduce_s(s, g, nodes, intra, ihop, inter, ohop, base)
+                    t, code = _keep(t, code, hier_t, ALGO_HIER * _NP, multi, True)
 
     single = n <= 1
-    return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo), np.where(single, PROTO_NONE, proto)
+    algo, proto = np.divmod(code, _NP)
+    return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo), np.where(single, PROTO_NONE, proto - 1)
 
 
 def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
