@@ -146,9 +146,14 @@ def parse_file(path: str | Path) -> list[NcclTestsRun]:
         text = p.read_text(errors="replace")
     except OSError as e:
         raise CalibrationError(f"{p}: cannot read: {e.strerror or e}") from None
+    return parse_any(text, str(p))
+
+
+def parse_any(text: str, source: str = "<text>") -> list[NcclTestsRun]:
+    """Parse nccl-tests output given as text: a ``-J`` JSON document or the text tables."""
     if text.lstrip().startswith("{"):
-        return [parse_json(text, str(p))]
-    return parse_text(text, str(p))
+        return [parse_json(text, source)]
+    return parse_text(text, source)
 
 
 # ---- text ---------------------------------------------------------------------------------------
