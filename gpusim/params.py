@@ -77,7 +77,7 @@ class ModelParams(BaseModel):
         description="per-hop latency per level and algorithm, per protocol (LL, LL128, Simple); the difference to the "
                     "LL ring figure is added to the link's own latency")
     proto_busbw_frac: dict[str, list[float]] = _F(
-        default={"ring": [0.5, 0.92, 1.0], "tree": [1.0 / 3.8, 120.0 / 128.0, 1.0]},
+        default={"ring": [0.5, 0.92, 1.0], "tree": [0.263158, 120.0 / 128.0, 1.0]},  # 1/3.8 to 6 digits
         description="bus bandwidth of each protocol (LL, LL128, Simple) / the Simple protocol's, per algorithm")
     ll_max_busbw_bytes_per_s: dict[str, list[float]] = _F(
         default={"volta": [39e9, 39e9, 20.4e9], "ampere": [87.7e9, 22.5e9, 19e9], "hopper": [141e9, 45e9, 35e9],
