@@ -21,6 +21,9 @@ def register(sub) -> None:
     p.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
                                                 "pcie-host", "pcie-cross-socket"))
     p.add_argument("--inter")
+    p.add_argument("--nics-per-node", type=int, metavar="N", help="NICs per node used by the GPUs (default: the node's)")
+    p.add_argument("--oversubscription", type=float, default=1.0, metavar="X",
+                   help="network oversubscription (fat tree: 1 = non-blocking, 2 = half the bisection)")
     p.add_argument("--algorithm", default="auto",
                    choices=("auto", "ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical", "p2p"))
     p.add_argument("--protocol", default="auto", choices=("auto", "ll", "ll128", "simple"))
@@ -82,6 +85,10 @@ def cmd_comm(args) -> int:
 
     if args.gpus < 1 or args.nodes < 1:
         raise ScenarioError("--gpus and --nodes must be at least 1")
+    if args.nics_per_node is not None and not 1 <= args.nics_per_node <= 72:
+        raise ScenarioError("--nics-per-node must be between 1 and 72")
+    if not 1.0 <= args.oversubscription <= 16.0:
+        raise ScenarioError("--oversubscription must be between 1 (non-blocking) and 16")
     run = _measured(args.measured, args.collective) if args.measured else None
     if args.bytes:
         sizes = parse_sizes(args.bytes)
@@ -98,7 +105,8 @@ def cmd_comm(args) -> int:
         kw, params, db = cal.apply({"gpu": args.gpu, "node": args.node}, db)
         args.gpu, args.node = kw.get("gpu"), kw.get("node")
     rows = collective(args.collective, sizes, gpu=args.gpu, node=args.node, gpus=args.gpus, nodes=args.nodes,
-                      intra=args.intra, inter=args.inter, intra_topology=args.intra_topology, algorithm=args.algorithm,
+                      intra=args.intra, inter=args.inter, intra_topology=args.intra_topology,
+                      nics_per_node=args.nics_per_node, oversubscription=args.oversubscription, algorithm=args.algorithm,
                       protocol=args.protocol, db=db, params=params)
     if run is not None:
         by_size = {r.size_bytes: r for r in run.rows}

@@ -102,3 +102,25 @@ def test_comm_measured_prints_the_error_per_size(tmp_path, capsys):
 def test_comm_bad_sizes_exit_2_with_a_message(capsys, flags, needle):
     assert main(["comm", "--gpu", "h100-sxm", "--gpus", "8", *flags]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_oversubscribed_fat_tree_halves_cross_node_bandwidth(capsys):
+    args = ["comm", "--node", "dgx-h100", "--gpus", "16", "--nodes", "2", "--inter", "roce-400g", "--bytes", "16GiB",
+            "--json"]  # RoCE: no in-network reduction, so the ring carries it
+    assert main(args) == 0
+    full = json.loads(capsys.readouterr().out)["busbw_bytes_per_s"]
+    assert main([*args, "--oversubscription", "2"]) == 0
+    half = json.loads(capsys.readouterr().out)["busbw_bytes_per_s"]
+    assert half == pytest.approx(full / 2, rel=0.05)
+    assert main([*args, "--oversubscription", "0.5"]) == 2
+
+
+def test_nvlink_domain_schema_rejects_a_domain_smaller_than_the_node(db):
+    from pydantic import ValidationError
+
+    from gpusim.hardware import Node
+
+    data = db.node("gb200-nvl72").model_dump()
+    assert data["nvlink_domain_gpus"] == 72 and data["gpus_per_node"] == 4
+    with pytest.raises(ValidationError, match="below gpus_per_node"):
+        Node.model_validate({**data, "nvlink_domain_gpus": 2})
