@@ -13,8 +13,9 @@ anyone can see what the model adds, and the error on rows that lose scaling (mea
 where it matters (see the README of the validation folder).
 
 Rows whose figures were used to set a default parameter (``busbw_eff_frac`` for NVLink bridges and
-NVSwitch, ``nvls_gain_frac``, ``nvls_latency_s``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
-``used_for_defaults`` and reported apart: they cannot validate the model.
+NVSwitch, ``nvls_gain_frac``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
+``used_for_defaults`` and reported apart: they cannot validate the model. Bus-bandwidth rows are summarised
+per source and per size decade over sizes of at least 32 KiB (:func:`busbw_summary`).
 """
 
 from __future__ import annotations

@@ -301,7 +301,9 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     collective : code from :data:`COLLECTIVES`
     size_bytes : payload, nccl-tests convention (all-reduce: the buffer; all-gather: the output buffer;
         all-to-all: each rank's send buffer)
-    n_ranks, n_nodes : ranks in the collective and nodes they span (ranks split evenly)
+    n_ranks, n_nodes : ranks in the collective and nodes they span (ranks split evenly). For send/recv across
+        nodes the flow is one GPU's through its share ``inter / (n_ranks / n_nodes)`` of the node's NICs: for
+        pipeline stages on different nodes pass the GPUs of both stages' nodes (all send at once), not 2
     intra_busbw_bytes_per_s : achievable (Simple-protocol) ring bus bandwidth inside a node
     inter_busbw_bytes_per_s : achievable bus bandwidth out of one node (all its NICs together)
     intra_hop_s, inter_hop_s : per-hop latency of the links inside / between nodes (the LL protocol's figure)
