@@ -69,6 +69,7 @@ TREE_CORRECTION = np.array([
     [1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0],
     [1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0],
     [.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9]])
+_TREE_CORR = np.concatenate([TREE_CORRECTION, np.ones((3, 1))], axis=1)  # last column: above 256 MiB
 
 
 @dataclass(frozen=True)
@@ -255,16 +256,14 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             if any_multi:
                 # NCCL's double binary tree across nodes, chains inside
                 if not forced or algorithm == ALGO_TREE:
-                    m, e = np.frexp(np.maximum(s, 64.0) / 64.0)
-                    idx = e - 1  # floor(log2(size / 64))
-                    big = idx >= TREE_CORRECTION.shape[1]
-                    idx = np.minimum(idx, TREE_CORRECTION.shape[1] - 1)
+                    _, e = np.frexp(np.maximum(s, 64.0) / 64.0)
+                    idx = np.minimum(e - 1, TREE_CORRECTION.shape[1])  # floor(log2(size / 64)), capped
                     x_intra_tree, x_inter_tree = tn.hop_extra("intra", "tree"), tn.hop_extra("inter", "tree")
                     log_nodes = np.log2(nodes)
                     lat0 = 2.0 * ((g - 1.0) * ihop + log_nodes * ohop)
                     tree_bw = ring_bw * tree_busbw_frac
                     for p in protos:
-                        corr = np.where(big, 1.0, TREE_CORRECTION[p][idx])
+                        corr = _TREE_CORR[p][idx]
                         lat = lat0 + 2.0 * ((g - 1.0) * x_intra_tree[p] + log_nodes * x_inter_tree[p])
                         cand = base + tn.tree_base_s[p] + lat + fs / (tree_bw * tn.tree_proto_frac[p] * corr)
                         t, code = _keep(t, code, cand, ALGO_TREE * _NP + p + 1, multi, forced)

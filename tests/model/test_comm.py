@@ -157,3 +157,15 @@ def test_collective_time_s_keeps_its_interface():
     t, algo = C.collective_time_s(C.ALL_REDUCE, 1e8, 8, 1, 370e9, 0.47e-6, 360e9, 2.7e-6, True, **KW)
     t2, a2, _ = choice(C.ALL_REDUCE, 1e8, 8, nvls=True)
     assert float(t) == float(t2) and int(algo) == int(a2)
+
+
+def test_tree_uses_nccls_mid_size_correction():
+    # Simple tree at 1 MiB: NCCL's treeCorrectionFactor[Simple][log2(2^20 / 64) = 14] = 0.5; 1 at 1 GiB
+    def bw_term(size):
+        t, _, _ = choice(C.ALL_REDUCE, size, 16, nodes=2, algorithm=C.ALGO_TREE, protocol=C.PROTO_SIMPLE)
+        t0, _, _ = choice(C.ALL_REDUCE, 64.0, 16, nodes=2, algorithm=C.ALGO_TREE, protocol=C.PROTO_SIMPLE)
+        return float(t) - float(t0)  # latency cancels (the 64 B bandwidth term is negligible)
+    ring_bw = min(370e9, 360e9) * P.tree_busbw_frac
+    f = C.bus_factor(C.ALL_REDUCE, 16)
+    assert bw_term(2.0**20) == pytest.approx(f * 2**20 / (ring_bw * 0.5), rel=1e-3)
+    assert bw_term(2.0**30) == pytest.approx(f * 2**30 / ring_bw, rel=1e-3)
