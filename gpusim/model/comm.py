@@ -215,7 +215,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
         else:
             in_node = np.where(g > 1, (g - 1.0) / n * s / intra, 0.0)
             vol = np.maximum(in_node, (n - g) / n * s * g / inter) if any_multi else in_node
-        for p in protos:
+        for p in protos if (not forced or algorithm == ALGO_P2P) else ():
             hop = np.where(multi, ohop + x_inter_ring[p], ihop + x_intra_ring[p]) if any_multi else ihop + x_intra_ring[p]
             bwf = tn.ring_proto_frac[p]
             xfer = np.maximum(vol / bwf, s / ll_cap) if p == PROTO_LL else vol / bwf
