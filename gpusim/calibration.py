@@ -22,7 +22,8 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
    per kind. ``device_copy`` -> ``mem_eff_frac = B / datasheet`` (or the device's memory bandwidth when
    unknown); ``h2d_pinned`` / ``h2d_pageable`` -> ``h2d_*_eff_frac = B / PCIe link``.
 3. **Collectives** (profile :class:`~gpusim.profile.CollectiveRecord` and nccl-tests rows): the model's
-   own alpha-beta form (:func:`gpusim.model.comm.collective_time_s`),
+   own collective model (:func:`gpusim.model.comm.collective_time_s`) with the protocol latency tables
+   zeroed (:data:`MEASURED_PROTOCOLS`: a measured sweep already holds NCCL's protocol costs), i.e. for the ring
    ``t = base + steps(c, n) * hop + factor(c, n) * S / busbw`` with ring steps ``2(n-1)`` for all-reduce
    and ``n-1`` otherwise and the nccl-tests bus factors; ``hop`` per level (intra-node, inter-node; a
    multi-node "global" group uses both, as the model does) and ``busbw`` per level and collective. The model
@@ -34,7 +35,7 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
    large-message regime (small messages use other NCCL protocols) lowers the Bayesian information
    criterion by more than 10, both regimes are fitted and reported, and the **large-message regime** (the
    one DDP's 25 MiB buckets fall in) goes to the model. On the calibrated machine the results become
-   ``busbw_override_bytes_per_s`` / ``latency_override_s`` per level. P2P records are reported per pair
+   ``busbw_override_bytes_per_s`` / ``latency_override_s`` per level, with :data:`MEASURED_PROTOCOLS`. P2P records are reported per pair
    (slow pairs flagged), not fitted.
 4. **Data loader** (:class:`~gpusim.profile.DataloaderRecord` with workers): ``loader_core_eff_frac`` =
    measured samples/s x CPU cost per sample / cores used (``gpusim.model.data``), a weighted mean.
