@@ -189,6 +189,14 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                             f"node(s) puts {g} in each: use --nodes {math.ceil(scn.gpus / node.gpus_per_node)} or more")
     if node is None:
         node = _default_node(db, gpu, g)
+        own = [n for n in db.nodes.values() if n.gpu == gpu.id]
+        if (node is None or node.id in _GENERIC_PCIE_NODES) and own and gpu.form_factor != "pcie" and not scn.intra:
+            # an SXM/OAM/superchip part only comes in its own boards (a GB200 node is a 4-GPU tray)
+            big = min(own, key=lambda n: (-n.gpus_per_node, _NODE_KIND_PREFERENCE.get(n.kind, 9), n.id))
+            dom = (f" (its NVLink domain spans {big.nvlink_domain_gpus} GPUs)"
+                   if big.nvlink_domain_gpus and big.nvlink_domain_gpus > big.gpus_per_node else "")
+            raise ScenarioError(f"{g} x {gpu.id} in one node: node {big.id!r} holds {big.gpus_per_node}{dom}; use "
+                                f"--nodes {math.ceil(scn.gpus / big.gpus_per_node)}")
         if node is not None:
             notes.append(f"node template {node.id!r} assumed (the usual node for {gpu.id}; set --node to change)")
     if node is not None and node.gpu != gpu.id:

@@ -124,3 +124,8 @@ def test_nvlink_domain_schema_rejects_a_domain_smaller_than_the_node(db):
     assert data["nvlink_domain_gpus"] == 72 and data["gpus_per_node"] == 4
     with pytest.raises(ValidationError, match="below gpus_per_node"):
         Node.model_validate({**data, "nvlink_domain_gpus": 2})
+
+
+def test_a_board_gpu_beyond_its_node_asks_for_more_nodes(db):
+    with pytest.raises(ScenarioError, match=r"holds 4 \(its NVLink domain spans 72 GPUs\); use --nodes 18"):
+        collective("all_reduce", [1e6], gpu="gb200", gpus=72, nodes=1, db=db)
