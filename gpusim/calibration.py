@@ -22,7 +22,8 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
    per kind. ``device_copy`` -> ``mem_eff_frac = B / datasheet`` (or the device's memory bandwidth when
    unknown); ``h2d_pinned`` / ``h2d_pageable`` -> ``h2d_*_eff_frac = B / PCIe link``.
 3. **Collectives** (profile :class:`~gpusim.profile.CollectiveRecord` and nccl-tests rows): the model's
-   own alpha-beta form (:func:`gpusim.model.comm.collective_time_s`),
+   own collective model (:func:`gpusim.model.comm.collective_time_s`) with the protocol latency tables
+   zeroed (:data:`MEASURED_PROTOCOLS`: a measured sweep already holds NCCL's protocol costs), i.e. for the ring
    ``t = base + steps(c, n) * hop + factor(c, n) * S / busbw`` with ring steps ``2(n-1)`` for all-reduce
    and ``n-1`` otherwise and the nccl-tests bus factors; ``hop`` per level (intra-node, inter-node; a
    multi-node "global" group uses both, as the model does) and ``busbw`` per level and collective. The model
@@ -34,7 +35,7 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
    large-message regime (small messages use other NCCL protocols) lowers the Bayesian information
    criterion by more than 10, both regimes are fitted and reported, and the **large-message regime** (the
    one DDP's 25 MiB buckets fall in) goes to the model. On the calibrated machine the results become
-   ``busbw_override_bytes_per_s`` / ``latency_override_s`` per level. P2P records are reported per pair
+   ``busbw_override_bytes_per_s`` / ``latency_override_s`` per level, with :data:`MEASURED_PROTOCOLS`. P2P records are reported per pair
    (slow pairs flagged), not fitted.
 4. **Data loader** (:class:`~gpusim.profile.DataloaderRecord` with workers): ``loader_core_eff_frac`` =
    measured samples/s x CPU cost per sample / cores used (``gpusim.model.data``), a weighted mean.
@@ -564,9 +565,21 @@ class LevelFit:
         return self.by_coll.get(coll, self.busbw)
 
 
+#: ModelParams fields a calibration from measured collectives sets: a measured sweep already contains NCCL's
+#: protocol latencies (LL, LL128, Simple), so the fitted per-level hop latency and base latency are the whole
+#: latency and the protocol tables add nothing; the large-message regime (Simple) is what goes to the model
+MEASURED_PROTOCOLS: dict[str, Any] = {
+    "nccl_base_latency_s": {"ring": [0.0, 0.0, 0.0], "tree": [0.0, 0.0, 0.0]},
+    "nccl_hop_latency_s": {k: [0.0, 0.0, 0.0] for k in ("intra-ring", "intra-tree", "inter-ring", "inter-tree")},
+}
+
+
 def _coll_model(pts: list[CollPoint], lv: dict[str, LevelFit], base: float, params: ModelParams):
-    """Model times of ``pts`` (the model's own collective_time_s, ring/tree selection as in predictions)."""
+    """Model times of ``pts`` (the model's own collective_time_s, ring/tree selection as in predictions, with the
+    protocol latencies of :data:`MEASURED_PROTOCOLS`)."""
     from gpusim.model import comm as C
+
+    tuning = _measured_tuning(params)
 
     out = np.empty(len(pts))
     intra, inter = lv.get("intra-node"), lv.get("inter-node")
@@ -585,8 +598,24 @@ def _coll_model(pts: list[CollPoint], lv: dict[str, LevelFit], base: float, para
             C.COLLECTIVES[coll], np.array([p.size_bytes for p in sel]), np.array([float(p.n_ranks) for p in sel]),
             np.array([float(p.n_nodes) for p in sel]), intra_bw, intra_hop, inter_bw, inter_hop, False,
             base_latency_s=base, nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
-            tree_busbw_frac=params.tree_busbw_frac)[0]
+            tree_busbw_frac=params.tree_busbw_frac, tuning=tuning)[0]
     return out
+
+
+_MEASURED_TUNING: dict[int, tuple[ModelParams, Any]] = {}
+
+
+def _measured_tuning(params: ModelParams):
+    """The collective tuning of ``params`` with :data:`MEASURED_PROTOCOLS` (cached per params object)."""
+    from gpusim.model import comm as C
+
+    hit = _MEASURED_TUNING.get(id(params))
+    if hit is None or hit[0] is not params:
+        if len(_MEASURED_TUNING) > 16:
+            _MEASURED_TUNING.clear()
+        hit = (params, C.tuning_from_params(params.replace(**MEASURED_PROTOCOLS)))
+        _MEASURED_TUNING[id(params)] = hit
+    return hit[1]
 
 
 def _in_level(p: CollPoint, L: str) -> bool:
@@ -987,6 +1016,8 @@ def calibrated_params(values: dict[str, float], env: Environment, db, base: Mode
             lat[L] = values[f"comm.{L}.hop_s"]
     upd["busbw_override_bytes_per_s"] = bw
     upd["latency_override_s"] = lat
+    if bw:  # measured per-level figures already hold NCCL's protocol costs: no protocol latencies on top
+        upd.update(MEASURED_PROTOCOLS)
     return ModelParams.model_validate({**base.model_dump(), **upd})
 
 

@@ -216,7 +216,8 @@ class Link(_Sourced):
     (one GPU's NVLink total, one PCIe x16 slot) and per NIC port for network links."""
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
-        "bandwidth_gbyte_per_s_per_direction", "signalling_gbit_per_s", "latency_us", "nvls", "in_network_reduction")
+        "bandwidth_gbyte_per_s_per_direction", "signalling_gbit_per_s", "latency_us", "nvls", "in_network_reduction",
+        "mesh_peers")
 
     kind: LinkKind
     scope: Literal["intra-node", "inter-node"]
@@ -227,6 +228,10 @@ class Link(_Sourced):
     latency_us: float = Field(ge=0.05, le=1000, description="one-way small-message latency, software included")
     nvls: bool = Field(default=False, description="NVLink SHARP: the switch reduces in-network (NVSwitch gen 3+)")
     in_network_reduction: bool = Field(default=False, description="InfiniBand SHARP or similar")
+    mesh_peers: int | None = Field(default=None, ge=1, le=64,
+                                   description="point-to-point mesh: the GPU's bandwidth is split evenly over links to "
+                                               "this many peers (one xGMI link per pair on MI300X: 7), so a collective "
+                                               "over g GPUs gets min(g-1, mesh_peers) / mesh_peers of it")
 
     @model_validator(mode="after")
     def _consistency(self):
@@ -270,16 +275,16 @@ class Node(_Sourced):
     """A server, workstation, cloud instance or rack-scale NVLink domain."""
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
-        "gpus_per_node", "nics_per_node", "cpu_cores", "ram_gib", "numa_sockets", "storage_gbyte_per_s",
-        "max_power_w", "nvlink_domain_gpus")
+        "gpus_per_node", "nvlink_domain_gpus", "nics_per_node", "cpu_cores", "ram_gib", "numa_sockets", "storage_gbyte_per_s",
+        "max_power_w")
 
     kind: Literal["server", "workstation", "cloud-instance", "rack"]
     gpu: Id
     gpus_per_node: int = Field(ge=1, le=576)
     nvlink_domain_gpus: int | None = Field(
         default=None, ge=1, le=576,
-        description="GPUs reachable over NVLink from one GPU (72 for an NVL72 compute tray of 4); None = the node's "
-                    "GPU count")
+        description="GPUs reachable over NVLink/NVSwitch from one GPU when the domain spans several nodes (a GB200 "
+                    "NVL72 compute tray of 4 GPUs sits in a 72-GPU NVLink domain); None = the node's own GPU count")
     intra_link: Id = Field(description="link id between GPUs inside the node (nvswitch, pcie, bridge ...)")
     intra_topology: IntraTopology
     pcie_link: Id | None = Field(default=None, description="PCIe link of the GPU slots (host copies, and GPU pairs "
@@ -301,6 +306,8 @@ class Node(_Sourced):
             raise ValueError("intra_topology 'single' needs gpus_per_node 1")
         if self.intra_topology == "pcie-cross-socket" and self.numa_sockets < 2:
             raise ValueError("intra_topology 'pcie-cross-socket' needs numa_sockets >= 2")
+        if self.nvlink_domain_gpus is not None and self.nvlink_domain_gpus < self.gpus_per_node:
+            raise ValueError(f"nvlink_domain_gpus {self.nvlink_domain_gpus} is below gpus_per_node {self.gpus_per_node}")
         if (self.nic_link is None) != (self.nics_per_node == 0):
             raise ValueError("give both nic_link and nics_per_node > 0, or neither")
         return self

@@ -62,7 +62,7 @@ from gpusim.errors import CalibrationError
 BINARIES: dict[str, str | None] = {
     "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
     "broadcast": "broadcast", "bcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv",
-    "alltoall": None, "gather": None, "scatter": None, "hypercube": None,
+    "alltoall": "all_to_all", "gather": None, "scatter": None, "hypercube": None,
 }
 #: the collectives the fit uses (gpusim.model.comm has bus factors and ring steps for them)
 USABLE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send_recv")
@@ -146,9 +146,14 @@ def parse_file(path: str | Path) -> list[NcclTestsRun]:
         text = p.read_text(errors="replace")
     except OSError as e:
         raise CalibrationError(f"{p}: cannot read: {e.strerror or e}") from None
+    return parse_any(text, str(p))
+
+
+def parse_any(text: str, source: str = "<text>") -> list[NcclTestsRun]:
+    """Parse nccl-tests output given as text: a ``-J`` JSON document or the text tables."""
     if text.lstrip().startswith("{"):
-        return [parse_json(text, str(p))]
-    return parse_text(text, str(p))
+        return [parse_json(text, source)]
+    return parse_text(text, source)
 
 
 # ---- text ---------------------------------------------------------------------------------------

@@ -61,12 +61,38 @@ class ModelParams(BaseModel):
         description="large-message all-reduce bus bandwidth / per-direction link bandwidth, per path class")
     nvls_gain_frac: float = _F(default=1.30, ge=1.0, le=3.0,
                                description="NVLink SHARP all-reduce bus bandwidth / ring bus bandwidth on NVSwitch gen 3+")
-    nvls_latency_s: float = _F(default=100e-6, ge=0, le=1e-2,
-                               description="extra start-up time of an NVLS all-reduce: NVLS wins only for large messages")
-    coll_base_latency_s: float = _F(default=8e-6, ge=0, le=1e-2,
-                                    description="fixed cost of one collective call (launch, setup), before per-hop latency")
-    tree_busbw_frac: float = _F(default=0.90, gt=0, le=1.0,
+    nvls_latency_s: float = _F(default=23e-6, ge=0, le=1e-2,
+                               description="NVLS all-reduce latency inside an NVSwitch domain (before its pipeline fill)")
+    coll_base_latency_s: float = _F(default=3e-6, ge=0, le=1e-2,
+                                    description="per-call cost of one collective (kernel launch, enqueue) beyond "
+                                                "NCCL's per-algorithm base latency")
+    tree_busbw_frac: float = _F(default=0.92, gt=0, le=1.0,
                                 description="tree all-reduce bus bandwidth / ring bus bandwidth across nodes")
+    nccl_base_latency_s: dict[str, list[float]] = _F(
+        default={"ring": [6.6e-6, 14.0e-6, 8.4e-6], "tree": [6.8e-6, 14.0e-6, 0.0]},
+        description="base latency of one collective per algorithm, per protocol (LL, LL128, Simple)")
+    nccl_hop_latency_s: dict[str, list[float]] = _F(
+        default={"intra-ring": [0.6e-6, 1.9e-6, 3.4e-6], "intra-tree": [0.6e-6, 1.25e-6, 28e-6],
+                 "inter-ring": [2.7e-6, 4.0e-6, 14.0e-6], "inter-tree": [5.0e-6, 8.5e-6, 28e-6]},
+        description="per-hop latency per level and algorithm, per protocol (LL, LL128, Simple); the difference to the "
+                    "LL ring figure is added to the link's own latency")
+    proto_busbw_frac: dict[str, list[float]] = _F(
+        default={"ring": [0.5, 0.92, 1.0], "tree": [0.263158, 120.0 / 128.0, 1.0]},  # 1/3.8 to 6 digits
+        description="bus bandwidth of each protocol (LL, LL128, Simple) / the Simple protocol's, per algorithm")
+    ll_max_busbw_bytes_per_s: dict[str, list[float]] = _F(
+        default={"volta": [39e9, 39e9, 20.4e9], "ampere": [87.7e9, 22.5e9, 19e9], "hopper": [141e9, 45e9, 35e9],
+                 "blackwell": [141e9, 45e9, 35e9]},
+        description="largest LL-protocol bus bandwidth per GPU architecture, for 1, 2 and more nodes (NVIDIA GPUs; "
+                    "other architectures are not capped)")
+    nvls_channels: float = _F(default=16.0, ge=1, le=64, description="channels (SMs) an NVLS all-reduce runs on")
+    nccl_steps: float = _F(default=8.0, ge=1, le=64, description="chunks in flight per channel (NCCL_STEPS)")
+    nvls_chunk_bytes: float = _F(default=128.0 * units.KIB, gt=0, description="largest NVLS chunk")
+    nvls_tree_hop_s: float = _F(default=14e-6, ge=0, le=1e-2,
+                                description="NVLS-tree: per network hop beyond the link latency")
+    collnet_latency_s: float = _F(default=30e-6, ge=0, le=1e-2,
+                                  description="CollNet (InfiniBand SHARP) latency across the network")
+    collnet_busbw_frac: float = _F(default=0.9, gt=0, le=1.0,
+                                   description="CollNet bus bandwidth / twice the ring's inter-node bus bandwidth")
     busbw_override_bytes_per_s: dict[str, float] = _F(
         default={}, description="measured bus bandwidth per level ('intra-node', 'inter-node') that replaces "
                                 "link x efficiency (set by calibration)")
@@ -147,10 +173,29 @@ PROVENANCE: dict[str, str] = {
                       "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "
                       "engineering estimates (calibrate with `gpusim calibrate`)",
-    "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212)",
-    "nvls_latency_s": "fitted by eye to the all_reduce_perf sweep on 8x H100 in NVIDIA/dgxc-benchmarking nccl/README.md "
-                      "(busbw rises from ~360 GB/s at 64 MiB to ~466 GB/s at 1 GiB); that sweep is therefore marked "
-                      "as used for defaults in `gpusim validate`",
+    "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212, NVIDIA); those two "
+                      "rows are therefore marked as used for defaults in `gpusim validate`",
+    "nvls_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat[NVLINK][NVLS][Simple] = 23 us, baseLat 0",
+    "coll_base_latency_s": "engineering estimate of a CUDA kernel launch plus NCCL's host-side enqueue (a few "
+                           "microseconds); calibration fits it",
+    "tree_busbw_frac": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): tree busBw = 0.92 x the ring's",
+    "nccl_base_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): baseLat (Tree 6.8/14.0/0, Ring 6.6/14.0/8.4 us for LL/LL128/Simple)",
+    "nccl_hop_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat NVLINK row (Tree .6/1.25/28, Ring .6/1.9/3.4 us) for inside a node and NET "
+                          "row (Tree 5.0/8.5/28, Ring 2.7/4.0/14.0 us) across nodes; the Simple figures include the "
+                          "chunk latency of its pipeline",
+    "proto_busbw_frac": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2) and later (2.2x): Ring LL = 1/2 of the bus bandwidth (8-byte flag per 8 bytes), LL128 "
+                        "0.92 (120 of 128 bytes), Tree LL 1/3.8, Tree LL128 120/128",
+    "ll_max_busbw_bytes_per_s": "NVIDIA NCCL src/graph/tuning.cc llMaxBws (GB/s; Volta {39, 39, 20.4}, Ampere "
+                                "{87.7, 22.5, 19.0}, Hopper {141, 45, 35} in NCCL 2.2x; NCCL 2.19 had 87.7 for Hopper "
+                                "too). Blackwell: Hopper's figures carried over (assumption)",
+    "nvls_channels": "NVIDIA NCCL src/enqueue.cc: 'NVLS should not need more than 16 channels to get peak BW' "
+                     "(nc = comm->nvlsChannels, 16 by default on H100)",
+    "nccl_steps": "NVIDIA NCCL src/include/device.h: NCCL_STEPS 8 (slots of a connection's buffer in flight)",
+    "nvls_chunk_bytes": "NVIDIA NCCL src/enqueue.cc computeColl: NVLS chunk at most 131072 bytes, halved to 64/32/16 "
+                        "KiB below 32/8/2 x (channels x heads x chunk)",
+    "nvls_tree_hop_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat[NET][NVLS_TREE][Simple] = 14 us",
+    "collnet_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat[NET][COLLNET_CHAIN][Simple] = 30 us",
+    "collnet_busbw_frac": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2) (earlier versions): CollNet busBw x 0.9",
     "overlap_slowdown_frac": "communication kernels running beside compute contend for SMs and memory bandwidth, so "
                              "overlap hides only part of them (Yu and Pericas, 'Resource-aware Computation-"
                              "Communication Overlap for multi-GPU ML Workloads', arXiv 2606.09200: controlling the "

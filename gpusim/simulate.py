@@ -138,6 +138,13 @@ class Hardware:
     storage_bytes_per_s_per_node: float
     node: Node | None
     assumptions: tuple[str, ...] = ()
+    nvlink_domain_gpus: int | None = None
+
+    @property
+    def in_nvlink_domain(self) -> bool:
+        """Every rank reaches every other over NVLink although they span several nodes (an NVL72 rack's trays)."""
+        return (self.nodes > 1 and self.nvlink_domain_gpus is not None and self.n_gpus <= self.nvlink_domain_gpus
+                and self.topology == "nvswitch")
 
     @property
     def n_gpus(self) -> int:
@@ -182,6 +189,14 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                             f"node(s) puts {g} in each: use --nodes {math.ceil(scn.gpus / node.gpus_per_node)} or more")
     if node is None:
         node = _default_node(db, gpu, g)
+        own = [n for n in db.nodes.values() if n.gpu == gpu.id]
+        if (node is None or node.id in _GENERIC_PCIE_NODES) and own and gpu.form_factor != "pcie" and not scn.intra:
+            # an SXM/OAM/superchip part only comes in its own boards (a GB200 node is a 4-GPU tray)
+            big = min(own, key=lambda n: (-n.gpus_per_node, _NODE_KIND_PREFERENCE.get(n.kind, 9), n.id))
+            dom = (f" (its NVLink domain spans {big.nvlink_domain_gpus} GPUs)"
+                   if big.nvlink_domain_gpus and big.nvlink_domain_gpus > big.gpus_per_node else "")
+            raise ScenarioError(f"{g} x {gpu.id} in one node: node {big.id!r} holds {big.gpus_per_node}{dom}; use "
+                                f"--nodes {math.ceil(scn.gpus / big.gpus_per_node)}")
         if node is not None:
             notes.append(f"node template {node.id!r} assumed (the usual node for {gpu.id}; set --node to change)")
     if node is not None and node.gpu != gpu.id:
@@ -261,7 +276,8 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
     return Hardware(gpu=gpu, gpus_per_node=g, nodes=scn.nodes, intra_link=intra, topology=topology, p2p=p2p,
                     pcie_link=pcie_link, socket_link=socket_link, inter_link=inter, nics_per_node=nics,
                     oversubscription=scn.oversubscription, cpu_cores_per_gpu=cores,
-                    storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes))
+                    storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes),
+                    nvlink_domain_gpus=node.nvlink_domain_gpus if (node is not None and not scn.intra) else None)
 
 
 def resolve_workload(scn: Scenario):
@@ -339,6 +355,9 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     eff = eff_table(params)
     g = hw.gpus_per_node
     link_bw = hw.intra_link.bandwidth_bytes_per_s if hw.intra_link else math.inf
+    peers = hw.intra_link.mesh_peers if hw.intra_link else None
+    if peers and hw.topology == "nvlink-mesh":  # a point-to-point mesh: g GPUs use g-1 of the GPU's links
+        link_bw *= min(g - 1, peers) / peers
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
@@ -352,6 +371,8 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         inter_hop = hw.inter_link.latency_s
     else:
         inter_bw, inter_hop, net_path = math.inf, 0.0, -1
+    if hw.in_nvlink_domain:  # trays of one NVLink domain: every hop between them is NVLink too
+        inter_bw, inter_hop, net_path = intra_bw, intra_hop, path
     ov_bw, ov_lat = params.busbw_override_bytes_per_s, params.latency_override_s
     intra_bw = ov_bw.get("intra-node", float(intra_bw)) if g > 1 else float(intra_bw)
     inter_bw = ov_bw.get("inter-node", float(inter_bw)) if hw.nodes > 1 else float(inter_bw)
@@ -369,7 +390,15 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "storage_bytes_per_s_per_gpu": hw.storage_bytes_per_s_per_node / g,
         "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
         "_intra_path": int(path), "_inter_path": int(net_path),
+        "_ll_max": _ll_max(hw, params),
+        "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
     }
+
+
+def _ll_max(hw: Hardware, params: ModelParams) -> float:
+    """NCCL's LL bus-bandwidth cap for this GPU generation and node count (inf where none is known)."""
+    caps = params.ll_max_busbw_bytes_per_s.get(hw.gpu.architecture) if hw.gpu.vendor == "nvidia" else None
+    return float(caps[min(hw.nodes, 3) - 1]) if caps else math.inf
 
 
 def _block_bytes(workload) -> float:
@@ -677,14 +706,18 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
 def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node: str | None = None, gpus: int = 8,
                nodes: int = 1, intra: str | None = None, inter: str | None = None, intra_topology: str | None = None,
                p2p: bool | None = None, nics_per_node: int | None = None, oversubscription: float = 1.0,
-               algorithm: str = "auto", db=None, params: ModelParams | None = None) -> list[dict]:
+               algorithm: str = "auto", protocol: str = "auto", db=None,
+               params: ModelParams | None = None) -> list[dict]:
     """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer)."""
     from gpusim.hwdb import load
 
     if collective_name not in C.COLLECTIVES:
         raise ScenarioError(f"unknown collective {collective_name!r}; one of {', '.join(C.COLLECTIVES)}")
-    if algorithm != "auto" and algorithm not in C.ALGORITHMS:
-        raise ScenarioError(f"unknown algorithm {algorithm!r}; one of auto, {', '.join(C.ALGORITHMS)}")
+    if algorithm != "auto" and (algorithm not in C.ALGORITHMS or algorithm == "none"):
+        raise ScenarioError(f"unknown algorithm {algorithm!r}; one of auto, "
+                            f"{', '.join(a for a in C.ALGORITHMS if a != 'none')}")
+    if protocol != "auto" and protocol not in C.PROTOCOLS:
+        raise ScenarioError(f"unknown protocol {protocol!r}; one of auto, {', '.join(C.PROTOCOLS)}")
     db = db or load()
     params = params or DEFAULT_PARAMS
     try:  # a hardware-only scenario: no workload needed, so the full validator is bypassed
@@ -704,15 +737,25 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
     if np.any(sizes <= 0) or not np.all(np.isfinite(sizes)):
         raise ScenarioError("message sizes must be positive bytes")
     code = C.COLLECTIVES[collective_name]
-    t, algo = C.collective_time_s(
-        code, sizes, float(hw.n_gpus), float(hw.nodes), row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
+    forced = -1 if algorithm == "auto" else C.ALGORITHMS[algorithm]
+    comm_nodes = 1.0 if hw.in_nvlink_domain else float(hw.nodes)  # NCCL's MNNVL: one NVLink domain = one node
+    t, algo, proto = C.collective_choice(
+        code, sizes, float(hw.n_gpus), comm_nodes, row["intra_busbw_bytes_per_s"], row["intra_hop_s"],
         row["inter_busbw_bytes_per_s"], row["inter_hop_s"], row["nvls"], base_latency_s=params.coll_base_latency_s,
         nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
-        tree_busbw_frac=params.tree_busbw_frac, algorithm=-1 if algorithm == "auto" else C.ALGORITHMS[algorithm])
+        tree_busbw_frac=params.tree_busbw_frac, algorithm=forced,
+        protocol=-1 if protocol == "auto" else C.PROTOCOLS[protocol], sharp=row["_sharp"],
+        ll_max_busbw_bytes_per_s=row["_ll_max"], tuning=C.tuning_from_params(params))
+    if not np.all(np.isfinite(t)):
+        raise ScenarioError(f"{collective_name} cannot run with algorithm {algorithm!r} on this fabric "
+                            f"({hw.n_gpus} GPUs on {hw.nodes} node(s)); use --algorithm auto")
     algbw = C.algbw_bytes_per_s(sizes, t)
     busbw = algbw * C.bus_factor(code, float(hw.n_gpus))
+    shape = sizes.shape
     return [{"bytes": float(s), "time_s": float(ti), "algbw_bytes_per_s": float(a), "busbw_bytes_per_s": float(bb),
-             "algorithm": C.ALGO_NAMES[int(al)], "n_ranks": hw.n_gpus, "n_nodes": hw.nodes,
-             "intra_path": _path_name(row["_intra_path"]), "inter_path": _path_name(row["_inter_path"])}
-            for s, ti, a, bb, al in zip(sizes, np.broadcast_to(t, sizes.shape), np.broadcast_to(algbw, sizes.shape),
-                                        np.broadcast_to(busbw, sizes.shape), np.broadcast_to(algo, sizes.shape))]
+             "algorithm": C.ALGO_NAMES[int(al)], "protocol": C.PROTO_NAMES[int(pr)], "n_ranks": hw.n_gpus,
+             "n_nodes": hw.nodes, "intra_path": _path_name(row["_intra_path"]),
+             "inter_path": _path_name(row["_inter_path"])}
+            for s, ti, a, bb, al, pr in zip(sizes, np.broadcast_to(t, shape), np.broadcast_to(algbw, shape),
+                                            np.broadcast_to(busbw, shape), np.broadcast_to(algo, shape),
+                                            np.broadcast_to(proto, shape))]

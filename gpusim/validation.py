@@ -13,8 +13,9 @@ anyone can see what the model adds, and the error on rows that lose scaling (mea
 where it matters (see the README of the validation folder).
 
 Rows whose figures were used to set a default parameter (``busbw_eff_frac`` for NVLink bridges and
-NVSwitch, ``nvls_gain_frac``, ``nvls_latency_s``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
-``used_for_defaults`` and reported apart: they cannot validate the model.
+NVSwitch, ``nvls_gain_frac``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
+``used_for_defaults`` and reported apart: they cannot validate the model. Bus-bandwidth rows are summarised
+per source and per size decade over sizes of at least 32 KiB (:func:`busbw_summary`).
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ IMAGENET_TRAIN_SAMPLES = 1_281_167
 DLE_RN50_BATCH = 256  # per GPU; the DLE table does not state it (its README's default for AMP)
 
 _AMPERE_AND_LATER = ("ampere", "ada", "hopper", "blackwell")
-_USED_FOR_DEFAULTS = {"NCCL_TESTS_ISSUE_212", "NCCL_TESTS_ISSUE_194", "NCCL_TESTS_ISSUE_44", "STAS_MAMF", "DGXC_NCCL"}
+#: NCCL_TESTS_ISSUE_212 sets busbw_eff_frac['nvswitch'] and nvls_gain_frac, 194 and 44 busbw_eff_frac['nvlink-bridge'],
+#: STAS_MAMF matmul_eff_frac. The DGXC_NCCL sweep sets none: the size regime comes from NCCL's own constants (see
+#: gpusim.params.PROVENANCE), so it is a test (the form of the NVLS pipeline fill was checked against it: README).
+_USED_FOR_DEFAULTS = {"NCCL_TESTS_ISSUE_212", "NCCL_TESTS_ISSUE_194", "NCCL_TESTS_ISSUE_44", "STAS_MAMF"}
+#: the quality bar for bus bandwidth counts sizes from 32 KiB up (smaller messages are pure latency)
+BUSBW_MIN_BYTES = 32 * 1024
 
 
 def default_csv() -> Path | None:
@@ -125,6 +131,9 @@ class RowResult:
     used_for_defaults: bool = False
     units_per_sample: float = 1.0
     memory_frac: float | None = None  # predicted memory per GPU / capacity (the measured run fitted)
+    message_bytes: float | None = None  # busbw rows: the message size predicted at
+    algorithm: str | None = None  # busbw rows: the algorithm and protocol the model picked
+    protocol: str | None = None
     assumptions: list[str] = field(default_factory=list)
 
     def ape(self, which: str = "predicted") -> float | None:
@@ -331,6 +340,7 @@ def _predict_busbw(r: dict, res: RowResult, db, params) -> RowResult:
     out = collective("all_reduce", [size], gpu=gpu_id, node=fabric.get("node"), gpus=n, nodes=1,
                      intra=fabric.get("intra"), algorithm=fabric.get("algorithm", "auto"), db=db, params=params)
     res.predicted = out[0]["busbw_bytes_per_s"] / 1e9
+    res.message_bytes, res.algorithm, res.protocol = size, out[0]["algorithm"], out[0]["protocol"]
     return res
 
 
@@ -413,9 +423,32 @@ def summarize(results: list[RowResult]) -> dict:
         "median_overestimate_frac": float(np.median(over)) - 1.0 if over else None,
         "max_overestimate_frac": max(over) - 1.0 if over else None,
     }
+    overall["busbw"] = busbw_summary(results)
     unmapped = [{"index": r.index, "source_id": r.source_id, "kind": r.kind, "model": r.model, "gpu": r.gpu,
                  "reason": r.reason} for r in results if r.predicted is None]
     return {"groups": per_group, "overall": overall, "unmapped": unmapped}
+
+
+def _decade(size: float) -> str:
+    k = math.floor(math.log10(size))
+    return f"1e{k}-1e{k + 1} B"
+
+
+def busbw_summary(results: list[RowResult], min_bytes: float = BUSBW_MIN_BYTES) -> dict:
+    """Bus-bandwidth error over the rows that test the model (not used for defaults, sizes >= ``min_bytes``):
+    overall, per source and per size decade (decimal: 1e4-1e5 B, ...)."""
+    rows = [r for r in results if r.kind == "busbw" and r.predicted is not None and not r.used_for_defaults
+            and (r.message_bytes or 0) >= min_bytes]
+    by_src: dict[str, list[float]] = defaultdict(list)
+    by_dec: dict[tuple[float, str], list[float]] = defaultdict(list)
+    for r in rows:
+        by_src[r.source_id].append(r.ape())
+        lo = 10 ** math.floor(math.log10(r.message_bytes))
+        by_dec[(lo, _decade(r.message_bytes))].append(r.ape())
+    return {"min_bytes": min_bytes, "all": _stats([r.ape() for r in rows]),
+            "sources": {k: _stats(v) for k, v in sorted(by_src.items())},
+            "decades": [{"decade": name, **_stats(v)} for (_, name), v in sorted(by_dec.items())],
+            "excluded_used_for_defaults": sum(1 for r in results if r.kind == "busbw" and r.used_for_defaults)}
 
 
 def worst_rows(results: list[RowResult], which: str = "anchored", n: int = 10) -> list[RowResult]:

@@ -436,17 +436,25 @@ def topology_heatmap(names: Sequence[str], labels: Sequence[Sequence[str]], *,
 
 
 def collective_bandwidth_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "Expected all-reduce bandwidth",
-                                value: str = "busbw_bytes_per_s") -> go.Figure:
+                                value: str = "busbw_bytes_per_s",
+                                measured: Mapping[str, Sequence[Mapping]] | None = None) -> go.Figure:
     """Bus bandwidth (GB/s, nccl-tests definition) vs message size for the rows of
-    :func:`gpusim.simulate.collective`, one curve per label."""
+    :func:`gpusim.simulate.collective`, one curve per label (the algorithm and protocol in the hover), and
+    optionally measured points (rows with ``bytes`` and ``busbw_bytes_per_s``, e.g. an nccl-tests output) as
+    markers on top."""
     fig = go.Figure()
     for i, (label, rows) in enumerate(curves.items()):
         fig.add_trace(go.Scatter(
             x=[float(r["bytes"]) for r in rows], y=[float(r[value]) / units.GB for r in rows],
             mode="lines+markers", name=label, line={"color": _color(i)},
-            customdata=[[float(r["time_s"]) / units.US, r.get("algorithm", "")] for r in rows],
-            hovertemplate=("%{x:.3s}B: %{y:.3g} GB/s<br>%{customdata[0]:.4g} µs, %{customdata[1]}"
-                           f"<extra>{label}</extra>")))
+            customdata=[[float(r["time_s"]) / units.US, r.get("algorithm", ""), r.get("protocol", "")] for r in rows],
+            hovertemplate=("%{x:.3s}B: %{y:.3g} GB/s<br>%{customdata[0]:.4g} µs, %{customdata[1]} "
+                           f"%{{customdata[2]}}<extra>{label}</extra>")))
+    for j, (label, rows) in enumerate((measured or {}).items()):
+        fig.add_trace(go.Scatter(
+            x=[float(r["bytes"]) for r in rows], y=[float(r["busbw_bytes_per_s"]) / units.GB for r in rows],
+            mode="markers", name=label, marker={"symbol": "x", "size": 9, "color": _color(len(curves) + j)},
+            hovertemplate=f"%{{x:.3s}}B: %{{y:.3g}} GB/s measured<extra>{label}</extra>"))
     fig.update_xaxes(title_text="message size (bytes)", type="log", exponentformat="SI")
     fig.update_yaxes(title_text="bus bandwidth (GB/s)" if value == "busbw_bytes_per_s" else "GB/s", rangemode="tozero")
     return _layout(fig, title, 400)

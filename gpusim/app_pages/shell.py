@@ -61,6 +61,7 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
     ("page_rooflines.py", "Rooflines", "rooflines", ":material/roofing:"),
     ("page_plan.py", "Plan", "plan", ":material/calendar_month:"),
     ("page_topology.py", "Topology", "topology", ":material/lan:"),
+    ("page_collectives.py", "Collectives", "collectives", ":material/hub:"),
     ("page_calibration.py", "Calibration", "calibration", ":material/tune:"),
 )
 

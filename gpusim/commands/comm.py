@@ -4,13 +4,15 @@ from __future__ import annotations
 
 ORDER = 25
 
+_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "send_recv", "all_to_all")
+
 
 def register(sub) -> None:
     p = sub.add_parser("comm", help="predicted time and bus bandwidth of a collective",
                        description="Time, algorithm bandwidth and bus bandwidth (nccl-tests definitions) of one "
-                                   "collective per message size.")
-    p.add_argument("--collective", default="all_reduce",
-                   choices=("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "send_recv"))
+                                   "collective per message size, with the algorithm and protocol NCCL's tuner would "
+                                   "pick; --measured puts an nccl-tests output beside it.")
+    p.add_argument("--collective", default="all_reduce", choices=_COLLECTIVES)
     p.add_argument("--gpu")
     p.add_argument("--node")
     p.add_argument("--gpus", type=int, default=8)
@@ -19,23 +21,81 @@ def register(sub) -> None:
     p.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
                                                 "pcie-host", "pcie-cross-socket"))
     p.add_argument("--inter")
-    p.add_argument("--algorithm", default="auto", choices=("auto", "ring", "tree", "nvls", "hierarchical"))
-    p.add_argument("--bytes", action="append", required=True, metavar="SIZE",
-                   help="message size: 1073741824, 25MiB, 1GB (repeatable; comma-separated lists allowed)")
+    p.add_argument("--nics-per-node", type=int, metavar="N", help="NICs per node used by the GPUs (default: the node's)")
+    p.add_argument("--oversubscription", type=float, default=1.0, metavar="X",
+                   help="network oversubscription (fat tree: 1 = non-blocking, 2 = half the bisection)")
+    p.add_argument("--algorithm", default="auto",
+                   choices=("auto", "ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical", "p2p"))
+    p.add_argument("--protocol", default="auto", choices=("auto", "ll", "ll128", "simple"))
+    p.add_argument("--bytes", action="append", metavar="SIZE",
+                   help="message size: 1073741824, 25MiB, 1GB; a list (1MiB,64MiB) or a sweep doubling from one size "
+                        "to another (1KiB..16GiB); repeatable. Default: the sizes of --measured, else 1KiB..16GiB")
+    p.add_argument("--measured", metavar="FILE",
+                   help="nccl-tests output (text or -J JSON) to print beside the prediction, with the error per size")
     p.add_argument("--calibration", metavar="FILE")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_comm)
 
 
+def parse_sizes(items: list[str]) -> list[float]:
+    """Sizes from ``--bytes`` values: single sizes, comma lists and ``A..B`` doubling sweeps (both ends included)."""
+    from gpusim import units
+    from gpusim.commands._common import parse_flag
+    from gpusim.errors import ScenarioError
+
+    out: list[float] = []
+    for item in items:
+        for part in item.split(","):
+            if ".." in part:
+                lo_s, hi_s = part.split("..", 1)
+                lo, hi = parse_flag(units.parse_bytes, lo_s, "--bytes"), parse_flag(units.parse_bytes, hi_s, "--bytes")
+                if lo <= 0 or hi < lo:
+                    raise ScenarioError(f"--bytes {part!r}: a sweep needs 0 < start <= end (e.g. 1KiB..16GiB)")
+                if hi / lo > 2.0 ** 60:
+                    raise ScenarioError(f"--bytes {part!r}: too many sizes (at most 60 doublings)")
+                s = lo
+                while s <= hi * (1 + 1e-12):
+                    out.append(s)
+                    s *= 2.0
+            else:
+                out.append(parse_flag(units.parse_bytes, part, "--bytes"))
+    if any(s <= 0 for s in out):
+        raise ScenarioError("--bytes: message sizes must be positive (e.g. 4096, 25MiB, 1KiB..1GiB)")
+    return out
+
+
+def _measured(path: str, collective: str):
+    from gpusim.errors import ScenarioError
+    from gpusim.nccl_tests import parse_file
+
+    runs = parse_file(path)
+    usable = [r for r in runs if r.rows and (r.collective in (None, collective))]
+    if not usable:
+        names = sorted({r.collective or r.binary for r in runs})
+        raise ScenarioError(f"--measured {path}: no {collective} table in it (found: {', '.join(names) or 'none'}); "
+                            "pass --collective to match the file")
+    return usable[0]
+
+
 def cmd_comm(args) -> int:
     from gpusim import units
-    from gpusim.commands._common import load_db, parse_flag, print_json, print_table
+    from gpusim.commands._common import load_db, print_json, print_table
     from gpusim.errors import ScenarioError
     from gpusim.simulate import collective
 
-    sizes = [parse_flag(units.parse_bytes, part, "--bytes") for item in args.bytes for part in item.split(",")]
     if args.gpus < 1 or args.nodes < 1:
         raise ScenarioError("--gpus and --nodes must be at least 1")
+    if args.nics_per_node is not None and not 1 <= args.nics_per_node <= 72:
+        raise ScenarioError("--nics-per-node must be between 1 and 72")
+    if not 1.0 <= args.oversubscription <= 16.0:
+        raise ScenarioError("--oversubscription must be between 1 (non-blocking) and 16")
+    run = _measured(args.measured, args.collective) if args.measured else None
+    if args.bytes:
+        sizes = parse_sizes(args.bytes)
+    elif run is not None:
+        sizes = [r.size_bytes for r in run.rows if r.size_bytes > 0]
+    else:
+        sizes = parse_sizes(["1KiB..16GiB"])
     db = load_db(args)
     params = None
     if args.calibration:
@@ -45,16 +105,37 @@ def cmd_comm(args) -> int:
         kw, params, db = cal.apply({"gpu": args.gpu, "node": args.node}, db)
         args.gpu, args.node = kw.get("gpu"), kw.get("node")
     rows = collective(args.collective, sizes, gpu=args.gpu, node=args.node, gpus=args.gpus, nodes=args.nodes,
-                      intra=args.intra, inter=args.inter, intra_topology=args.intra_topology, algorithm=args.algorithm,
-                      db=db, params=params)
+                      intra=args.intra, inter=args.inter, intra_topology=args.intra_topology,
+                      nics_per_node=args.nics_per_node, oversubscription=args.oversubscription, algorithm=args.algorithm,
+                      protocol=args.protocol, db=db, params=params)
+    if run is not None:
+        by_size = {r.size_bytes: r for r in run.rows}
+        for r in rows:
+            m = by_size.get(r["bytes"])
+            r["measured_busbw_bytes_per_s"] = m.busbw_bytes_per_s if m else None
+            r["error_frac"] = (r["busbw_bytes_per_s"] / m.busbw_bytes_per_s - 1.0
+                               if m and m.busbw_bytes_per_s > 0 else None)
     if args.json:
         print_json(rows if len(rows) > 1 else rows[0])
         return 0
+    head = ["size", "time", "algbw", "busbw", "algorithm", "protocol"]
     table = [[units.format_bytes(r["bytes"]), units.format_duration(r["time_s"]),
               units.format_rate_bytes(r["algbw_bytes_per_s"]), units.format_rate_bytes(r["busbw_bytes_per_s"]),
-              r["algorithm"]] for r in rows]
+              r["algorithm"], r["protocol"]] for r in rows]
+    if run is not None:
+        head += ["measured busbw", "error"]
+        for line, r in zip(table, rows):
+            m = r["measured_busbw_bytes_per_s"]
+            line += [units.format_rate_bytes(m) if m else "-",
+                     f"{100 * r['error_frac']:+.0f}%" if r["error_frac"] is not None else "-"]
     r0 = rows[0]
-    print_table(table, ["size", "time", "algbw", "busbw", "algorithm"],
+    print_table(table, head,
                 title=f"{args.collective} on {r0['n_ranks']} GPUs ({r0['n_nodes']} node(s); intra {r0['intra_path']}, "
-                      f"inter {r0['inter_path'] or '-'})", justify=["right"] * 4 + ["left"])
+                      f"inter {r0['inter_path'] or '-'})", justify=["right"] * 4 + ["left"] * 2 + ["right"] * 2)
+    if run is not None:
+        errs = sorted(abs(r["error_frac"]) for r in rows if r["error_frac"] is not None)
+        if errs:
+            mid = errs[len(errs) // 2] if len(errs) % 2 else 0.5 * (errs[len(errs) // 2 - 1] + errs[len(errs) // 2])
+            print(f"measured {run.source}: {len(errs)} sizes, median |error| {100 * mid:.1f}%, "
+                  f"largest {100 * errs[-1]:.1f}%")
     return 0

@@ -77,6 +77,16 @@ def cmd_validate(args) -> int:
               f"{m['configurations']} fit" + (f" (the others by a median {fmt_pct(m['median_overestimate_frac'])} over "
                                               f"capacity, at most {fmt_pct(m['max_overestimate_frac'])})"
                                               if m["median_overestimate_frac"] is not None else ""))
+    bb = o["busbw"]
+    if bb["all"]["n"]:
+        parts = ", ".join(f"{k} {fmt_pct(v['median_ape'])}/{fmt_pct(v['p90_ape'])} (n={v['n']})"
+                          for k, v in bb["sources"].items())
+        print(f"bus bandwidth, sizes >= {bb['min_bytes'] / 1024:g} KiB, rows not used for defaults: median "
+              f"{fmt_pct(bb['all']['median_ape'])}, p90 {fmt_pct(bb['all']['p90_ape'])} (n={bb['all']['n']}; "
+              f"{bb['excluded_used_for_defaults']} rows that set defaults excluded)")
+        print(f"  per source (median/p90): {parts}")
+        print("  per size decade (median/p90): " + ", ".join(
+            f"{d['decade']} {fmt_pct(d['median_ape'])}/{fmt_pct(d['p90_ape'])} (n={d['n']})" for d in bb["decades"]))
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")

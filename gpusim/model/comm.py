@@ -1,131 +1,327 @@
-"""Collective communication cost in bus-bandwidth terms (alpha-beta model).
+"""Collective communication as NCCL runs it: algorithms x protocols, chosen by the lowest predicted time.
 
-Definitions follow NVIDIA nccl-tests, ``doc/PERFORMANCE.md``: for a collective on ``n`` ranks moving
+Bus bandwidth follows NVIDIA nccl-tests, ``doc/PERFORMANCE.md``: for a collective on ``n`` ranks moving
 ``S`` bytes (the nccl-tests "size"), ``algbw = S / t`` and ``busbw = algbw * factor`` with
 
-- all-reduce ``2(n-1)/n``; reduce-scatter and all-gather ``(n-1)/n``; broadcast, reduce, send/recv ``1``.
+- all-reduce ``2(n-1)/n``; reduce-scatter, all-gather and all-to-all ``(n-1)/n``; broadcast, reduce,
+  send/recv ``1``.
 
-Bus bandwidth is what a link must sustain, independent of ``n``, so a collective's time is
-``t = latency + factor * S / busbw``. Latency is a per-call cost plus one per-hop latency per ring step
-(``2(n-1)`` for a ring all-reduce, ``2 log2(nodes)`` across nodes for NCCL's double binary tree;
-Thakur, Rabenseifner, Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005).
+**The size regime.** NCCL moves data with one of three protocols (NCCL ``src/graph/tuning.cc``,
+``src/device/prims_*.h``): *LL* (8-byte flag per 8 bytes of data: lowest latency, half the link's
+bandwidth), *LL128* (a flag per 128-byte line: ~92%, more latency) and *Simple* (bulk copies with
+fences: all of the bandwidth, the highest per-hop latency, which is where its chunked pipelining shows). Its
+tuner predicts every (algorithm, protocol) pair with
 
-Across nodes, a ring that spans ``N`` nodes sends the whole ``factor * S`` out of every node through its
-NICs (NCCL spreads its channels over them), so the inter-node bus bandwidth is the node's total NIC
-bandwidth; the ring runs at the slower of the intra- and inter-node bus bandwidths. A two-level
-(hierarchical) all-reduce does reduce-scatter inside the node, all-reduce across nodes over each GPU's share
-of the NICs, and all-gather inside the node (Horovod's hierarchical all-reduce; Jia et al. 2018).
+``t = base_lat(a, p) + hops(a, n, nodes) * hop_lat(a, p, level) + factor * S / (busbw * proto_frac(a, p))``
 
-NVLink SHARP (NVLS) on third-generation NVSwitch reduces in the switch: all-reduce bus bandwidth rises
-above the ring's (nccl-tests issue 212: ~480 vs ~370 GB/s on 8x H100).
+and runs the fastest; this module does the same with the same published constants (held in
+:class:`~gpusim.params.ModelParams`, with NCCL's file as the source), on top of the link's own latency
+and achievable bus bandwidth from the hardware database:
+
+- *ring* (every collective): ``2(n-1)`` hops for all-reduce, ``n-1`` for the others; across nodes
+  ``2 * nodes`` of the all-reduce hops cross the network (NCCL >= 2.19's ``nInterSteps``);
+- *tree* (all-reduce across nodes): NCCL's double binary tree, ``2((g-1) intra + log2(nodes) inter)``
+  hops, bus bandwidth ``tree_busbw_frac`` of the ring's, with NCCL's own mid-size correction table
+  (``treeCorrectionFactor``: trees "are not perfectly sticking to the model for medium sizes");
+- *nvls* (all-reduce in one NVSwitch domain with NVLink SHARP): the switch reduces, bus bandwidth
+  ``nvls_gain_frac`` above the ring's (nccl-tests issue 212). Its start-up is NCCL's NVLS latency plus the
+  fill of its pipeline: ``nvls_channels`` channels, each with ``nccl_steps`` chunks in flight, chunks that NCCL
+  shrinks for smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below 32 x concurrent ops x chunk,
+  32 KiB below 8x, 16 KiB below 2x; concurrent ops = channels x ranks). This is why NVLS wins only above
+  tens of MiB although its peak is the highest;
+- *nvls_tree* (NVLS inside each node, a tree across nodes) and *collnet* (InfiniBand SHARP: the switches
+  reduce, so each node sends and receives the buffer once, up to twice the ring's inter-node bus bandwidth);
+- *hierarchical* (forced only): reduce-scatter inside, all-reduce across, all-gather inside (Horovod).
+
+**Across nodes**, a ring sends ``factor * S`` out of every node through its NICs (NCCL spreads channels
+over them), so the inter-node bus bandwidth is the node's total NIC bandwidth; the ring runs at the slower
+of the two levels. **All-to-all** (expert parallelism) sends ``S/n`` to every peer at once: inside the
+node at the GPU's link bandwidth (an NVSwitch is non-blocking; a full mesh uses every link), across nodes
+through the GPU's share of the NICs, so it is bisection-bound: ``(n-g)/n * S`` per GPU over ``inter / g``.
+**Send/recv** across nodes is one GPU's flow through its share of the NICs.
 
 All functions are pure numpy on broadcastable arrays; ``n`` is the number of ranks.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, REDUCE, SEND_RECV = range(6)
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, REDUCE, SEND_RECV, ALL_TO_ALL = range(7)
 COLLECTIVES = {"all_reduce": ALL_REDUCE, "reduce_scatter": REDUCE_SCATTER, "all_gather": ALL_GATHER,
-               "broadcast": BROADCAST, "reduce": REDUCE, "send_recv": SEND_RECV}
+               "broadcast": BROADCAST, "reduce": REDUCE, "send_recv": SEND_RECV, "all_to_all": ALL_TO_ALL}
 
-ALGO_NONE, ALGO_RING, ALGO_TREE, ALGO_NVLS, ALGO_HIER = range(5)
-ALGORITHMS = {"none": ALGO_NONE, "ring": ALGO_RING, "tree": ALGO_TREE, "nvls": ALGO_NVLS, "hierarchical": ALGO_HIER}
+ALGO_NONE, ALGO_RING, ALGO_TREE, ALGO_NVLS, ALGO_HIER, ALGO_NVLS_TREE, ALGO_COLLNET, ALGO_P2P = range(8)
+ALGORITHMS = {"none": ALGO_NONE, "ring": ALGO_RING, "tree": ALGO_TREE, "nvls": ALGO_NVLS, "hierarchical": ALGO_HIER,
+              "nvls_tree": ALGO_NVLS_TREE, "collnet": ALGO_COLLNET, "p2p": ALGO_P2P}
 ALGO_NAMES = {v: k for k, v in ALGORITHMS.items()}
+
+PROTO_NONE, PROTO_LL, PROTO_LL128, PROTO_SIMPLE = -1, 0, 1, 2
+PROTOCOLS = {"ll": PROTO_LL, "ll128": PROTO_LL128, "simple": PROTO_SIMPLE}
+PROTO_NAMES = {v: k for k, v in PROTOCOLS.items()} | {PROTO_NONE: "-"}
 _AUTO = -1
+
+#: NCCL's ``treeCorrectionFactor`` (src/graph/tuning.cc, NCCL 2.19): tree bandwidth multiplier per power of two of
+#: the size from 64 B to 256 MiB, per protocol (LL, LL128, Simple); 1 above.
+TREE_CORRECTION = np.array([
+    [1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0],
+    [1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0],
+    [.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9]])
+_TREE_CORR = np.concatenate([TREE_CORRECTION, np.ones((3, 1))], axis=1)  # last column: above 256 MiB
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The protocol constants of the tuner (seconds, fractions), one value per protocol (LL, LL128, Simple).
+
+    Built from :class:`~gpusim.params.ModelParams` by :func:`tuning_from_params`; the defaults and their source
+    (NCCL ``src/graph/tuning.cc``) are there.
+    """
+
+    ring_base_s: tuple[float, float, float]
+    tree_base_s: tuple[float, float, float]
+    intra_ring_hop_s: tuple[float, float, float]
+    intra_tree_hop_s: tuple[float, float, float]
+    inter_ring_hop_s: tuple[float, float, float]
+    inter_tree_hop_s: tuple[float, float, float]
+    ring_proto_frac: tuple[float, float, float]
+    tree_proto_frac: tuple[float, float, float]
+    nvls_channels: float
+    nccl_steps: float
+    nvls_chunk_bytes: float
+    nvls_tree_hop_s: float
+    collnet_latency_s: float
+    collnet_busbw_frac: float
+
+    def hop_extra(self, level: str, algo: str) -> np.ndarray:
+        """Per-hop latency of each protocol beyond the link's own (LL) latency: NCCL's ``hwLat`` of the
+        protocol minus its LL ring figure, so the hardware database's link latency carries the wire and this
+        table carries the protocol's synchronisation and chunking."""
+        table = getattr(self, f"{level}_{algo}_hop_s")
+        ref = getattr(self, f"{level}_ring_hop_s")[0]
+        return np.asarray(table, dtype=np.float64) - ref
+
+
+_TUNING_CACHE: dict[int, tuple[object, Tuning]] = {}
+
+
+def tuning_from_params(p) -> Tuning:
+    """:class:`Tuning` of a :class:`~gpusim.params.ModelParams` (cached per object: params are frozen)."""
+    hit = _TUNING_CACHE.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    h = p.nccl_hop_latency_s
+    t = Tuning(ring_base_s=tuple(p.nccl_base_latency_s["ring"]), tree_base_s=tuple(p.nccl_base_latency_s["tree"]),
+               intra_ring_hop_s=tuple(h["intra-ring"]), intra_tree_hop_s=tuple(h["intra-tree"]),
+               inter_ring_hop_s=tuple(h["inter-ring"]), inter_tree_hop_s=tuple(h["inter-tree"]),
+               ring_proto_frac=tuple(p.proto_busbw_frac["ring"]), tree_proto_frac=tuple(p.proto_busbw_frac["tree"]),
+               nvls_channels=float(p.nvls_channels), nccl_steps=float(p.nccl_steps),
+               nvls_chunk_bytes=float(p.nvls_chunk_bytes), nvls_tree_hop_s=float(p.nvls_tree_hop_s),
+               collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac))
+    if len(_TUNING_CACHE) > 64:
+        _TUNING_CACHE.clear()
+    _TUNING_CACHE[id(p)] = (p, t)
+    return t
+
+
+def default_tuning() -> Tuning:
+    from gpusim.params import DEFAULT_PARAMS
+
+    return tuning_from_params(DEFAULT_PARAMS)
 
 
 def bus_factor(collective, n):
-    """nccl-tests bus-bandwidth factor: busbw = algbw * factor."""
+    """nccl-tests bus-bandwidth factor: busbw = algbw * factor (0 for one rank)."""
     n = np.asarray(n, dtype=np.float64)
     if np.ndim(collective) == 0:  # the common case: one collective over many scenarios
         c = int(collective)
-        f = 2.0 * (n - 1.0) / n if c == ALL_REDUCE else (n - 1.0) / n if c in (REDUCE_SCATTER, ALL_GATHER) else 1.0
+        f = (2.0 * (n - 1.0) / n if c == ALL_REDUCE
+             else (n - 1.0) / n if c in (REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL) else 1.0)
         return f * (n > 1)
     c = np.asarray(collective)
     ar = 2.0 * (n - 1.0) / n
     rs = (n - 1.0) / n
-    return np.where(c == ALL_REDUCE, ar, np.where((c == REDUCE_SCATTER) | (c == ALL_GATHER), rs, 1.0)) * (n > 1)
+    return np.where(c == ALL_REDUCE, ar,
+                    np.where((c == REDUCE_SCATTER) | (c == ALL_GATHER) | (c == ALL_TO_ALL), rs, 1.0)) * (n > 1)
 
 
 def ring_steps(collective, n):
-    """Sequential ring steps of a collective (latency hops)."""
+    """Sequential ring steps of a collective (latency hops); one for send/recv and all-to-all (all peers at once)."""
     n = np.asarray(n, dtype=np.float64)
     if np.ndim(collective) == 0:
         c = int(collective)
-        return 2.0 * (n - 1.0) if c == ALL_REDUCE else (1.0 + 0.0 * n) if c == SEND_RECV else n - 1.0
+        return (2.0 * (n - 1.0) if c == ALL_REDUCE else (1.0 + 0.0 * n) if c in (SEND_RECV, ALL_TO_ALL)
+                else n - 1.0)
     c = np.asarray(collective)
-    return np.where(c == ALL_REDUCE, 2.0 * (n - 1.0), np.where(c == SEND_RECV, 1.0, n - 1.0))
+    return np.where(c == ALL_REDUCE, 2.0 * (n - 1.0), np.where((c == SEND_RECV) | (c == ALL_TO_ALL), 1.0, n - 1.0))
 
 
-def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
-                      inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac,
-                      nvls_latency_s, tree_busbw_frac, algorithm=_AUTO):
-    """Time of one collective and the algorithm NCCL-like selection picks (min over ring, tree, NVLS).
+_NP = 4  # a choice is coded algorithm * _NP + protocol + 1 (protocol -1 = none)
 
-    Parameters
-    ----------
-    collective : code from :data:`COLLECTIVES`
-    size_bytes : payload, nccl-tests convention (all-reduce: the buffer; all-gather: the output buffer)
-    n_ranks, n_nodes : ranks in the collective and nodes they span (ranks split evenly)
-    intra_busbw_bytes_per_s : achievable ring bus bandwidth inside a node
-    inter_busbw_bytes_per_s : achievable bus bandwidth out of one node (all its NICs together)
-    intra_hop_s, inter_hop_s : per-step latency inside / between nodes
-    nvls : the node's switch reduces in-network (NVLink SHARP)
-    algorithm : ``-1`` auto, or a code from :data:`ALGORITHMS` to force one
 
-    Returns ``(time_s, algorithm_code)``, both arrays.
+def _keep(t, code, cand_t, cand_code, ok=None, force=False):
+    """Running minimum: keep ``cand_t`` (coded ``cand_code``) where it is faster (or forced) and ``ok``."""
+    better = (cand_t < t) if not force else np.isfinite(cand_t)
+    if ok is not None:
+        better = better & ok
+    return np.where(better, cand_t, t), np.where(better, cand_code, code)
+
+
+def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
+                      inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac, nvls_latency_s,
+                      tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False, ll_max_busbw_bytes_per_s=np.inf,
+                      tuning: Tuning | None = None):
+    """Time of one collective and the (algorithm, protocol) NCCL's tuner would run.
+
+    Arguments as :func:`collective_time_s`. Returns ``(time_s, algorithm_code, protocol_code)`` arrays
+    (protocol codes from :data:`PROTOCOLS`; :data:`PROTO_NONE` for one rank and the forced hierarchical form).
     """
-    c = np.asarray(collective)
+    tn = tuning or default_tuning()
+    c = int(collective)
     s = np.asarray(size_bytes, dtype=np.float64)
     n = np.asarray(n_ranks, dtype=np.float64)
     nodes = np.maximum(np.asarray(n_nodes, dtype=np.float64), 1.0)
     multi = nodes > 1
+    any_multi = bool(np.any(multi))
+    g = n / nodes
     f = bus_factor(c, n)
     intra = np.asarray(intra_busbw_bytes_per_s, dtype=np.float64)
     inter = np.asarray(inter_busbw_bytes_per_s, dtype=np.float64)
-    is_ar = (c == ALL_REDUCE)
-    any_multi = bool(np.any(multi))
-
-    # ring: every step crosses one link; a pass over the ring has (n - nodes) intra and `nodes` inter hops
-    steps = ring_steps(c, n)
-    if any_multi:
-        hop = np.where(multi, ((n - nodes) * intra_hop_s + nodes * inter_hop_s) / n, intra_hop_s)
-        ring_busbw = np.where(multi, np.minimum(intra, inter), intra)
-    else:
-        hop, ring_busbw = intra_hop_s, intra
-    t = base_latency_s + steps * hop + f * s / ring_busbw
-    algo = np.full(np.shape(t), ALGO_RING)
+    ihop = np.asarray(intra_hop_s, dtype=np.float64)
+    ohop = np.asarray(inter_hop_s, dtype=np.float64)
     forced = algorithm != _AUTO
+    protos = (PROTO_LL, PROTO_LL128, PROTO_SIMPLE) if protocol == _AUTO else (protocol,)
+    simple_ok = PROTO_SIMPLE in protos
+    ll_cap = np.asarray(ll_max_busbw_bytes_per_s, dtype=np.float64)
+    x_intra_ring, x_inter_ring = tn.hop_extra("intra", "ring"), tn.hop_extra("inter", "ring")
+    shape = np.broadcast_shapes(np.shape(s), np.shape(n), np.shape(nodes), np.shape(intra), np.shape(inter),
+                                np.shape(ihop), np.shape(ohop))
+    t = np.full(shape, np.inf)
+    code = np.full(shape, ALGO_RING * _NP + PROTO_SIMPLE + 1)
+    base = base_latency_s
+    fs = f * s
 
-    # NVLS: all-reduce reduced in the NVSwitch (inside a node; across nodes combined with the inter-node ring)
-    if (not forced or algorithm == ALGO_NVLS) and np.any(is_ar):
-        nvls_ok = is_ar & np.asarray(nvls, dtype=bool)
-        if np.any(nvls_ok):
-            nvls_busbw = np.minimum(intra * nvls_gain_frac, np.where(multi, inter, np.inf))
-            nvls_t = (base_latency_s + nvls_latency_s + 2.0 * intra_hop_s + 2.0 * multi * inter_hop_s
-                      + f * s / nvls_busbw)
-            better = nvls_ok & ((nvls_t < t) | forced)
-            t, algo = np.where(better, nvls_t, t), np.where(better, ALGO_NVLS, algo)
+    def proto_bw(bw, p):
+        """Bus bandwidth of protocol ``p`` on a Simple-protocol bus bandwidth ``bw``; LL capped by NCCL's llMaxBws."""
+        out = bw * tn.ring_proto_frac[p]
+        return np.minimum(out, ll_cap) if p == PROTO_LL else out
 
-    # double binary tree across nodes (NCCL), chains inside nodes: log latency, slightly lower bandwidth
-    if (not forced or algorithm == ALGO_TREE) and any_multi and np.any(is_ar):
-        g = n / nodes
-        tree_lat = 2.0 * (np.log2(nodes) * inter_hop_s + (g - 1.0) * intra_hop_s)
-        tree_t = base_latency_s + tree_lat + f * s / (ring_busbw * tree_busbw_frac)
-        better = is_ar & multi & ((tree_t < t) | forced)
-        t, algo = np.where(better, tree_t, t), np.where(better, ALGO_TREE, algo)
+    if c in (SEND_RECV, ALL_TO_ALL):
+        # point to point: every peer at once, one hop; across nodes each GPU's flow uses its share of the NICs
+        if c == SEND_RECV:
+            vol = s / np.where(multi, inter / g, intra) if any_multi else s / intra
+        else:
+            in_node = np.where(g > 1, (g - 1.0) / n * s / intra, 0.0)
+            vol = np.maximum(in_node, (n - g) / n * s * g / inter) if any_multi else in_node
+        for p in protos if (not forced or algorithm == ALGO_P2P) else ():
+            hop = np.where(multi, ohop + x_inter_ring[p], ihop + x_intra_ring[p]) if any_multi else ihop + x_intra_ring[p]
+            bwf = tn.ring_proto_frac[p]
+            xfer = np.maximum(vol / bwf, s / ll_cap) if p == PROTO_LL else vol / bwf
+            cand = base + tn.ring_base_s[p] + hop + xfer
+            t, code = _keep(t, code, cand, ALGO_P2P * _NP + p + 1)
+    else:
+        # ring: (steps - inter_steps) hops inside nodes, inter_steps across
+        steps = ring_steps(c, n)
+        if any_multi:
+            inter_steps = np.where(multi, 2.0 * nodes if c == ALL_REDUCE else nodes - (c != BROADCAST and c != REDUCE),
+                                   0.0)
+            inter_steps = np.minimum(inter_steps, steps)
+            intra_steps = steps - inter_steps
+            ring_bw = np.where(multi, np.minimum(intra, inter), intra)
+        else:
+            intra_steps, inter_steps, ring_bw = steps, 0.0, intra
+        if not forced or algorithm == ALGO_RING:
+            lat0 = intra_steps * ihop + inter_steps * ohop
+            for p in protos:
+                cand = (base + tn.ring_base_s[p] + lat0 + intra_steps * x_intra_ring[p] + inter_steps * x_inter_ring[p]
+                        + fs / proto_bw(ring_bw, p))
+                t, code = _keep(t, code, cand, ALGO_RING * _NP + p + 1)
 
-    # hierarchical (two-level): RS inside, AR across nodes on each GPU's NIC share, AG inside (forced only)
-    if algorithm == ALGO_HIER and any_multi:
-        g = n / nodes
-        hier_t = hierarchical_all_reduce_s(s, g, nodes, intra, intra_hop_s, inter, inter_hop_s, base_latency_s)
-        ok = is_ar & multi
-        t, algo = np.where(ok, hier_t, t), np.where(ok, ALGO_HIER, algo)
+        if c == ALL_REDUCE:
+            nv = np.asarray(nvls, dtype=bool)
+            # NVLS inside one NVSwitch domain: NCCL's NVLS latency plus the fill of its chunk pipeline
+            if simple_ok and (not forced or algorithm == ALGO_NVLS) and np.any(nv & ~multi):
+                ops = tn.nvls_channels * g
+                chunk = np.full(np.shape(s), tn.nvls_chunk_bytes)
+                for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4),
+                                  (2.0, tn.nvls_chunk_bytes / 8)):
+                    chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
+                # two pipelined phases (reduce-scatter through the switch, then multicast all-gather), each filling
+                # nccl_steps chunks on each channel
+                fill = 2.0 * tn.nvls_channels * tn.nccl_steps * chunk
+                cand = base + nvls_latency_s + f * (s + fill) / (intra * nvls_gain_frac)
+                t, code = _keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
+            if any_multi:
+                # NCCL's double binary tree across nodes, chains inside
+                if not forced or algorithm == ALGO_TREE:
+                    _, e = np.frexp(np.maximum(s, 64.0) / 64.0)
+                    idx = np.minimum(e - 1, TREE_CORRECTION.shape[1])  # floor(log2(size / 64)), capped
+                    x_intra_tree, x_inter_tree = tn.hop_extra("intra", "tree"), tn.hop_extra("inter", "tree")
+                    log_nodes = np.log2(nodes)
+                    lat0 = 2.0 * ((g - 1.0) * ihop + log_nodes * ohop)
+                    tree_bw = ring_bw * tree_busbw_frac
+                    for p in protos:
+                        corr = _TREE_CORR[p][idx]
+                        lat = lat0 + 2.0 * ((g - 1.0) * x_intra_tree[p] + log_nodes * x_inter_tree[p])
+                        cand = base + tn.tree_base_s[p] + lat + fs / (tree_bw * tn.tree_proto_frac[p] * corr)
+                        t, code = _keep(t, code, cand, ALGO_TREE * _NP + p + 1, multi, forced)
+                # NVLS inside each node, tree across (Simple only)
+                if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
+                    bw = np.minimum(intra * nvls_gain_frac, inter * tree_busbw_frac)
+                    cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
+                    t, code = _keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
+                # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
+                sh = np.asarray(sharp, dtype=bool)
+                if simple_ok and (not forced or algorithm == ALGO_COLLNET) and np.any(sh & multi):
+                    bw = np.minimum(intra, 2.0 * inter * tn.collnet_busbw_frac)
+                    cand = (base + 2.0 * (g - 1.0) * (ihop + x_intra_ring[PROTO_SIMPLE]) + ohop + tn.collnet_latency_s
+                            + fs / bw)
+                    t, code = _keep(t, code, cand, ALGO_COLLNET * _NP + PROTO_SIMPLE + 1, sh & multi, forced)
+                # hierarchical (two-level): forced only
+                if algorithm == ALGO_HIER:
+                    hier_t = hierarchical_all_reduce_s(s, g, nodes, intra, ihop, inter, ohop, base)
+                    t, code = _keep(t, code, hier_t, ALGO_HIER * _NP, multi, True)
 
     single = n <= 1
-    return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo)
+    algo, proto = np.divmod(code, _NP)
+    return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo), np.where(single, PROTO_NONE, proto - 1)
+
+
+def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
+                      inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac,
+                      nvls_latency_s, tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False,
+                      ll_max_busbw_bytes_per_s=np.inf, tuning: Tuning | None = None):
+    """Time of one collective and the algorithm NCCL's tuner picks (min over algorithms and protocols).
+
+    Parameters
+    ----------
+    collective : code from :data:`COLLECTIVES`
+    size_bytes : payload, nccl-tests convention (all-reduce: the buffer; all-gather: the output buffer;
+        all-to-all: each rank's send buffer)
+    n_ranks, n_nodes : ranks in the collective and nodes they span (ranks split evenly). For send/recv across
+        nodes the flow is one GPU's through its share ``inter / (n_ranks / n_nodes)`` of the node's NICs: for
+        pipeline stages on different nodes pass the GPUs of both stages' nodes (all send at once), not 2
+    intra_busbw_bytes_per_s : achievable (Simple-protocol) ring bus bandwidth inside a node
+    inter_busbw_bytes_per_s : achievable bus bandwidth out of one node (all its NICs together)
+    intra_hop_s, inter_hop_s : per-hop latency of the links inside / between nodes (the LL protocol's figure)
+    nvls : the node's switch reduces in-network (NVLink SHARP)
+    base_latency_s : per-call cost (launch, enqueue) beyond NCCL's per-algorithm base latency
+    nvls_gain_frac, nvls_latency_s, tree_busbw_frac : see :class:`~gpusim.params.ModelParams`
+    algorithm, protocol : ``-1`` auto, or a code from :data:`ALGORITHMS` / :data:`PROTOCOLS` to force one
+    sharp : the network reduces in its switches (InfiniBand SHARP): enables CollNet for all-reduce
+    ll_max_busbw_bytes_per_s : NCCL's cap on the LL protocol's bus bandwidth for this GPU generation
+    tuning : :class:`Tuning` (default: from :data:`gpusim.params.DEFAULT_PARAMS`)
+
+    Returns ``(time_s, algorithm_code)``, both arrays.
+    """
+    t, algo, _ = collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
+                                   inter_busbw_bytes_per_s, inter_hop_s, nvls, base_latency_s=base_latency_s,
+                                   nvls_gain_frac=nvls_gain_frac, nvls_latency_s=nvls_latency_s,
+                                   tree_busbw_frac=tree_busbw_frac, algorithm=algorithm, protocol=protocol,
+                                   sharp=sharp, ll_max_busbw_bytes_per_s=ll_max_busbw_bytes_per_s, tuning=tuning)
+    return t, algo
 
 
 def hierarchical_all_reduce_s(size_bytes, g, nodes, intra_busbw, intra_hop_s, inter_busbw_node, inter_hop_s,
