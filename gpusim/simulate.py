@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from gpusim import units
+from gpusim.checks import FiniteModel
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
@@ -32,7 +33,7 @@ _STRATEGY_FIELDS = set(Strategy.model_fields)
 _ALIASES = {"strategy_kind": "kind"}
 
 
-class Scenario(BaseModel):
+class Scenario(FiniteModel):
     """What to predict: workload, hardware, strategy. Strategy fields may be given flat
     (``Scenario(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=256, precision="amp_bf16")``)."""
 
@@ -51,12 +52,13 @@ class Scenario(BaseModel):
     inter: str | None = Field(default=None, description="inter-node link id (default: the node's NICs)")
     nics_per_node: int | None = Field(default=None, ge=1, le=72)
     oversubscription: float = Field(default=1.0, ge=1.0, le=16.0)
-    cpu_cores_per_gpu: float | None = Field(default=None, gt=0, le=1024)
-    storage_gbyte_per_s: float | None = Field(default=None, gt=0, le=10000, description="per node")
+    cpu_cores_per_gpu: float | None = Field(default=None, ge=0.01, le=1024)
+    storage_gbyte_per_s: float | None = Field(default=None, ge=1e-3, le=10000, description="per node")
     strategy: Strategy = Field(default_factory=Strategy)
-    baseline_throughput: float | None = Field(default=None, gt=0,
+    baseline_throughput: float | None = Field(default=None, ge=1e-6, le=1e9,
                                               description="measured one-GPU samples/s at this per-GPU batch")
-    slowest_gpu_speed_frac: float = Field(default=1.0, gt=0, le=1)
+    slowest_gpu_speed_frac: float = Field(default=1.0, ge=0.01, le=1,
+                                          description="speed of the slowest GPU relative to the others")
 
     @model_validator(mode="before")
     @classmethod
@@ -107,12 +109,10 @@ class Scenario(BaseModel):
 
 
 def format_validation_error(e: ValidationError) -> str:
-    lines = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"] if x != "strategy")
-        msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg}" if loc else msg)
-    return "invalid scenario: " + "; ".join(lines)
+    """One line with every problem; a number out of range says the field's whole range."""
+    from gpusim import checks
+
+    return checks.format_validation_error(e, Scenario)
 
 
 # ------------------------------------------------------------------------------------------------
