@@ -77,13 +77,15 @@ class Bound:
             parts.append(f"<= {show(self.hi)}")
         return f"{kind} {' and '.join(parts)}{unit}".rstrip()
 
-    def check(self, value: Any, what: str | None = "value") -> float | int:
-        """The value as float (int when ``integer``); ``ValueError`` naming ``what`` and the range otherwise."""
+    def check(self, value: Any, what: str | None = "value", got: Any = None) -> float | int:
+        """The value as float (int when ``integer``); ``ValueError`` naming ``what`` and the range otherwise
+        (``got``: the input as the user wrote it, when ``value`` was parsed from it)."""
         what = f"{what} " if what else ""
+        got = value if got is None else got
         try:
             x = float(value)
         except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{what}must be {self.describe()} (got {value!r})") from None
+            raise ValueError(f"{what}must be {self.describe()} (got {got!r})") from None
         ok = math.isfinite(x) and not (x != 0 and abs(x) < TINY_MAGNITUDE)
         if ok and self.lo is not None:
             ok = x > self.lo if self.lo_open else x >= self.lo
@@ -92,7 +94,7 @@ class Bound:
         if ok and self.integer:
             ok = x.is_integer()
         if not ok:
-            raise ValueError(f"{what}must be {self.describe()} (got {value!r})")
+            raise ValueError(f"{what}must be {self.describe()} (got {got!r})")
         return int(x) if self.integer else x
 
     def parse_text(self, text: str, what: str | None = "value") -> float | int:
@@ -109,7 +111,7 @@ class Bound:
                 value = s  # "1e3" is a whole number too; check() decides
         else:
             value = s
-        return self.check(value, what)
+        return self.check(value, what, got=text)
 
     def __call__(self, text: str) -> float | int:  # argparse ``type=``: its message follows "argument --flag: "
         try:
@@ -117,20 +119,6 @@ class Bound:
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
-
-
-# ---- common bounds (the CLI flags and the app share them) ----------------------------------------------
-def count(lo: int = 1, hi: int = 1_000_000) -> Bound:
-    return Bound(lo, hi, integer=True)
-
-
-def positive(hi: float, lo: float, unit: str = "") -> Bound:
-    """A positive quantity with a meaningful smallest value ``lo``."""
-    return Bound(lo, hi, unit=unit)
-
-
-def fraction(lo: float = 0.0, hi: float = 1.0) -> Bound:
-    return Bound(lo, hi)
 
 
 # ---- pydantic (imported on first use: the CLI's parser must start fast) ---------------------------------
@@ -155,7 +143,8 @@ def bound_of(field_info, unit: str = "") -> Bound | None:
 @dataclass(frozen=True)
 class FieldBound:
     """An argparse ``type`` that checks a flag against a pydantic field's range (``"gpusim.strategy:Strategy"``,
-    ``"bucket_mib"``), resolved when the flag is given, so that the model is the one source of the range."""
+    ``"bucket_mib"``) or an entry of a table of bounds (``"gpusim.plan:INPUT_BOUNDS"``, ``"budget_usd"``),
+    resolved when the flag is given (so ``--help`` stays fast), so that the API is the one source of the range."""
 
     model: str
     field: str
@@ -167,9 +156,12 @@ class FieldBound:
         import importlib
 
         mod, _, name = self.model.partition(":")
-        cls = getattr(importlib.import_module(mod), name)
-        b = bound_of(cls.model_fields[self.field], self.unit) or Bound(unit=self.unit)
-        return dataclasses.replace(b, parse=self.parse)
+        obj = getattr(importlib.import_module(mod), name)
+        if isinstance(obj, dict):  # a table of bounds, e.g. gpusim.plan:INPUT_BOUNDS
+            b = obj[self.field]
+        else:  # a pydantic model: the field's constraints
+            b = bound_of(obj.model_fields[self.field], self.unit) or Bound(unit=self.unit)
+        return dataclasses.replace(b, parse=self.parse or b.parse)
 
     def __call__(self, text: str):
         return self.bound()(text)

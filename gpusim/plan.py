@@ -127,6 +127,39 @@ MODES = ("cloud", "purchase", "both")
 COST_BASES = ("capital", "amortized")
 
 
+def _input_bounds() -> dict:
+    from gpusim.checks import Bound
+
+    dur = units.format_duration
+    return {
+        # plausibility limits of the inputs (no source needed beyond common sense: the largest published
+        # pre-training runs are ~1e13-4e13 tokens and ~1e5 GPUs; nothing is priced above a trillion USD)
+        "tokens": Bound(1, 1e16, unit="tokens"),
+        "samples": Bound(1, 1e15, unit="samples"),
+        "epochs": Bound(1e-3, 1e5),
+        "deadline_s": Bound(1, 100 * 365 * units.DAY, shown=dur),
+        "budget_usd": Bound(0.01, 1e12, unit="USD"),
+        "max_global_batch": Bound(1, 1e9, integer=True),
+        "global_batch": Bound(1, 1e9, integer=True),
+        "reference_lr": Bound(1e-12, 100),
+        "max_gpus": Bound(1, 1_000_000, integer=True),
+        "lifetime_years": Bound(0.1, 50, unit="years"),
+        "usd_per_kwh": Bound(0, 10, unit="USD per kWh"),
+        "pue": Bound(1, 3),
+        "checkpoint_interval_s": Bound(1, 365 * units.DAY, shown=dur),
+        "checkpoint_write_bytes_per_s": Bound(units.MB, 1e15, shown=units.format_rate_bytes),
+        "failure_rate_per_gpu_hour": Bound(0, 0.5, unit="interruptions per GPU-hour"),
+        "restart_s": Bound(0, 30 * units.DAY, shown=dur),
+        "eval_overhead_frac": Bound(0, 10),
+        "price_usd": Bound(1e-6, 1e12, unit="USD"),
+        "num_workers": Bound(0, 256, integer=True),
+    }
+
+
+#: the range of every numeric input of :func:`plan` (the CLI's flags check the same bounds)
+INPUT_BOUNDS = _input_bounds()
+
+
 class PlanError(ScenarioError):
     """Constraints or inputs of a plan that cannot be used (negative budget, no amount of training ...)."""
 
@@ -631,33 +664,26 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
         raise PlanError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
     if cost_basis not in COST_BASES:
         raise PlanError(f"cost basis must be one of {', '.join(COST_BASES)} (got {cost_basis!r})")
-    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
-        raise PlanError(f"the deadline must be a positive duration (got {deadline_s!r} s)")
-    if budget_usd is not None and not (math.isfinite(budget_usd) and budget_usd > 0):
-        raise PlanError(f"the budget must be a positive amount of USD (got {budget_usd!r})")
-    for name, v in (("max_global_batch", max_global_batch), ("global_batch", global_batch), ("max_gpus", max_gpus)):
-        if v is not None and (int(v) != v or v < 1):
-            raise PlanError(f"{name.replace('_', ' ')} must be a positive integer (got {v!r})")
+    given = dict(tokens=tokens, samples=samples, epochs=epochs, deadline_s=deadline_s, budget_usd=budget_usd,
+                 max_global_batch=max_global_batch, global_batch=global_batch, reference_lr=reference_lr,
+                 max_gpus=max_gpus, lifetime_years=lifetime_years, usd_per_kwh=usd_per_kwh, pue=pue,
+                 checkpoint_interval_s=checkpoint_interval_s, checkpoint_write_bytes_per_s=checkpoint_write_bytes_per_s,
+                 failure_rate_per_gpu_hour=failure_rate_per_gpu_hour, restart_s=restart_s,
+                 eval_overhead_frac=eval_overhead_frac,
+                 num_workers=num_workers if isinstance(num_workers, (int, float)) else None)
+    for name, v in given.items():
+        if v is not None:
+            try:
+                INPUT_BOUNDS[name].check(v, name)
+            except ValueError as e:
+                raise PlanError(str(e)) from None
     if global_batch and max_global_batch and global_batch > max_global_batch:
         raise PlanError(f"the target global batch {global_batch} is over the maximum {max_global_batch}")
-    if not (0 <= failure_rate_per_gpu_hour < 1):
-        raise PlanError("the failure rate must be in [0, 1) interruptions per GPU-hour "
-                        f"(got {failure_rate_per_gpu_hour})")
-    if restart_s < 0 or not math.isfinite(restart_s):
-        raise PlanError(f"the restart time must be >= 0 s (got {restart_s})")
-    if not (0 <= eval_overhead_frac < 10):
-        raise PlanError(f"the evaluation overhead must be a fraction >= 0 (got {eval_overhead_frac})")
-    if checkpoint_interval_s is not None and not (math.isfinite(checkpoint_interval_s) and checkpoint_interval_s > 0):
-        raise PlanError(f"the checkpoint interval must be a positive duration (got {checkpoint_interval_s})")
-    if checkpoint_write_bytes_per_s is not None and not checkpoint_write_bytes_per_s > 0:
-        raise PlanError(f"the checkpoint write bandwidth must be > 0 (got {checkpoint_write_bytes_per_s})")
-    if not lifetime_years > 0:
-        raise PlanError(f"the hardware lifetime must be > 0 years (got {lifetime_years})")
-    if reference_lr is not None and not reference_lr > 0:
-        raise PlanError(f"the learning rate must be > 0 (got {reference_lr})")
     for k, v in (price_overrides or {}).items():
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise PlanError(f"price override for {k!r} must be a positive number of USD (got {v!r})")
+        try:
+            INPUT_BOUNDS["price_usd"].check(v, f"price override for {k!r}")
+        except ValueError as e:
+            raise PlanError(str(e)) from None
         db.find(k)  # unknown ids say so, with close matches
     if (model is None) == (workload is None):
         raise PlanError("give exactly one of `model` (a catalogue id) or `workload`")
@@ -676,8 +702,6 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
     en = db.energy[energy] if energy else db.default_energy()
     kwh_usd = float(usd_per_kwh) if usd_per_kwh is not None else en.usd_per_kwh
     pue_v = float(pue) if pue is not None else en.pue
-    if not (kwh_usd > 0 and 1.0 <= pue_v <= 3.0):
-        raise PlanError(f"electricity price must be > 0 and PUE in [1, 3] (got {kwh_usd}, {pue_v})")
     max_gpus = int(max_gpus or DEFAULT_MAX_GPUS)
 
     # ---- sweep -------------------------------------------------------------------------------------------

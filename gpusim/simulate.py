@@ -612,12 +612,14 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
 # ------------------------------------------------------------------------------------------------
 
 def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "weak", global_batch: int | None = None,
-                  db=None, params: ModelParams | None = None) -> list[dict]:
+                  db=None, params: ModelParams | None = None, skipped: list | None = None) -> list[dict]:
     """Throughput, speedup and efficiency over GPU counts, in one vectorised model call.
 
     ``mode="weak"`` keeps the per-GPU batch; ``"strong"`` keeps the global batch (``global_batch``, default the
     scenario's) and divides it over the GPUs (counts that do not divide it are skipped). Node counts follow
-    the scenario's GPUs per node (``gpus // nodes``).
+    the scenario's GPUs per node (``gpus // nodes``) when it is split over nodes, else its node template's
+    (so 64 H100 SXM fill 8 nodes of 8, not one node of 64). ``skipped``: a list that receives
+    ``(gpus, reason)`` for every count left out.
     """
     from gpusim.hwdb import load
 
@@ -625,6 +627,14 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
     db = db or load()
     params = params or DEFAULT_PARAMS
     per_node = scn.gpus // scn.nodes
+    if scn.nodes == 1:  # not split by the user: as many per node as the node template holds
+        try:
+            one = resolve_hardware(scn.with_changes(gpus=1, nodes=1), db)
+            if one.node is not None:
+                per_node = one.node.gpus_per_node
+        except (GpusimError, ValidationError):
+            pass
+    skipped = [] if skipped is None else skipped
     if gpu_counts is None:
         top = max(scn.gpus, 8)
         gpu_counts = sorted({1, 2, 4, 8, *(2**i for i in range(4, 20) if 2**i <= top), scn.gpus})
@@ -635,23 +645,31 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
     for n in gpu_counts:
         nodes = max(1, math.ceil(n / per_node))
         if n % nodes:
+            skipped.append((n, f"{n} GPUs do not split evenly over {nodes} nodes of up to {per_node}"))
             continue
         changes: dict[str, Any] = {"gpus": n, "nodes": nodes}
         if mode == "strong":
             if gb % (n * st.accum):
+                skipped.append((n, f"the global batch {gb} does not divide over {n} GPUs x {st.accum} accumulation"))
                 continue
             changes["per_gpu_batch"] = gb // (n * st.accum)
         if scn.strategy.kind == "dp" and nodes > 1:
+            skipped.append((n, "DataParallel runs on one node"))
             continue
         try:
             v = scn.with_changes(**changes)
             hw = resolve_hardware(v, db)
             rows.append(scenario_row(v, hw, wl, params))
-        except (GpusimError, ValidationError):
+        except ValidationError as e:
+            skipped.append((n, format_validation_error(e).removeprefix("invalid scenario: ")))
+            continue
+        except GpusimError as e:
+            skipped.append((n, str(e)))
             continue
         meta.append((n, nodes, v.strategy.per_gpu_batch))
     if not rows:
-        raise ScenarioError("no GPU count in the curve is possible for this scenario")
+        why = "; ".join(f"{n}: {r}" for n, r in skipped[:3])
+        raise ScenarioError(f"no GPU count in the curve is possible for this scenario ({why})")
     if scn.baseline_throughput:
         single = [r for r, m in zip(rows, meta) if m[0] == 1]
         if single:
