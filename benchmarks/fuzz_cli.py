@@ -290,7 +290,15 @@ def main(argv=None) -> int:
     ap.add_argument("--command", help="fuzz only this entry of COMMANDS (e.g. predict, plan, calibrate)")
     ap.add_argument("--no-calibrate", action="store_true", help="leave out calibrate (subprocesses: slower)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every failing case")
+    ap.add_argument("--trace", action="store_true", help="print every case before it runs")
+    ap.add_argument("--mem-limit-gib", type=float, default=6.0,
+                    help="address-space limit of this process, so that a case reading /dev/zero fails with MemoryError "
+                         "(counted as an internal error) instead of exhausting the machine")
     a = ap.parse_args(argv)
+    import resource
+
+    lim = int(a.mem_limit_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     os.environ.setdefault("GPUSIM_NO_PROGRESS", "1")
     rnd = random.Random(a.seed)
     counts: dict[str, int] = {}
@@ -304,6 +312,8 @@ def main(argv=None) -> int:
             case = build_case(rnd, files, tmp, cmd)
             if a.no_calibrate and case[0] == "calibrate":
                 continue
+            if a.trace:
+                print(f"case: gpusim {' '.join(case)[:200]}", flush=True)
             r = run_case(case, a.limit_s)
             counts[r["kind"]] = counts.get(r["kind"], 0) + 1
             if r["kind"] in ("internal", "hang", "bad-figure"):
