@@ -301,10 +301,11 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def loads_json(text: str, source: str = "JSON", max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse JSON text; NaN/Infinity, nesting deeper than ``max_depth`` and syntax errors are GpusimError."""
+def loads_json(text: str, source: str = "JSON", max_depth: int = MAX_JSON_DEPTH, allow_nan: bool = False) -> Any:
+    """Parse JSON text; nesting deeper than ``max_depth``, syntax errors and (unless ``allow_nan``: files of
+    other tools that write them, whose readers skip such values) NaN/Infinity are GpusimError."""
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        doc = json.loads(text, **({} if allow_nan else {"parse_constant": _no_constant}))
     except RecursionError:
         raise GpusimError(f"{source}: JSON nested too deeply (at most {max_depth} levels)") from None
     except json.JSONDecodeError as e:
@@ -318,6 +319,15 @@ def loads_json(text: str, source: str = "JSON", max_depth: int = MAX_JSON_DEPTH)
 
 def load_json(path: str | os.PathLike, what: str = "JSON file", max_depth: int = MAX_JSON_DEPTH) -> Any:
     return loads_json(read_text(path, what), str(path), max_depth)
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``float(x)`` when it is a finite number, else None (for values read from other tools' files)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def output_path(path: str | os.PathLike, flag: str = "-o") -> Path:
