@@ -128,7 +128,7 @@ def _parse_path(cell: str) -> Path | None:
 
 #: ``nvidia-smi topo -m`` shows the devices of one node: the largest nodes have 8-16 GPUs and as many NICs
 #: (NVL72 racks are 18 nodes of 4 GPUs). Far more rows is not one node's output.
-MAX_DEVICES = 1024
+MAX_DEVICES = 256
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ def register(sub) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="also show torchrun's and the workers' own output")
     g = p.add_argument_group("torchrun rendezvous (multi-node; passed through)")
     g.add_argument("--nnodes", metavar="N", help="number of nodes, or MIN:MAX")
-    g.add_argument("--node-rank", type=Bound(0, 100_000, integer=True), metavar="I", help="this node's rank (static rendezvous)")
+    g.add_argument("--node-rank", type=Bound(0, 100_000, integer=True), metavar="I",
+                   help="this node's rank (static rendezvous)")
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT")
     g.add_argument("--rdzv-id", metavar="ID")
     g.add_argument("--rdzv-backend", metavar="NAME", help="e.g. c10d (with --rdzv-endpoint) or static")

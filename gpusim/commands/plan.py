@@ -33,7 +33,7 @@ def register(sub) -> None:
 
     from gpusim import units
     from gpusim.checks import Bound
-    from gpusim.commands._scenario import _scn
+    from gpusim.commands._scenario import scenario_type
 
     p = sub.add_parser(
         "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
@@ -44,13 +44,16 @@ def register(sub) -> None:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("workload and amount of training")
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50")
-    w.add_argument("--seq-len", type=_scn("seq_len"), help="sequence length for sequence models")
+    w.add_argument("--seq-len", type=scenario_type("seq_len"), help="sequence length for sequence models")
     amount = w.add_mutually_exclusive_group(required=True)
-    amount.add_argument("--tokens", type=_plan("tokens", units.parse_count), help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")
-    amount.add_argument("--samples", type=_plan("samples", units.parse_count), help="samples per epoch, e.g. 1281167 or 1.28M")
+    amount.add_argument("--tokens", type=_plan("tokens", units.parse_count),
+                        help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")
+    amount.add_argument("--samples", type=_plan("samples", units.parse_count),
+                        help="samples per epoch, e.g. 1281167 or 1.28M")
     w.add_argument("--epochs", type=_plan("epochs"), default=1.0, help="passes over --samples (or --tokens) (default 1)")
     c = p.add_argument_group("constraints")
-    c.add_argument("--deadline", type=_plan("deadline_s", units.parse_duration_s), help="train within this time, e.g. 72h, 14d, 2w")
+    c.add_argument("--deadline", type=_plan("deadline_s", units.parse_duration_s),
+                   help="train within this time, e.g. 72h, 14d, 2w")
     c.add_argument("--budget", type=_plan("budget_usd"), help="spend at most this many USD")
     c.add_argument("--gpu", nargs="+", action="extend", metavar="ID", help="candidate GPUs (default: all)")
     c.add_argument("--node", nargs="+", action="extend", metavar="ID", help="candidate node templates / instances")
@@ -61,7 +64,8 @@ def register(sub) -> None:
     c.add_argument("--cloud", action="store_true", help="rent (default)")
     c.add_argument("--purchase", action="store_true", help="buy (both flags: compare renting with buying)")
     r = p.add_argument_group("recipe")
-    r.add_argument("--global-batch", type=_plan("global_batch"), help="your recipe's global batch: accumulation reaches it, and the "
+    r.add_argument("--global-batch", type=_plan("global_batch"),
+                   help="your recipe's global batch: accumulation reaches it, and the "
                                                     "learning-rate advice starts from it")
     r.add_argument("--lr", type=_plan("reference_lr"), help="your recipe's learning rate at --global-batch")
     r.add_argument("--strategy", nargs="+", action="extend", metavar="S",
@@ -70,7 +74,8 @@ def register(sub) -> None:
                    help="precisions (default auto: bf16 mixed precision where the GPU has it)")
     r.add_argument("--no-activation-checkpointing", action="store_true",
                    help="do not consider activation checkpointing")
-    r.add_argument("--workers", type=_plan("num_workers"), help="DataLoader workers per GPU (default: the node's cores per GPU)")
+    r.add_argument("--workers", type=_plan("num_workers"),
+                   help="DataLoader workers per GPU (default: the node's cores per GPU)")
     r.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
     pr = p.add_argument_group("prices and energy")
     pr.add_argument("--price-override", action="append", default=[], metavar="ID=USD",
@@ -86,19 +91,24 @@ def register(sub) -> None:
     pr.add_argument("--usd-per-kwh", type=_plan("usd_per_kwh"), help="electricity price")
     pr.add_argument("--pue", type=_plan("pue"), help="data-centre PUE")
     a = p.add_argument_group("whole-run accounting")
-    a.add_argument("--checkpoint-interval", type=_plan("checkpoint_interval_s", units.parse_duration_s), help="e.g. 2h (default: Young's optimum for each configuration)")
-    a.add_argument("--checkpoint-gbyte-per-s", type=_plan("checkpoint_write_bytes_per_s", _gbyte_per_s), help="checkpoint write bandwidth, GB/s, all nodes together")
+    a.add_argument("--checkpoint-interval", type=_plan("checkpoint_interval_s", units.parse_duration_s),
+                   help="e.g. 2h (default: Young's optimum for each configuration)")
+    a.add_argument("--checkpoint-gbyte-per-s", type=_plan("checkpoint_write_bytes_per_s", _gbyte_per_s),
+                   help="checkpoint write bandwidth, GB/s, all nodes together")
     a.add_argument("--failure-rate", type=_plan("failure_rate_per_gpu_hour"),
                    help="interruptions per GPU-hour (default 1.97e-5, Llama 3: 419 in 54 days on 16,384 H100)")
-    a.add_argument("--restart", type=_plan("restart_s", units.parse_duration_s), help="time to resume after an interruption (default 15min)")
-    a.add_argument("--eval-overhead", type=_plan("eval_overhead_frac"), help="evaluation time as a fraction of training (default 0.01)")
+    a.add_argument("--restart", type=_plan("restart_s", units.parse_duration_s),
+                   help="time to resume after an interruption (default 15min)")
+    a.add_argument("--eval-overhead", type=_plan("eval_overhead_frac"),
+                   help="evaluation time as a fraction of training (default 0.01)")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="configurations, pareto, recommendation ... as JSON")
     out.add_argument("--csv", action="store_true", help="configurations as CSV")
     o.add_argument("--all", action="store_true",
                    help="with --json/--csv: every configuration evaluated (default: the best per hardware and count)")
-    o.add_argument("--top", type=Bound(1, 100_000, integer=True), default=20, help="Pareto rows shown in the table (default 20)")
+    o.add_argument("--top", type=Bound(1, 100_000, integer=True), default=20,
+                   help="Pareto rows shown in the table (default 20)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
     p.set_defaults(func=cmd_plan)

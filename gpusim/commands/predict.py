@@ -7,13 +7,13 @@ ORDER = 20
 
 def register(sub) -> None:
     from gpusim.checks import Bound
-    from gpusim.commands._scenario import _scn, add_scenario_args
+    from gpusim.commands._scenario import scenario_type, add_scenario_args
 
     p = sub.add_parser("predict", help="predict one training step and explain what holds it back",
                        description="Predict the step time, throughput, scaling efficiency, MFU and memory of one "
                                    "data-parallel training scenario, with its bottleneck and recommendations.")
     add_scenario_args(p)
-    p.add_argument("--measured-throughput", type=_scn("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
+    p.add_argument("--measured-throughput", type=scenario_type("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
                    help="your measured throughput of this multi-GPU job (all GPUs): gpusim says how much of the gap "
                         "to linear scaling its model explains, and what would explain the rest")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -25,7 +25,8 @@ def register(sub) -> None:
     add_scenario_args(s)
     s.add_argument("--mode", choices=("weak", "strong"), default="weak")
     s.add_argument("--counts", help="comma-separated GPU counts (default 1, 2, 4, 8 ... up to --gpus)")
-    s.add_argument("--global-batch", type=Bound(1, 1e9, integer=True), help="strong scaling: the fixed global batch (default per-GPU x GPUs)")
+    s.add_argument("--global-batch", type=Bound(1, 1e9, integer=True),
+                   help="strong scaling: the fixed global batch (default per-GPU x GPUs)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_scale)
 

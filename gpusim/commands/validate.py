@@ -16,7 +16,8 @@ def register(sub) -> None:
     p.add_argument("csv", nargs="*", help="measurement CSV(s) (default: the project's validation set)")
     p.add_argument("--calibration", metavar="FILE", help="use a calibration file's parameters")
     p.add_argument("--rows", action="store_true", help="print every row's measured and predicted values")
-    p.add_argument("--worst", type=Bound(0, 100_000, integer=True), default=8, help="list the N worst anchored rows (default 8)")
+    p.add_argument("--worst", type=Bound(0, 100_000, integer=True), default=8,
+                   help="list the N worst anchored rows (default 8)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 
