@@ -57,6 +57,8 @@ def cmd_predict(args) -> int:
             d["interval"] = interval
         if gap:
             d["measured_vs_predicted"] = gap
+        if args.calibration:  # with `scenario`, enough to replay this prediction (`gpusim compare FILE ...`)
+            d["calibration_file"] = str(args.calibration)
         print_json(d)
         return 0
     print_report(res, interval)
