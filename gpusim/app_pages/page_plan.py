@@ -37,22 +37,22 @@ st.caption(f"Workload from the sidebar: **{wl.name}** ({wl.params / units.GIGA:.
 with st.form("plan_form", border=True):
     c = st.columns([1.2, 0.8, 1, 1, 1.2])
     if wl.sample_unit == "sequence":
-        amount = c[0].number_input("Training tokens (billions)", 1e-6, 1e9, 100.0, key="tokens_b", bind=BIND)
+        amount = shell.number_input(c[0], "Training tokens (billions)", 1e-6, 1e9, 100.0, key="tokens_b", bind=BIND)
         epochs = 1.0
     else:
-        amount = c[0].number_input("Training samples (millions)", 1e-6, 1e9, 1.28, key="samples_m", bind=BIND,
+        amount = shell.number_input(c[0], "Training samples (millions)", 1e-6, 1e9, 1.28, key="samples_m", bind=BIND,
                                    help="per epoch (ImageNet-1k: 1.28 M)")
-        epochs = c[1].number_input("Epochs", 0.01, 1e5, 90.0, key="epochs", bind=BIND)
-    deadline_d = c[2].number_input("Deadline (days)", 0.001, 1e5, None, key="deadline_d", bind=BIND,
+        epochs = shell.number_input(c[1], "Epochs", 0.01, 1e5, 90.0, key="epochs", bind=BIND)
+    deadline_d = shell.number_input(c[2], "Deadline (days)", 0.001, 1e5, None, key="deadline_d", bind=BIND,
                                    placeholder="none")
-    budget = c[3].number_input("Budget (USD)", 1.0, 1e12, None, key="budget_usd", bind=BIND, placeholder="none")
+    budget = shell.number_input(c[3], "Budget (USD)", 1.0, 1e12, None, key="budget_usd", bind=BIND, placeholder="none")
     mode = c[4].segmented_control("Rent or buy", ["cloud", "purchase", "both"], default="cloud", required=True,
                                   key="plan_mode", bind=BIND)
     c = st.columns([2, 1, 1])
     gpus = c[0].multiselect("Only these GPUs", sorted(db.gpus), key="plan_gpus", bind=BIND, placeholder="all GPUs")
-    max_gpus = c[1].number_input("At most GPUs", 1, 1_000_000, None, key="plan_max_gpus", bind=BIND,
+    max_gpus = shell.number_input(c[1], "At most GPUs", 1, 1_000_000, None, key="plan_max_gpus", bind=BIND,
                                  placeholder="default")
-    max_gb = c[2].number_input("Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,
+    max_gb = shell.number_input(c[2], "Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,
                                placeholder="the largest published recipe's",
                                help="samples (sequences) per optimizer step your recipe converges with")
     st.form_submit_button("Plan", type="primary", icon=":material/calculate:")
