@@ -213,6 +213,8 @@ def bad_figures(argv: list[str], out: str) -> list[str]:
 
         def walk(x, key=""):
             if isinstance(x, dict):
+                if x.get("feasible") is False or x.get("fits_in_memory") is False:
+                    return  # an infeasible configuration is a row with a reason and no time (by design)
                 for k, v in x.items():
                     walk(v, str(k))
             elif isinstance(x, list):
