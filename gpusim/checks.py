@@ -8,7 +8,7 @@ human writes it) and gives one message that states the range. The same bound ser
 - the API: :class:`FiniteModel` (pydantic) rejects inf and NaN in every float field, and any non-zero value
   of subnormal scale (below :data:`TINY_MAGNITUDE`), and :func:`format_validation_error` names the field's
   whole range from its ``ge``/``gt``/``le``/``lt`` constraints;
-- the app: :func:`url_number` reads a URL parameter through a bound and falls back to the default.
+- the app: ``gpusim.app_pages.shell.number_input`` checks a URL-bound widget's value through a bound first.
 
 Every positive quantity has a meaningful smallest value (a 1 KiB bucket, a 1% slow GPU), so a value like
 ``1e-320`` is out of range rather than a division by almost-zero deep inside the model.
@@ -231,17 +231,6 @@ def __getattr__(name: str):
         globals()["FiniteModel"] = cls
         return cls
     raise AttributeError(name)
-
-
-# ---- the planner's URL ----------------------------------------------------------------------------------
-def url_number(raw: Any, bound: Bound, default: float | int | None):
-    """A URL parameter read through ``bound``; anything else (inf, 1e400, garbage) gives ``default``."""
-    if raw is None:
-        return default
-    try:
-        return bound.parse_text(str(raw))
-    except (ValueError, OverflowError):
-        return default
 
 
 # ---- files ---------------------------------------------------------------------------------------------

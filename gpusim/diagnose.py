@@ -238,8 +238,8 @@ def _lr_message(res, hw, st, wl) -> str:
     """Learning-rate advice for a global batch n times the one-GPU batch, by the kind of training."""
     k = hw.n_gpus
     base = f"The global batch is {res.global_batch:,} ({k}x the one-GPU batch of {st.per_gpu_batch * st.accum})"
-    sqrt_rule = (f"Adam's square-root rule (x{math.sqrt(k):.3g} for {k}x) with a warm-up is the starting point "
-                 "(Malladi et al., 2022)")
+    sqrt_rule = (f"the square-root rule for Adam (x{math.sqrt(k):.3g} for {k}x) with a warm-up is the starting "
+                 "point (Malladi et al., 2022)")
     if wl.sample_unit == "sequence":
         # LLM pre-training recipes fix the batch in tokens and tune the learning rate for it; for Adam the
         # square-root rule is the scaling rule with theory behind it (Malladi et al., NeurIPS 2022)
@@ -247,7 +247,7 @@ def _lr_message(res, hw, st, wl) -> str:
                 "Llama 2): keep your recipe's global batch and its learning rate, reaching that batch with the "
                 f"per-GPU batch and accumulation, rather than rescaling. If the batch must change, {sqrt_rule}.")
     if st.optimizer in ("adam", "adamw"):
-        return f"{base}: with Adam, {sqrt_rule}; watch the loss curve."
+        return f"{base}: {sqrt_rule}; watch the loss curve."
     msg = (f"{base}: scale the learning rate linearly (x{k}) with a warm-up over the first epochs, and watch the "
            "loss curve (Goyal et al., 2017).")
     if res.global_batch > LINEAR_LR_MAX_GLOBAL_BATCH:
