@@ -185,14 +185,15 @@ def _table(rows: list[dict]) -> list[dict]:
     return [{"mode": r["mode"], "node": r["node"], "GPUs": r["n_gpus"], "GPU": r["gpu"], "strategy": r["strategy"],
              "precision": r["precision"], "micro-batch": r["micro_batch"], "accum": r["accum"],
              "global batch": r["global_batch"],
-             "days": None if r.get("time_to_train_s") is None else r["time_to_train_s"] / units.DAY,
+             "time to train": (None if r.get("time_to_train_s") is None
+                               else units.format_duration(r["time_to_train_s"])),
              "cost (USD)": r.get("cost_usd"), "USD/GPU-h": r.get("usd_per_gpu_hour"),
              "efficiency": r.get("scaling_efficiency_frac"), "MFU": r.get("mfu_frac"),
              "bottleneck": r.get("bottleneck"), "feasible": r.get("feasible"), "reason": r.get("reason")}
             for r in rows]
 
 
-_COLS = {"days": st.column_config.NumberColumn(format="%.3g"), "cost (USD)": st.column_config.NumberColumn(format="%,.0f"),
+_COLS = {"cost (USD)": st.column_config.NumberColumn(format="%,.0f"),
          "USD/GPU-h": st.column_config.NumberColumn(format="%.3g"),
          "efficiency": st.column_config.NumberColumn(format="percent"), "MFU": st.column_config.NumberColumn(format="percent")}
 st.markdown("##### The best configurations (the Pareto frontier: nothing else is both faster and cheaper)")
@@ -205,13 +206,10 @@ bom = plan.get("bom")
 if bom:
     st.markdown(f"##### Bill of materials: {bom['nodes']} x {bom['node'] or 'node'} ({bom['gpus_per_node']} x "
                 f"{bom['gpu']} each)")
-    rows = []
-    for it in bom["items"]:
-        value = {k: v for k, v in it.items() if k not in ("item", "rule")}
-        rows.append({"item": it["item"], "sizing": ", ".join(f"{k}: {_v}" for k, _v in (
-            (k, f"{v:,.4g}" if isinstance(v, float) else v) for k, v in value.items()) if _v is not None),
-            "rule": it["rule"]})
-    st.dataframe(rows, hide_index=True)
+    from gpusim.plan import bom_line
+
+    for it in bom["items"]:  # the same sentences as `gpusim plan` prints (no raw keys)
+        st.markdown(f"- {bom_line(it, warn=lambda t: f'**{t}**')}")
 
 with st.expander("Assumptions and prices"):
     for a in plan.get("assumptions", []):

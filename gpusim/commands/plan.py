@@ -274,6 +274,7 @@ def print_plan(res, top: int = 20) -> None:
     from rich.table import Table
 
     from gpusim import units
+    from gpusim.plan import bom_line
 
     con = Console(width=max(150, Console().width), highlight=False)
     inp = res.inputs
@@ -328,7 +329,7 @@ def print_plan(res, top: int = 20) -> None:
     if res.bom:
         con.print("\n[bold]Bill of materials[/] (per node unless stated)")
         for it in res.bom["items"]:
-            con.print(f"  - {_bom_line(it)}")
+            con.print(f"  - {bom_line(it, warn=lambda t: f'[red]{t}[/]')}")
     if res.sensitivity:
         st = Table(title="Sensitivity of the recommendation (pessimistic / optimistic end of each range)",
                    header_style="bold")
@@ -354,30 +355,3 @@ def _scalar(v):
     import numpy as np
 
     return v.item() if isinstance(v, np.generic) else v
-
-
-def _bom_line(it: dict) -> str:
-    from gpusim import units
-
-    name = it["item"]
-    if name.startswith("power"):
-        vendor = f" (vendor maximum {it['vendor_max_w'] / 1000:.3g} kW)" if it.get("vendor_max_w") else ""
-        return (f"power supply: {it['value_w'] / 1000:.3g} kW ({it['component_w'] / 1000:.3g} kW of components){vendor}"
-                f" - {it['rule']}")
-    if name.startswith("CPU"):
-        have = f"; the node has {it['node_has']}" + ("" if it["ok"] else " [red](too few)[/]") if it["node_has"] else ""
-        return f"CPU cores: at least {it['value']} (up to {it['recommended_max']}){have} - {it['rule']}"
-    if name.startswith("system RAM"):
-        have = (f"; the node has {it['node_has_gib']:,.0f} GiB" + ("" if it["ok"] else " [red](too little)[/]")
-                if it["node_has_gib"] else "")
-        return f"system RAM: at least {it['value_gib']:,.0f} GiB{have} - {it['rule']}"
-    if name.startswith("storage"):
-        return (f"storage: read {units.format_rate_bytes(it['read_bytes_per_s_per_node'])} per node for data; write "
-                f"{units.format_rate_bytes(it['checkpoint_write_bytes_per_s'])} in total for "
-                f"{units.format_bytes(it['checkpoint_bytes'])} checkpoints - {it['rule']}")
-    if name.startswith("network"):
-        if not it["endpoint_ports"]:
-            return "network: single node, no fabric needed"
-        return (f"network: {it['nic_ports_per_node']} x {it['nic_link']} ports per node, {it['endpoint_ports']} in "
-                f"all; {it['leaf_switches']} leaf + {it['spine_switches']} spine switches - {it['rule']}")
-    return str(it)
