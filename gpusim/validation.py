@@ -316,8 +316,9 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
             out = simulate(scn, db=db, params=params, recommend=False)
             res.assumptions.append(f"assumed batch halved to {scn.strategy.per_gpu_batch} to fit in memory")
         wl = resolve_workload(scn)
-        if kind == "throughput" and not assumed_batch:
-            res.memory_frac = out.memory_per_gpu_bytes / out.memory_capacity_bytes
+        if kind == "throughput":  # with an assumed batch too (it was predicted as 100 x efficiency before)
+            if not assumed_batch:  # the memory check needs the batch the measurement ran
+                res.memory_frac = out.memory_per_gpu_bytes / out.memory_capacity_bytes
             per = _units_per_sample(r["unit"], wl)
             if per is None:
                 res.reason = f"unit {r['unit']!r} not understood"
