@@ -197,8 +197,12 @@ def _hw_changed() -> None:
 
 
 def navigation():
-    pages = [st.Page(str(HERE / f), title=t, url_path=u, icon=i, default=(k == 0))
+    pages = [st.Page(str(HERE / f), title=t, url_path=u if k else "home", icon=i, default=(k == 0))
              for k, (f, t, u, i) in enumerate(PAGES)]
+    # Streamlit serves the default page at "/" only: the first page's own path ("/step", as the menu and shared
+    # links name it) is the same script again, hidden from the menu
+    f, t, u, i = PAGES[0]
+    pages.append(st.Page(str(HERE / f), title=t, url_path=u, icon=i, visibility="hidden"))
     return st.navigation(pages, position="top")
 
 
