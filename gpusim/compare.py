@@ -97,8 +97,7 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
     for i in range(1, len(scns)):
         name, res, flat = names[i], results[i], flats[i]
         gap = res.throughput_samples_per_s - ref_thr
-        rows = []
-        for keys in _changes(flats[0], flat):
+        def attempt(keys) -> dict[str, Any]:
             entry: dict[str, Any] = {"inputs": {k: [flats[0][k], flat[k]] for k in keys}}
             try:
                 alone = simulate(_apply(ref, flat, keys), db=db, params=ref_params, recommend=False)
@@ -110,13 +109,30 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
             except (GpusimError, ValueError) as e:  # a change that is impossible on its own (e.g. dp across nodes)
                 entry.update(alone_samples_per_s=None, effect_samples_per_s=None, share_of_gap_frac=None,
                              fits_in_memory=None, note=f"not possible on its own: {str(e)[:160]}")
-            rows.append(entry)
+            return entry
+
+        groups = _changes(flats[0], flat)
+        rows = [attempt(keys) for keys in groups]
+        # a change impossible on its own (an NVSwitch fabric for a PCIe card) is evaluated with the other change
+        # it needs (the GPU that has NVLink): the smallest pair that is possible, reported as one joint change
+        for j, entry in enumerate(list(rows)):
+            if entry["effect_samples_per_s"] is not None:
+                continue
+            for other in groups:
+                if other == groups[j]:
+                    continue
+                joint = attempt(tuple(groups[j]) + tuple(other))
+                if joint["effect_samples_per_s"] is not None:
+                    joint["note"] = "possible only together" + (f"; {joint['note']}" if joint["note"] else "")
+                    rows.append(joint)
+                    break
         if plist[i] is not ref_params:
             rows.append({"inputs": {"calibration": ["reference's", "its own"]}, "alone_samples_per_s": None,
                          "effect_samples_per_s": None, "share_of_gap_frac": None, "fits_in_memory": None,
                          "note": "the scenarios use different calibrations: part of the gap is the machines'"})
         rows.sort(key=lambda r: -abs(r["effect_samples_per_s"]) if r["effect_samples_per_s"] is not None else 0.0)
-        explained = sum(r["effect_samples_per_s"] or 0.0 for r in rows)
+        explained = sum(r["effect_samples_per_s"] or 0.0 for r in rows
+                        if len(r["inputs"]) == 1 or r["inputs"].keys() in [set(g) for g in groups])
         gaps.append({"name": name, "reference": names[0], "throughput_ratio": res.throughput_samples_per_s / ref_thr,
                      "gap_samples_per_s": gap, "changes": rows,
                      "explains_most": rows[0] if rows and rows[0]["effect_samples_per_s"] is not None else None,
