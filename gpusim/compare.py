@@ -141,6 +141,28 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
             "gaps": gaps}
 
 
+def sig(x: float) -> str:
+    """4 significant digits without an exponent for everyday magnitudes: 47,450 / 1,483 / 0.5123."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def signed(x: float) -> str:
+    """``+1,341`` / ``-12.5``."""
+    return ("+" if x >= 0 else "-") + sig(abs(x))
+
+
+def format_figure(unit: str, v: Any) -> str:
+    """One cell of the side-by-side table (units of :data:`FIGURES`)."""
+    from gpusim import units
+
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    if isinstance(v, str) or v is None:
+        return str(v)
+    return {"s": units.format_duration, "bytes": units.format_bytes, "frac": lambda x: f"{x:.0%}",
+            "x": lambda x: f"{x:.3g}x"}.get(unit, sig)(v)
+
+
 def change_text(entry: Mapping[str, Any]) -> str:
     """``gpu h100-sxm -> a100-sxm4-80gb`` for one attributed change."""
     def show(v):

@@ -3,9 +3,8 @@ change that explains most of the difference (gpusim.compare: every change evalua
 
 import streamlit as st
 
-from gpusim import units
 from gpusim.app_pages import shell
-from gpusim.compare import FIGURES, change_text, compare
+from gpusim.compare import FIGURES, change_text, compare, format_figure
 
 PIN_KEY = "_pinned_scenario"
 
@@ -33,15 +32,6 @@ st.caption(f"pinned: {ref_title}")
 res = out["results"]
 
 
-def _fmt(unit, v):
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if not isinstance(v, (int, float)):
-        return str(v)
-    return {"s": units.format_duration, "bytes": units.format_bytes, "frac": lambda x: f"{x:.0%}",
-            "x": lambda x: f"{x:.3g}x"}.get(unit, shell.fmt_count)(v)
-
-
 rows = [{"": k.removeprefix("strategy."), "pinned": str(out["inputs"][0][k]), "current": str(out["inputs"][1][k])}
         for k in out["differs"]]
 if not rows:
@@ -50,7 +40,7 @@ figs = []
 for key, label, unit, higher in FIGURES:
     a, b = res[0][key], res[1][key]
     rel = (f"{b / a - 1:+.0%}" if isinstance(a, (int, float)) and not isinstance(a, bool) and a else "")
-    figs.append({"": label, "pinned": _fmt(unit, a), "current": _fmt(unit, b), "change": rel})
+    figs.append({"": label, "pinned": format_figure(unit, a), "current": format_figure(unit, b), "change": rel})
 left, right = st.columns([1, 1.4])
 with left:
     st.markdown("**Inputs that differ**")

@@ -135,27 +135,12 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _sig(x: float) -> str:
-    """4 significant digits without an exponent for everyday magnitudes: 47,450 / 1,483 / 0.5123."""
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
-def _fmt(key: str, unit: str, v) -> str:
-    from gpusim import units
-
-    if isinstance(v, bool):
-        return "yes" if v else "NO"
-    if isinstance(v, str) or v is None:
-        return str(v)
-    return {"s": units.format_duration, "bytes": units.format_bytes, "frac": lambda x: f"{x:.0%}",
-            "x": lambda x: f"{x:.3g}x"}.get(unit, _sig)(v)
-
-
 def print_comparison(out: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from gpusim.compare import FIGURES, change_text
+    from gpusim.compare import FIGURES, change_text, format_figure
+    from gpusim.compare import signed
 
     con = Console(width=max(110, Console().width), highlight=False)
     names, results, flats = out["names"], out["results"], out["inputs"]
@@ -174,7 +159,7 @@ def print_comparison(out: dict) -> None:
         cells = []
         for i, r in enumerate(results):
             v, v0 = r[key], results[0][key]
-            text = _fmt(key, unit, v)
+            text = format_figure(unit, v)
             if i and higher is not None and v != v0 and isinstance(v, (int, float)):
                 better = (v > v0) == higher
                 rel = f" ({v / v0 - 1:+.0%})" if isinstance(v0, (int, float)) and v0 and not isinstance(v, bool) else ""
@@ -185,12 +170,12 @@ def print_comparison(out: dict) -> None:
         t.add_row(label, *cells)
     for part in results[0]["breakdown_s"]:
         t.add_row(f"  {part.removesuffix('_s')}",
-                  *[f"{_fmt(part, 's', r['breakdown_s'][part])} ({r['breakdown_s'][part] / r['step_s']:.0%})"
+                  *[f"{format_figure('s', r['breakdown_s'][part])} ({r['breakdown_s'][part] / r['step_s']:.0%})"
                     for r in results])
     con.print(t)
     for g in out["gaps"]:
         con.print(f"[bold]{g['name']} vs {g['reference']}[/]: throughput x{g['throughput_ratio']:.3g} "
-                  f"({'+' if g['gap_samples_per_s'] >= 0 else '-'}{_sig(abs(g['gap_samples_per_s']))} samples/s); one change at a time on {g['reference']}:")
+                  f"({signed(g['gap_samples_per_s'])} samples/s); one change at a time on {g['reference']}:")
         for c in g["changes"]:
             if c["effect_samples_per_s"] is None:
                 con.print(f"  {change_text(c)}: {c['note']}")
@@ -198,8 +183,8 @@ def print_comparison(out: dict) -> None:
             share = f", {c['share_of_gap_frac']:.0%} of the gap" if c["share_of_gap_frac"] is not None else ""
             note = f" ({c['note']})" if c["note"] else ""
             e = c["effect_samples_per_s"]
-            con.print(f"  {change_text(c)}: {'+' if e >= 0 else '-'}{_sig(abs(e))} samples/s{share}{note}")
+            con.print(f"  {change_text(c)}: {signed(e)} samples/s{share}{note}")
         if g["explains_most"] is not None and len(g["changes"]) > 1:
             con.print(f"  -> [bold]{change_text(g['explains_most'])}[/] explains most of the gap; the changes "
-                      f"together add {'+' if g['interaction_samples_per_s'] >= 0 else '-'}{_sig(abs(g['interaction_samples_per_s']))} "
+                      f"together add {signed(g['interaction_samples_per_s'])} "
                       "samples/s beyond the sum of their separate effects")
