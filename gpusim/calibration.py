@@ -1631,13 +1631,17 @@ def load_calibration(path: str | Path) -> Calibration:
     missing = [k for k in _REQUIRED if k not in doc]
     if missing:
         raise CalibrationError(f"{p}: calibration file is missing {', '.join(missing)}")
+    for key in ("environment", "params", "values", "hardware"):  # objects (hardware may be null)
+        if key in doc and not isinstance(doc[key], dict) and not (key == "hardware" and doc[key] is None):
+            raise CalibrationError(f"{p}: \"{key}\" must be a JSON object, not {type(doc[key]).__name__}: the file "
+                                   "was edited or is not from `gpusim fit`")
     from pydantic import ValidationError
 
     try:
         cal = Calibration(doc, str(p))
     except ValidationError as e:
         first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
+        loc = ".".join(str(x) for x in first["loc"]) or "params"
         raise CalibrationError(f"{p}: invalid calibration parameters: {loc}: {first['msg']}") from None
     except (KeyError, TypeError, ValueError) as e:
         raise CalibrationError(f"{p}: invalid calibration file ({type(e).__name__}: {e})") from None
