@@ -703,6 +703,16 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         raise ScenarioError(f"unknown collective {collective_name!r}; one of {', '.join(C.COLLECTIVES)}")
     if algorithm != "auto" and algorithm not in C.ALGORITHMS:
         raise ScenarioError(f"unknown algorithm {algorithm!r}; one of auto, {', '.join(C.ALGORITHMS)}")
+    from gpusim.checks import bound_of
+
+    for name, v in (("gpus", gpus), ("nodes", nodes), ("nics_per_node", nics_per_node),
+                    ("oversubscription", oversubscription)):  # the fields' ranges (model_construct skips them)
+        if v is not None:
+            try:
+                bound_of(Scenario.model_fields[name]).check(v, f"--{name.replace('_', '-')}")
+            except ValueError as e:
+                raise ScenarioError(str(e)) from None
+    gpu, node = gpu or None, node or None  # an empty id is no id
     db = db or load()
     params = params or DEFAULT_PARAMS
     try:  # a hardware-only scenario: no workload needed, so the full validator is bypassed
