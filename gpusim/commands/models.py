@@ -6,14 +6,12 @@ ORDER = 15
 
 
 def register(sub) -> None:
-    from gpusim.commands._scenario import scenario_type
-
     p = sub.add_parser("models", help="list the model catalogue (parameters, FLOPs, activation memory)",
                        description="List the workloads gpusim knows: parameters, forward FLOPs and activation "
                                    "memory per sample (16-bit activations), and where the numbers come from. "
                                    "--model shows one entry with its roofline layer groups.")
     p.add_argument("--json", action="store_true", help="print JSON (every field, SI units, with sources)")
-    p.add_argument("--seq-len", type=scenario_type("seq_len"), metavar="N",
+    p.add_argument("--seq-len", type=int, metavar="N",
                    help="evaluate sequence models at N tokens per sample (fixed-size models are unchanged)")
     p.add_argument("--model", metavar="ID", help="show one model with its layer groups")
     p.set_defaults(func=cmd_models)
