@@ -15,6 +15,9 @@ the first), or as JSON files saved by `gpusim predict ... --json > FILE`, or bot
 
 import argparse
 
+_NEED_TWO = ("compare needs at least two scenarios: flag sets separated by --vs, or saved `gpusim predict --json` "
+             "files (see `gpusim compare --help`)")
+
 
 def register(sub) -> None:
     p = sub.add_parser("compare", help="scenarios side by side, and which difference explains most of the gap",
@@ -86,6 +89,8 @@ def parse_items(items: list[str], db, hwdb_dirs):
     from gpusim.compare import scenario_from_json
     from gpusim.errors import ScenarioError
 
+    if not items:
+        raise ScenarioError(_NEED_TWO)
     scns, names, params = [], [], []
     base: list[str] | None = None
     parser = _scenario_parser()
@@ -116,8 +121,7 @@ def parse_items(items: list[str], db, hwdb_dirs):
         names.append(ns.name or chr(ord("A") + len(names)))
         params.append(p)
     if len(scns) < 2:
-        raise ScenarioError("compare needs at least two scenarios: flag sets separated by --vs, or saved "
-                            "`gpusim predict --json` files (see `gpusim compare --help`)")
+        raise ScenarioError(_NEED_TWO)
     return scns, names, params
 
 
