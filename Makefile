@@ -2,6 +2,8 @@
 #   make app    install what the planner needs and start it (http://localhost:8501)
 #   make test   install everything the tests need and run the whole suite
 #   make bench  print the speed figures of benchmarks/ (benchmarks/calibration_heldout.py runs apart: minutes)
+#   make screenshots  regenerate docs/screenshot-*.png from the running app (needs Chromium, as make test)
+#   make fuzz   hostile command lines over every subcommand; prints invocations / internal errors / hangs
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,8 +12,11 @@ PIP    := $(PY) -m pip --disable-pip-version-check
 # On a GPU machine: make test TORCH_SPEC="torch" (or your CUDA wheel).
 TORCH_SPEC ?= torch==2.13.0
 PORT ?= 8501
+# The browser tests drive Debian's Chromium (tests/app/test_browser.py). `make test` installs it with apt-get
+# when run as root on a Debian/Ubuntu system; otherwise it says how, and the browser tests are skipped.
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: app test bench clean-venv
+.PHONY: app test bench screenshots fuzz chromium clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +33,26 @@ $(VENV)/.test-stamp: pyproject.toml | $(PY)
 app: $(VENV)/.app-stamp
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
 
-test: $(VENV)/.test-stamp
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (apt-get) for the browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; the browser tests will be skipped" >&2; \
+	  else \
+	    echo "note: $(CHROMIUM) is missing, so the browser tests will be skipped: run" \
+	         "'sudo apt-get install -y chromium' (Debian/Ubuntu) once" >&2; \
+	  fi; \
+	fi
+
+test: $(VENV)/.test-stamp chromium
 	$(PY) -m pytest -q
+
+screenshots: $(VENV)/.test-stamp chromium
+	GPUSIM_SCREENSHOT_DIR=docs $(PY) -m pytest -q -p no:cacheprovider tests/app/test_browser.py -k page_renders
+
+fuzz: $(VENV)/.test-stamp
+	$(PY) benchmarks/fuzz_cli.py --cases 400 --seed 0
 
 bench: $(VENV)/.test-stamp
 	$(PY) benchmarks/model_speed.py

@@ -16,5 +16,7 @@ from gpusim.app_pages import shell
 st.set_page_config(page_title="gpusim planner", page_icon=":material/memory:", layout="wide")
 page = shell.navigation()
 shell.sidebar()
+shell.url_notices()  # URL parameters the sidebar ignored (?batch=inf ...), said once
 page.run()
+shell.url_notices()  # and those of the page's own widgets
 shell.footer(_T0)

@@ -1329,6 +1329,10 @@ def fit_inputs(inp: FitInputs, *, db=None, base: ModelParams = DEFAULT_PARAMS) -
     for b in (g, m, c, d):
         if b is not None:
             blocks.append(b)
+    if not blocks and not inp.records and not any(run.rows for run in inp.nccl_runs):
+        where = ", ".join(str(s.get("path", s)) if isinstance(s, dict) else str(s) for s in inp.sources)
+        raise CalibrationError(f"nothing to fit: {where or 'the input'} holds no measurements (an empty or "
+                               "unfinished profile: `gpusim calibrate --resume --out DIR` measures what is missing)")
     values = {n: float(v) for b in blocks for n, v in zip(b.names, b.values)}
     if g is None and env.matched_gpu is None:
         notes.append("no GEMM records and the device is not in the database: compute cannot be calibrated")
@@ -1630,22 +1634,22 @@ def load_calibration(path: str | Path) -> Calibration:
     Raises :class:`~gpusim.errors.CalibrationError` with one readable message for a missing, unreadable,
     non-JSON, wrong-format, newer-version or inconsistent file.
     """
+    from gpusim.checks import load_json
+    from gpusim.errors import GpusimError
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CalibrationError(f"{p}: no such calibration file (create one with `gpusim fit PROFILE -o {p}`)") from None
-    except UnicodeDecodeError:
-        raise CalibrationError(f"{p}: not a calibration file: not UTF-8 text") from None
-    except IsADirectoryError:
-        raise CalibrationError(f"{p}: a directory, not a calibration file (a profile directory goes to "
-                               f"`gpusim fit {p} -o calibration.json` first)") from None
-    except OSError as e:
-        raise CalibrationError(f"{p}: cannot read: {e.strerror or e}") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise CalibrationError(f"{p}: not a calibration file: not valid JSON ({e})") from None
+        if p.is_dir():
+            raise CalibrationError(f"{p}: a directory, not a calibration file (a profile directory goes to "
+                                   f"`gpusim fit {p} -o calibration.json` first)")
+        if not p.exists():
+            raise CalibrationError(f"{p}: no such calibration file (create one with `gpusim fit PROFILE -o {p}`)")
+    except OSError as e:  # a name too long for the system, a permission denied on the way
+        raise CalibrationError(f"{str(p)[:80]}: cannot read: {e.strerror or e}") from None
+    try:  # regular UTF-8 text of a sane size, JSON without NaN and not nested absurdly deep
+        doc = load_json(p, "calibration file")
+    except GpusimError as e:
+        raise CalibrationError(f"not a calibration file: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CalibrationError(f"{p}: not a gpusim calibration file (expected \"format\": \"{FORMAT}\"; a profile "
                                f"directory or nccl-tests output goes to `gpusim fit` first)")
@@ -1658,13 +1662,17 @@ def load_calibration(path: str | Path) -> Calibration:
     missing = [k for k in _REQUIRED if k not in doc]
     if missing:
         raise CalibrationError(f"{p}: calibration file is missing {', '.join(missing)}")
+    for key in ("environment", "params", "values", "hardware"):  # objects (hardware may be null)
+        if key in doc and not isinstance(doc[key], dict) and not (key == "hardware" and doc[key] is None):
+            raise CalibrationError(f"{p}: \"{key}\" must be a JSON object, not {type(doc[key]).__name__}: the file "
+                                   "was edited or is not from `gpusim fit`")
     from pydantic import ValidationError
 
     try:
         cal = Calibration(doc, str(p))
     except ValidationError as e:
         first = e.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
+        loc = ".".join(str(x) for x in first["loc"]) or "params"
         raise CalibrationError(f"{p}: invalid calibration parameters: {loc}: {first['msg']}") from None
     except (KeyError, TypeError, ValueError) as e:
         raise CalibrationError(f"{p}: invalid calibration file ({type(e).__name__}: {e})") from None

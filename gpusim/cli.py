@@ -71,6 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as e:  # a path the system refuses (too long, permission denied ...): the user's input
+        if e.filename is None or os.environ.get("GPUSIM_DEBUG"):
+            raise
+        name = str(e.filename)
+        print(f"gpusim: error: {name if len(name) <= 80 else name[:60] + '...'}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("gpusim: error: out of memory (is an input file or a flag far larger than intended?)", file=sys.stderr)
+        return 2
     except Exception as e:  # a bug: say so in one line, keep the traceback for GPUSIM_DEBUG=1
         if os.environ.get("GPUSIM_DEBUG"):
             raise

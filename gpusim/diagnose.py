@@ -20,10 +20,29 @@ UTIL_TARGET_FRAC = 0.80  # the seeds' "keep GPUs above 80% utilisation"
 EXPOSED_COMM_FRAC = 0.10
 DATA_WAIT_FRAC = 0.05
 LOW_EFFICIENCY_FRAC = 0.75
+#: Goyal et al. 2017 (sec. 5): the linear learning-rate rule held for ResNet-50 up to a global batch of 8k and
+#: broke down beyond it (layer-wise rules such as LARS, You et al. 2017, go further)
+LINEAR_LR_MAX_GLOBAL_BATCH = 8192
+#: what a recommendation acts on, by id: consistency with the bottleneck is checked against this (a property test)
+ADDRESSES = {"use-ddp": "communication", "more-workers": "data-loading", "pin-memory": "data-loading",
+             "fabric-pcie-switch": "communication", "fabric-nvlink": "communication",
+             "faster-network": "communication", "grad-accumulation": "communication", "fit-memory": "memory",
+             "mixed-precision": "compute", "stragglers": "stragglers", "slow-gpu": "stragglers"}
+
+
+def max_useful_global_batch(wl) -> int:
+    """The largest global batch a published recipe of the kind trains at (sources in
+    :data:`gpusim.plan.DEFAULT_MAX_TOKENS_PER_BATCH`): advice never proposes a larger one."""
+    from gpusim.plan import _default_max_global_batch
+
+    return _default_max_global_batch(wl)
 
 
 def _pow2_at_most(x: float) -> int:
     return 1 << int(math.floor(math.log2(max(1.0, x))))
+
+
+_MEMORY_VARIANTS = ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload")
 
 
 def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
@@ -36,6 +55,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
     n = hw.n_gpus
 
     def add(name, **changes):
+        if not fits and name not in _MEMORY_VARIANTS:  # no speed advice for what does not run: only what fits
+            return
         try:
             v.append((name, scn.with_changes(**changes)))
         except Exception:  # an impossible what-if is simply not offered
@@ -44,8 +65,12 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
     if st.kind == "dp" and n > 1:
         add("ddp", kind="ddp")
     util = float(out["gpu_util_frac"][0])
-    if fits and max_b > st.per_gpu_batch and (util < UTIL_TARGET_FRAC or int(out["bottleneck_code"][0]) == 1):
-        add("batch", per_gpu_batch=_pow2_at_most(min(max_b, 4 * st.per_gpu_batch)))
+    cap_b = max_useful_global_batch(wl) // max(1, n * st.accum)  # the batch people train at, not beyond
+    if (fits and min(max_b, cap_b) > st.per_gpu_batch
+            and (util < UTIL_TARGET_FRAC or int(out["bottleneck_code"][0]) == 1)):
+        add("batch", per_gpu_batch=_pow2_at_most(min(max_b, cap_b, 4 * st.per_gpu_batch)))
+    if fits and n > 1 and scn.slowest_gpu_speed_frac < 1.0 and hw.nodes == 1:
+        add("slow-gpu", gpus=n - 1, slowest_gpu_speed_frac=1.0)
     if st.num_workers is not None and float(out["data_wait_s"][0]) > DATA_WAIT_FRAC * step:
         add("workers", num_workers=max(st.num_workers, min(16, int(hw.cpu_cores_per_gpu))), pin_memory=True)
     if st.num_workers is not None and not st.pin_memory:
@@ -209,6 +234,51 @@ def _loader_requirement(res, hw, wl, rec) -> None:
         {"num_workers": max(1, math.ceil(cores))}, "high" if (short_cpu or short_storage) else "info")
 
 
+def _lr_message(res, hw, st, wl) -> str:
+    """Learning-rate advice for a global batch n times the one-GPU batch, by the kind of training."""
+    k = hw.n_gpus
+    base = f"The global batch is {res.global_batch:,} ({k}x the one-GPU batch of {st.per_gpu_batch * st.accum})"
+    sqrt_rule = (f"the square-root rule for Adam (x{math.sqrt(k):.3g} for {k}x) with a warm-up is the starting "
+                 "point (Malladi et al., 2022)")
+    if wl.sample_unit == "sequence":
+        # LLM pre-training recipes fix the batch in tokens and tune the learning rate for it; for Adam the
+        # square-root rule is the scaling rule with theory behind it (Malladi et al., NeurIPS 2022)
+        return (f"{base}. Language-model recipes set the learning rate for their global batch (e.g. 4M tokens for "
+                "Llama 2): keep your recipe's global batch and its learning rate, reaching that batch with the "
+                f"per-GPU batch and accumulation, rather than rescaling. If the batch must change, {sqrt_rule}.")
+    if st.optimizer in ("adam", "adamw"):
+        return f"{base}: {sqrt_rule}; watch the loss curve."
+    msg = (f"{base}: scale the learning rate linearly (x{k}) with a warm-up over the first epochs, and watch the "
+           "loss curve (Goyal et al., 2017).")
+    if res.global_batch > LINEAR_LR_MAX_GLOBAL_BATCH:
+        msg += (f" Beyond a global batch of {LINEAR_LR_MAX_GLOBAL_BATCH:,} the linear rule stopped working in that "
+                "study: use a layer-wise rule (LARS, You et al., 2017) or a smaller global batch.")
+    return msg
+
+
+def _memory_advice(res, hw, st, variants, rec) -> None:
+    """What makes a configuration that does not fit in memory fit (the only advice it gets)."""
+    fitting = [(name, vscn, r) for name, vscn, r in variants
+               if name in ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload") and bool(r["fits_in_memory"])]
+    need = res.memory_per_gpu_bytes
+    if fitting:
+        name, vscn, r = max(fitting, key=lambda x: float(x[2]["throughput_samples_per_s"]))
+        what = {"fsdp": "FSDP FULL_SHARD (ZeRO-3)", "fsdp-ckpt": "FSDP FULL_SHARD with activation checkpointing",
+                "ckpt": "activation checkpointing", "half-batch": "half the per-GPU batch with 2x accumulation",
+                "fsdp-offload": "FSDP with CPU offload and activation checkpointing"}[name]
+        rec("fit-memory", f"Needs {units.format_bytes(need)} per GPU but {hw.gpu.id} has "
+                          f"{units.format_bytes(res.memory_capacity_bytes)}: it does not fit. {what} fits "
+                          f"({units.format_bytes(float(r['memory_per_gpu_bytes']))} per GPU) at "
+                          f"{float(r['throughput_samples_per_s']):.4g} samples/s.", None,
+            {"strategy": vscn.strategy.kind, "activation_checkpointing": vscn.strategy.activation_checkpointing,
+             "cpu_offload": vscn.strategy.cpu_offload, "per_gpu_batch": vscn.strategy.per_gpu_batch}, "high")
+    else:
+        rec("fit-memory", f"Needs {units.format_bytes(need)} per GPU but {hw.gpu.id} has "
+                          f"{units.format_bytes(res.memory_capacity_bytes)}, and no sharding or checkpointing "
+                          f"variant fits at this GPU count: add GPUs, use GPUs with more memory, or add tensor/"
+                          f"pipeline parallelism.", None, {}, "high")
+
+
 def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     """Advice with the predicted gain of each change. ``variants``: ``(name, scenario, result row)``."""
     st = scn.strategy
@@ -217,9 +287,14 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     recs: list[dict] = []
     by = {name: (vscn, r) for name, vscn, r in variants}
 
-    def rec(rid, message, gain=None, change=None, severity="medium"):
+    def rec(rid, message, gain=None, change=None, severity="medium", addresses=None):
         recs.append({"id": rid, "severity": severity, "message": message,
-                     "gain_frac": None if gain is None else round(gain, 4), "change": change or {}})
+                     "gain_frac": None if gain is None else round(gain, 4), "change": change or {},
+                     "addresses": addresses or ADDRESSES.get(rid)})
+
+    if not res.fits_in_memory:  # a configuration that does not run gets no speed advice: only how to fit
+        _memory_advice(res, hw, st, variants, rec)
+        return recs
 
     if "ddp" in by:
         g = _gain(thr, by["ddp"][1])
@@ -230,11 +305,27 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
         vb = by["batch"][0].strategy.per_gpu_batch
         g = _gain(thr, by["batch"][1])
         if g > 0.03:
-            rec("larger-batch", f"GPUs are busy {res.gpu_util_frac:.0%} of the step (target > {UTIL_TARGET_FRAC:.0%}): "
-                                f"per-GPU batch {st.per_gpu_batch} is too small to hide per-kernel and launch overheads. "
-                                f"Batch {vb} fits in memory (largest that fits: {res.max_micro_batch}) and is predicted "
-                                f"{g:+.0%} throughput (scale the learning rate with the batch).", g,
-                {"per_gpu_batch": vb}, "high" if g > 0.2 else "medium")
+            # the mechanism named follows the bottleneck: a larger batch hides launch overheads when the step is
+            # compute-bound, and amortises each gradient exchange (or other fixed cost) over more samples otherwise
+            if res.bottleneck in ("compute", "cpu-dispatch"):
+                why = (f"GPUs are busy {res.gpu_util_frac:.0%} of the step (target > {UTIL_TARGET_FRAC:.0%}): per-GPU "
+                       f"batch {st.per_gpu_batch} is too small to hide per-kernel and launch overheads.")
+            else:
+                why = (f"The bottleneck is {res.bottleneck}: a per-GPU batch larger than {st.per_gpu_batch} spreads "
+                       "each step's fixed cost (gradient exchange, waiting) over more samples.")
+            rec("larger-batch", f"{why} Batch {vb} fits in memory (largest that fits: {res.max_micro_batch}; "
+                                f"at most {max_useful_global_batch(wl):,} {wl.sample_unit}s per global batch, the "
+                                f"largest published recipe's) and is predicted {g:+.0%} throughput (scale the "
+                                "learning rate with the batch).", g,
+                {"per_gpu_batch": vb}, "high" if g > 0.2 else "medium", addresses=res.bottleneck)
+    if "slow-gpu" in by:
+        g = _gain(thr, by["slow-gpu"][1])
+        rec("slow-gpu", f"One GPU runs at {scn.slowest_gpu_speed_frac:.0%} of the others' speed and every synchronous "
+                        "step waits for it. Find it (`nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE` shows each GPU's "
+                        "clocks and throttle reasons: thermal, power cap, a lower-clocked model) and fix its cooling "
+                        f"or power limit, or leave it out (CUDA_VISIBLE_DEVICES without it): the other {hw.n_gpus - 1} "
+                        f"GPUs are predicted {g:+.0%} throughput.", g, {"gpus": hw.n_gpus - 1},
+            "high" if g > 0 else "medium")
     if "workers" in by:
         vs = by["workers"][0].strategy
         g = _gain(thr, by["workers"][1])
@@ -273,39 +364,24 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     if "accum" in by:
         g = _gain(thr, by["accum"][1])
         if g > 0.03:
-            rec("grad-accumulation", f"Communication dominates: accumulating {by['accum'][0].strategy.accum} "
+            share = res.breakdown_s["comm_exposed_s"] / step
+            lead = ("Communication is the bottleneck" if res.bottleneck == "communication"
+                    else f"Exposed communication takes {share:.0%} of the step")
+            rec("grad-accumulation", f"{lead}: accumulating {by['accum'][0].strategy.accum} "
                                      f"micro-batches per optimizer step synchronises gradients 4x less often: "
                                      f"{g:+.0%} (the global batch grows 4x: rescale the learning rate).", g,
                 {"accum": by["accum"][0].strategy.accum})
-    if not res.fits_in_memory:
-        fitting = [(name, vscn, r) for name, vscn, r in variants
-                   if name in ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload") and bool(r["fits_in_memory"])]
-        need = res.memory_per_gpu_bytes
-        if fitting:
-            name, vscn, r = max(fitting, key=lambda x: float(x[2]["throughput_samples_per_s"]))
-            what = {"fsdp": "FSDP FULL_SHARD (ZeRO-3)", "fsdp-ckpt": "FSDP FULL_SHARD with activation checkpointing",
-                    "ckpt": "activation checkpointing", "half-batch": "half the per-GPU batch with 2x accumulation",
-                    "fsdp-offload": "FSDP with CPU offload and activation checkpointing"}[name]
-            rec("fit-memory", f"Needs {units.format_bytes(need)} per GPU but {hw.gpu.id} has "
-                              f"{units.format_bytes(res.memory_capacity_bytes)}: it does not fit. {what} fits "
-                              f"({units.format_bytes(float(r['memory_per_gpu_bytes']))} per GPU) at "
-                              f"{float(r['throughput_samples_per_s']):.4g} samples/s.", None,
-                {"strategy": vscn.strategy.kind, "activation_checkpointing": vscn.strategy.activation_checkpointing,
-                 "cpu_offload": vscn.strategy.cpu_offload, "per_gpu_batch": vscn.strategy.per_gpu_batch}, "high")
-        else:
-            rec("fit-memory", f"Needs {units.format_bytes(need)} per GPU but {hw.gpu.id} has "
-                              f"{units.format_bytes(res.memory_capacity_bytes)}, and no sharding or checkpointing "
-                              f"variant fits at this GPU count: add GPUs, use GPUs with more memory, or add tensor/"
-                              f"pipeline parallelism.", None, {}, "high")
     fewer = [(name, r) for name, _, r in variants if name.startswith("fewer-")]
     if fewer and res.scaling_efficiency_frac < LOW_EFFICIENCY_FRAC:
         best_name, best = max(fewer, key=lambda x: float(x[1]["throughput_samples_per_s"]) / int(x[0].split("-")[1]))
         m = int(best_name.split("-")[1])
         keep = float(best["throughput_samples_per_s"]) / thr
+        slow = (f" Keep the card running at {scn.slowest_gpu_speed_frac:.0%} speed out of those {m} (see the "
+                "slow-GPU advice)." if scn.slowest_gpu_speed_frac < 1.0 else "")
         rec("fewer-gpus", f"Scaling efficiency is {res.scaling_efficiency_frac:.0%}: each GPU idles much of the step. "
                           f"{m} GPU(s) would deliver {keep:.0%} of this throughput with {m / hw.n_gpus:.0%} of the "
-                          "hardware; use the rest for another job, or fix the bottleneck first.", None,
-            {"gpus": m}, "high" if keep > 0.8 else "medium")
+                          f"hardware; use the rest for another job, or fix the bottleneck ({res.bottleneck}) first."
+                          + slow, None, {"gpus": m}, "high" if keep > 0.8 else "medium")
     if "amp" in by:
         g = _gain(thr, by["amp"][1])
         if g > 0.05:
@@ -315,17 +391,16 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     if st.num_workers is None:
         _loader_requirement(res, hw, wl, rec)
     if res.breakdown_s["sync_s"] > 0.05 * step:
-        rec("stragglers", f"Waiting for the slowest GPU costs {res.breakdown_s['sync_s'] / step:.0%} of the step: check "
-                          "clocks and throttling (`nvidia-smi -q -d CLOCK,PERFORMANCE`), cooling, and that all GPUs are "
-                          "the same model.", None, {}, "medium")
+        slow = (f" (this scenario has one GPU at {scn.slowest_gpu_speed_frac:.0%} of the others' speed: that card)"
+                if scn.slowest_gpu_speed_frac < 1.0 else "")
+        rec("stragglers", f"Waiting for the slowest GPU costs {res.breakdown_s['sync_s'] / step:.0%} of the step{slow}: "
+                          "check each GPU's clocks and throttle reasons (`nvidia-smi -q -d CLOCK,PERFORMANCE`), cooling, "
+                          "and that all GPUs are the same model.", None, {}, "medium")
     if hw.topology == "pcie-cross-socket":
         rec("numa", "GPUs sit behind two CPU sockets: bind each rank to its GPU's NUMA node (e.g. `numactl "
                     "--cpunodebind`), and keep gradient-heavy groups on one socket.", None, {}, "info")
     if hw.n_gpus > 1 and st.kind != "dp":
-        rec("learning-rate", f"The global batch is {res.global_batch} ({hw.n_gpus}x the one-GPU batch of "
-                             f"{st.per_gpu_batch * st.accum}): scale the learning rate linearly (x{hw.n_gpus}) with a "
-                             "warm-up over the first epochs or few hundred steps, and watch the loss curve (Goyal et al., "
-                             "2017).", None, {}, "info")
+        rec("learning-rate", _lr_message(res, hw, st, wl), None, {}, "info")
     order = {"high": 0, "medium": 1, "info": 2}
     recs.sort(key=lambda r: (order[r["severity"]], -(r["gain_frac"] or 0.0)))
     return recs

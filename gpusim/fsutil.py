@@ -12,8 +12,14 @@ from pathlib import Path
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
-    """Write ``text`` to ``path`` atomically; returns the path. Creates the parent directory."""
-    path = Path(path)
+    """Write ``text`` to ``path`` atomically; returns the path. Creates the parent directory.
+
+    Only a regular file or a new path is written: a device (``/dev/null``), a directory or a FIFO is refused
+    with :class:`gpusim.errors.GpusimError` (replacing a device with a regular file would break the system).
+    """
+    from gpusim.checks import output_path
+
+    path = output_path(path, "output")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

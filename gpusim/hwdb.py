@@ -28,6 +28,13 @@ try:  # the C loader is ~10x faster; fall back where libyaml is missing
 except AttributeError:  # pragma: no cover
     _Loader = yaml.SafeLoader
 
+#: parser limits for hardware files (the shipped files are < 100 KiB, < 10 levels deep, without aliases
+#: expanding past a few hundred nodes): a larger, deeper or alias-exploding file is refused, not loaded
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_EXPANDED_NODES = 200_000
+MAX_ALIASES = 1_000
+
 
 def builtin_dir() -> Path:
     """Directory of the shipped database: the checkout's ``hwdb/`` or the installed package data."""
@@ -149,21 +156,101 @@ def _format_validation_error(where: str, err: ValidationError) -> list[str]:
         msg = e["msg"].removeprefix("Value error, ")
         got = e.get("input")
         show_got = e["type"] not in ("missing",) and not isinstance(got, dict)
-        lines.append(f"{where}: {loc + ': ' if loc else ''}{msg}" + (f" (got {got!r})" if show_got else ""))
+        shown = repr(got)
+        shown = shown if len(shown) <= 120 else shown[:100] + f"... ({len(shown):,} characters)"
+        lines.append(f"{where}: {loc + ': ' if loc else ''}{msg}" + (f" (got {shown})" if show_got else ""))
     return lines
 
 
+class _Refused(Exception):
+    pass
+
+
+def _check_node_graph(root, path: Path) -> None:
+    """Refuse duplicate keys, impossible timestamps, nesting past :data:`MAX_DEPTH` and aliases expanding past
+    :data:`MAX_EXPANDED_NODES` (a "billion laughs" bomb), on the composed node graph before anything is
+    constructed. Linear in the file: each node's expanded size is computed once (aliases share the node)."""
+    size: dict[int, int] = {}
+    aliases = 0
+    seen: set[int] = set()
+    # iterative post-order walk: (node, depth, children_done)
+    stack = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        nid = id(node)
+        if done:
+            kids = [v for kv in node.value for v in kv] if isinstance(node, yaml.MappingNode) else (
+                node.value if isinstance(node, yaml.SequenceNode) else [])
+            size[nid] = 1 + sum(size[id(k)] for k in kids)
+            if size[nid] > MAX_EXPANDED_NODES:
+                raise _Refused(f"{path}: aliases expand to more than {MAX_EXPANDED_NODES:,} values (a YAML alias "
+                               "bomb?); write the entries out")
+            continue
+        if nid in seen:  # an alias: the same node again
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise _Refused(f"{path}: more than {MAX_ALIASES:,} YAML aliases")
+            if nid not in size:
+                raise _Refused(f"{path}:{node.start_mark.line + 1}: a YAML alias refers to a node that contains it")
+            continue
+        seen.add(nid)
+        if depth > MAX_DEPTH:
+            raise _Refused(f"{path}:{node.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.ScalarNode):
+            size[nid] = 1
+            if node.tag == "tag:yaml.org,2002:timestamp":
+                try:
+                    yaml.constructor.SafeConstructor.construct_yaml_timestamp(yaml.constructor.SafeConstructor(), node)
+                except (ValueError, OverflowError) as e:
+                    raise _Refused(f"{path}:{node.start_mark.line + 1}: {node.value!r} is not a valid date ({e})") \
+                        from None
+            continue
+        stack.append((node, depth, True))
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[str, int] = {}
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if k.value in keys:
+                        raise _Refused(f"{path}:{k.start_mark.line + 1}: duplicate key {k.value!r} (first on line "
+                                       f"{keys[k.value]}): YAML keeps only the last one; remove one of them")
+                    keys[k.value] = k.start_mark.line + 1
+                stack.append((k, depth + 1, False))
+                stack.append((v, depth + 1, False))
+        else:
+            stack.extend((c, depth + 1, False) for c in node.value)
+
+
+def load_yaml_text(text: str, path: Path):
+    """Parse one YAML document with the safe loader and the limits above; ``_Refused`` or ``yaml.YAMLError``."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_node_graph(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _read_file(path: Path) -> tuple[dict, list[str]]:
+    from gpusim.checks import read_text
+    from gpusim.errors import GpusimError
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        return {}, [f"{path}: cannot read: {e.strerror or e}"]
+        text = read_text(path, "hardware YAML file", MAX_FILE_BYTES)
+    except GpusimError as e:
+        return {}, [str(e)]
     try:
-        raw = yaml.load(text, Loader=_Loader)
+        raw = load_yaml_text(text, path)
+    except _Refused as e:
+        return {}, [str(e)]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         return {}, [f"{where}: YAML syntax error: {getattr(e, 'problem', None) or e}"]
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:  # a value the constructor cannot build
+        return {}, [f"{path}: cannot read a value: {str(e)[:200]}"]
     if raw is None:
         return {}, []
     if not isinstance(raw, dict):

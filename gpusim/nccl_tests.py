@@ -141,11 +141,14 @@ def looks_like_nccl_tests(path: str | Path) -> bool:
 
 def parse_file(path: str | Path) -> list[NcclTestsRun]:
     """Parse one nccl-tests output file (text or JSON). Raises CalibrationError with the file name."""
+    from gpusim.checks import read_text
+    from gpusim.errors import GpusimError
+
     p = Path(path)
     try:
-        text = p.read_text(errors="replace")
-    except OSError as e:
-        raise CalibrationError(f"{p}: cannot read: {e.strerror or e}") from None
+        text = read_text(p, "nccl-tests output")
+    except GpusimError as e:
+        raise CalibrationError(str(e)) from None
     return parse_any(text, str(p))
 
 
@@ -286,10 +289,13 @@ def _row_from_tokens(toks: list[str], cols: list[str]) -> NcclRow | None:
 # ---- JSON ---------------------------------------------------------------------------------------
 def parse_json(text: str, source: str = "<json>") -> NcclTestsRun:
     """Parse nccl-tests ``-J`` JSON output (version 2 of its format)."""
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise CalibrationError(f"{source}: not valid JSON ({e})") from None
+    from gpusim.checks import finite_or_none, loads_json
+    from gpusim.errors import GpusimError
+
+    try:  # nccl-tests writes nan for a failed measurement: such rows are skipped below
+        doc = loads_json(text, source, allow_nan=True)
+    except GpusimError as e:
+        raise CalibrationError(str(e)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise CalibrationError(f"{source}: not nccl-tests JSON output (no 'results' list)")
     args = doc.get("args") or []
@@ -306,7 +312,8 @@ def parse_json(text: str, source: str = "<json>") -> NcclTestsRun:
     coll, stem = hint
     cfg = doc.get("config") or {}
     devices = [d for d in (cfg.get("devices") or []) if isinstance(d, dict)]
-    per_proc = int(cfg.get("nthreads", 1) or 1) * int(cfg.get("ngpus", 1) or 1)
+    per_proc = int(min(4096, finite_or_none(cfg.get("nthreads", 1)) or 1)) * int(
+        min(4096, finite_or_none(cfg.get("ngpus", 1)) or 1))
     n_ranks = len(devices) * per_proc
     hosts = [str(d.get("hostname", "?")) for d in devices for _ in range(per_proc)]
     names = [str(d.get("device_info", "")).strip() for d in devices for _ in range(per_proc)]
@@ -320,23 +327,19 @@ def parse_json(text: str, source: str = "<json>") -> NcclTestsRun:
         oop = r.get("out_of_place") or r.get("in_place")
         if not isinstance(oop, dict):
             continue
-        t_us = oop.get("time", oop.get("cpu_time"))
-        try:
-            size = float(r["size"])
-            t_us = float(t_us)
-        except (KeyError, TypeError, ValueError):
+        size = finite_or_none(r.get("size"))
+        t_us = finite_or_none(oop.get("time", oop.get("cpu_time")))
+        if size is None or t_us is None or not (size > 0 and t_us > 0):
             continue
-        if not (size > 0 and math.isfinite(t_us) and t_us > 0):
-            continue
-        alg = oop.get("alg_bw")
-        bus = oop.get("bus_bw")
-        wrong = oop.get("nwrong")
+        alg = finite_or_none(oop.get("alg_bw"))
+        bus = finite_or_none(oop.get("bus_bw"))
+        wrong = finite_or_none(oop.get("nwrong"))
         run.rows.append(NcclRow(
-            size_bytes=size, count=int(r.get("count", 0) or 0), dtype=str(r.get("type", "?")),
+            size_bytes=size, count=int(finite_or_none(r.get("count")) or 0), dtype=str(r.get("type", "?")),
             redop=str(r.get("redop", "?")), time_s=t_us * units.US,
-            algbw_bytes_per_s=float(alg) * units.GB if isinstance(alg, (int, float)) else size / (t_us * units.US),
-            busbw_bytes_per_s=float(bus) * units.GB if isinstance(bus, (int, float)) else math.nan,
-            wrong=float(wrong) if isinstance(wrong, (int, float)) else None))
+            algbw_bytes_per_s=alg * units.GB if alg is not None else size / (t_us * units.US),
+            busbw_bytes_per_s=bus * units.GB if bus is not None else math.nan,
+            wrong=wrong))
     if not run.rows:
         raise CalibrationError(f"{source}: the nccl-tests JSON has no usable results")
     return run

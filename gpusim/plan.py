@@ -127,6 +127,39 @@ MODES = ("cloud", "purchase", "both")
 COST_BASES = ("capital", "amortized")
 
 
+def _input_bounds() -> dict:
+    from gpusim.checks import Bound
+
+    dur = units.format_duration
+    return {
+        # plausibility limits of the inputs (no source needed beyond common sense: the largest published
+        # pre-training runs are ~1e13-4e13 tokens and ~1e5 GPUs; nothing is priced above a trillion USD)
+        "tokens": Bound(1, 1e16, unit="tokens"),
+        "samples": Bound(1, 1e15, unit="samples"),
+        "epochs": Bound(1e-3, 1e5),
+        "deadline_s": Bound(1, 100 * 365 * units.DAY, shown=dur),
+        "budget_usd": Bound(0.01, 1e12, unit="USD"),
+        "max_global_batch": Bound(1, 1e9, integer=True),
+        "global_batch": Bound(1, 1e9, integer=True),
+        "reference_lr": Bound(1e-12, 100),
+        "max_gpus": Bound(1, 1_000_000, integer=True),
+        "lifetime_years": Bound(0.1, 50, unit="years"),
+        "usd_per_kwh": Bound(0, 10, unit="USD per kWh"),
+        "pue": Bound(1, 3),
+        "checkpoint_interval_s": Bound(1, 365 * units.DAY, shown=dur),
+        "checkpoint_write_bytes_per_s": Bound(units.MB, 1e15, shown=units.format_rate_bytes),
+        "failure_rate_per_gpu_hour": Bound(0, 0.5, unit="interruptions per GPU-hour"),
+        "restart_s": Bound(0, 30 * units.DAY, shown=dur),
+        "eval_overhead_frac": Bound(0, 10),
+        "price_usd": Bound(1e-6, 1e12, unit="USD"),
+        "num_workers": Bound(0, 256, integer=True),
+    }
+
+
+#: the range of every numeric input of :func:`plan` (the CLI's flags check the same bounds)
+INPUT_BOUNDS = _input_bounds()
+
+
 class PlanError(ScenarioError):
     """Constraints or inputs of a plan that cannot be used (negative budget, no amount of training ...)."""
 
@@ -459,6 +492,33 @@ def bill_of_materials(config: Mapping[str, Any], db, workload, *, checkpoint_int
 # The plan
 # =================================================================================================
 
+def bom_line(it: Mapping[str, Any], warn: Callable[[str], str] = lambda t: t.upper()) -> str:
+    """One bill-of-materials item (:func:`bill_of_materials`) in words, for the CLI and the app: its sizing,
+    what the node has (``warn`` marks a shortfall) and the rule it follows."""
+    name = it["item"]
+    if name.startswith("power"):
+        vendor = f" (vendor maximum {it['vendor_max_w'] / 1000:.3g} kW)" if it.get("vendor_max_w") else ""
+        return (f"power supply: {it['value_w'] / 1000:.3g} kW ({it['component_w'] / 1000:.3g} kW of components){vendor}"
+                f" - {it['rule']}")
+    if name.startswith("CPU"):
+        have = f"; the node has {it['node_has']}" + ("" if it["ok"] else " " + warn("(too few)")) if it["node_has"] else ""
+        return f"CPU cores: at least {it['value']} (up to {it['recommended_max']}){have} - {it['rule']}"
+    if name.startswith("system RAM"):
+        have = (f"; the node has {it['node_has_gib']:,.0f} GiB" + ("" if it["ok"] else " " + warn("(too little)"))
+                if it["node_has_gib"] else "")
+        return f"system RAM: at least {it['value_gib']:,.0f} GiB{have} - {it['rule']}"
+    if name.startswith("storage"):
+        return (f"storage: read {units.format_rate_bytes(it['read_bytes_per_s_per_node'])} per node for data; write "
+                f"{units.format_rate_bytes(it['checkpoint_write_bytes_per_s'])} in total for "
+                f"{units.format_bytes(it['checkpoint_bytes'])} checkpoints - {it['rule']}")
+    if name.startswith("network"):
+        if not it["endpoint_ports"]:
+            return "network: single node, no fabric needed"
+        return (f"network: {it['nic_ports_per_node']} x {it['nic_link']} ports per node, {it['endpoint_ports']} in "
+                f"all; {it['leaf_switches']} leaf + {it['spine_switches']} spine switches - {it['rule']}")
+    return str(it)
+
+
 @dataclass
 class PlanResult:
     """A plan. ``table``: every configuration evaluated (pandas DataFrame, unit-suffixed columns); ``pareto``:
@@ -631,33 +691,27 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
         raise PlanError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
     if cost_basis not in COST_BASES:
         raise PlanError(f"cost basis must be one of {', '.join(COST_BASES)} (got {cost_basis!r})")
-    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
-        raise PlanError(f"the deadline must be a positive duration (got {deadline_s!r} s)")
-    if budget_usd is not None and not (math.isfinite(budget_usd) and budget_usd > 0):
-        raise PlanError(f"the budget must be a positive amount of USD (got {budget_usd!r})")
-    for name, v in (("max_global_batch", max_global_batch), ("global_batch", global_batch), ("max_gpus", max_gpus)):
-        if v is not None and (int(v) != v or v < 1):
-            raise PlanError(f"{name.replace('_', ' ')} must be a positive integer (got {v!r})")
+    given = dict(tokens=tokens, samples=samples, epochs=epochs, deadline_s=deadline_s, budget_usd=budget_usd,
+                 max_global_batch=max_global_batch, global_batch=global_batch, reference_lr=reference_lr,
+                 max_gpus=max_gpus, lifetime_years=lifetime_years, usd_per_kwh=usd_per_kwh, pue=pue,
+                 checkpoint_interval_s=checkpoint_interval_s, checkpoint_write_bytes_per_s=checkpoint_write_bytes_per_s,
+                 failure_rate_per_gpu_hour=failure_rate_per_gpu_hour, restart_s=restart_s,
+                 eval_overhead_frac=eval_overhead_frac,
+                 num_workers=num_workers if isinstance(num_workers, (int, float)) else None)
+    for name, v in given.items():
+        if v is not None:
+            try:
+                words = name.removesuffix("_s").removesuffix("_usd").removesuffix("_frac").replace("_", " ")
+                INPUT_BOUNDS[name].check(v, f"the {words}")
+            except ValueError as e:
+                raise PlanError(str(e)) from None
     if global_batch and max_global_batch and global_batch > max_global_batch:
         raise PlanError(f"the target global batch {global_batch} is over the maximum {max_global_batch}")
-    if not (0 <= failure_rate_per_gpu_hour < 1):
-        raise PlanError("the failure rate must be in [0, 1) interruptions per GPU-hour "
-                        f"(got {failure_rate_per_gpu_hour})")
-    if restart_s < 0 or not math.isfinite(restart_s):
-        raise PlanError(f"the restart time must be >= 0 s (got {restart_s})")
-    if not (0 <= eval_overhead_frac < 10):
-        raise PlanError(f"the evaluation overhead must be a fraction >= 0 (got {eval_overhead_frac})")
-    if checkpoint_interval_s is not None and not (math.isfinite(checkpoint_interval_s) and checkpoint_interval_s > 0):
-        raise PlanError(f"the checkpoint interval must be a positive duration (got {checkpoint_interval_s})")
-    if checkpoint_write_bytes_per_s is not None and not checkpoint_write_bytes_per_s > 0:
-        raise PlanError(f"the checkpoint write bandwidth must be > 0 (got {checkpoint_write_bytes_per_s})")
-    if not lifetime_years > 0:
-        raise PlanError(f"the hardware lifetime must be > 0 years (got {lifetime_years})")
-    if reference_lr is not None and not reference_lr > 0:
-        raise PlanError(f"the learning rate must be > 0 (got {reference_lr})")
     for k, v in (price_overrides or {}).items():
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise PlanError(f"price override for {k!r} must be a positive number of USD (got {v!r})")
+        try:
+            INPUT_BOUNDS["price_usd"].check(v, f"price override for {k!r}")
+        except ValueError as e:
+            raise PlanError(str(e)) from None
         db.find(k)  # unknown ids say so, with close matches
     if (model is None) == (workload is None):
         raise PlanError("give exactly one of `model` (a catalogue id) or `workload`")
@@ -676,8 +730,6 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
     en = db.energy[energy] if energy else db.default_energy()
     kwh_usd = float(usd_per_kwh) if usd_per_kwh is not None else en.usd_per_kwh
     pue_v = float(pue) if pue is not None else en.pue
-    if not (kwh_usd > 0 and 1.0 <= pue_v <= 3.0):
-        raise PlanError(f"electricity price must be > 0 and PUE in [1, 3] (got {kwh_usd}, {pue_v})")
     max_gpus = int(max_gpus or DEFAULT_MAX_GPUS)
 
     # ---- sweep -------------------------------------------------------------------------------------------
@@ -700,8 +752,12 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
                           failure_rate_per_gpu_hour=failure_rate_per_gpu_hour, restart_s=restart_s,
                           eval_overhead_frac=eval_overhead_frac, deadline_s=deadline_s, budget_usd=budget_usd)
     feas = df["feasible"].to_numpy()
-    front = pareto_front(np.where(feas, df["time_to_train_s"].to_numpy(), np.nan),
-                         np.where(feas, df["cost_usd"].to_numpy(), np.nan))
+    # the frontier is of what the constraints allow (a purchase over the budget is no option); when nothing
+    # meets them, of every feasible configuration, so that the closest misses are still shown
+    allowed = feas & df["within_budget"].to_numpy() & df["meets_deadline"].to_numpy()
+    on = allowed if allowed.any() else feas
+    front = pareto_front(np.where(on, df["time_to_train_s"].to_numpy(), np.nan),
+                         np.where(on, df["cost_usd"].to_numpy(), np.nan))
     df["pareto"] = front
     pareto = df[front].sort_values(["time_to_train_s", "cost_usd"]).reset_index(drop=True)
 
@@ -990,18 +1046,17 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
                        f"({units.format_duration(deadline_s)})")
     if budget_usd:
         reasons.append(f"{_usd(budget_usd - r['cost_usd'])} USD under the budget ({_usd(budget_usd)} USD)")
-    if best != fastest:
-        f = df.iloc[fastest]
-        reasons.append(f"the fastest option ({int(f['n_gpus'])} x {f['gpu']} on {f['node']}) takes "
-                       f"{units.format_duration(f['time_to_train_s'])} for {_usd(f['cost_usd'])} USD")
-    if best != cheapest:
-        f = df.iloc[cheapest]
-        reasons.append(f"the cheapest option ({int(f['n_gpus'])} x {f['gpu']} on {f['node']}) takes "
-                       f"{units.format_duration(f['time_to_train_s'])} for {_usd(f['cost_usd'])} USD")
+    # the alternatives named are within the constraints too (never an $80M purchase under a $20k budget)
+    fastest_ok = pick(meets_b, t, c) if budget_usd else fastest
+    cheapest_ok = pick(meets_d, c, t) if deadline_s else cheapest
+    for i, what, within in ((fastest_ok, "fastest", " within the budget" if budget_usd else ""),
+                            (cheapest_ok, "cheapest", " that meets the deadline" if deadline_s else "")):
+        if i is not None and i != best:
+            f = df.iloc[i]
+            reasons.append(f"the {what} option{within} ({int(f['n_gpus'])} x {f['gpu']} on {f['node']}) takes "
+                           f"{units.format_duration(f['time_to_train_s'])} for {_usd(f['cost_usd'])} USD")
     reasons.append(f"scaling efficiency {r['scaling_efficiency_frac']:.0%}, MFU {r['mfu_frac']:.0%}, bottleneck: "
-                   f"{r['bottleneck']}; goodput {r['goodput_frac']:.0%} after checkpoints every "
-                   f"{units.format_duration(r['checkpoint_interval_s'])} and {r['failures']:.1f} expected "
-                   "interruptions")
+                   f"{r['bottleneck']}; {goodput_text(r)}")
     reasons.append(f"memory per GPU {r['memory_per_gpu_bytes'] / units.GIB:.1f} of "
                    f"{r['memory_capacity_bytes'] / units.GIB:.0f} GiB")
     if db is not None:
@@ -1018,6 +1073,24 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
                            f"{r['node']} template (its CPUs, fabric, NICs) stands in for the server you would build")
     out["reasons"] = reasons
     return out
+
+
+def goodput_text(r) -> str:
+    """``goodput 13%: start-up 15 min (75% of the wall time), checkpoints ...``: what the wall time beyond
+    training goes to, largest first (the start-up is the ``restart_s`` the first start costs)."""
+    wall = float(r["wall_s"])
+    if not math.isfinite(wall) or wall <= 0:
+        return f"goodput {float(r['goodput_frac']):.0%}"
+    startup = max(0.0, wall - float(r["train_s"]) - float(r["eval_s"]) - float(r["checkpoint_s"]) - float(r["lost_s"]))
+    parts = [("start-up", startup), (f"{int(r['checkpoints'])} checkpoint writes", float(r["checkpoint_s"])),
+             ("evaluation", float(r["eval_s"])),
+             (f"{float(r['failures']):.1f} expected interruptions (redone work and restarts)", float(r["lost_s"]))]
+    parts = sorted((p for p in parts if p[1] > 0.005 * wall), key=lambda p: -p[1])
+    text = f"goodput {float(r['goodput_frac']):.0%}"
+    if parts:
+        text += " (the rest of the wall time: " + ", ".join(
+            f"{name} {units.format_duration(s)} = {s / wall:.0%}" for name, s in parts) + ")"
+    return text
 
 
 def _assumptions(inputs, en, max_gb_given, wl) -> list[str]:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from gpusim import units
+from gpusim.checks import FiniteModel
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
@@ -32,7 +33,7 @@ _STRATEGY_FIELDS = set(Strategy.model_fields)
 _ALIASES = {"strategy_kind": "kind"}
 
 
-class Scenario(BaseModel):
+class Scenario(FiniteModel):
     """What to predict: workload, hardware, strategy. Strategy fields may be given flat
     (``Scenario(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=256, precision="amp_bf16")``)."""
 
@@ -51,12 +52,13 @@ class Scenario(BaseModel):
     inter: str | None = Field(default=None, description="inter-node link id (default: the node's NICs)")
     nics_per_node: int | None = Field(default=None, ge=1, le=72)
     oversubscription: float = Field(default=1.0, ge=1.0, le=16.0)
-    cpu_cores_per_gpu: float | None = Field(default=None, gt=0, le=1024)
-    storage_gbyte_per_s: float | None = Field(default=None, gt=0, le=10000, description="per node")
+    cpu_cores_per_gpu: float | None = Field(default=None, ge=0.01, le=1024)
+    storage_gbyte_per_s: float | None = Field(default=None, ge=1e-3, le=10000, description="per node")
     strategy: Strategy = Field(default_factory=Strategy)
-    baseline_throughput: float | None = Field(default=None, gt=0,
+    baseline_throughput: float | None = Field(default=None, ge=1e-6, le=1e9,
                                               description="measured one-GPU samples/s at this per-GPU batch")
-    slowest_gpu_speed_frac: float = Field(default=1.0, gt=0, le=1)
+    slowest_gpu_speed_frac: float = Field(default=1.0, ge=0.01, le=1,
+                                          description="speed of the slowest GPU relative to the others")
 
     @model_validator(mode="before")
     @classmethod
@@ -107,12 +109,10 @@ class Scenario(BaseModel):
 
 
 def format_validation_error(e: ValidationError) -> str:
-    lines = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"] if x != "strategy")
-        msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg}" if loc else msg)
-    return "invalid scenario: " + "; ".join(lines)
+    """One line with every problem; a number out of range says the field's whole range."""
+    from gpusim import checks
+
+    return checks.format_validation_error(e, Scenario)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -641,12 +641,14 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
 # ------------------------------------------------------------------------------------------------
 
 def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "weak", global_batch: int | None = None,
-                  db=None, params: ModelParams | None = None) -> list[dict]:
+                  db=None, params: ModelParams | None = None, skipped: list | None = None) -> list[dict]:
     """Throughput, speedup and efficiency over GPU counts, in one vectorised model call.
 
     ``mode="weak"`` keeps the per-GPU batch; ``"strong"`` keeps the global batch (``global_batch``, default the
     scenario's) and divides it over the GPUs (counts that do not divide it are skipped). Node counts follow
-    the scenario's GPUs per node (``gpus // nodes``).
+    the scenario's GPUs per node (``gpus // nodes``) when it is split over nodes, else its node template's
+    (so 64 H100 SXM fill 8 nodes of 8, not one node of 64). ``skipped``: a list that receives
+    ``(gpus, reason)`` for every count left out.
     """
     from gpusim.hwdb import load
 
@@ -654,6 +656,14 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
     db = db or load()
     params = params or DEFAULT_PARAMS
     per_node = scn.gpus // scn.nodes
+    if scn.nodes == 1:  # not split by the user: as many per node as the node template holds
+        try:
+            one = resolve_hardware(scn.with_changes(gpus=1, nodes=1), db)
+            if one.node is not None:
+                per_node = one.node.gpus_per_node
+        except (GpusimError, ValidationError):
+            pass
+    skipped = [] if skipped is None else skipped
     if gpu_counts is None:
         top = max(scn.gpus, 8)
         gpu_counts = sorted({1, 2, 4, 8, *(2**i for i in range(4, 20) if 2**i <= top), scn.gpus})
@@ -664,23 +674,31 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
     for n in gpu_counts:
         nodes = max(1, math.ceil(n / per_node))
         if n % nodes:
+            skipped.append((n, f"{n} GPUs do not split evenly over {nodes} nodes of up to {per_node}"))
             continue
         changes: dict[str, Any] = {"gpus": n, "nodes": nodes}
         if mode == "strong":
             if gb % (n * st.accum):
+                skipped.append((n, f"the global batch {gb} does not divide over {n} GPUs x {st.accum} accumulation"))
                 continue
             changes["per_gpu_batch"] = gb // (n * st.accum)
         if scn.strategy.kind == "dp" and nodes > 1:
+            skipped.append((n, "DataParallel runs on one node"))
             continue
         try:
             v = scn.with_changes(**changes)
             hw = resolve_hardware(v, db)
             rows.append(scenario_row(v, hw, wl, params))
-        except (GpusimError, ValidationError):
+        except ValidationError as e:
+            skipped.append((n, format_validation_error(e).removeprefix("invalid scenario: ")))
+            continue
+        except GpusimError as e:
+            skipped.append((n, str(e)))
             continue
         meta.append((n, nodes, v.strategy.per_gpu_batch))
     if not rows:
-        raise ScenarioError("no GPU count in the curve is possible for this scenario")
+        why = "; ".join(f"{n}: {r}" for n, r in skipped[:3])
+        raise ScenarioError(f"no GPU count in the curve is possible for this scenario ({why})")
     if scn.baseline_throughput:
         single = [r for r, m in zip(rows, meta) if m[0] == 1]
         if single:
@@ -718,6 +736,16 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
                             f"{', '.join(a for a in C.ALGORITHMS if a != 'none')}")
     if protocol != "auto" and protocol not in C.PROTOCOLS:
         raise ScenarioError(f"unknown protocol {protocol!r}; one of auto, {', '.join(C.PROTOCOLS)}")
+    from gpusim.checks import bound_of
+
+    for name, v in (("gpus", gpus), ("nodes", nodes), ("nics_per_node", nics_per_node),
+                    ("oversubscription", oversubscription)):  # the fields' ranges (model_construct skips them)
+        if v is not None:
+            try:
+                bound_of(Scenario.model_fields[name]).check(v, f"--{name.replace('_', '-')}")
+            except ValueError as e:
+                raise ScenarioError(str(e)) from None
+    gpu, node = gpu or None, node or None  # an empty id is no id
     db = db or load()
     params = params or DEFAULT_PARAMS
     try:  # a hardware-only scenario: no workload needed, so the full validator is bypassed

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from gpusim import units
+from gpusim.checks import FiniteModel
 
 StrategyKind = Literal["dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid"]
 """
@@ -71,7 +72,7 @@ OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momen
 OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20}
 
 
-class Strategy(BaseModel):
+class Strategy(FiniteModel):
     """How the work is split and run. Validated at the edge; the model sees integer codes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -84,7 +85,7 @@ class Strategy(BaseModel):
     activation_checkpointing: bool = False
     cpu_offload: bool = Field(default=False, description="optimizer states and step on the CPU (ZeRO-Offload, "
                                                          "FSDP CPUOffload); needs a sharded strategy")
-    bucket_mib: float = Field(default=25.0, gt=0, le=4096, description="DDP gradient bucket size (MiB)")
+    bucket_mib: float = Field(default=25.0, ge=1 / 1024, le=4096, description="DDP gradient bucket size (MiB)")
     num_workers: int | None = Field(default=None, ge=0, le=256,
                                     description="DataLoader workers per GPU; None (default) = data already prepared "
                                                 "(synthetic): the step is predicted without a loader, and the loader "

@@ -32,6 +32,7 @@ NVIDIA, ``nvidia-smi`` manual page, ``topo -m`` / ``topo -p2p`` and their legend
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -103,6 +104,10 @@ class Path:
     @classmethod
     def parse(cls, cell: str) -> Path | None:
         """``"NV12"`` -> Path("NV", 12); ``"SOC"`` -> SYS; ``"N/A"`` -> None."""
+        return _parse_path(cell)
+
+    @classmethod
+    def _parse(cls, cell: str) -> Path | None:
         m = _CELL.match(cell.strip())
         if not m:
             raise TopologyError(f"not a path class: {cell!r} (expected X, NV#, PIX, PXB, PHB, NODE or SYS)")
@@ -114,6 +119,16 @@ class Path:
         if tok == "SOC":
             return cls("SYS")
         return cls(tok)
+
+
+@functools.lru_cache(maxsize=256)  # a matrix has n^2 cells but only a handful of distinct ones
+def _parse_path(cell: str) -> Path | None:
+    return Path._parse(cell)
+
+
+#: ``nvidia-smi topo -m`` shows the devices of one node: the largest nodes have 8-16 GPUs and as many NICs
+#: (NVL72 racks are 18 nodes of 4 GPUs). Far more rows is not one node's output.
+MAX_DEVICES = 256
 
 
 @dataclass(frozen=True)
@@ -154,11 +169,15 @@ class Topology:
     def n_gpus(self) -> int:
         return len(self.gpus)
 
+    @functools.cached_property
+    def _by_index(self) -> dict[int, Device]:
+        return {g.index: g for g in self.gpus}
+
     def _gpu(self, i: int) -> Device:
-        for g in self.gpus:
-            if g.index == i:
-                return g
-        raise KeyError(f"no GPU{i} in this topology (GPUs: {[g.index for g in self.gpus]})")
+        try:
+            return self._by_index[i]
+        except KeyError:
+            raise KeyError(f"no GPU{i} in this topology (GPUs: {[g.index for g in self.gpus]})") from None
 
     def path(self, i: int, j: int) -> Path | None:
         """Path class between GPU ``i`` and GPU ``j`` (nvidia-smi indices)."""
@@ -174,13 +193,17 @@ class Topology:
 
     def links(self) -> list[Link]:
         """Every GPU pair once, with its path."""
+        return list(self._links)
+
+    @functools.cached_property
+    def _links(self) -> tuple[Link, ...]:
         out = []
         idx = [g.index for g in self.gpus]
         for a, b in itertools.combinations(idx, 2):
             p = self.path(a, b)
             if p is not None:
                 out.append(Link(a, b, p))
-        return out
+        return tuple(out)
 
     def nearest_nic(self, gpu: int) -> tuple[int, Path] | None:
         """The NIC with the best path from ``gpu``, or None without NICs."""
@@ -203,8 +226,14 @@ class Topology:
     def best_ring(self) -> tuple[list[int], Path | None]:
         """The ring over all GPUs whose worst hop is best (NCCL searches rings like this).
 
-        Exhaustive up to 10 GPUs (9!/2 orders); above that, a greedy nearest-neighbour ring.
+        Exhaustive up to 10 GPUs (9!/2 orders); above that, a greedy nearest-neighbour ring (n^2 lookups,
+        linear in the matrix). Computed once per topology (summary and warnings share it).
         """
+        order, worst = self._best_ring
+        return list(order), worst
+
+    @functools.cached_property
+    def _best_ring(self) -> tuple[list[int], Path | None]:
         idx = [g.index for g in self.gpus]
         if len(idx) < 2:
             return idx, None
@@ -222,7 +251,11 @@ class Topology:
         order, left = [idx[0]], set(idx[1:])
         while left:
             cur = order[-1]
-            nxt = min(left, key=lambda j: (self.path(cur, j).badness if self.path(cur, j) else (99, 0), j))
+
+            def key(j, cur=cur):
+                p = self.path(cur, j)
+                return (p.badness if p else (99, 0), j)
+            nxt = min(left, key=key)
             order.append(nxt)
             left.remove(nxt)
         return order, self.ring_worst(order)
@@ -423,6 +456,11 @@ def _find_header(lines: list[str], first: str = "GPU0") -> int:
 def _parse_matrix(lines: list[str], cell_ok) -> tuple[list[str], list[str], dict[str, list[str]], dict[str, list[str]]]:
     h = _find_header(lines)
     devices, affinity = _header_columns(lines[h])
+    if len(devices) > MAX_DEVICES:
+        raise TopologyError(f"the matrix header names {len(devices):,} devices; `nvidia-smi topo -m` shows one node's "
+                            f"GPUs and NICs (a few dozen at most; gpusim reads up to {MAX_DEVICES:,}): give the output "
+                            "of one node")
+    known = set(devices)
     rows: dict[str, list[str]] = {}
     extra: dict[str, list[str]] = {}
     for line in lines[h + 1:]:
@@ -434,7 +472,7 @@ def _parse_matrix(lines: list[str], cell_ok) -> tuple[list[str], list[str], dict
         if toks[0].rstrip(":") in ("Legend", "NIC"):
             break
         label = toks[0]
-        if label not in devices:
+        if label not in known:
             if rows:
                 break
             continue

@@ -173,16 +173,41 @@ def _precision(raw: str, gpu, notes: list[str]) -> str:
     raise ValueError(f"precision {raw!r}")
 
 
+#: numeric columns: each is empty or a finite number in its range (checked on loading, with the line)
+_NUMERIC_COLUMNS = {"n_gpus": (1, 1e6), "n_nodes": (1, 1e5), "per_gpu_batch": (1, 1e8), "global_batch": (1, 1e10),
+                    "message_bytes": (0, 1e15), "value": (0, 1e18)}
+
+
 def load_rows(path: str | os.PathLike) -> list[dict]:
+    import io
+
+    from gpusim.checks import Bound, read_text
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise GpusimError(f"{p}: no such file (give a CSV with the columns of shared/validation/measurements.csv)")
-    with p.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    text = read_text(p, "measurement CSV")
+    try:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise GpusimError(f"{p}: not a readable CSV: {e}") from None
     need = {"source_id", "kind", "model", "gpu", "n_gpus", "n_nodes", "interconnect", "precision", "per_gpu_batch",
             "value", "unit"}
-    if rows and not need <= set(rows[0]):
+    if not rows:
+        raise GpusimError(f"{p}: no measurement rows (a header with the columns of "
+                          "shared/validation/measurements.csv, then one row per measurement)")
+    if not need <= set(rows[0]):
         raise GpusimError(f"{p}: missing columns {sorted(need - set(rows[0]))}")
+    for line, r in enumerate(rows, start=2):
+        for col, (lo, hi) in _NUMERIC_COLUMNS.items():
+            v = (r.get(col) or "").strip()
+            if v:
+                try:
+                    Bound(lo, hi).check(v, f"column {col}")
+                except ValueError as e:
+                    raise GpusimError(f"{p}: line {line}: {e}; leave it empty when unknown") from None
+        if not (r.get("value") or "").strip():
+            raise GpusimError(f"{p}: line {line}: column value is empty (every row needs its measured value)")
     return rows
 
 
@@ -300,8 +325,9 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
             out = simulate(scn, db=db, params=params, recommend=False)
             res.assumptions.append(f"assumed batch halved to {scn.strategy.per_gpu_batch} to fit in memory")
         wl = resolve_workload(scn)
-        if kind == "throughput" and not assumed_batch:
-            res.memory_frac = out.memory_per_gpu_bytes / out.memory_capacity_bytes
+        if kind == "throughput":  # with an assumed batch too (it was predicted as 100 x efficiency before)
+            if not assumed_batch:  # the memory check needs the batch the measurement ran
+                res.memory_frac = out.memory_per_gpu_bytes / out.memory_capacity_bytes
             per = _units_per_sample(r["unit"], wl)
             if per is None:
                 res.reason = f"unit {r['unit']!r} not understood"

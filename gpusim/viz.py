@@ -466,33 +466,39 @@ def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_k
                   label_key: str = "label", frontier: Sequence[Mapping] | None = None,
                   deadline_s: float | None = None, budget_usd: float | None = None,
                   highlight: Mapping | None = None, title: str = "Time to train vs cost") -> go.Figure:
-    """Every evaluated configuration as a point (days vs US dollars), the Pareto frontier as a line, the
-    deadline and budget as limits, and the recommended configuration (``highlight``) as a star."""
+    """Every evaluated configuration as a point (time vs US dollars), the Pareto frontier as a line, the
+    deadline and budget as limits, and the recommended configuration (``highlight``) as a star. Time is in
+    minutes, hours or days, whichever the typical configuration takes; both log axes tick once per decade with
+    whole labels (1, 10, 100 ...; $1k, $10k ...)."""
+    times = sorted(float(p[time_key]) for p in points if math.isfinite(float(p[time_key] or math.inf)))
+    typical = times[len(times) // 2] if times else units.DAY
+    div, unit = ((units.MINUTE, "minutes") if typical < 2 * units.HOUR else
+                 (units.HOUR, "hours") if typical < 3 * units.DAY else (units.DAY, "days"))
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=[_f(float(p[time_key]) / units.DAY) for p in points], y=[_f(p[cost_key]) for p in points],
+        x=[_f(float(p[time_key]) / div) for p in points], y=[_f(p[cost_key]) for p in points],
         mode="markers", name="configurations", marker={"color": _color(0), "size": 7, "opacity": 0.55},
         text=[str(p.get(label_key, "")) for p in points],
-        hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra></extra>"))
+        hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit}, $%{{y:,.0f}}<extra></extra>"))
     if frontier:
         fr = sorted(frontier, key=lambda p: float(p[time_key]))
         fig.add_trace(go.Scatter(
-            x=[_f(float(p[time_key]) / units.DAY) for p in fr], y=[_f(p[cost_key]) for p in fr],
+            x=[_f(float(p[time_key]) / div) for p in fr], y=[_f(p[cost_key]) for p in fr],
             mode="lines+markers", name="Pareto frontier", line={"color": LIMIT_COLOR, "width": 3},
             text=[str(p.get(label_key, "")) for p in fr],
-            hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra>frontier</extra>"))
+            hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit}, $%{{y:,.0f}}<extra>frontier</extra>"))
     if highlight is not None:
         fig.add_trace(go.Scatter(
-            x=[_f(float(highlight[time_key]) / units.DAY)], y=[_f(highlight[cost_key])], mode="markers",
+            x=[_f(float(highlight[time_key]) / div)], y=[_f(highlight[cost_key])], mode="markers",
             name="recommended", text=[str(highlight.get(label_key, ""))],
             marker={"symbol": "star", "size": 18, "color": "#000000", "line": {"width": 1, "color": "#FFFFFF"}},
-            hovertemplate="%{text}<br>%{x:.3g} days, $%{y:,.0f}<extra>recommended</extra>"))
+            hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit}, $%{{y:,.0f}}<extra>recommended</extra>"))
     if deadline_s:
-        _vline(fig, deadline_s / units.DAY, text="deadline", log=True, line_dash="dash", line_color=LIMIT_COLOR)
+        _vline(fig, deadline_s / div, text="deadline", log=True, line_dash="dash", line_color=LIMIT_COLOR)
     if budget_usd:
         _hline(fig, budget_usd, text="budget", log=True, line_dash="dash", line_color=LIMIT_COLOR)
-    fig.update_xaxes(title_text="time to train (days)", type="log", dtick="D2")
-    fig.update_yaxes(title_text="cost (USD)", type="log", dtick="D2")
+    fig.update_xaxes(title_text=f"time to train ({unit})", type="log", dtick=1, tickformat="~s")
+    fig.update_yaxes(title_text="cost (USD)", type="log", dtick=1, tickformat="$~s")
     return _layout(fig, title, 460)
 
 

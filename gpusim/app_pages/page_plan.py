@@ -37,22 +37,22 @@ st.caption(f"Workload from the sidebar: **{wl.name}** ({wl.params / units.GIGA:.
 with st.form("plan_form", border=True):
     c = st.columns([1.2, 0.8, 1, 1, 1.2])
     if wl.sample_unit == "sequence":
-        amount = c[0].number_input("Training tokens (billions)", 1e-6, 1e9, 100.0, key="tokens_b", bind=BIND)
+        amount = shell.number_input(c[0], "Training tokens (billions)", 1e-6, 1e9, 100.0, key="tokens_b", bind=BIND)
         epochs = 1.0
     else:
-        amount = c[0].number_input("Training samples (millions)", 1e-6, 1e9, 1.28, key="samples_m", bind=BIND,
+        amount = shell.number_input(c[0], "Training samples (millions)", 1e-6, 1e9, 1.28, key="samples_m", bind=BIND,
                                    help="per epoch (ImageNet-1k: 1.28 M)")
-        epochs = c[1].number_input("Epochs", 0.01, 1e5, 90.0, key="epochs", bind=BIND)
-    deadline_d = c[2].number_input("Deadline (days)", 0.001, 1e5, None, key="deadline_d", bind=BIND,
+        epochs = shell.number_input(c[1], "Epochs", 0.01, 1e5, 90.0, key="epochs", bind=BIND)
+    deadline_d = shell.number_input(c[2], "Deadline (days)", 0.001, 1e5, None, key="deadline_d", bind=BIND,
                                    placeholder="none")
-    budget = c[3].number_input("Budget (USD)", 1.0, 1e12, None, key="budget_usd", bind=BIND, placeholder="none")
+    budget = shell.number_input(c[3], "Budget (USD)", 1.0, 1e12, None, key="budget_usd", bind=BIND, placeholder="none")
     mode = c[4].segmented_control("Rent or buy", ["cloud", "purchase", "both"], default="cloud", required=True,
                                   key="plan_mode", bind=BIND)
     c = st.columns([2, 1, 1])
     gpus = c[0].multiselect("Only these GPUs", sorted(db.gpus), key="plan_gpus", bind=BIND, placeholder="all GPUs")
-    max_gpus = c[1].number_input("At most GPUs", 1, 1_000_000, None, key="plan_max_gpus", bind=BIND,
+    max_gpus = shell.number_input(c[1], "At most GPUs", 1, 1_000_000, None, key="plan_max_gpus", bind=BIND,
                                  placeholder="default")
-    max_gb = c[2].number_input("Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,
+    max_gb = shell.number_input(c[2], "Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,
                                placeholder="the largest published recipe's",
                                help="samples (sequences) per optimizer step your recipe converges with")
     st.form_submit_button("Plan", type="primary", icon=":material/calculate:")
@@ -185,14 +185,15 @@ def _table(rows: list[dict]) -> list[dict]:
     return [{"mode": r["mode"], "node": r["node"], "GPUs": r["n_gpus"], "GPU": r["gpu"], "strategy": r["strategy"],
              "precision": r["precision"], "micro-batch": r["micro_batch"], "accum": r["accum"],
              "global batch": r["global_batch"],
-             "days": None if r.get("time_to_train_s") is None else r["time_to_train_s"] / units.DAY,
+             "time to train": (None if r.get("time_to_train_s") is None
+                               else units.format_duration(r["time_to_train_s"])),
              "cost (USD)": r.get("cost_usd"), "USD/GPU-h": r.get("usd_per_gpu_hour"),
              "efficiency": r.get("scaling_efficiency_frac"), "MFU": r.get("mfu_frac"),
              "bottleneck": r.get("bottleneck"), "feasible": r.get("feasible"), "reason": r.get("reason")}
             for r in rows]
 
 
-_COLS = {"days": st.column_config.NumberColumn(format="%.3g"), "cost (USD)": st.column_config.NumberColumn(format="%,.0f"),
+_COLS = {"cost (USD)": st.column_config.NumberColumn(format="%,.0f"),
          "USD/GPU-h": st.column_config.NumberColumn(format="%.3g"),
          "efficiency": st.column_config.NumberColumn(format="percent"), "MFU": st.column_config.NumberColumn(format="percent")}
 st.markdown("##### The best configurations (the Pareto frontier: nothing else is both faster and cheaper)")
@@ -205,13 +206,10 @@ bom = plan.get("bom")
 if bom:
     st.markdown(f"##### Bill of materials: {bom['nodes']} x {bom['node'] or 'node'} ({bom['gpus_per_node']} x "
                 f"{bom['gpu']} each)")
-    rows = []
-    for it in bom["items"]:
-        value = {k: v for k, v in it.items() if k not in ("item", "rule")}
-        rows.append({"item": it["item"], "sizing": ", ".join(f"{k}: {_v}" for k, _v in (
-            (k, f"{v:,.4g}" if isinstance(v, float) else v) for k, v in value.items()) if _v is not None),
-            "rule": it["rule"]})
-    st.dataframe(rows, hide_index=True)
+    from gpusim.plan import bom_line
+
+    for it in bom["items"]:  # the same sentences as `gpusim plan` prints (no raw keys)
+        st.markdown(f"- {bom_line(it, warn=lambda t: f'**{t}**')}")
 
 with st.expander("Assumptions and prices"):
     for a in plan.get("assumptions", []):

@@ -19,12 +19,12 @@ mode = c1.segmented_control("Scaling", ["weak", "strong"], default="weak", requi
                             help="weak: the per-GPU batch stays (the global batch grows); strong: the global batch "
                                  "stays and is divided over the GPUs")
 max_gpus = c2.select_slider("Up to GPUs", [2 ** k for k in range(1, 15)], value=64, key="max_gpus", bind=BIND)
-per_node = c3.number_input("GPUs per node", 1, 576, None, key="per_node", bind=BIND,
+per_node = shell.number_input(c3, "GPUs per node", 1, 576, None, key="per_node", bind=BIND,
                            placeholder=f"{scn.gpus // scn.nodes} (scenario)",
                            help="the curves add whole nodes of this many GPUs")
 global_batch = None
 if mode == "strong":
-    global_batch = c4.number_input("Global batch (samples)", 1, 100_000_000, None, key="global_batch", bind=BIND,
+    global_batch = shell.number_input(c4, "Global batch (samples)", 1, 100_000_000, None, key="global_batch", bind=BIND,
                                    placeholder=f"{scn.strategy.per_gpu_batch * scn.strategy.accum * scn.gpus} (scenario)")
 
 gpu_id = ctx.gpu_id

@@ -105,6 +105,19 @@ with box:
         gain = f" **({r['gain_frac']:+.0%})**" if r.get("gain_frac") is not None else ""
         st.markdown(f"{_ICON.get(r['severity'], '')} `{r['id']}`{gain} {shell.ui_text(r['message'])}")
 
+st.markdown("##### Measured it already?")
+measured = shell.number_input(st, "Measured throughput of this multi-GPU job (samples/s, all GPUs)", 1e-6, 1e9, None,
+                              key="measured", bind=shell.BIND, placeholder="e.g. from your training log",
+                              help="gpusim sizes what would explain the difference from its prediction, each candidate "
+                                   "solved with the model (a throttled GPU, slow gradient exchange, a slow loader)")
+if measured:
+    from gpusim.diagnose import explain_measurement
+
+    with shell.guard("cannot explain this measurement"):
+        gap = explain_measurement(ctx.scenario, res, float(measured), db=ctx.db, params=ctx.params)
+    for line in gap["explanation"]:
+        st.markdown(f"- {shell.ui_text(line)}")
+
 if res.assumptions:
     st.caption("Assumed: " + shell.ui_text("; ".join(res.assumptions)))
 sc = res.scenario

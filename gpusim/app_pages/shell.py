@@ -59,6 +59,7 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
     ("page_scaling.py", "Scaling", "scaling", ":material/trending_up:"),
     ("page_batch.py", "Batch & utilisation", "batch", ":material/stacked_bar_chart:"),
     ("page_rooflines.py", "Rooflines", "rooflines", ":material/roofing:"),
+    ("page_compare.py", "Compare", "compare", ":material/compare_arrows:"),
     ("page_plan.py", "Plan", "plan", ":material/calendar_month:"),
     ("page_topology.py", "Topology", "topology", ":material/lan:"),
     ("page_collectives.py", "Collectives", "collectives", ":material/hub:"),
@@ -197,9 +198,47 @@ def _hw_changed() -> None:
 
 
 def navigation():
-    pages = [st.Page(str(HERE / f), title=t, url_path=u, icon=i, default=(k == 0))
+    pages = [st.Page(str(HERE / f), title=t, url_path=u if k else "home", icon=i, default=(k == 0))
              for k, (f, t, u, i) in enumerate(PAGES)]
+    # Streamlit serves the default page at "/" only: the first page's own path ("/step", as the menu and shared
+    # links name it) is the same script again, hidden from the menu
+    f, t, u, i = PAGES[0]
+    pages.append(st.Page(str(HERE / f), title=t, url_path=u, icon=i, visibility="hidden"))
     return st.navigation(pages, position="top")
+
+
+#: session key of the URL parameters that were ignored this run (shown once in the sidebar)
+URL_NOTICES_KEY = "_url_notices"
+_URL_BAD_KEY = "_url_bad_numbers"
+
+
+def number_input(where, label: str, min_value, max_value, value=None, *, key: str, **kwargs):
+    """``where.number_input`` whose URL-bound value is checked first (gpusim.checks): a URL value that is not a
+    finite number in the widget's range (``?batch=inf``, ``?nodes=1e400``, ``?plan_max_gpus=-inf``) is dropped
+    from the URL with a notice, and the widget starts from its default, instead of Streamlit failing on it."""
+    from gpusim.checks import Bound
+
+    bad: set = st.session_state.setdefault(_URL_BAD_KEY, set())
+    raw = st.query_params.get(key) if kwargs.get("bind") else None
+    if raw is not None and key not in bad:
+        whole = isinstance(min_value, int) and isinstance(max_value, int)
+        bound = Bound(min_value, max_value, integer=whole)
+        try:
+            bound.parse_text(raw)
+        except (ValueError, OverflowError):
+            bad.add(key)
+            del st.query_params[key]
+            st.session_state.setdefault(URL_NOTICES_KEY, []).append(
+                f"URL parameter {key}={raw[:40]!r} ignored: it must be {bound.describe()}")
+    if key in bad:  # Streamlit would seed the widget from the page's first URL again: not bound this session
+        kwargs.pop("bind", None)
+    return where.number_input(label, min_value, max_value, value, key=key, **kwargs)
+
+
+def url_notices() -> None:
+    """Show (once) which URL parameters were ignored."""
+    for note in st.session_state.pop(URL_NOTICES_KEY, []):
+        st.warning(note, icon=":material/link_off:")
 
 
 def _default(key: str, options: list | None = None, fallback: Any = None):
@@ -222,13 +261,13 @@ def sidebar() -> Context:
             s["wl"] = st.segmented_control("Workload from", ["catalogue", "custom"], key="wl", bind=BIND,
                                            default=DEFAULTS["wl"], required=True)
             if s["wl"] == "custom":
-                s["params_m"] = st.number_input("Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
+                s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
-                s["gflop"] = st.number_input("Forward GFLOP per sample", 1e-6, 1e9, DEFAULTS["gflop"], key="gflop",
+                s["gflop"] = number_input(st, "Forward GFLOP per sample", 1e-6, 1e9, DEFAULTS["gflop"], key="gflop",
                                              bind=BIND, help="multiply-add = 2 FLOPs; training costs ~3x this")
-                s["act_mib"] = st.number_input("Activation MiB kept per sample", 1e-3, 1e7, DEFAULTS["act_mib"],
+                s["act_mib"] = number_input(st, "Activation MiB kept per sample", 1e-3, 1e7, DEFAULTS["act_mib"],
                                                key="act_mib", bind=BIND)
-                s["tokens"] = st.number_input("Tokens per sample (1 = images)", 1, 10_000_000, DEFAULTS["tokens"],
+                s["tokens"] = number_input(st, "Tokens per sample (1 = images)", 1, 10_000_000, DEFAULTS["tokens"],
                                               key="tokens", bind=BIND)
             else:
                 ids = workload_ids()
@@ -236,7 +275,7 @@ def sidebar() -> Context:
                 try:
                     wl = get_workload(s["model"])
                     if wl.supports_seq_len:
-                        s["seq"] = st.number_input("Sequence length (tokens)", 1, 10_000_000, None, key="seq", bind=BIND,
+                        s["seq"] = number_input(st, "Sequence length (tokens)", 1, 10_000_000, None, key="seq", bind=BIND,
                                                    placeholder=f"{wl.seq_len} (the model's)")
                     st.caption(f"{wl.name}: {wl.params / units.GIGA:.3g} B parameters, "
                                f"{wl.fwd_flop_per_sample / units.GIGA:.4g} GFLOP forward per {wl.sample_unit}")
@@ -264,8 +303,8 @@ def sidebar() -> Context:
                 gpus = sorted(db.gpus)
                 s["gpu"] = st.selectbox("GPU", gpus, index=gpus.index(_default("gpu", gpus)), key="gpu", bind=BIND)
             c1, c2 = st.columns(2)
-            s["gpus"] = c1.number_input("GPUs (total)", 1, 1_000_000, DEFAULTS["gpus"], key="gpus", bind=BIND)
-            s["nodes"] = c2.number_input("Nodes", 1, 100_000, DEFAULTS["nodes"], key="nodes", bind=BIND)
+            s["gpus"] = number_input(c1, "GPUs (total)", 1, 1_000_000, DEFAULTS["gpus"], key="gpus", bind=BIND)
+            s["nodes"] = number_input(c2, "Nodes", 1, 100_000, DEFAULTS["nodes"], key="nodes", bind=BIND)
             if s["hw"] != CALIBRATED:  # the calibrated machine's fabric is what was measured
                 fabrics = list(A.FABRICS)
                 s["fabric"] = st.selectbox("Fabric inside a node", fabrics, key="fabric", bind=BIND,
@@ -275,7 +314,7 @@ def sidebar() -> Context:
                 nets = ["auto", *A.network_ids(db)]
                 s["net"] = st.selectbox("Network between nodes", nets, key="net", bind=BIND,
                                         help="auto: the node's NICs, or InfiniBand of the GPU's era")
-                s["nics"] = st.number_input("NICs per node", 1, 72, None, key="nics", bind=BIND,
+                s["nics"] = number_input(st, "NICs per node", 1, 72, None, key="nics", bind=BIND,
                                             placeholder="the node's")
         with st.expander("Strategy", expanded=True):
             s["strategy"] = st.selectbox("Strategy", list(STRATEGY_KINDS),
@@ -285,9 +324,9 @@ def sidebar() -> Context:
             s["precision"] = st.selectbox("Precision", list(PRECISIONS), index=PRECISIONS.index(DEFAULTS["precision"]),
                                           key="precision", bind=BIND)
             c1, c2 = st.columns(2)
-            s["batch"] = c1.number_input("Per-GPU batch", 1, 10_000_000, DEFAULTS["batch"], key="batch", bind=BIND,
+            s["batch"] = number_input(c1, "Per-GPU batch", 1, 10_000_000, DEFAULTS["batch"], key="batch", bind=BIND,
                                          help="micro-batch per GPU, in samples")
-            s["accum"] = c2.number_input("Accum. steps", 1, 100_000, DEFAULTS["accum"], key="accum", bind=BIND,
+            s["accum"] = number_input(c2, "Accum. steps", 1, 100_000, DEFAULTS["accum"], key="accum", bind=BIND,
                                          help="gradient accumulation steps per optimizer step")
             s["ckpt"] = st.checkbox("Activation checkpointing", key="ckpt", bind=BIND)
             s["optimizer"] = st.selectbox("Optimizer", list(OPTIMIZERS), index=OPTIMIZERS.index(DEFAULTS["optimizer"]),
@@ -298,21 +337,21 @@ def sidebar() -> Context:
                                       help="off: data already prepared; the loader it would need is reported")
             if s["loader"]:
                 c1, c2 = st.columns(2)
-                s["workers"] = c1.number_input("Workers per GPU", 0, 256, DEFAULTS["workers"], key="workers", bind=BIND)
+                s["workers"] = number_input(c1, "Workers per GPU", 0, 256, DEFAULTS["workers"], key="workers", bind=BIND)
                 s["pin"] = c2.checkbox("pin_memory", value=DEFAULTS["pin"], key="pin", bind=BIND)
-                s["cores"] = st.number_input("CPU cores per GPU", 0.1, 1024.0, None, key="cores", bind=BIND,
+                s["cores"] = number_input(st, "CPU cores per GPU", 0.1, 1024.0, None, key="cores", bind=BIND,
                                              placeholder="the node's")
-                s["storage"] = st.number_input("Storage GB/s per node", 0.01, 10000.0, None, key="storage", bind=BIND,
+                s["storage"] = number_input(st, "Storage GB/s per node", 0.01, 10000.0, None, key="storage", bind=BIND,
                                                placeholder="the node's")
         with st.expander("Advanced"):
-            s["bucket"] = st.number_input("DDP bucket (MiB)", 0.1, 4096.0, DEFAULTS["bucket"], key="bucket", bind=BIND)
-            s["baseline"] = st.number_input("Measured one-GPU samples/s", 0.001, 1e12, None, key="baseline", bind=BIND,
+            s["bucket"] = number_input(st, "DDP bucket (MiB)", 0.1, 4096.0, DEFAULTS["bucket"], key="bucket", bind=BIND)
+            s["baseline"] = number_input(st, "Measured one-GPU samples/s", 0.001, 1e12, None, key="baseline", bind=BIND,
                                             placeholder="none",
                                             help="your own single-GPU throughput at this batch and precision: "
                                                  "replaces the modelled compute time")
             s["slow"] = st.slider("Slowest GPU's speed", 0.1, 1.0, DEFAULTS["slow"], 0.05, key="slow", bind=BIND,
                                   help="a throttled or older GPU sets everyone's pace")
-            s["oversub"] = st.number_input("Network oversubscription", 1.0, 16.0, DEFAULTS["oversub"], key="oversub",
+            s["oversub"] = number_input(st, "Network oversubscription", 1.0, 16.0, DEFAULTS["oversub"], key="oversub",
                                            bind=BIND)
         st.caption("The address bar holds this scenario: copy it to share"
                    + (" (the calibration stays in this session)." if inuse is not None else "."))
@@ -385,6 +424,13 @@ def guard(what: str = ""):
         from gpusim.simulate import format_validation_error
 
         st.error(f"{what}{': ' if what else ''}{ui_text(format_validation_error(e))}", icon=":material/error:")
+        st.stop()
+    except Exception as e:  # a bug: one clean line in the page (the traceback goes to the server's log)
+        import logging
+
+        logging.getLogger("gpusim.app").exception("unexpected error in the planner")
+        st.error(f"{what}{': ' if what else ''}gpusim failed unexpectedly ({type(e).__name__}); please report it "
+                 "with the page's URL", icon=":material/bug_report:")
         st.stop()
 
 

@@ -6,15 +6,29 @@ PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8")
 STRATEGIES = ("dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid")
 
 
+def scenario_type(field: str, unit: str = ""):
+    """argparse type: the range of the Scenario field (checked when the flag is given)."""
+    from gpusim.checks import FieldBound
+
+    return FieldBound("gpusim.simulate:Scenario", field, unit)
+
+
+def strategy_type(field: str, unit: str = ""):
+    from gpusim.checks import FieldBound
+
+    return FieldBound("gpusim.strategy:Strategy", field, unit)
+
+
 def add_scenario_args(p, *, batch_required: bool = True) -> None:
     w = p.add_argument_group("workload")
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b")
-    w.add_argument("--seq-len", type=int, help="sequence length for sequence models (one sample = one sequence)")
+    w.add_argument("--seq-len", type=scenario_type("seq_len"),
+                   help="sequence length for sequence models (one sample = one sequence)")
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
     h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
-    h.add_argument("--gpus", type=int, help="total GPUs (default 1, or the calibrated machine's count)")
-    h.add_argument("--nodes", type=int, help="nodes; the GPUs are split evenly (default 1)")
+    h.add_argument("--gpus", type=scenario_type("gpus"), help="total GPUs (default 1, or the calibrated machine's count)")
+    h.add_argument("--nodes", type=scenario_type("nodes"), help="nodes; the GPUs are split evenly (default 1)")
     h.add_argument("--intra", help="intra-node link id (default: the GPU's usual fabric)")
     h.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
                                                 "pcie-host", "pcie-cross-socket"),
@@ -24,26 +38,33 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                                                   "are wired (see `gpusim topo FILE`)")
     h.add_argument("--topo-p2p", metavar="FILE", help="the output of `nvidia-smi topo -p2p r` (peer-to-peer support)")
     h.add_argument("--inter", help="inter-node link id (default: the node's NICs)")
-    h.add_argument("--nics-per-node", type=int, help="GPU-facing NICs per node (default: the node's, or one per GPU)")
-    h.add_argument("--oversubscription", type=float, default=1.0, help="network oversubscription (1 = non-blocking)")
-    h.add_argument("--cpu-cores-per-gpu", type=float, help="CPU cores per GPU for data loading (default: the node's)")
-    h.add_argument("--storage-gbyte-per-s", type=float, help="storage read bandwidth per node, GB/s")
-    h.add_argument("--slowest-gpu-frac", type=float, default=1.0,
+    h.add_argument("--nics-per-node", type=scenario_type("nics_per_node"),
+                   help="GPU-facing NICs per node (default: the node's, or one per GPU)")
+    h.add_argument("--oversubscription", type=scenario_type("oversubscription"), default=1.0,
+                   help="network oversubscription (1 = non-blocking)")
+    h.add_argument("--cpu-cores-per-gpu", type=scenario_type("cpu_cores_per_gpu"),
+                   help="CPU cores per GPU for data loading (default: the node's)")
+    h.add_argument("--storage-gbyte-per-s", type=scenario_type("storage_gbyte_per_s", "GB/s"),
+                   help="storage read bandwidth per node, GB/s")
+    h.add_argument("--slowest-gpu-frac", type=scenario_type("slowest_gpu_speed_frac"), default=1.0,
                    help="speed of the slowest GPU relative to the rest, e.g. 0.8 for one throttled card")
     s = p.add_argument_group("strategy")
     s.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="default ddp")
-    s.add_argument("--per-gpu-batch", type=int, required=batch_required, help="micro-batch per GPU (samples)")
+    s.add_argument("--per-gpu-batch", type=strategy_type("per_gpu_batch"), required=batch_required,
+                   help="micro-batch per GPU (samples)")
     s.add_argument("--precision", choices=PRECISIONS, default="amp_bf16", help="default amp_bf16")
-    s.add_argument("--accum", type=int, default=1, help="gradient accumulation steps (default 1)")
+    s.add_argument("--accum", type=strategy_type("accum"), default=1, help="gradient accumulation steps (default 1)")
     s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
     s.add_argument("--checkpointing", action="store_true", help="full activation checkpointing")
     s.add_argument("--cpu-offload", action="store_true", help="optimizer on the CPU (sharded strategies)")
-    s.add_argument("--bucket-mib", type=float, default=25.0, help="DDP bucket size (default 25 MiB)")
-    s.add_argument("--workers", type=int, help="DataLoader workers per GPU (default: data already prepared; the "
+    s.add_argument("--bucket-mib", type=strategy_type("bucket_mib", "MiB"), default=25.0,
+                   help="DDP bucket size (default 25 MiB)")
+    s.add_argument("--workers", type=strategy_type("num_workers"),
+                   help="DataLoader workers per GPU (default: data already prepared; the "
                                                "loader the prediction needs is reported)")
     s.add_argument("--no-pin-memory", action="store_true", help="DataLoader pin_memory=False")
     m = p.add_argument_group("measurements")
-    m.add_argument("--baseline-throughput", type=float, metavar="SAMPLES_PER_S",
+    m.add_argument("--baseline-throughput", type=scenario_type("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
                    help="measured one-GPU throughput at this per-GPU batch and precision: replaces the modelled "
                         "compute time, and the model predicts the scaling from there")
     m.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")

@@ -31,6 +31,12 @@ _RDZV = (("nnodes", "--nnodes"), ("node_rank", "--node_rank"), ("rdzv_endpoint",
 
 
 def register(sub) -> None:
+    from gpusim.checks import Bound
+
+    # processes per node: NVLink domains reach 72 GPUs; CPU (gloo) runs beyond a few hundred processes only
+    # oversubscribe the machine
+    nproc = Bound(1, 1024, integer=True)
+    seconds = Bound(1, 30 * 86400, unit="s")
     p = sub.add_parser(
         "calibrate", help="measure this machine or cluster (GEMM, memory, collectives, DDP ...) for `gpusim fit`",
         description="Run the calibration benchmarks under torchrun and write a profile directory "
@@ -39,7 +45,7 @@ def register(sub) -> None:
                "or --rdzv-endpoint/--rdzv-backend/--rdzv-id (passed to torchrun).")
     p.add_argument("--quick", action="store_true",
                    help="fewer sizes and repetitions: about a minute on 8 GPUs or on 2 CPU processes")
-    p.add_argument("--nproc-per-node", type=int, metavar="N",
+    p.add_argument("--nproc-per-node", type=nproc, metavar="N",
                    help="processes on this node (default: the number of GPUs; 2 without GPUs)")
     p.add_argument("--backend", choices=["nccl", "gloo"],
                    help="torch.distributed backend (default: nccl when torch sees CUDA GPUs, else gloo on CPU)")
@@ -48,19 +54,20 @@ def register(sub) -> None:
                    help="continue the profile in --out: keep its records, measure only what is missing")
     p.add_argument("--only", metavar="LIST", help=f"comma-separated benchmarks to run (of {','.join(BENCHES)})")
     p.add_argument("--skip", metavar="LIST", help="comma-separated benchmarks to leave out")
-    p.add_argument("--timeout", type=float, metavar="S",
+    p.add_argument("--timeout", type=seconds, metavar="S",
                    help="seconds any distributed call may wait for other ranks (default 120 with --quick, else 300)")
-    p.add_argument("--max-time", type=float, metavar="S",
+    p.add_argument("--max-time", type=Bound(0, 30 * 86400, unit="s"), metavar="S",
                    help="stop the whole run after this many seconds (default 900 with --quick, else 14400; 0: no limit)")
     p.add_argument("-v", "--verbose", action="store_true", help="also show torchrun's and the workers' own output")
     g = p.add_argument_group("torchrun rendezvous (multi-node; passed through)")
     g.add_argument("--nnodes", metavar="N", help="number of nodes, or MIN:MAX")
-    g.add_argument("--node-rank", type=int, metavar="I", help="this node's rank (static rendezvous)")
+    g.add_argument("--node-rank", type=Bound(0, 100_000, integer=True), metavar="I",
+                   help="this node's rank (static rendezvous)")
     g.add_argument("--rdzv-endpoint", metavar="HOST:PORT")
     g.add_argument("--rdzv-id", metavar="ID")
     g.add_argument("--rdzv-backend", metavar="NAME", help="e.g. c10d (with --rdzv-endpoint) or static")
     g.add_argument("--master-addr", metavar="HOST")
-    g.add_argument("--master-port", type=int, metavar="PORT")
+    g.add_argument("--master-port", type=Bound(1, 65535, integer=True), metavar="PORT")
     # test hooks (not shown in --help)
     import argparse
 
@@ -186,6 +193,10 @@ def cmd_calibrate(args) -> int:
     if backend == "nccl" and nproc > n_gpus:
         raise CalibrationError(f"--nproc-per-node {nproc} but torch sees {n_gpus} GPU(s) here; "
                                f"NCCL needs one GPU per process")
+    cores = os.cpu_count() or 1
+    if backend == "gloo" and nproc > 4 * cores:
+        raise CalibrationError(f"--nproc-per-node {nproc} CPU processes on {cores} cores would only measure the "
+                               f"oversubscription; use at most {4 * cores}")
     multi = _multi_node(args)
     if multi and not (args.rdzv_endpoint or args.master_addr):
         raise CalibrationError("multi-node runs need where to meet: --rdzv-endpoint HOST:PORT (with --rdzv-backend c10d) "

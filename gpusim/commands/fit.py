@@ -25,6 +25,9 @@ def cmd_fit(args) -> int:
     from gpusim.calibration import fit
     from gpusim.commands._common import load_db, print_json
 
+    from gpusim.checks import output_path
+
+    output_path(args.output, "-o")  # before minutes of fitting: a device, a directory or a FIFO is refused
     db = load_db(args)
     cal = fit(args.sources, db=db)
     path = cal.save(args.output)

@@ -15,8 +15,25 @@ exit status: 0 with a recommendation; 1 when nothing meets the constraints (the 
 """
 
 
+def _plan(name: str, parse=None):
+    """argparse type: the range of plan()'s input ``name`` (gpusim.plan.INPUT_BOUNDS)."""
+    from gpusim.checks import FieldBound
+
+    return FieldBound("gpusim.plan:INPUT_BOUNDS", name, parse=parse)
+
+
+def _gbyte_per_s(text: str) -> float:
+    from gpusim import units
+
+    return float(text) * units.GB
+
+
 def register(sub) -> None:
     import argparse
+
+    from gpusim import units
+    from gpusim.checks import Bound
+    from gpusim.commands._scenario import scenario_type
 
     p = sub.add_parser(
         "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
@@ -27,33 +44,38 @@ def register(sub) -> None:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("workload and amount of training")
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50")
-    w.add_argument("--seq-len", type=int, help="sequence length for sequence models")
+    w.add_argument("--seq-len", type=scenario_type("seq_len"), help="sequence length for sequence models")
     amount = w.add_mutually_exclusive_group(required=True)
-    amount.add_argument("--tokens", help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")
-    amount.add_argument("--samples", help="samples per epoch, e.g. 1281167 or 1.28M")
-    w.add_argument("--epochs", type=float, default=1.0, help="passes over --samples (or --tokens) (default 1)")
+    amount.add_argument("--tokens", type=_plan("tokens", units.parse_count),
+                        help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")
+    amount.add_argument("--samples", type=_plan("samples", units.parse_count),
+                        help="samples per epoch, e.g. 1281167 or 1.28M")
+    w.add_argument("--epochs", type=_plan("epochs"), default=1.0, help="passes over --samples (or --tokens) (default 1)")
     c = p.add_argument_group("constraints")
-    c.add_argument("--deadline", help="train within this time, e.g. 72h, 14d, 2w")
-    c.add_argument("--budget", type=float, help="spend at most this many USD")
+    c.add_argument("--deadline", type=_plan("deadline_s", units.parse_duration_s),
+                   help="train within this time, e.g. 72h, 14d, 2w")
+    c.add_argument("--budget", type=_plan("budget_usd"), help="spend at most this many USD")
     c.add_argument("--gpu", nargs="+", action="extend", metavar="ID", help="candidate GPUs (default: all)")
     c.add_argument("--node", nargs="+", action="extend", metavar="ID", help="candidate node templates / instances")
-    c.add_argument("--max-gpus", type=int, help="largest cluster to consider (default 4096 GPUs)")
-    c.add_argument("--max-global-batch", type=int,
+    c.add_argument("--max-gpus", type=_plan("max_gpus"), help="largest cluster to consider (default 4096 GPUs)")
+    c.add_argument("--max-global-batch", type=_plan("max_global_batch"),
                    help="largest global batch your recipe converges with (default: the largest published recipe's: "
                         "16M tokens for sequence models, 8192 images)")
     c.add_argument("--cloud", action="store_true", help="rent (default)")
     c.add_argument("--purchase", action="store_true", help="buy (both flags: compare renting with buying)")
     r = p.add_argument_group("recipe")
-    r.add_argument("--global-batch", type=int, help="your recipe's global batch: accumulation reaches it, and the "
+    r.add_argument("--global-batch", type=_plan("global_batch"),
+                   help="your recipe's global batch: accumulation reaches it, and the "
                                                     "learning-rate advice starts from it")
-    r.add_argument("--lr", type=float, help="your recipe's learning rate at --global-batch")
+    r.add_argument("--lr", type=_plan("reference_lr"), help="your recipe's learning rate at --global-batch")
     r.add_argument("--strategy", nargs="+", action="extend", metavar="S",
                    help="strategies to compare (default ddp zero1 zero2 zero3 fsdp-hybrid)")
     r.add_argument("--precision", nargs="+", action="extend", metavar="P",
                    help="precisions (default auto: bf16 mixed precision where the GPU has it)")
     r.add_argument("--no-activation-checkpointing", action="store_true",
                    help="do not consider activation checkpointing")
-    r.add_argument("--workers", type=int, help="DataLoader workers per GPU (default: the node's cores per GPU)")
+    r.add_argument("--workers", type=_plan("num_workers"),
+                   help="DataLoader workers per GPU (default: the node's cores per GPU)")
     r.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
     pr = p.add_argument_group("prices and energy")
     pr.add_argument("--price-override", action="append", default=[], metavar="ID=USD",
@@ -64,24 +86,29 @@ def register(sub) -> None:
     pr.add_argument("--amortize", action="store_true",
                     help="purchase: rank by the run's share of the capital over --lifetime-years plus energy "
                          "(default: capital plus energy)")
-    pr.add_argument("--lifetime-years", type=float, default=4.0, help="purchase amortisation (default 4)")
+    pr.add_argument("--lifetime-years", type=_plan("lifetime_years"), default=4.0, help="purchase amortisation (default 4)")
     pr.add_argument("--energy", metavar="ID", help="electricity entry of the database (default: `default`)")
-    pr.add_argument("--usd-per-kwh", type=float, help="electricity price")
-    pr.add_argument("--pue", type=float, help="data-centre PUE")
+    pr.add_argument("--usd-per-kwh", type=_plan("usd_per_kwh"), help="electricity price")
+    pr.add_argument("--pue", type=_plan("pue"), help="data-centre PUE")
     a = p.add_argument_group("whole-run accounting")
-    a.add_argument("--checkpoint-interval", help="e.g. 2h (default: Young's optimum for each configuration)")
-    a.add_argument("--checkpoint-gbyte-per-s", type=float, help="checkpoint write bandwidth, GB/s, all nodes together")
-    a.add_argument("--failure-rate", type=float,
+    a.add_argument("--checkpoint-interval", type=_plan("checkpoint_interval_s", units.parse_duration_s),
+                   help="e.g. 2h (default: Young's optimum for each configuration)")
+    a.add_argument("--checkpoint-gbyte-per-s", type=_plan("checkpoint_write_bytes_per_s", _gbyte_per_s),
+                   help="checkpoint write bandwidth, GB/s, all nodes together")
+    a.add_argument("--failure-rate", type=_plan("failure_rate_per_gpu_hour"),
                    help="interruptions per GPU-hour (default 1.97e-5, Llama 3: 419 in 54 days on 16,384 H100)")
-    a.add_argument("--restart", help="time to resume after an interruption (default 15min)")
-    a.add_argument("--eval-overhead", type=float, help="evaluation time as a fraction of training (default 0.01)")
+    a.add_argument("--restart", type=_plan("restart_s", units.parse_duration_s),
+                   help="time to resume after an interruption (default 15min)")
+    a.add_argument("--eval-overhead", type=_plan("eval_overhead_frac"),
+                   help="evaluation time as a fraction of training (default 0.01)")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="configurations, pareto, recommendation ... as JSON")
     out.add_argument("--csv", action="store_true", help="configurations as CSV")
     o.add_argument("--all", action="store_true",
                    help="with --json/--csv: every configuration evaluated (default: the best per hardware and count)")
-    o.add_argument("--top", type=int, default=20, help="Pareto rows shown in the table (default 20)")
+    o.add_argument("--top", type=Bound(1, 100_000, integer=True), default=20,
+                   help="Pareto rows shown in the table (default 20)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
     p.set_defaults(func=cmd_plan)
@@ -133,14 +160,8 @@ def cmd_plan(args) -> int:
     import sys
 
     from gpusim import units
-    from gpusim.commands._common import load_db, parse_flag, print_json
+    from gpusim.commands._common import load_db, print_json
     from gpusim.plan import plan
-
-    def dur(text, flag):
-        return parse_flag(units.parse_duration_s, text, flag)
-
-    def count(text, flag):
-        return parse_flag(units.parse_count, text, flag)
 
     db = load_db(args)
     params, db, cal = _calibrated(args, db)
@@ -149,7 +170,7 @@ def cmd_plan(args) -> int:
     if args.failure_rate is not None:
         kw["failure_rate_per_gpu_hour"] = args.failure_rate
     if args.restart is not None:
-        kw["restart_s"] = dur(args.restart, "--restart")
+        kw["restart_s"] = args.restart
     if args.eval_overhead is not None:
         kw["eval_overhead_frac"] = args.eval_overhead
     if args.precision:
@@ -163,17 +184,15 @@ def cmd_plan(args) -> int:
 
     progress, stop = _progress(args)
     try:
-        res = plan(args.model, seq_len=args.seq_len, tokens=count(args.tokens, "--tokens"),
-                   samples=count(args.samples, "--samples"), epochs=args.epochs,
-                   deadline_s=dur(args.deadline, "--deadline"), budget_usd=args.budget,
+        res = plan(args.model, seq_len=args.seq_len, tokens=args.tokens, samples=args.samples, epochs=args.epochs,
+                   deadline_s=args.deadline, budget_usd=args.budget,
                    max_global_batch=args.max_global_batch, global_batch=args.global_batch, reference_lr=args.lr,
                    gpus=args.gpu, nodes=args.node, max_gpus=args.max_gpus, mode=mode, pricing=args.pricing,
                    price_overrides=_parse_overrides(args.price_override),
                    cost_basis="amortized" if args.amortize else "capital", lifetime_years=args.lifetime_years,
                    energy=args.energy, usd_per_kwh=args.usd_per_kwh, pue=args.pue, optimizer=args.optimizer,
-                   checkpoint_interval_s=dur(args.checkpoint_interval, "--checkpoint-interval"),
-                   checkpoint_write_bytes_per_s=(args.checkpoint_gbyte_per_s * units.GB
-                                                 if args.checkpoint_gbyte_per_s is not None else None),
+                   checkpoint_interval_s=args.checkpoint_interval,
+                   checkpoint_write_bytes_per_s=args.checkpoint_gbyte_per_s,
                    db=db, params=params, progress=progress, **kw)
     finally:
         stop()
@@ -255,6 +274,7 @@ def print_plan(res, top: int = 20) -> None:
     from rich.table import Table
 
     from gpusim import units
+    from gpusim.plan import bom_line
 
     con = Console(width=max(150, Console().width), highlight=False)
     inp = res.inputs
@@ -309,7 +329,7 @@ def print_plan(res, top: int = 20) -> None:
     if res.bom:
         con.print("\n[bold]Bill of materials[/] (per node unless stated)")
         for it in res.bom["items"]:
-            con.print(f"  - {_bom_line(it)}")
+            con.print(f"  - {bom_line(it, warn=lambda t: f'[red]{t}[/]')}")
     if res.sensitivity:
         st = Table(title="Sensitivity of the recommendation (pessimistic / optimistic end of each range)",
                    header_style="bold")
@@ -335,30 +355,3 @@ def _scalar(v):
     import numpy as np
 
     return v.item() if isinstance(v, np.generic) else v
-
-
-def _bom_line(it: dict) -> str:
-    from gpusim import units
-
-    name = it["item"]
-    if name.startswith("power"):
-        vendor = f" (vendor maximum {it['vendor_max_w'] / 1000:.3g} kW)" if it.get("vendor_max_w") else ""
-        return (f"power supply: {it['value_w'] / 1000:.3g} kW ({it['component_w'] / 1000:.3g} kW of components){vendor}"
-                f" - {it['rule']}")
-    if name.startswith("CPU"):
-        have = f"; the node has {it['node_has']}" + ("" if it["ok"] else " [red](too few)[/]") if it["node_has"] else ""
-        return f"CPU cores: at least {it['value']} (up to {it['recommended_max']}){have} - {it['rule']}"
-    if name.startswith("system RAM"):
-        have = (f"; the node has {it['node_has_gib']:,.0f} GiB" + ("" if it["ok"] else " [red](too little)[/]")
-                if it["node_has_gib"] else "")
-        return f"system RAM: at least {it['value_gib']:,.0f} GiB{have} - {it['rule']}"
-    if name.startswith("storage"):
-        return (f"storage: read {units.format_rate_bytes(it['read_bytes_per_s_per_node'])} per node for data; write "
-                f"{units.format_rate_bytes(it['checkpoint_write_bytes_per_s'])} in total for "
-                f"{units.format_bytes(it['checkpoint_bytes'])} checkpoints - {it['rule']}")
-    if name.startswith("network"):
-        if not it["endpoint_ports"]:
-            return "network: single node, no fabric needed"
-        return (f"network: {it['nic_ports_per_node']} x {it['nic_link']} ports per node, {it['endpoint_ports']} in "
-                f"all; {it['leaf_switches']} leaf + {it['spine_switches']} spine switches - {it['rule']}")
-    return str(it)

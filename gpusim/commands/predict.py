@@ -6,13 +6,14 @@ ORDER = 20
 
 
 def register(sub) -> None:
-    from gpusim.commands._scenario import add_scenario_args
+    from gpusim.checks import Bound
+    from gpusim.commands._scenario import scenario_type, add_scenario_args
 
     p = sub.add_parser("predict", help="predict one training step and explain what holds it back",
                        description="Predict the step time, throughput, scaling efficiency, MFU and memory of one "
                                    "data-parallel training scenario, with its bottleneck and recommendations.")
     add_scenario_args(p)
-    p.add_argument("--measured-throughput", type=float, metavar="SAMPLES_PER_S",
+    p.add_argument("--measured-throughput", type=scenario_type("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
                    help="your measured throughput of this multi-GPU job (all GPUs): gpusim says how much of the gap "
                         "to linear scaling its model explains, and what would explain the rest")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -24,7 +25,8 @@ def register(sub) -> None:
     add_scenario_args(s)
     s.add_argument("--mode", choices=("weak", "strong"), default="weak")
     s.add_argument("--counts", help="comma-separated GPU counts (default 1, 2, 4, 8 ... up to --gpus)")
-    s.add_argument("--global-batch", type=int, help="strong scaling: the fixed global batch (default per-GPU x GPUs)")
+    s.add_argument("--global-batch", type=Bound(1, 1e9, integer=True),
+                   help="strong scaling: the fixed global batch (default per-GPU x GPUs)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_scale)
 
@@ -40,15 +42,12 @@ def cmd_predict(args) -> int:
     from gpusim.commands._scenario import resolve
     from gpusim.simulate import simulate
 
-    from gpusim.errors import ScenarioError
 
     scn, db, params, cal = resolve(args)
     res = simulate(scn, db=db, params=params)
     interval = _interval(cal, scn, db, params)
     gap = None
     if args.measured_throughput is not None:
-        if not args.measured_throughput > 0:
-            raise ScenarioError("--measured-throughput must be a positive number of samples per second")
         from gpusim.diagnose import explain_measurement
 
         gap = explain_measurement(scn, res, args.measured_throughput, db=db, params=params)
@@ -58,6 +57,8 @@ def cmd_predict(args) -> int:
             d["interval"] = interval
         if gap:
             d["measured_vs_predicted"] = gap
+        if args.calibration:  # with `scenario`, enough to replay this prediction (`gpusim compare FILE ...`)
+            d["calibration_file"] = str(args.calibration)
         print_json(d)
         return 0
     print_report(res, interval)

@@ -20,16 +20,12 @@ def register(sub) -> None:
 
 def read_text(path: str) -> str:
     import sys
-    from pathlib import Path
 
-    from gpusim.errors import GpusimError
+    from gpusim.checks import read_text as read_checked
 
     if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise GpusimError(f"{path}: cannot read: {e.strerror or e}") from None
+        return sys.stdin.read(64 * 1024 * 1024)
+    return read_checked(path, "`nvidia-smi topo -m` output")
 
 
 def load_topology(path: str, p2p_path: str | None = None):

@@ -6,6 +6,8 @@ ORDER = 50
 
 
 def register(sub) -> None:
+    from gpusim.checks import Bound
+
     p = sub.add_parser("validate", help="compare predictions with published measurements",
                        description="Run the model over shared/validation/measurements.csv (or your CSV with the same "
                                    "columns) and print, per source and kind, how many rows it could predict and the "
@@ -14,7 +16,8 @@ def register(sub) -> None:
     p.add_argument("csv", nargs="*", help="measurement CSV(s) (default: the project's validation set)")
     p.add_argument("--calibration", metavar="FILE", help="use a calibration file's parameters")
     p.add_argument("--rows", action="store_true", help="print every row's measured and predicted values")
-    p.add_argument("--worst", type=int, default=8, help="list the N worst anchored rows (default 8)")
+    p.add_argument("--worst", type=Bound(0, 100_000, integer=True), default=8,
+                   help="list the N worst anchored rows (default 8)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 

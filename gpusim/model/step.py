@@ -48,6 +48,26 @@ SHARD_STAGE = np.array([0, 0, 1, 2, 3, 3])
 BOTTLENECKS = ("compute", "cpu-dispatch", "communication", "data-loading", "optimizer", "stragglers", "overhead",
                "memory")
 BREAKDOWN_KEYS = ("compute_s", "comm_exposed_s", "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
+#: The one bottleneck rule (used by every caller; diagnose.py's advice follows from it): a part of the step other
+#: than compute (exposed communication, data wait, optimizer, stragglers, overhead) is the bottleneck when it
+#: is the largest such part and takes at least this share of the step: removing it would make the step at
+#: least 1 / (1 - 0.25) = 1.33x faster (Amdahl's law). Otherwise the step is compute-bound (``cpu-dispatch``
+#: when the CPU's kernel launches set the pace); a configuration that does not fit is ``memory``.
+BOTTLENECK_SHARE_FRAC = 0.25
+
+
+def bottleneck_codes(step_s, losses, dispatch_bound, fits):
+    """Codes into :data:`BOTTLENECKS` by the rule of :data:`BOTTLENECK_SHARE_FRAC`. ``losses``: the non-compute
+    parts as ``(code, seconds)`` in :data:`BOTTLENECKS` order (ties go to the first)."""
+    largest = np.zeros(np.shape(step_s), dtype=np.float64)
+    code = np.zeros(np.shape(step_s), dtype=np.int64)
+    for c, part in losses:
+        bigger = np.asarray(part) > largest
+        code = np.where(bigger, c, code)
+        largest = np.maximum(largest, part)
+    compute_code = np.where(dispatch_bound, 1, 0)
+    out = np.where(largest >= BOTTLENECK_SHARE_FRAC * np.asarray(step_s), code, compute_code)
+    return np.where(fits, out, 7).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -308,15 +328,9 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     max_b = max_micro_batch(mem, inp.mem_capacity_bytes)
 
     # ---- bottleneck -----------------------------------------------------------------------------
-    dispatch_bound = mc["cpu_dispatch_s"] > mc["gpu_s"]
-    bottleneck = np.zeros(np.shape(step_s), dtype=np.int64)
-    largest = np.array(compute_s, dtype=np.float64, copy=True)
-    for code, part in ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s)):
-        bigger = part > largest
-        bottleneck[bigger] = code
-        np.maximum(largest, part, out=largest)
-    bottleneck = np.where((bottleneck == 0) & dispatch_bound & ~measured, 1, bottleneck)
-    bottleneck = np.where(fits, bottleneck, 7)
+    dispatch_bound = (mc["cpu_dispatch_s"] > mc["gpu_s"]) & ~measured
+    bottleneck = bottleneck_codes(step_s, ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s),
+                                           (6, overhead_s)), dispatch_bound, fits)
 
     return {
         "step_s": step_s,
@@ -333,6 +347,6 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "memory_gradients_bytes": mem["gradients"], "memory_optimizer_bytes": mem["optimizer"],
         "memory_activations_bytes": mem["activations"], "memory_buffers_bytes": mem["buffers"],
         "memory_overhead_bytes": mem["overhead"], "fits_in_memory": fits, "max_micro_batch": max_b,
-        "bottleneck_code": bottleneck, "grad_bytes": G,
+        "bottleneck_code": bottleneck, "dispatch_bound": dispatch_bound, "grad_bytes": G,
         "allreduce_s": np.where(multi, allreduce_s, 0.0),
     }

@@ -213,3 +213,18 @@ def test_calibration_upload_reaches_every_page(server, browser, tmp_path):
     assert page.get_by_text("90% interval").count() == 0
     assert not errors, errors
     page.close()
+
+
+def test_step_path_and_a_hostile_url_in_chromium(server, browser):
+    """`/step` (the menu's own path of the first page) is served, and a URL value no widget can hold is dropped
+    with a notice instead of a traceback."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{server}/step?batch=inf&nodes=1e400")
+        _settle(page, 1)
+        body = page.inner_text("body")
+        assert "Page not found" not in body
+        assert "batch='inf' ignored" in body and "Traceback" not in body
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()

@@ -211,7 +211,7 @@ def test_a_binary_file_path_is_an_error(tmp_path):
     blob.write_bytes(bytes(range(256)))
     at = load_path(run_app("calibration"), str(blob))
     assert not at.exception
-    assert at.error and "not UTF-8 text" in at.error[0].value and not in_use(at)
+    assert at.error and "binary file" in at.error[0].value and not in_use(at)
 
 
 def test_a_calibration_file_path_is_loaded():

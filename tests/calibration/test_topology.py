@@ -167,3 +167,25 @@ def test_no_torch_import():
     code = ("import sys, gpusim.topology, gpusim.profile; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_implausibly_large_matrix_is_refused_and_large_ones_parse_linearly():
+    import sys
+    import time
+    from pathlib import Path
+
+    import pytest
+
+    from gpusim.topology import MAX_DEVICES, TopologyError, parse_topo
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from topo_speed import matrix
+
+    with pytest.raises(TopologyError, match="one node"):
+        parse_topo(matrix(MAX_DEVICES + 1))
+    t0 = time.perf_counter()
+    topo = parse_topo(matrix(128))
+    s = topo.summary()
+    topo.warnings()
+    assert s["n_gpus"] == 128 and s["gpu_pairs"] == 128 * 127 // 2
+    assert time.perf_counter() - t0 < 10.0  # was minutes-scale superlinear; benchmarks/topo_speed.py times it

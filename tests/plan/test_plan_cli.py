@@ -16,7 +16,10 @@ FAST = ["--model", "gpt2", "--tokens", "1e9", "--gpu", "a100-sxm4-40gb", "--max-
 
 
 def run(capsys, *args):
-    code = main(list(args))
+    try:
+        code = main(list(args))
+    except SystemExit as e:  # argparse's usage errors (flags out of range) exit 2 from the parser
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -1,0 +1,63 @@
+"""Compare: pin the current scenario, change something in the sidebar, and see both side by side, with the
+change that explains most of the difference (gpusim.compare: every change evaluated by the model on its own)."""
+
+import streamlit as st
+
+from gpusim.app_pages import shell
+from gpusim.compare import FIGURES, change_text, compare, format_figure
+
+PIN_KEY = "_pinned_scenario"
+
+ctx = shell.require_scenario()
+st.markdown(f"#### Compare · {shell.scenario_title(ctx)}")
+pinned = st.session_state.get(PIN_KEY)
+c = st.columns([1, 1, 3])
+if c[0].button("Pin this scenario", icon=":material/push_pin:", help="keep it as the reference, then change the "
+               "sidebar: this page shows both"):
+    st.session_state[PIN_KEY] = pinned = (ctx.scenario, ctx.params, shell.scenario_title(ctx))
+if pinned is not None and c[1].button("Unpin", icon=":material/close:"):
+    st.session_state.pop(PIN_KEY, None)
+    pinned = None
+if pinned is None:
+    st.info("Pin the current scenario, then change anything in the sidebar (GPU, network, batch, strategy ...): "
+            "this page then shows the pinned and the current scenario side by side, and which change explains most "
+            "of the difference.", icon=":material/push_pin:")
+    st.stop()
+
+ref_scn, ref_params, ref_title = pinned
+with shell.guard("cannot compare these scenarios"):
+    out = compare([ref_scn, ctx.scenario], names=["pinned", "current"], db=ctx.db,
+                  params_each=[ref_params, ctx.params])
+st.caption(f"pinned: {ref_title}")
+res = out["results"]
+
+
+rows = [{"": k.removeprefix("strategy."), "pinned": str(out["inputs"][0][k]), "current": str(out["inputs"][1][k])}
+        for k in out["differs"]]
+if not rows:
+    st.info("The current scenario is the pinned one: change something in the sidebar.")
+figs = []
+for key, label, unit, higher in FIGURES:
+    a, b = res[0][key], res[1][key]
+    rel = (f"{b / a - 1:+.0%}" if isinstance(a, (int, float)) and not isinstance(a, bool) and a else "")
+    figs.append({"": label, "pinned": format_figure(unit, a), "current": format_figure(unit, b), "change": rel})
+left, right = st.columns([1, 1.4])
+with left:
+    st.markdown("**Inputs that differ**")
+    st.dataframe(rows, hide_index=True, width="stretch")
+with right:
+    st.markdown("**Predicted**")
+    st.dataframe(figs, hide_index=True, width="stretch")
+g = out["gaps"][0]
+st.markdown(f"**Current vs pinned: throughput x{g['throughput_ratio']:.3g}.** One change at a time on the pinned "
+            "scenario:")
+for ch in g["changes"]:
+    if ch["effect_samples_per_s"] is None:
+        st.markdown(f"- {change_text(ch)}: {shell.ui_text(ch['note'] or '')}")
+    else:
+        share = f", {ch['share_of_gap_frac']:.0%} of the difference" if ch["share_of_gap_frac"] is not None else ""
+        st.markdown(f"- {change_text(ch)}: {ch['effect_samples_per_s']:+,.4g} samples/s{share}"
+                    + (f" ({ch['note']})" if ch["note"] else ""))
+if g["explains_most"] is not None and len(g["changes"]) > 1:
+    st.success(f"{change_text(g['explains_most'])} explains most of the difference.", icon=":material/insights:")
+shell.downloads("gpusim-compare", json_obj=out)

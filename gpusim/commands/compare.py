@@ -1,0 +1,194 @@
+"""``gpusim compare``: two or more scenarios side by side, and which difference explains most of the gap."""
+
+from __future__ import annotations
+
+ORDER = 22
+
+_EPILOG = """\
+scenarios are given as flag sets separated by --vs (each later set changes only what it names, on top of
+the first), or as JSON files saved by `gpusim predict ... --json > FILE`, or both:
+  gpusim compare --model resnet50 --gpu a100-sxm4-80gb --gpus 32 --nodes 4 --inter eth-25g --per-gpu-batch 64 \\
+                 --vs --inter ib-hdr-200 --vs --per-gpu-batch 256
+  gpusim compare run-a.json run-b.json
+"""
+
+
+import argparse
+
+_NEED_TWO = ("compare needs at least two scenarios: flag sets separated by --vs, or saved `gpusim predict --json` "
+             "files (see `gpusim compare --help`)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="scenarios side by side, and which difference explains most of the gap",
+                       description="Predict two or more scenarios, print them side by side with the inputs that "
+                                   "differ highlighted, and attribute each scenario's throughput gap to the first "
+                                   "one change at a time (every change evaluated by the model on its own).",
+                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("items", nargs="*", metavar="SCENARIO",
+                   help="flag sets separated by --vs, and/or files from `gpusim predict --json`")
+    p.set_defaults(func=cmd_compare)
+    p.__class__ = _RawItems  # the scenario flags are parsed per --vs chunk, not by this parser
+
+
+class _RawItems(argparse.ArgumentParser):
+    """Keeps every token (flags of the scenarios included, in order) as ``items``; only --json and --help are
+    this parser's own."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(args or [])
+        if args in (["-h"], ["--help"]) or not args:
+            return super().parse_known_args(args, namespace)
+        ns = namespace or argparse.Namespace()
+        ns.json = "--json" in args
+        ns.items = [a for a in args if a != "--json"]
+        for k, v in self._defaults.items():
+            setattr(ns, k, v)
+        return ns, []
+
+    def error(self, message):
+        self.exit(2, f"gpusim: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _scenario_parser():
+    import argparse
+
+    from gpusim.cli import _Parser
+    from gpusim.commands._scenario import add_scenario_args
+
+    p = _Parser(prog="gpusim compare", add_help=False, argument_default=None)
+    add_scenario_args(p, batch_required=False)
+    p.add_argument("--name", help=argparse.SUPPRESS)
+    return p
+
+
+def _split(items: list[str]) -> list[list[str]]:
+    chunks, cur = [], []
+    for tok in items:
+        if tok == "--vs":
+            chunks.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    chunks.append(cur)
+    return chunks
+
+
+def flatten_kwargs(scn) -> dict:
+    d = scn.model_dump(exclude={"workload"})
+    return {**{k: v for k, v in d.items() if k != "strategy"}, **d["strategy"]}
+
+
+def parse_items(items: list[str], db, hwdb_dirs):
+    """Scenarios, names and per-scenario params from the command line (see the epilog)."""
+    from pathlib import Path
+
+    from gpusim.checks import load_json
+    from gpusim.commands._scenario import resolve
+    from gpusim.compare import scenario_from_json
+    from gpusim.errors import ScenarioError
+
+    if not items:
+        raise ScenarioError(_NEED_TWO)
+    scns, names, params = [], [], []
+    base: list[str] | None = None
+    parser = _scenario_parser()
+    for chunk in _split(items):
+        if not chunk:
+            raise ScenarioError("compare: an empty scenario (two --vs in a row, or --vs at an end)")
+        if all(not t.startswith("-") for t in chunk):  # one or more saved predictions
+            for f in chunk:
+                scn, cal_file = scenario_from_json(load_json(f, "saved prediction"), f)
+                p = None
+                if cal_file:  # the prediction was made with a calibration: replay it with the same parameters
+                    from gpusim.calibration import load_calibration
+
+                    _, p, _ = load_calibration(cal_file).apply(flatten_kwargs(scn), db)
+                scns.append(scn)
+                names.append(Path(f).stem)
+                params.append(p)
+            continue
+        tokens = chunk if base is None else base + chunk
+        if base is None:
+            base = chunk
+        ns = parser.parse_args(tokens)
+        if ns.model is None:
+            raise ScenarioError("compare: the first flag set needs --model (and --gpu or --node)")
+        ns.hwdb = hwdb_dirs
+        scn, _, p, _ = resolve(ns)
+        scns.append(scn)
+        names.append(ns.name or chr(ord("A") + len(names)))
+        params.append(p)
+    if len(scns) < 2:
+        raise ScenarioError(_NEED_TWO)
+    return scns, names, params
+
+
+def cmd_compare(args) -> int:
+    from gpusim.commands._common import load_db, print_json
+    from gpusim.compare import compare
+
+    db = load_db(args)
+    scns, names, params = parse_items(list(args.items or []), db, getattr(args, "hwdb", None))
+    out = compare(scns, names=names, db=db, params_each=params)
+    if args.json:
+        print_json(out)
+        return 0
+    print_comparison(out)
+    return 0
+
+
+def print_comparison(out: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpusim.compare import FIGURES, change_text, format_figure
+    from gpusim.compare import signed
+
+    con = Console(width=max(110, Console().width), highlight=False)
+    names, results, flats = out["names"], out["results"], out["inputs"]
+    t = Table(title="scenarios side by side (differences in yellow; figures against the first: green better, "
+                    "red worse)", header_style="bold")
+    t.add_column("")
+    for n in names:
+        t.add_column(n, justify="right")
+    t.add_row("[bold]inputs that differ[/]", *[""] * len(names))
+    for k in out["differs"]:
+        t.add_row(k.removeprefix("strategy."),
+                  *[(f"[yellow]{f.get(k)}[/]" if i and f.get(k) != flats[0].get(k) else str(f.get(k)))
+                    for i, f in enumerate(flats)])
+    t.add_row("[bold]predicted[/]", *[""] * len(names))
+    for key, label, unit, higher in FIGURES:
+        cells = []
+        for i, r in enumerate(results):
+            v, v0 = r[key], results[0][key]
+            text = format_figure(unit, v)
+            if i and higher is not None and v != v0 and isinstance(v, (int, float)):
+                better = (v > v0) == higher
+                rel = f" ({v / v0 - 1:+.0%})" if isinstance(v0, (int, float)) and v0 and not isinstance(v, bool) else ""
+                text = f"[{'green' if better else 'red'}]{text}{rel}[/]"
+            elif i and higher is None and v != v0:
+                text = f"[yellow]{text}[/]"
+            cells.append(text)
+        t.add_row(label, *cells)
+    for part in results[0]["breakdown_s"]:
+        t.add_row(f"  {part.removesuffix('_s')}",
+                  *[f"{format_figure('s', r['breakdown_s'][part])} ({r['breakdown_s'][part] / r['step_s']:.0%})"
+                    for r in results])
+    con.print(t)
+    for g in out["gaps"]:
+        con.print(f"[bold]{g['name']} vs {g['reference']}[/]: throughput x{g['throughput_ratio']:.3g} "
+                  f"({signed(g['gap_samples_per_s'])} samples/s); one change at a time on {g['reference']}:")
+        for c in g["changes"]:
+            if c["effect_samples_per_s"] is None:
+                con.print(f"  {change_text(c)}: {c['note']}")
+                continue
+            share = f", {c['share_of_gap_frac']:.0%} of the gap" if c["share_of_gap_frac"] is not None else ""
+            note = f" ({c['note']})" if c["note"] else ""
+            e = c["effect_samples_per_s"]
+            con.print(f"  {change_text(c)}: {signed(e)} samples/s{share}{note}")
+        if g["explains_most"] is not None and len(g["changes"]) > 1:
+            con.print(f"  -> [bold]{change_text(g['explains_most'])}[/] explains most of the gap; the changes "
+                      f"together add {signed(g['interaction_samples_per_s'])} "
+                      "samples/s beyond the sum of their separate effects")

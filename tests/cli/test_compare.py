@@ -1,0 +1,61 @@
+"""gpusim compare: flag sets and saved predictions side by side; the gap attributed one change at a time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpusim.cli import main
+from gpusim.compare import compare
+from gpusim.simulate import Scenario, simulate
+
+BASE = ["--model", "resnet50", "--gpu", "a100-sxm4-80gb", "--gpus", "32", "--nodes", "4", "--inter", "eth-25g",
+        "--per-gpu-batch", "64"]
+
+
+def test_compare_flag_sets_attributes_the_gap(capsys):
+    assert main(["compare", *BASE, "--vs", "--inter", "ib-hdr-200", "--per-gpu-batch", "256", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["differs"] == ["inter", "strategy.per_gpu_batch"]
+    g = out["gaps"][0]
+    b = out["results"][1]["throughput_samples_per_s"]
+    a = out["results"][0]["throughput_samples_per_s"]
+    assert g["gap_samples_per_s"] == pytest.approx(b - a)
+    # each change alone is the model's answer for the reference with only that change
+    for ch in g["changes"]:
+        (key, (old, new)), = ch["inputs"].items()
+        changed = Scenario.create(model="resnet50", gpu="a100-sxm4-80gb", gpus=32, nodes=4, inter="eth-25g",
+                                  per_gpu_batch=64).with_changes(**{key.removeprefix("strategy."): new})
+        assert ch["alone_samples_per_s"] == pytest.approx(simulate(changed).throughput_samples_per_s)
+    assert g["explains_most"] is g["changes"][0] or g["explains_most"] == g["changes"][0]
+    assert abs(g["changes"][0]["effect_samples_per_s"]) >= abs(g["changes"][1]["effect_samples_per_s"])
+
+
+def test_compare_replays_saved_predictions(tmp_path, capsys):
+    files = []
+    for i, extra in enumerate(([], ["--inter", "ib-hdr-200"])):
+        assert main(["predict", *BASE, *extra, "--json"]) == 0
+        f = tmp_path / f"run{i}.json"
+        f.write_text(capsys.readouterr().out)
+        files.append(str(f))
+    assert main(["compare", *files]) == 0
+    text = capsys.readouterr().out
+    assert "run1 vs run0" in text and "inter eth-25g -> ib-hdr-200" in text and "100% of the gap" in text
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["compare", *BASE], "at least two scenarios"),
+    (["compare", *BASE, "--vs"], "empty scenario"),
+    (["compare", "/nonexistent.json", "/nonexistent2.json"], "No such file"),
+])
+def test_compare_bad_input(capsys, argv, needle):
+    assert main(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_gpus_and_nodes_change_together():
+    a = Scenario.create(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=64)
+    b = a.with_changes(gpus=16, nodes=2)
+    out = compare([a, b])
+    assert [list(c["inputs"]) for c in out["gaps"][0]["changes"]] == [["gpus", "nodes"]]
