@@ -12,6 +12,7 @@ A data file holds a ``title``, an ``order`` (where the family sits in ``gpusim m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
@@ -90,6 +91,8 @@ class ModelEntry(BaseModel):
     aliases: tuple[str, ...] = ()
     builder: Literal["transformer", "resnet", "vgg16", "inception_v3", "ssd300", "mask_rcnn", "gnmt"] = "transformer"
     spec: dict[str, Any] | None = None
+    hf_config: dict[str, Any] | None = None
+    seq_len: int | None = Field(default=None, ge=1, description="default tokens per sequence (overrides the config's)")
     args: dict[str, Any] = {}
     pipeline: Literal["imagenet", "squad", "text"] | None = None
     sources: tuple[str, ...] = Field(min_length=1)
@@ -104,8 +107,9 @@ class ModelEntry(BaseModel):
 
     @model_validator(mode="after")
     def _spec_iff_transformer(self):
-        if (self.builder == "transformer") != (self.spec is not None):
-            raise ValueError("a transformer entry needs `spec`; other builders take `args`, not `spec`")
+        if (self.builder == "transformer") != ((self.spec is None) != (self.hf_config is None)):
+            raise ValueError("a transformer entry needs one of `spec` (TransformerSpec fields) or `hf_config` "
+                             "(a Hugging Face config.json); other builders take `args`")
         return self
 
 
@@ -144,9 +148,22 @@ def _load() -> tuple[dict[str, Callable[[int | None], Workload]], dict[str, str]
             if m.id in catalogue:
                 raise ScenarioError(f"catalogue file {path.name}: duplicate model id {m.id!r}")
             if m.builder == "transformer":
-                spec = spec_from_dict({**doc.defaults, **m.spec}, f"catalogue file {path.name}, model {m.id!r}")
+                where = f"catalogue file {path.name}, model {m.id!r}"
+                assumed: tuple[str, ...] = ()
+                if m.hf_config is not None:
+                    from gpusim.workload.from_config import spec_from_config
+
+                    try:
+                        spec, _, assumptions, _, _ = spec_from_config(m.hf_config)
+                    except ScenarioError as e:
+                        raise ScenarioError(f"{where}: {e}") from None
+                    assumed = tuple(a for a in assumptions if not a.startswith("sequence length"))
+                else:
+                    spec = spec_from_dict({**doc.defaults, **m.spec}, where)
+                if m.seq_len is not None:
+                    spec = dataclasses.replace(spec, seq_len=m.seq_len)
                 info = _Info(m.id, m.name, m.family, (*m.sources, _KORTHIKANTI), m.notes,
-                             PIPELINES[m.pipeline] if m.pipeline else None)
+                             PIPELINES[m.pipeline] if m.pipeline else None, assumed)
                 specs[m.id] = (info, spec)
                 catalogue[m.id] = functools.partial(build_transformer, info, spec)
             else:
