@@ -81,3 +81,48 @@ def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[s
         "megatron_attention_part_flop_per_token": 6 * L * core,
         "mfu_uses": MFU_CONVENTION,
     }
+
+
+def breakdown(workload) -> list[dict[str, float | int | str]]:
+    """Per-part parameters and forward FLOPs per token of a transformer workload: embeddings,
+    attention, dense MLP, router, routed experts (total and active), shared experts, norms, LM head.
+
+    Each row: ``part``, ``layers`` (how many layers have it, 0 outside the layers), ``params``,
+    ``active_params`` and ``fwd_flop_per_token`` (summed over those layers; from the workload's layer
+    groups, so the rows' FLOPs add up to ``fwd_flop_per_sample / tokens``)."""
+    spec = workload.transformer
+    if spec is None:
+        return []
+    tokens = workload.tokens_per_sample if workload.sample_unit == "sequence" else 1.0
+    flop: dict[str, float] = {}
+    part_of = {"attention projections": "attention", "attention (fused)": "attention",
+               "attention scores and context": "attention", "mlp": "mlp", "router": "router",
+               "experts": "experts", "shared experts": "shared experts", "lm head": "lm head"}
+    for g in workload.layers:
+        part = part_of.get(g.name, "lm head" if g.name.startswith("lm head") else "other")
+        flop[part] = flop.get(part, 0.0) + g.fwd_flop_per_sample / tokens
+    L, L_moe = spec.n_layers, spec.n_moe_layers
+    h, V = float(spec.d_model), spec.padded_vocab
+    emb = V * h + spec.token_types * h + (float(spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
+    head = V * h if spec.head == "lm" and not spec.tied_embeddings else 0.0
+    norms = L * spec.layer_norms * spec._norm_params() + (spec._norm_params() if spec.final_norm else 0.0)
+    rows = [("embeddings", 0, emb, emb), ("attention", L, L * spec.attn_params(), L * spec.attn_params())]
+    if L - L_moe:
+        rows.append(("mlp", L - L_moe, (L - L_moe) * spec.mlp_params(), (L - L_moe) * spec.mlp_params()))
+    if L_moe:
+        rows.append(("router", L_moe, L_moe * spec.router_params(), L_moe * spec.router_params()))
+        rows.append(("experts", L_moe, L_moe * spec.n_experts * spec.expert_params(),
+                     L_moe * spec.top_k * spec.expert_params()))
+        if spec.n_shared_experts:
+            rows.append(("shared experts", L_moe, L_moe * spec.shared_params(), L_moe * spec.shared_params()))
+    rows.append(("norms", 0, norms, norms))
+    rows.append(("lm head", 0, head, head))
+    known = sum(r[2] for r in rows)
+    out = [{"part": p, "layers": n, "params": tp, "active_params": ap, "fwd_flop_per_token": flop.pop(p, 0.0)}
+           for p, n, tp, ap in rows]
+    rest_flop = sum(flop.values())
+    if abs(workload.params - known) > 0.5 or rest_flop:
+        rest = workload.params - known
+        out.append({"part": "other (task head, pooler, ViT patches ...)", "layers": 0, "params": rest,
+                    "active_params": rest, "fwd_flop_per_token": rest_flop})
+    return out
