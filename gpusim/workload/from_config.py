@@ -150,10 +150,6 @@ def _llama(c: _Cfg) -> dict[str, Any]:
     return _decoder(c, tie_default=False)
 
 
-def _mistral(c: _Cfg) -> dict[str, Any]:
-    return _decoder(c, tie_default=False)
-
-
 def _mixtral(c: _Cfg) -> dict[str, Any]:
     spec = _decoder(c, tie_default=False)
     spec.update(n_experts=c.int("num_local_experts"), top_k=c.int("num_experts_per_tok"))
@@ -336,7 +332,7 @@ def _bert(c: _Cfg) -> dict[str, Any]:
 #: model_type -> (reader, family, where the position limit is).
 _READERS: dict[str, tuple[Callable[[_Cfg], dict[str, Any]], str, str]] = {
     "llama": (_llama, "decoder-lm", "max_position_embeddings"),
-    "mistral": (_mistral, "decoder-lm", "max_position_embeddings"),
+    "mistral": (_llama, "decoder-lm", "max_position_embeddings"),
     "mixtral": (_mixtral, "decoder-lm", "max_position_embeddings"),
     "qwen2": (_qwen2, "decoder-lm", "max_position_embeddings"),
     "qwen2_moe": (_qwen2_moe, "decoder-lm", "max_position_embeddings"),

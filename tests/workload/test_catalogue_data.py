@@ -59,3 +59,11 @@ def test_bad_spec_fields_are_named():
         spec_from_dict({"n_layers": 2, "d_model": "wide", "n_heads": 2, "vocab_size": 10, "seq_len": 8}, "x")
     with pytest.raises(ScenarioError, match="n_layers must be a positive integer"):
         spec_from_dict({"n_layers": -2, "d_model": 8, "n_heads": 2, "vocab_size": 10, "seq_len": 8}, "x")
+
+
+def test_grok1_params_match_the_release():
+    """xai-org/grok-1 README: 314B parameters (8 experts, 2 per token, 64 layers, d 6144, 48/8 heads,
+    vocabulary 131,072; ffn_size(6144, 8) = 32768 in model.py)."""
+    w = get_workload("grok-1")
+    assert w.params == pytest.approx(314e9, rel=0.01) and w.is_moe
+    assert w.transformer.n_experts == 8 and w.transformer.top_k == 2
