@@ -127,7 +127,7 @@ def _show(w, as_json: bool) -> int:
                  _si(r["fwd_flop_per_token"], "FLOP")] for r in parts]
         print_table(rows, ["part", "layers", "params", *(["active"] if moe else []), "fwd/token"],
                     justify=["left", "right", "right", *(["right"] if moe else []), "right"],
-                    title="per-part breakdown (summed over the layers that have the part)")
+                    title="per part (summed over its layers)")
     rows = [[g.kind, g.name, g.count, fmt(g.fwd_flop_per_sample / GIGA, 4), fmt(g.fwd_bytes_per_sample / MB, 4),
              fmt(g.weight_bytes / MB, 4)] for g in w.layers]
     print_table(rows, ["kind", "group", "kernels", "GFLOP/sample", "act MB/sample", "weight MB"],

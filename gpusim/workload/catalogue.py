@@ -218,8 +218,14 @@ def is_config_path(model: str) -> bool:
     """Whether a ``--model`` value names a file or directory rather than a catalogue id: it ends in
     ``.json``, contains a path separator, or exists on disk."""
     m = str(model).strip()
-    return m.lower().endswith(".json") or "/" in m or os.sep in m or (bool(m) and Path(m).exists()
-                                                                       and m.lower() not in _load()[0])
+    if m.lower().endswith(".json") or "/" in m or os.sep in m:
+        return True
+    if not m or m.lower() in _load()[0] or m.lower() in _load()[1]:
+        return False
+    try:
+        return Path(m).exists()
+    except (OSError, ValueError):   # a name the file system cannot hold is no path
+        return False
 
 
 @functools.lru_cache(maxsize=256)

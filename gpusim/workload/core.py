@@ -62,15 +62,14 @@ References
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from gpusim.errors import ScenarioError, UnknownIdError
+from gpusim.errors import ScenarioError
 from gpusim.units import KB, MS, US
 
 

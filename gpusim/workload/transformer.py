@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpusim.errors import ScenarioError
-from gpusim.workload.core import (ACT_BYTES, LOSS_BYTES, MASK_BYTES, WEIGHT_BYTES, Workload, _Groups,
+from gpusim.workload.core import (ACT_BYTES, INDEX_BYTES, LOSS_BYTES, MASK_BYTES, WEIGHT_BYTES, Workload, _Groups,
                                   _text_pipeline)
 
 #: Switch Transformer's training capacity factor (Fedus et al. 2021, Sec. 2.2 and Table 1: 1.25 in their
@@ -495,7 +495,7 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
               L_moe * WEIGHT_BYTES * spec.n_experts * spec.expert_params())
         ffn_ew_k += L_moe * e_ew_k
         ffn_ew_b += L_moe * e_ew_b
-        keep_moe = e_keep + E * s * n_e + 8.0 * s * spec.top_k       # + router logits, top-k indices (int64)
+        keep_moe = e_keep + E * s * n_e + INDEX_BYTES * s * spec.top_k   # + router logits, top-k indices (int64)
         if spec.n_shared_experts:
             s_flop, s_mm_b, s_ew_k, s_ew_b, s_keep = _ffn_costs(s, h, spec.shared_ff_dim, spec.gated_ffn)
             g.add("matmul", "shared experts", L_moe * n_mlp, L_moe * s_flop, L_moe * s_mm_b,
