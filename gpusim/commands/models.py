@@ -71,7 +71,8 @@ def cmd_models(args) -> int:
     if args.json:
         print_json([w.summary() for w in ws])
         return 0
-    rows = [[w.id, w.name, w.family, _si(w.params, ""), "" if w.seq_len is None else w.seq_len,
+    rows = [[w.id, w.name, w.family, _si(w.params, "") + (f" ({_si(w.params_active, '')} active)" if w.is_moe else ""),
+             "" if w.seq_len is None else w.seq_len,
              _si(w.fwd_flop_per_sample, "FLOP"), format_bytes(w.act_bytes_per_sample),
              format_bytes(w.act_ckpt_bytes_per_sample), _cite(w.sources[0])] for w in ws]
     print_table(rows, ["id", "name", "family", "params", "seq", "fwd/sample", "act/sample", "ckpt act/sample",
