@@ -284,7 +284,7 @@ def _gpt_neox(c: _Cfg) -> dict[str, Any]:
 def _mpt(c: _Cfg) -> dict[str, Any]:
     attn, ffn = c.sub("attn_config"), c.sub("ffn_config")
     h, a = c.int("d_model"), c.int("n_heads")
-    no_bias = c.bool("no_bias", True, why="MPT's default: no biases")
+    no_bias = c.bool("no_bias", False, why="llm-foundry MPTConfig default: biases on")
     ffn_type = ffn.str("ffn_type", "mptmlp", why="plain GELU MLP") if "ffn_type" in ffn.raw else "mptmlp"
     if ffn_type not in ("mptmlp", "mptglu"):
         raise c._fail("ffn_config.ffn_type", f"must be 'mptmlp' or 'mptglu' (got {ffn_type!r})")

@@ -67,3 +67,18 @@ def test_grok1_params_match_the_release():
     w = get_workload("grok-1")
     assert w.params == pytest.approx(314e9, rel=0.01) and w.is_moe
     assert w.transformer.n_experts == 8 and w.transformer.top_k == 2
+
+
+# NumParams at SeqLen 2048 in MosaicML's MPT training benchmarks (mosaicml/llm-foundry
+# scripts/train/benchmarking/README.md, the A100 80GB and H100 80GB tables), for the recipes in
+# scripts/train/yamls/pretrain/mpt-*.yaml that the catalogue entries copy.
+MPT_RECIPES = [("mpt-125m", 125_311_488), ("mpt-350m", 355_985_408), ("mpt-760m", 760_470_528),
+               ("mpt-1b", 1_315_950_592), ("mpt-3b", 2_651_837_440), ("mpt-13b", 12_853_954_560),
+               ("mpt-70b-recipe", 64_862_437_376)]
+
+
+@pytest.mark.parametrize("model_id, published", MPT_RECIPES)
+def test_mpt_recipes_match_mosaicmls_benchmark_parameter_counts(model_id, published):
+    w = get_workload(model_id)
+    assert w.seq_len == 2048
+    assert w.params == pytest.approx(published, rel=1e-4), f"{model_id}: {w.params:,.0f} vs {published:,}"
