@@ -329,6 +329,57 @@ def _bert(c: _Cfg) -> dict[str, Any]:
                 extra_params=float((h * h + h) + (h * h + h + 2 * h) + V))
 
 
+def _megatron(c: _Cfg) -> dict[str, Any]:
+    """A Megatron-LM / NeMo recipe: Megatron's argument names (``num_layers``, ``hidden_size``,
+    ``ffn_hidden_size``, ``num_query_groups``, ``num_experts``, ``moe_router_topk`` ...) with Megatron-LM's
+    defaults (``megatron/training/arguments.py``), as a flat mapping or under NeMo's ``model:``."""
+    for k, v in list(c.raw.items()):   # NeMo's ${...} interpolations: the value is not known here
+        if isinstance(v, str) and "${" in v:
+            c.raw = {**c.raw, k: None}
+            c.assumptions.append(f"{k} is an interpolation ({v}); Megatron-LM's default used")
+    h, a = c.int("hidden_size"), c.int("num_attention_heads")
+    act = str(c.raw.get("activation") or ("swiglu" if c.raw.get("swiglu") else "gelu")).lower()
+    gated = act in ("swiglu", "geglu", "fast-swiglu", "reglu")
+    f_default = int(4 * h * 2 / 3 / 64) * 64 if gated else 4 * h     # arguments.py: swiglu shrinks 4h by 2/3
+    untie = c.bool("untie_embeddings_and_output_weights", False, why="Megatron-LM default") \
+        if "untie_embeddings_and_output_weights" in c.raw else \
+        not c.bool("share_embeddings_and_output_weights", True, why="NeMo default")
+    bias = c.bool("add_bias_linear", True, why="Megatron-LM default") if "add_bias_linear" in c.raw else \
+        (not c.bool("disable_bias_linear", False, why="Megatron-LM default") if "disable_bias_linear" in c.raw
+         else c.bool("bias", True, why="Megatron-LM default: biases on"))
+    pos = str(c.raw.get("position_embedding_type") or "learned_absolute")
+    norm = str(c.raw.get("normalization") or "LayerNorm").lower()
+    if "vocab_size" in c.raw or "padded_vocab_size" in c.raw:
+        vocab = c.int("padded_vocab_size") if c.has("padded_vocab_size") else c.int("vocab_size")
+    elif str((c.raw.get("tokenizer") or {}).get("type", "")) == "GPT2BPETokenizer":
+        vocab = 50257
+        c.assumptions.append("vocab_size from tokenizer GPT2BPETokenizer: 50257")
+    else:
+        vocab = c.int("vocab_size")
+    kv = c.int("num_query_groups") if c.has("num_query_groups") else a
+    spec = dict(n_layers=c.int("num_layers"), d_model=h, n_heads=a, n_kv_heads=kv,
+                d_head=c.int("kv_channels") if c.has("kv_channels") else None,
+                d_ff=c.int("ffn_hidden_size", f_default, why="Megatron-LM default"), vocab_size=vocab,
+                vocab_multiple=c.int("make_vocab_size_divisible_by", 128, why="Megatron-LM default"),
+                gated_ffn=gated, activation="relu2" if act == "squared-relu" else None, bias=bias,
+                norm="rmsnorm" if "rms" in norm else "layernorm", tied_embeddings=not untie,
+                learned_pos=pos == "learned_absolute", rope=pos == "rope", flash_attention=True,
+                dropout=c.dropout("hidden_dropout", "attention_dropout"), qk_norm=bool(c.raw.get("qk_layernorm")))
+    for key in ("seq_length", "encoder_seq_length"):
+        if c.has(key):
+            spec["seq_len"] = c.int(key)
+            break
+    if c.has("num_experts"):
+        freq = c.raw.get("moe_layer_freq", 1)
+        if not isinstance(freq, int) or isinstance(freq, bool):
+            raise c._fail("moe_layer_freq", f"must be an integer here (got {freq!r})")
+        shared = c.int("moe_shared_expert_intermediate_size", 0, minimum=0, why="no shared expert")
+        spec.update(n_experts=c.int("num_experts"), top_k=c.int("moe_router_topk", 2, why="Megatron-LM default"),
+                    expert_d_ff=c.int("moe_ffn_hidden_size", spec["d_ff"], why="ffn_hidden_size"),
+                    moe_layer_freq=freq, n_shared_experts=1 if shared else 0, shared_expert_d_ff=shared or None)
+    return spec
+
+
 #: model_type -> (reader, family, where the position limit is).
 _READERS: dict[str, tuple[Callable[[_Cfg], dict[str, Any]], str, str]] = {
     "llama": (_llama, "decoder-lm", "max_position_embeddings"),
@@ -350,13 +401,15 @@ _READERS: dict[str, tuple[Callable[[_Cfg], dict[str, Any]], str, str]] = {
     "phi3": (_phi3, "decoder-lm", "max_position_embeddings"),
     "nemotron": (_nemotron, "decoder-lm", "max_position_embeddings"),
     "bert": (_bert, "encoder", "max_position_embeddings"),
+    "megatron": (_megatron, "decoder-lm", "max_position_embeddings"),
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_READERS)
 
 
 def read_config(config: Any) -> tuple[dict[str, Any], str]:
-    """The config dict and a label for messages, from a path, a directory holding config.json, or a dict."""
+    """The config dict and a label for messages, from a path (a config.json, or a Megatron/NeMo recipe in
+    JSON or YAML), a directory holding config.json, or a dict."""
     if isinstance(config, dict):
         return config, "config"
     if not isinstance(config, (str, Path)):
@@ -369,6 +422,14 @@ def read_config(config: Any) -> tuple[dict[str, Any], str]:
     except (OSError, UnicodeDecodeError) as e:
         reason = getattr(e, "strerror", None) or str(e)
         raise ScenarioError(f"cannot read model config {str(p)!r}: {reason}") from None
+    if p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+        return _recipe(raw, p)
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
@@ -378,10 +439,22 @@ def read_config(config: Any) -> tuple[dict[str, Any], str]:
     return raw, str(p)
 
 
+def _recipe(raw: Any, p: Path) -> tuple[dict[str, Any], str]:
+    """A NeMo recipe keeps the architecture under ``model:``; a Megatron argument file is flat."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{p}: a model config must hold a mapping (got {type(raw).__name__})")
+    if isinstance(raw.get("model"), dict) and "num_layers" in raw["model"]:
+        raw = raw["model"]
+    return raw, str(p)
+
+
 def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict[str, Any], str]:
     """(spec, family, assumptions, raw dict, label) of a config; errors name the field."""
     raw, where = read_config(config)
     mt = raw.get("model_type")
+    if mt is None and "num_layers" in raw and "hidden_size" in raw:
+        mt = "megatron"            # Megatron-LM / NeMo argument names
+        raw = {**raw, "model_type": mt}
     if mt is None:
         raise ScenarioError(f"{where}: missing field 'model_type' (one of {', '.join(SUPPORTED_MODEL_TYPES)})")
     if not isinstance(mt, str) or mt not in _READERS:
@@ -392,9 +465,10 @@ def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict
     c = _Cfg(raw, where, mt)
     kw = reader(c)
     max_pos = c.int(pos_key, None, why="no position limit known")
-    kw["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP) if max_pos else DEFAULT_SEQ_CAP
-    c.assumptions.append(f"sequence length {kw['seq_len']} unless --seq-len is given "
-                         f"({pos_key} {max_pos}, capped at {DEFAULT_SEQ_CAP})")
+    if "seq_len" not in kw:        # a recipe that names its training length keeps it
+        kw["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP) if max_pos else DEFAULT_SEQ_CAP
+        c.assumptions.append(f"sequence length {kw['seq_len']} unless --seq-len is given "
+                             f"({pos_key} {max_pos}, capped at {DEFAULT_SEQ_CAP})")
     if kw.get("flash_attention"):
         c.assumptions.append("fused (flash) attention: the s x s attention probabilities are not kept")
     kw["max_positions"] = kw.get("max_positions") or max_pos

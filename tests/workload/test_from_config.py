@@ -15,6 +15,7 @@ import pytest
 
 from gpusim.errors import ScenarioError
 from gpusim.workload import SUPPORTED_MODEL_TYPES, Workload, flops_per_token, from_config, get_workload
+from gpusim.workload.from_config import spec_from_config
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -98,9 +99,9 @@ def test_nemotron_embedding_and_non_embedding_parts():
 
 def test_every_supported_model_type_has_a_fixture_that_builds():
     types = {}
-    for p in sorted(CONFIGS.glob("*.json")):
+    for p in sorted([*CONFIGS.glob("*.json"), *CONFIGS.glob("*.yaml")]):
         w = from_config(p)
-        types.setdefault(json.loads(p.read_text())["model_type"], w)
+        types.setdefault(spec_from_config(p)[3]["model_type"], w)
         assert w.transformer is not None and w.params > 0 and w.sources and w.assumptions
     assert set(types) == set(SUPPORTED_MODEL_TYPES) and len(SUPPORTED_MODEL_TYPES) >= 19
 
@@ -243,3 +244,16 @@ def test_bad_files(tmp_path):
     cfg = {**_cfg("mixtral-8x7b"), "num_experts_per_tok": 9}
     with pytest.raises(ScenarioError, match="top_k"):
         from_config(cfg)
+
+
+def test_megatron_and_nemo_recipes():
+    """A NeMo launcher recipe (YAML with ${...} interpolations, vocabulary from the GPT-2 tokenizer) and a
+    Megatron-LM argument set give the same model as the catalogue entry / Hugging Face config."""
+    nemo = from_config(CONFIGS / "nemo-gpt3-5b.yaml")
+    cat = get_workload("gpt3-5b-nemo")
+    assert nemo.params == cat.params and nemo.seq_len == 2048 and nemo.transformer.padded_vocab == 50304
+    assert any("interpolation" in a for a in nemo.assumptions)
+    meg = from_config(CONFIGS / "megatron-qwen3-30b-a3b.json", seq_len=1024)
+    hf = from_config(CONFIGS / "qwen3-30b-a3b.json", seq_len=1024)
+    assert (meg.params, meg.params_active, meg.fwd_flop_per_sample) == (hf.params, hf.params_active,
+                                                                        hf.fwd_flop_per_sample)
