@@ -113,13 +113,15 @@ def _show(w, as_json: bool) -> int:
               f"{spec.n_moe_layers} of {spec.n_layers} layers are MoE)")
     else:
         print(f"parameters     {_si(w.params, '')} ({w.params:,.0f})")
-    print(f"forward        {_si(w.fwd_flop_per_sample / per_token, 'FLOP')} per {'token' if per_token > 1 else 'sample'}"
-          f" ({w.fwd_flop_per_sample / GIGA:.4g} GFLOP per sample), {w.fwd_kernels} forward kernels")
+    per = "token" if w.sample_unit == "sequence" else w.sample_unit
+    whole = f" ({w.fwd_flop_per_sample / GIGA:.4g} GFLOP per sample)" if per == "token" else ""
+    print(f"forward        {_si(w.fwd_flop_per_sample / per_token, 'FLOP')} per {per}{whole}, "
+          f"{w.fwd_kernels} forward kernels")
     if conv:
         print(f"training       {_si(conv['six_n_attention_flop_per_token'], 'FLOP')} per token as 6*N(active) + "
               f"attention (MFU in gpusim uses this); {_si(conv['megatron_flop_per_token'], 'FLOP')} as Megatron-LM's "
               f"num_floating_point_operations counts them (causal attention halved; NVIDIA's published TFLOP/s)")
-    print(f"activations    {format_bytes(w.act_bytes_per_sample / per_token)} per token kept for backward, "
+    print(f"activations    {format_bytes(w.act_bytes_per_sample / per_token)} per {per} kept for backward, "
           f"{format_bytes(w.act_ckpt_bytes_per_sample / per_token)} with full checkpointing "
           f"({w.act_bytes_per_sample / MB:.4g} MB per sample)")
     if parts:

@@ -494,8 +494,9 @@ def from_config(config: Any, *, seq_len: int | None = None, name: str | None = N
         if spec.learned_pos and spec.max_positions and seq_len > spec.max_positions:
             raise ScenarioError(f"{where}: --seq-len {seq_len} exceeds the {spec.max_positions} learned positions "
                                 f"of this model")
-    label = name or raw.get("_name_or_path") or (Path(where).parent.name if where != "config" else "") \
-        or raw["model_type"]
+    file_label = "" if where == "config" else (Path(where).parent.name if Path(where).name == "config.json"
+                                                 else Path(where).stem)
+    label = name or raw.get("_name_or_path") or file_label or raw["model_type"]
     label = str(label).rstrip("/").split("/")[-1] or raw["model_type"]
     info = _Info(_slug(label), label, family,
                  (f"config.json ({where}, model_type {raw['model_type']!r}) read by gpusim.workload.from_config",),
