@@ -380,29 +380,32 @@ def _megatron(c: _Cfg) -> dict[str, Any]:
     return spec
 
 
-#: model_type -> (reader, family, where the position limit is).
-_READERS: dict[str, tuple[Callable[[_Cfg], dict[str, Any]], str, str]] = {
-    "llama": (_llama, "decoder-lm", "max_position_embeddings"),
-    "mistral": (_llama, "decoder-lm", "max_position_embeddings"),
-    "mixtral": (_mixtral, "decoder-lm", "max_position_embeddings"),
-    "qwen2": (_qwen2, "decoder-lm", "max_position_embeddings"),
-    "qwen2_moe": (_qwen2_moe, "decoder-lm", "max_position_embeddings"),
-    "qwen3": (_qwen3, "decoder-lm", "max_position_embeddings"),
-    "qwen3_moe": (_qwen3_moe, "decoder-lm", "max_position_embeddings"),
-    "deepseek_v2": (lambda c: _deepseek(c, v3=False), "decoder-lm", "max_position_embeddings"),
-    "deepseek_v3": (lambda c: _deepseek(c, v3=True), "decoder-lm", "max_position_embeddings"),
-    "gpt2": (_gpt2, "decoder-lm", "n_positions"),
-    "gpt_neox": (_gpt_neox, "decoder-lm", "max_position_embeddings"),
-    "gpt_oss": (_gpt_oss, "decoder-lm", "max_position_embeddings"),
-    "mpt": (_mpt, "decoder-lm", "max_seq_len"),
-    "falcon": (_falcon, "decoder-lm", "max_position_embeddings"),
-    "gemma": (_gemma, "decoder-lm", "max_position_embeddings"),
-    "gemma2": (_gemma2, "decoder-lm", "max_position_embeddings"),
-    "phi3": (_phi3, "decoder-lm", "max_position_embeddings"),
-    "nemotron": (_nemotron, "decoder-lm", "max_position_embeddings"),
-    "bert": (_bert, "encoder", "max_position_embeddings"),
-    "megatron": (_megatron, "decoder-lm", "max_position_embeddings"),
+#: model_type -> reader (a Megatron/NeMo recipe has no model_type: ``megatron`` is detected).
+_READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
+    "llama": _llama,
+    "mistral": _llama,
+    "mixtral": _mixtral,
+    "qwen2": _qwen2,
+    "qwen2_moe": _qwen2_moe,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "deepseek_v2": lambda c: _deepseek(c, v3=False),
+    "deepseek_v3": lambda c: _deepseek(c, v3=True),
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "gpt_oss": _gpt_oss,
+    "mpt": _mpt,
+    "falcon": _falcon,
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "phi3": _phi3,
+    "nemotron": _nemotron,
+    "bert": _bert,
+    "megatron": _megatron,
 }
+#: families other than decoder-lm, and position-limit fields other than max_position_embeddings
+_FAMILY = {"bert": "encoder"}
+_POS_KEY = {"gpt2": "n_positions", "mpt": "max_seq_len"}
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_READERS)
 
@@ -461,7 +464,8 @@ def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict
         raise ScenarioError(f"{where}: model_type {mt!r} is not supported (supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)}); describe the model with one of them or use "
                             f"Workload.from_torch")
-    reader, family, pos_key = _READERS[mt]
+    reader, family = _READERS[mt], _FAMILY.get(mt, "decoder-lm")
+    pos_key = _POS_KEY.get(mt, "max_position_embeddings")
     c = _Cfg(raw, where, mt)
     kw = reader(c)
     max_pos = c.int(pos_key, None, why="no position limit known")
