@@ -111,6 +111,10 @@ def _show(w, as_json: bool) -> int:
         print(f"parameters     {_si(w.params, '')} total ({w.params:,.0f}), {_si(w.params_active, '')} active per token "
               f"({spec.n_experts} experts, top-{spec.top_k}, {spec.n_shared_experts} shared; "
               f"{spec.n_moe_layers} of {spec.n_layers} layers are MoE)")
+        cf = spec.moe_capacity_factor
+        print("routing        " + (f"capacity factor {cf:g}: experts compute {cf:g}x the routed tokens (padded)" if cf
+                                   else "dropless top-k (no capacity factor, Megatron-Core's default); experts "
+                                        "assumed evenly loaded"))
     else:
         print(f"parameters     {_si(w.params, '')} ({w.params:,.0f})")
     per = "token" if w.sample_unit == "sequence" else w.sample_unit
