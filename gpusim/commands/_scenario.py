@@ -21,7 +21,8 @@ def strategy_type(field: str, unit: str = ""):
 
 def add_scenario_args(p, *, batch_required: bool = True) -> None:
     w = p.add_argument_group("workload")
-    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b")
+    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b, "
+                   "or the path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=scenario_type("seq_len"),
                    help="sequence length for sequence models (one sample = one sequence)")
     h = p.add_argument_group("hardware")

@@ -11,7 +11,10 @@ from gpusim.workload import workload_ids
 
 
 def _run(capsys, *argv):
-    rc = main(list(argv))
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse's usage errors (flags out of range) exit 2 from the parser
+        rc = e.code
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -59,4 +62,4 @@ def test_models_errors_are_one_line(capsys):
     rc, _, err = _run(capsys, "models", "--model", "resnet50", "--seq-len", "128")
     assert rc == 2 and "fixed input size" in err
     rc, _, err = _run(capsys, "models", "--seq-len", "0")
-    assert rc == 2 and "positive" in err
+    assert rc == 2 and "from 1 to" in err
