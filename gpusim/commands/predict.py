@@ -12,6 +12,9 @@ def register(sub) -> None:
                        description="Predict the step time, throughput, scaling efficiency, MFU and memory of one "
                                    "data-parallel training scenario, with its bottleneck and recommendations.")
     add_scenario_args(p)
+    from gpusim.commands._scenario import add_layout_args
+
+    add_layout_args(p)
     p.add_argument("--measured-throughput", type=float, metavar="SAMPLES_PER_S",
                    help="your measured throughput of this multi-GPU job (all GPUs): gpusim says how much of the gap "
                         "to linear scaling its model explains, and what would explain the rest")
