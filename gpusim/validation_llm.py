@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 NODE = "dgx-a100-80gb"
+GPU_ID = "a100-sxm4-80gb"
 TABLE5, TABLE1 = "KORTHIKANTI_2022_TAB5", "NARAYANAN_2021_TAB1"
 MICRO_BATCH_SEARCH = (1, 2, 4, 8)
 ENV_VAR = "GPUSIM_LLM_VALIDATION_CSV"

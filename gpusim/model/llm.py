@@ -7,8 +7,8 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
 - **GEMMs** (Megatron column/row parallel, Shoeybi et al. 2019; Narayanan et al. SC'21 section 2.3):
   QKV ``(T, (q + 2 kv)/t, h)``, attention output ``(T, h, q/t)``, FFN up ``(T, f u / t, h)`` with ``u`` = 2
   for a gated (SwiGLU) FFN, FFN down ``(T, h, f/t)``, vocab-parallel LM head ``(T, V/t, h)``. Each GEMM's
-  time comes from :func:`gpusim.model.gemm.gemm_time_s`; the backward pass does the data-gradient and the
-  weight-gradient GEMM of the same FLOPs (2x the forward).
+  time comes from :func:`gpusim.model.gemm.gemm_time_s`; the backward pass does the data-gradient GEMM
+  ``(T, k, n)`` and the weight-gradient GEMM ``(k, n, T)`` (same FLOPs, other tiles and reduction length).
 - **Attention core**: without FlashAttention, batched ``Q K^T`` ``(s, s, d_head)`` and ``A V`` ``(s, d_head, s)``
   over ``b a / t`` heads, and softmax + dropout over ``b a s^2 / t`` scores by their bytes (Megatron's fused
   scale-mask-softmax). With FlashAttention (Dao, "FlashAttention-2", 2023) one fused kernel: ``4 b s^2 q / t``
@@ -138,9 +138,18 @@ def llm_terms(x: dict, p) -> dict:
         return gemm_time_s(mm, nn, kk, ceil_rate, hbm, sms, elem_bytes=e, k_half=p.gemm_k_half_steps,
                            mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
 
+    def linear(n_out, k_in):
+        """(forward, backward) of one linear layer on T tokens: the backward's data gradient is (T, k, n), its
+        weight gradient (k, n) reduced over the T tokens."""
+        return gemm(T, n_out, k_in), gemm(T, k_in, n_out) + gemm(k_in, n_out, T)
+
     mem_rate = hbm * p.mem_eff_frac
     # ---- one layer, forward, per GPU ------------------------------------------------------------
-    gemm_f = gemm(T, (q + 2.0 * kv) / tp, h) + gemm(T, h, q / tp) + gemm(T, f * up / tp, h) + gemm(T, h, f / tp)
+    shapes = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp))  # QKV, out, FFN up, FFN down
+    gemm_f, gemm_b = 0.0, 0.0
+    for n_out, k_in in shapes:
+        fw, bw = linear(n_out, k_in)
+        gemm_f, gemm_b = gemm_f + fw, gemm_b + bw
     heads_local = b * a / tp
     attn_flop = 4.0 * b * s * s * q / tp
     flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
@@ -158,7 +167,7 @@ def llm_terms(x: dict, p) -> dict:
     elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
-    layer_b = 2.0 * gemm_f + attn_b + 2.0 * elem_f + recompute_s
+    layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
 
     # ---- TP communication per layer ----------------------------------------------------------------
     def coll(kind, size, ranks, nodes, intra, inter):
@@ -179,9 +188,9 @@ def llm_terms(x: dict, p) -> dict:
 
     # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
     lps = L / pp
-    head_gemm = gemm(T, V / tp, h)
+    head_f, head_b = linear(V / tp, h)
     loss_bytes = 3.0 * T * V / tp * 4.0  # fp32 logits: softmax and cross-entropy forward and backward
-    head_c = 3.0 * head_gemm + loss_bytes / mem_rate
+    head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
     mid_c = lps * (layer_f + layer_b)
