@@ -457,6 +457,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
+        "grad_accum_fusion": st.grad_accum_fusion,
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
         "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
@@ -481,7 +482,7 @@ def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
         if not any(name in r for r in rows):
             continue  # a field with a default (the LLM layout's: the data-parallel case)
         vals = [r[name] if name in r else _DEFAULT_INPUTS[name] for r in rows]
-        if isinstance(vals[0], np.ndarray):  # layer groups: pad to the widest with empty groups
+        if isinstance(vals[0], np.ndarray) and vals[0].ndim:  # layer groups: pad to the widest with empty groups
             width = max(v.shape[-1] for v in vals)
             fill = 1.0 if name == "group_eff_frac" else 0.0
             out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])

@@ -116,6 +116,10 @@ class Strategy(BaseModel):
     overlap_grad_reduce: bool = Field(default=True, description="gradient reduction overlapped with the backward "
                                                                 "pass (PyTorch DDP; Megatron --overlap-grad-reduce)")
     force_tp: bool = Field(default=False, description="allow tp beyond one NVLink domain")
+    grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
+                                                              "fp32 main gradients inside the GEMM (Megatron "
+                                                              "--gradient-accumulation-fusion) rather than by a "
+                                                              "separate add per micro-batch")
 
     @model_validator(mode="before")
     @classmethod

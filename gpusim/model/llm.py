@@ -186,16 +186,30 @@ def llm_terms(x: dict, p) -> dict:
     tp_f = 2.0 * one * exposed
     tp_b = (2.0 + 2.0 * (rc == FULL)) * one * exposed
 
-    # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
+    # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
+    multi_stage = pp > 1
+    lp, emb_p = _f(x["layer_params"]), _f(x["embed_params"])
+    head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
+    first_p = lps * lp / tp + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
+    last_p = lps * lp / tp + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
+    stage_p = np.maximum(first_p, last_p)
+    # without gradient-accumulation fusion every micro-batch's 16-bit weight gradients are added into the fp32
+    # main gradients by a separate kernel: read 2 + 4 bytes, write 4 per parameter (Megatron-LM's main_grad hook;
+    # --gradient-accumulation-fusion does the add in the weight-gradient GEMM's epilogue instead)
+    unfused = 1.0 - _f(x["grad_accum_fusion"])
+    accum_bytes = unfused * (e + 8.0)
+
+    # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
     head_f, head_b = linear(V / tp, h)
     loss_bytes = 3.0 * T * V / tp * 4.0  # fp32 logits: softmax and cross-entropy forward and backward
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
-    mid_c = lps * (layer_f + layer_b)
+    mid_c = lps * (layer_f + layer_b + accum_bytes * lp / tp / mem_rate)
     mid_k = lps * (tp_f + tp_b)
-    multi_stage = pp > 1
+    emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
+    head_c = head_c + accum_bytes * head_p / tp / mem_rate
     first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
     first_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
     last_c = mid_c + head_c + np.where(multi_stage, 0.0, emb_c)
@@ -218,13 +232,6 @@ def llm_terms(x: dict, p) -> dict:
     sends = 2.0 * (vp * m + pp - 1.0)
     hidden_sends = 2.0 * vp * m * p.pp_p2p_overlap_frac  # steady-state sends overlapped (--overlap-p2p-comm)
     p2p_s = np.where(multi_stage, (sends - hidden_sends) * (p2p_one + regather), 0.0)
-
-    # ---- parameters per stage ---------------------------------------------------------------------
-    lp, emb_p = _f(x["layer_params"]), _f(x["embed_params"])
-    head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
-    first_p = lps * lp / tp + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
-    last_p = lps * lp / tp + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
-    stage_p = np.maximum(first_p, last_p)
 
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,

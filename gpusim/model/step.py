@@ -140,6 +140,7 @@ class StepInputs:
     embed_params: np.ndarray = _one(0.0)
     ceiling_flop_per_s: np.ndarray = _one(np.nan)  # measured best-shape matmul rate; NaN: a fraction of the peak
     sm_count: np.ndarray = _one()
+    grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -275,7 +276,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     tp_comm_s, pp_bubble_s, pp_p2p_s = zero, zero, zero
     lt = None
     if np.any(llm):
-        lt = llm_terms(_llm_inputs(inp, g, p), p)
+        with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
+            lt = llm_terms(_llm_inputs(inp, g, p), p)
         # a data-parallel group takes every tp-th rank (Megatron's rank order tp, dp, pp): its members share a
         # node as far as the node holds them, and the node's tp groups share its NICs
         dp_per_node = np.minimum(dp, np.maximum(g / tp, 1.0))
@@ -417,7 +419,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
-             "embed_params", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls")
     x = {k: getattr(inp, k) for k in names}
     ceiling = np.asarray(inp.ceiling_flop_per_s, dtype=np.float64)
