@@ -485,7 +485,10 @@ def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
         if isinstance(vals[0], np.ndarray) and vals[0].ndim:  # layer groups: pad to the widest with empty groups
             width = max(v.shape[-1] for v in vals)
             fill = 1.0 if name == "group_eff_frac" else 0.0
-            out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
+            if all(v.shape[-1] == width for v in vals):
+                out[name] = np.stack(vals)
+            else:
+                out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
         else:
             out[name] = np.asarray(vals)
     return StepInputs(**out)
