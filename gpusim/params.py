@@ -44,6 +44,9 @@ class ModelParams(BaseModel):
     gemm_ceiling_frac: float = _F(default=0.78, gt=0, le=1,
                                   description="best-shape matmul throughput / datasheet peak for a GPU without a "
                                               "measured achievable-matmul figure in the database")
+    gemm_ceiling_flop_per_s: dict[str, float] = _F(
+        default={}, description="measured best-shape matmul FLOP/s per datasheet precision key (fp16, bf16, fp8 ...) "
+                                "that replaces the database's achievable-matmul figure (set by calibration)")
     gemm_k_half_steps: float = _F(default=64.0, ge=0, le=100000,
                                   description="GEMM reduction length at which a tile reaches half its steady rate "
                                               "(prologue, epilogue, pipeline fill): efficiency k / (k + k_half)")

@@ -410,7 +410,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> 
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
     })
     if st.is_llm:
-        row.update(llm_row(scn, hw, workload))
+        row.update(llm_row(scn, hw, workload, params))
     return row
 
 
@@ -443,7 +443,7 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
 
 
-def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
+def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
     from gpusim.strategy import RECOMPUTE_CODES
 
@@ -452,7 +452,9 @@ def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
     pr = st.precision
     h = float(spec.d_model)
     embed = spec.vocab_size * h + ((spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
-    ceiling = hw.gpu.achievable_matmul_flop_per_s(PEAK_KEY[pr])
+    key = PEAK_KEY[pr]
+    # a calibration's measured ceiling, else the database's measured best-shape figure, else (NaN) a fraction of peak
+    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.achievable_matmul_flop_per_s(key)
     half = GATHER_BYTES[pr] == 2
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,

@@ -227,3 +227,12 @@ def test_a_deep_pipeline_with_few_micro_batches_reports_its_bubble(db):
     msg = next(r["message"] for r in res.recommendations if r["id"] == "llm-bubble")
     assert "pp 16 with 8 micro-batches" in msg and "bubble" in msg
     assert res.parallelism == {"tp": 4, "pp": 16, "vp": 1, "cp": 1, "ep": 1, "dp": 1, "sp": False}
+
+
+def test_a_calibrated_gemm_ceiling_replaces_the_database_figure(db):
+    scn = _scn(recompute="selective", sp=True)
+    base = simulate(scn, db=db, recommend=False)
+    slower = simulate(scn, db=db, recommend=False,
+                      params=DEFAULT_PARAMS.replace(gemm_ceiling_flop_per_s={"fp16": 0.5 * 271.2e12}))
+    # GEMMs dominate compute: half the ceiling nearly doubles it (memory-bound kernels do not change)
+    assert 1.7 < slower.breakdown_s["compute_s"] / base.breakdown_s["compute_s"] < 2.0
