@@ -445,7 +445,7 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
-    from gpusim.strategy import RECOMPUTE_CODES
+    from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
 
     st = scn.strategy
     spec, lay = scenario_layout(scn, hw, workload)
@@ -470,6 +470,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,
+        "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer] + MEGATRON_OPT_EXTRA_BYTES[pr],
     }
 
 
