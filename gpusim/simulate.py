@@ -610,7 +610,8 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     if scn.baseline_throughput:
         _apply_baseline(rows, scn, params)
 
-    variants = variant_scenarios(scn, hw, wl, evaluate(stack_rows(rows), params), db) if recommend else []
+    first = evaluate(stack_rows(rows), params)
+    variants = variant_scenarios(scn, hw, wl, first, db) if recommend else []
     var_rows = []
     for name, vscn in variants:
         try:
@@ -621,13 +622,21 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
         if scn.baseline_throughput:
             vrow["compute_override_s"] = _rescaled_override(rows, vrow, params)
         var_rows.append((name, vscn, vrow))
-    out = evaluate(stack_rows(rows + [r for _, _, r in var_rows]), params)
+    # rows are independent (vectorised equals one at a time): the what-ifs are evaluated on their own
+    out = _concat_rows(first, evaluate(stack_rows([r for _, _, r in var_rows]), params)) if var_rows else first
     res = _make_result(scn, hw, wl, out, 0, 1, row)
     if recommend:
         recs = recommendations(scn, hw, wl, res, [(name, vscn, _row_result(out, 2 + j))
                                                   for j, (name, vscn, _) in enumerate(var_rows)])
         res = dataclasses.replace(res, recommendations=tuple(recs))
     return res
+
+
+def _concat_rows(a: dict, b: dict) -> dict:
+    """The outputs of two evaluate() calls as one, rows of ``a`` first."""
+    na = len(np.atleast_1d(a["step_s"]))
+    nb = len(np.atleast_1d(b["step_s"]))
+    return {k: np.concatenate([np.broadcast_to(a[k], (na,)), np.broadcast_to(b[k], (nb,))]) for k in a}
 
 
 def _apply_baseline(rows: list[dict], scn: Scenario, params: ModelParams) -> None:
