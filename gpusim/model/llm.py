@@ -138,8 +138,14 @@ def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
 
 
 def llm_terms(x: dict, p) -> dict:
-    """Per-row LLM step parts and memory. ``x`` holds broadcastable arrays (see :class:`gpusim.model.step.StepInputs`
-    fields ``llm_*``, degrees and hardware); ``p`` is a :class:`~gpusim.params.ModelParams`."""
+    """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
+
+    ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
+    the GEMM ceiling, the GPU's memory bandwidth and SM count and the fabric's bus bandwidths (built from
+    :class:`gpusim.model.step.StepInputs` by ``step._llm_inputs``); ``p`` is a :class:`~gpusim.params.ModelParams`.
+    Returns the critical stage's compute, exposed TP communication, the bubble and the exposed sends, the stage
+    forward/backward times, parameters and activation bytes per stage, and the model FLOPs of one sequence.
+    """
     L, h, a = _f(x["n_layers"]), _f(x["d_model"]), _f(x["n_heads"])
     q, kv, f, V, s = _f(x["q_dim"]), _f(x["kv_dim"]), _f(x["ff_dim"]), _f(x["vocab"]), _f(x["seq_len"])
     up = _f(x["ffn_mats"]) - 1.0
