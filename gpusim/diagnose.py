@@ -62,6 +62,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
         except Exception:  # an impossible what-if is simply not offered
             pass
 
+    if st.is_llm:  # an LLM layout has its own what-ifs (recomputation, degrees, interleaving, batch)
+        return llm_variant_scenarios(scn, hw, out)
     if st.kind == "dp" and n > 1:
         add("ddp", kind="ddp")
     util = float(out["gpu_util_frac"][0])
@@ -116,6 +118,105 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
         elif hw.gpu.dense_tflop_per_s.fp16:
             add("amp", precision="amp_fp16")
     return v
+
+
+# ------------------------------------------------------------------------------------------------
+# LLM layouts (tensor, sequence and pipeline parallelism)
+# ------------------------------------------------------------------------------------------------
+
+BUBBLE_FRAC = 0.10
+TP_COMM_FRAC = 0.10
+_LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
+
+
+def llm_variant_scenarios(scn, hw, out) -> list[tuple[str, object]]:
+    """What-ifs of an LLM layout: recomputation, more tp or pp, interleaving, a larger global batch, the
+    distributed optimizer, sequence parallelism (each kept only if the layout check accepts it later)."""
+    from gpusim.simulate import nvlink_domain_gpus
+
+    st = scn.strategy
+    v: list[tuple[str, object]] = []
+
+    def add(name, **changes):
+        try:
+            v.append((name, scn.with_changes(**changes)))
+        except Exception:
+            pass
+
+    step = float(out["step_s"][0])
+    fits = bool(out["fits_in_memory"][0])
+    if not fits:
+        if st.recompute_mode == "none":
+            add("llm-selective", recompute="selective")
+        if st.recompute_mode != "full":
+            add("llm-full", recompute="full")
+        if st.kind == "ddp":
+            add("llm-zero1", kind="zero1")
+        if st.tp > 1 and not st.sp_on:
+            add("llm-sp", sp=True)
+    if (not fits or float(out["tp_comm_exposed_s"][0]) < TP_COMM_FRAC * step) and 2 * st.tp <= nvlink_domain_gpus(hw):
+        add("llm-tp", tp=2 * st.tp)
+    if not fits:
+        add("llm-pp", pp=2 * st.pp)
+    if float(out["pp_bubble_s"][0]) > BUBBLE_FRAC * step:
+        add("llm-vp", vp=2 * st.vp)
+        gb = st.global_batch or int(round(float(out["dp_degree"][0]))) * st.per_gpu_batch * st.accum
+        add("llm-batch", global_batch=2 * gb)
+    if float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step and st.tp > 1:
+        add("llm-tp-half", tp=st.tp // 2, pp=st.pp * 2)
+    return v
+
+
+def llm_recommendations(scn, hw, res, variants, rec) -> None:
+    """Advice for an LLM layout from its breakdown and what-ifs (``rec`` adds one recommendation)."""
+    from gpusim.simulate import nvlink_domain_gpus
+
+    st = scn.strategy
+    step = res.step_s
+    thr = res.throughput_samples_per_s
+    by = {name: (vscn, r) for name, vscn, r in variants}
+    par = res.parallelism
+    domain = nvlink_domain_gpus(hw)
+    if not res.fits_in_memory:  # a layout that does not fit gets only how to fit (the one rule)
+        fitting = [(name, vscn, r) for name, vscn, r in variants if name in _LLM_FIT and bool(r["fits_in_memory"])]
+        if fitting:
+            name, vscn, r = max(fitting, key=lambda x: float(x[2]["throughput_samples_per_s"]))
+            vs = vscn.strategy
+            what = {"llm-selective": "selective recomputation", "llm-full": "full recomputation",
+                    "llm-tp": f"tp {vs.tp}", "llm-pp": f"pp {vs.pp}", "llm-zero1": "the distributed optimizer (zero1)",
+                    "llm-sp": "sequence parallelism"}[name]
+            rec("llm-fit-memory", f"The fullest pipeline stage needs {units.format_bytes(res.memory_per_gpu_bytes)} per "
+                                  f"GPU: {what} fits ({units.format_bytes(float(r['memory_per_gpu_bytes']))}) at "
+                                  f"{float(r['throughput_samples_per_s']) / thr - 1:+.0%} throughput.", None,
+                {k: getattr(vs, k) for k in ("tp", "pp", "recompute", "kind", "sp")}, "high")
+        else:
+            rec("llm-fit-memory", f"The fullest pipeline stage needs {units.format_bytes(res.memory_per_gpu_bytes)} per "
+                                  f"GPU and no recomputation, tensor- or pipeline-parallel variant tried fits: add GPUs "
+                                  f"(more pipeline stages), use GPUs with more memory, or a smaller micro-batch.",
+                None, {}, "high")
+        return
+    if st.tp > domain:
+        rec("llm-tp-domain", f"tp {st.tp} crosses the NVLink domain of {domain} GPUs: its per-layer all-reduces run "
+                             f"over the network. Keep tp <= {domain} and add pipeline stages instead.", None,
+            {"tp": domain}, "high")
+    bubble = res.breakdown_s.get("pp_bubble_s", 0.0)
+    if bubble > BUBBLE_FRAC * step:
+        m = res.n_micro_batches
+        parts = []
+        for name, label in (("llm-batch", "doubling the global batch"), ("llm-vp", f"vp {2 * st.vp} (interleaved)")):
+            if name in by:
+                parts.append(f"{label}: {_gain(thr, by[name][1]):+.0%}")
+        rec("llm-bubble", f"pp {par['pp']} with {m} micro-batches (vp {par['vp']}) leaves a {bubble / step:.0%} "
+                          f"pipeline bubble: raise the global batch or interleave"
+                          + (f" ({'; '.join(parts)})" if parts else "") + ".", None, {}, "high" if bubble > 0.25 * step
+            else "medium")
+    tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)
+    if tpc > TP_COMM_FRAC * step:
+        g = _gain(thr, by["llm-tp-half"][1]) if "llm-tp-half" in by else None
+        rec("llm-tp-comm", f"Tensor-parallel all-reduces are exposed for {tpc / step:.0%} of the step (tp {st.tp}): "
+                           + (f"tp {st.tp // 2} with pp {st.pp * 2} is predicted {g:+.0%}; " if g is not None else "")
+                           + "overlapping them with the GEMMs (Transformer Engine) hides part.", g,
+            {"tp": st.tp // 2, "pp": st.pp * 2} if g is not None else {}, "medium")
 
 
 def _gain(base_thr: float, var: dict) -> float:
@@ -293,7 +394,10 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
                      "addresses": addresses or ADDRESSES.get(rid)})
 
     if not res.fits_in_memory:  # a configuration that does not run gets no speed advice: only how to fit
-        _memory_advice(res, hw, st, variants, rec)
+        if st.is_llm:
+            llm_recommendations(scn, hw, res, variants, rec)
+        else:
+            _memory_advice(res, hw, st, variants, rec)
         return recs
 
     if "ddp" in by:
@@ -399,8 +503,10 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     if hw.topology == "pcie-cross-socket":
         rec("numa", "GPUs sit behind two CPU sockets: bind each rank to its GPU's NUMA node (e.g. `numactl "
                     "--cpunodebind`), and keep gradient-heavy groups on one socket.", None, {}, "info")
-    if hw.n_gpus > 1 and st.kind != "dp":
+    if hw.n_gpus > 1 and st.kind != "dp" and not st.is_llm:
         rec("learning-rate", _lr_message(res, hw, st, wl), None, {}, "info")
+    if st.is_llm:
+        llm_recommendations(scn, hw, res, variants, rec)
     order = {"high": 0, "medium": 1, "info": 2}
     recs.sort(key=lambda r: (order[r["severity"]], -(r["gain_frac"] or 0.0)))
     return recs

@@ -131,7 +131,7 @@ class GPU(_Sourced):
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "release_year", "memory_gib", "memory_gbyte_per_s", "dense_tflop_per_s", "peer_link", "pcie",
-        "p2p_pcie", "tdp_w", "sm_count", "host_link")
+        "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s")
 
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: str = Field(min_length=3, description="e.g. pascal, volta, turing, ampere, ada, hopper, blackwell, cdna3")
@@ -150,6 +150,9 @@ class GPU(_Sourced):
     p2p_pcie: bool = Field(description="GPU-to-GPU peer-to-peer over PCIe enabled by the driver")
     tdp_w: float = Field(ge=30, le=2500)
     sm_count: int | None = Field(default=None, ge=1, le=1000)
+    achievable_matmul_tflop_per_s: dict[Literal["fp16", "bf16", "fp8"], Annotated[float, Field(gt=0, le=100000)]] | None = Field(
+        default=None, description="measured maximum achievable dense matmul throughput at the best shape (MAMF), "
+                                  "a practical ceiling below the datasheet peak; fp16 defaults to the bf16 figure")
 
     @model_validator(mode="after")
     def _consistency(self):
@@ -173,6 +176,12 @@ class GPU(_Sourced):
     def peak_flop_per_s(self, key: str) -> float | None:
         """Dense peak for a datasheet precision key (``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8``)."""
         v = getattr(self.dense_tflop_per_s, key)
+        return None if v is None else units.tflop_per_s_to_flop_per_s(v)
+
+    def achievable_matmul_flop_per_s(self, key: str) -> float | None:
+        """Measured best-shape matmul FLOP/s for a datasheet precision key (fp16 falls back to bf16), or None."""
+        t = self.achievable_matmul_tflop_per_s or {}
+        v = t.get(key, t.get("bf16") if key == "fp16" else None)
         return None if v is None else units.tflop_per_s_to_flop_per_s(v)
 
     @property

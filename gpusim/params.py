@@ -41,6 +41,19 @@ class ModelParams(BaseModel):
     layer_kind_eff_frac: dict[str, float] = _F(
         default={"matmul": 1.0, "conv": 0.75, "attention": 0.60, "embedding": 1.0, "other": 0.8},
         description="compute-bound layer kinds relative to a large GEMM (convolutions and attention reach less)")
+    gemm_ceiling_frac: float = _F(default=0.78, gt=0, le=1,
+                                  description="best-shape matmul throughput / datasheet peak for a GPU without a "
+                                              "measured achievable-matmul figure in the database")
+    gemm_ceiling_flop_per_s: dict[str, float] = _F(
+        default={}, description="measured best-shape matmul FLOP/s per datasheet precision key (fp16, bf16, fp8 ...) "
+                                "that replaces the database's achievable-matmul figure (set by calibration)")
+    gemm_k_half_steps: float = _F(default=64.0, ge=0, le=100000,
+                                  description="GEMM reduction length at which a tile reaches half its steady rate "
+                                              "(prologue, epilogue, pipeline fill): efficiency k / (k + k_half)")
+    flash_fwd_eff_frac: float = _F(default=0.80, gt=0, le=1,
+                                   description="FlashAttention forward FLOP rate / the GPU's matmul ceiling")
+    flash_bwd_eff_frac: float = _F(default=0.70, gt=0, le=1,
+                                   description="FlashAttention backward FLOP rate / the GPU's matmul ceiling")
     mem_eff_frac: float = _F(default=0.70, gt=0, le=1,
                              description="achievable fraction of memory bandwidth for streaming (elementwise) kernels")
     kernel_tail_s: float = _F(default=5e-6, ge=0, le=1e-3,
@@ -105,6 +118,12 @@ class ModelParams(BaseModel):
     overlap_slowdown_frac: float = _F(default=0.50, ge=0, le=1,
                                       description="compute slowdown per unit of overlapped communication time "
                                                   "(communication kernels take SMs and memory bandwidth)")
+    tp_overlap_frac: float = _F(default=0.0, ge=0, le=1,
+                                description="fraction of tensor-parallel communication hidden under GEMMs "
+                                            "(0: Megatron-LM without Transformer Engine's communication overlap)")
+    pp_p2p_overlap_frac: float = _F(default=0.0, ge=0, le=1,
+                                    description="fraction of the steady-state pipeline sends hidden under compute "
+                                                "(Megatron-LM --overlap-p2p-comm; 0 = off, its default)")
     jitter_frac: float = _F(default=0.01, ge=0, le=1,
                             description="coefficient of variation of one rank's step time (clocks, OS noise)")
     slowest_gpu_speed_frac: float = _F(default=1.0, gt=0, le=1,
@@ -161,6 +180,31 @@ PROVENANCE: dict[str, str] = {
                        "that ceiling for the smaller shapes of real layers, a value chosen with the published "
                        "single-GPU training rows of shared/validation in view (disclosed in `gpusim validate`'s "
                        "README section). Calibrate for your models.",
+    "gemm_ceiling_frac": "median of the efficiency column (measured best-shape matmul / datasheet peak) of the "
+                         "STAS_MAMF rows (stas00/ml-engineering MAMF table: NVIDIA bf16 0.73-0.87, fp8 0.71-0.78); "
+                         "used only for GPUs without their own achievable_matmul_tflop_per_s in hwdb",
+    "gemm_k_half_steps": "engineering estimate (a tile's prologue and epilogue cost about one 64-deep k-block of "
+                         "its main loop); the wave and tile quantisation it multiplies follow NVIDIA's 'Matrix "
+                         "Multiplication Background User's Guide'. Fit it with a GEMM sweep",
+    "flash_fwd_eff_frac": "Dao, 'FlashAttention-2' (2023), section 4.1: forward up to 73% of A100 peak, i.e. 0.84 of "
+                          "the A100 MAMF ceiling (271/312); 0.80 for typical head dims and sequence lengths",
+    "flash_bwd_eff_frac": "Dao, 'FlashAttention-2' (2023), section 4.1: backward up to 63% of A100 peak = 0.72 of the "
+                          "MAMF ceiling; 0.70",
+    "tp_overlap_frac": "Megatron-LM as in Narayanan et al. SC'21 and Korthikanti et al. 2022 runs the tensor-parallel "
+                       "all-reduces on the critical path; Transformer Engine's userbuffer overlap hides part "
+                       "(set it for such runs)",
+    "pp_p2p_overlap_frac": "Megatron-LM's default (--overlap-p2p-comm off): sends and receives between stages "
+                           "block the schedule",
+    "gemm_ceiling_flop_per_s": "set by calibration (the GEMM sweep's fitted ceiling per precision); empty by default: "
+                               "the database's achievable_matmul_tflop_per_s (STAS_MAMF rows) is used",
+    "llm_rows_looked_at": "All 18 rows of validation/llm_parallel.csv (Korthikanti 2022 Table 5, Narayanan SC'21 "
+                          "Table 1) were looked at while developing the LLM layouts: `gpusim validate` prints them. "
+                          "No default above was set or changed to match them. Three modelling decisions came "
+                          "after seeing them, each a mechanism of Megatron-LM's code: the backward GEMMs by their own "
+                          "shapes (made Table 5 slightly worse), gradient-accumulation fusion as a Strategy option, "
+                          "off for the SC'21 (April 2021) rows as the Megatron-LM of that time had it (Table 1 "
+                          "median 9.4% -> 5.5%), and the mixed-precision optimizer's passes beside Adam "
+                          "(strategy.MEGATRON_OPT_EXTRA_BYTES; Table 5 mean 5.4% -> 4.8%)",
     "layer_kind_eff_frac": "engineering estimate: convolutions and attention reach a lower fraction of peak than "
                            "large GEMMs (calibrate with a DDP-step profile)",
     "mem_eff_frac": "engineering estimate: eager PyTorch elementwise and normalisation kernels (forward and backward) "

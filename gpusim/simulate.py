@@ -23,14 +23,14 @@ from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
                                  intra_node_busbw)
-from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, StepInputs, evaluate
+from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_STATE_BYTES,
                              OPT_TRAFFIC_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy)
 
 _STRATEGY_FIELDS = set(Strategy.model_fields)
 #: the CLI's and DESIGN.md's flat names for strategy fields
-_ALIASES = {"strategy_kind": "kind"}
+_ALIASES = {"strategy_kind": "kind", "micro_batch": "per_gpu_batch"}
 
 
 class Scenario(FiniteModel):
@@ -412,11 +412,13 @@ def _block_bytes(workload) -> float:
     return float(workload.act_bytes_per_sample / n_blocks(workload.fwd_kernels))
 
 
-def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> dict[str, Any]:
+def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
+                 hw_row: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One row of model inputs; ``hw_row`` (from :func:`hardware_row` for the same ``hw``) saves recomputing it."""
     st = scn.strategy
     pr = st.precision
     kinds, ga = roofline_by_kind(workload)
-    row = hardware_row(hw, params)
+    row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
     row.update({
         "peak_flop_per_s": peak_for(hw.gpu, pr),
         "params": float(workload.params), "fwd_flop_per_sample": float(workload.fwd_flop_per_sample),
@@ -438,18 +440,94 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> 
         "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer],
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
     })
+    if st.is_llm:
+        row.update(llm_row(scn, hw, workload, params))
+    elif st.global_batch is not None:  # data parallel with a global batch: accumulation = global / (micro x GPUs)
+        from gpusim.layout import Layout
+
+        row["accum"] = float(Layout.create(gpus=hw.n_gpus, micro_batch=st.per_gpu_batch,
+                                           global_batch=st.global_batch).n_micro)
     return row
+
+
+def transformer_of(workload):
+    """The TransformerSpec behind a workload, or None (the one place that knows where a workload keeps it)."""
+    from gpusim.workload import transformer_spec
+
+    return getattr(workload, "transformer", None) or transformer_spec(workload.id)
+
+
+def nvlink_domain_gpus(hw: Hardware) -> int:
+    """GPUs that share one NVLink (or PCIe) domain: tensor parallelism should stay inside it."""
+    return int(getattr(hw.node, "nvlink_domain_gpus", None) or hw.gpus_per_node)
+
+
+def scenario_layout(scn: Scenario, hw: Hardware, workload):
+    """The checked :class:`~gpusim.layout.Layout` of an LLM scenario (raises ScenarioError with every factor)."""
+    from gpusim.layout import Layout
+
+    st = scn.strategy
+    spec = transformer_of(workload)
+    if spec is None:
+        raise ScenarioError(f"tensor/pipeline parallelism and recomputation modes need a transformer; {workload.id!r} "
+                            f"is not one (use tp 1, pp 1 and --checkpointing)")
+    if scn.baseline_throughput:
+        raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
+    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, sp=st.sp, micro_batch=st.per_gpu_batch,
+                               global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
+                               n_layers=spec.n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
+                               nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
+
+
+def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
+    from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
+
+    st = scn.strategy
+    spec, lay = scenario_layout(scn, hw, workload)
+    pr = st.precision
+    h = float(spec.d_model)
+    embed = spec.vocab_size * h + ((spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
+    key = PEAK_KEY[pr]
+    # a calibration's measured ceiling, else the database's measured best-shape figure, else (NaN) a fraction of peak
+    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.achievable_matmul_flop_per_s(key)
+    half = GATHER_BYTES[pr] == 2
+    return {
+        "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
+        "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
+        "grad_accum_fusion": st.grad_accum_fusion,
+        "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
+        "n_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
+        "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
+        "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
+        "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,
+        "layer_params": float(spec.layer_params()), "embed_params": float(embed),
+        "ceiling_flop_per_s": math.nan if ceiling is None else ceiling, "sm_count": float(hw.gpu.sm_count or 1),
+        # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
+        "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
+        "master_bytes_per_param": 4.0 if half else 0.0,
+        "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer] + MEGATRON_OPT_EXTRA_BYTES[pr],
+    }
+
+
+_DEFAULT_INPUTS = {f.name: f.default_factory().item() for f in dataclasses.fields(StepInputs)
+                   if f.default_factory is not dataclasses.MISSING}
 
 
 def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
     names = [f.name for f in dataclasses.fields(StepInputs)]
     out = {}
     for name in names:
-        vals = [r[name] for r in rows]
-        if isinstance(vals[0], np.ndarray):  # layer groups: pad to the widest with empty groups
+        if not any(name in r for r in rows):
+            continue  # a field with a default (the LLM layout's: the data-parallel case)
+        vals = [r[name] if name in r else _DEFAULT_INPUTS[name] for r in rows]
+        if isinstance(vals[0], np.ndarray) and vals[0].ndim:  # layer groups: pad to the widest with empty groups
             width = max(v.shape[-1] for v in vals)
             fill = 1.0 if name == "group_eff_frac" else 0.0
-            out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
+            if all(v.shape[-1] == width for v in vals):
+                out[name] = np.stack(vals)
+            else:
+                out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
         else:
             out[name] = np.asarray(vals)
     return StepInputs(**out)
@@ -458,6 +536,12 @@ def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
 # ------------------------------------------------------------------------------------------------
 # Results
 # ------------------------------------------------------------------------------------------------
+
+#: how mfu_frac counts model FLOPs
+MFU_CONVENTION = ("model FLOPs = 3 x forward (6 x parameters x tokens for the GEMMs, plus attention 4 s^2 q per layer "
+                  "and sequence counted without the causal saving), recomputation not counted (PaLM appendix B; "
+                  "NVIDIA Megatron-LM tables), over the dense datasheet peak of the precision")
+
 
 @dataclass(frozen=True)
 class StepResult:
@@ -493,6 +577,14 @@ class StepResult:
     recommendations: tuple[dict, ...] = ()
     assumptions: tuple[str, ...] = ()
     scenario: dict = field(default_factory=dict)
+    # LLM views (tokens, model FLOPs as NVIDIA's tables count them, the layout)
+    tokens_per_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    model_tflop_per_s_per_gpu: float | None = None
+    mfu_flop_convention: str = MFU_CONVENTION
+    parallelism: dict = field(default_factory=dict)
+    memory_per_stage_bytes: dict = field(default_factory=dict)
+    n_micro_batches: int = 1
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -524,6 +616,13 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
     """The one-GPU reference of a scenario (speedup and efficiency are relative to it): the same GPU, batch and
     strategy on one GPU (DataParallel's one-GPU form is plain training, as DDP's is)."""
     kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
+    if scn.strategy.global_batch is not None and not scn.strategy.is_llm:  # the same accumulation, on one GPU
+        st = scn.strategy
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, global_batch=None,
+                                accum=max(1, st.global_batch // (st.per_gpu_batch * scn.gpus)))
+    if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, global_batch=None, accum=1,
+                                recompute=scn.strategy.recompute_mode)
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
 
 
@@ -551,24 +650,47 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     if scn.baseline_throughput:
         _apply_baseline(rows, scn, params)
 
-    variants = variant_scenarios(scn, hw, wl, evaluate(stack_rows(rows), params), db) if recommend else []
+    first = evaluate(stack_rows(rows), params)
+    variants = variant_scenarios(scn, hw, wl, first, db) if recommend else []
     var_rows = []
+    hw_cache = {_hardware_key(scn): (hw, hardware_row(hw, params))}  # most what-ifs change only the strategy
     for name, vscn in variants:
         try:
-            vhw = resolve_hardware(vscn, db)
-            vrow = scenario_row(vscn, vhw, wl, params)
+            key = _hardware_key(vscn)
+            if key not in hw_cache:
+                vhw = resolve_hardware(vscn, db)
+                hw_cache[key] = (vhw, hardware_row(vhw, params))
+            vhw, vhw_row = hw_cache[key]
+            vrow = scenario_row(vscn, vhw, wl, params, hw_row=vhw_row)
         except GpusimError:
             continue
         if scn.baseline_throughput:
             vrow["compute_override_s"] = _rescaled_override(rows, vrow, params)
         var_rows.append((name, vscn, vrow))
-    out = evaluate(stack_rows(rows + [r for _, _, r in var_rows]), params)
+    # rows are independent (vectorised equals one at a time): the what-ifs are evaluated on their own
+    out = _concat_rows(first, evaluate(stack_rows([r for _, _, r in var_rows]), params)) if var_rows else first
     res = _make_result(scn, hw, wl, out, 0, 1, row)
     if recommend:
         recs = recommendations(scn, hw, wl, res, [(name, vscn, _row_result(out, 2 + j))
                                                   for j, (name, vscn, _) in enumerate(var_rows)])
         res = dataclasses.replace(res, recommendations=tuple(recs))
     return res
+
+
+_HARDWARE_FIELDS = ("gpu", "node", "gpus", "nodes", "intra", "intra_topology", "p2p", "inter", "nics_per_node",
+                    "oversubscription", "cpu_cores_per_gpu", "storage_gbyte_per_s")
+
+
+def _hardware_key(scn: Scenario) -> tuple:
+    """The scenario fields :func:`resolve_hardware` reads."""
+    return tuple(getattr(scn, f) for f in _HARDWARE_FIELDS)
+
+
+def _concat_rows(a: dict, b: dict) -> dict:
+    """The outputs of two evaluate() calls as one, rows of ``a`` first."""
+    na = len(np.atleast_1d(a["step_s"]))
+    nb = len(np.atleast_1d(b["step_s"]))
+    return {k: np.concatenate([np.broadcast_to(a[k], (na,)), np.broadcast_to(b[k], (nb,))]) for k in a}
 
 
 def _apply_baseline(rows: list[dict], scn: Scenario, params: ModelParams) -> None:
@@ -599,8 +721,10 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
     thr1 = float(b1["throughput_samples_per_s"])
     speedup = thr / thr1
     tokens = float(wl.tokens_per_sample) if getattr(wl, "sample_unit", "image") == "sequence" else None
-    breakdown = {k: float(r[k]) for k in BREAKDOWN_KEYS}
     st = scn.strategy
+    llm = bool(r.get("llm", False)) or st.is_llm
+    breakdown = {k: float(r["comm_exposed_s" if k == "dp_comm_exposed_s" else k])
+                 for k in (LLM_BREAKDOWN_KEYS if llm else BREAKDOWN_KEYS)}
     notes = hw.assumptions
     if hw.n_gpus > 1 and not bool(b1["fits_in_memory"]):
         notes += ("the one-GPU reference of speedup and efficiency does not fit in one GPU's memory: it is the "
@@ -624,7 +748,8 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                                 ("memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
                                  "memory_activations_bytes", "memory_buffers_bytes", "memory_overhead_bytes")},
         single_gpu_step_s=float(b1["step_s"]), single_gpu_throughput_samples_per_s=thr1,
-        global_batch=st.per_gpu_batch * st.accum * hw.n_gpus, n_gpus=hw.n_gpus, n_nodes=hw.nodes,
+        global_batch=int(round(float(row["micro_batch"]) * float(row["accum"]) * float(r["dp_degree"]))),
+        n_gpus=hw.n_gpus, n_nodes=hw.nodes,
         intra_path=_path_name(row["_intra_path"]), inter_path=_path_name(row["_inter_path"]),
         assumptions=notes,
         scenario={**scn.model_dump(mode="json", exclude={"workload"}), "workload_name": wl.name,
@@ -633,7 +758,26 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                   "intra_topology_resolved": hw.topology, "p2p_resolved": hw.p2p,
                   "inter_link_resolved": hw.inter_link.id if hw.inter_link else None,
                   "nics_per_node_resolved": hw.nics_per_node},
+        **_llm_views(r, row, hw, tokens, thr),
     )
+
+
+def _llm_views(r: dict, row: dict, hw: Hardware, tokens: float | None, thr: float) -> dict:
+    """Tokens, model TFLOP/s per GPU, the degrees and memory per stage of a result row."""
+    dp = int(round(float(r["dp_degree"])))
+    seq = float(row.get("seq_len", 0.0)) or tokens
+    tps = thr * seq if seq else None
+    out = {"tokens_per_s": tps, "tokens_per_s_per_gpu": tps / hw.n_gpus if tps else None,
+           "model_tflop_per_s_per_gpu": units.flop_per_s_to_tflop_per_s(
+               float(r["model_flop_per_step"]) / float(r["step_s"]) / hw.n_gpus),
+           "parallelism": {"tp": int(row.get("tp", 1)), "pp": int(row.get("pp", 1)), "vp": int(row.get("vp", 1)),
+                           "cp": 1, "ep": 1, "dp": dp},
+           "n_micro_batches": int(row["accum"])}
+    if row.get("llm"):
+        out["memory_per_stage_bytes"] = {"first": float(r["memory_first_stage_bytes"]),
+                                         "last": float(r["memory_last_stage_bytes"])}
+        out["parallelism"]["sp"] = bool(row["sp"])
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -38,6 +38,26 @@ Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8"]
 
 Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum"]
 
+Recompute = Literal["none", "selective", "full"]
+"""
+- ``none``: every activation the backward pass needs is kept.
+- ``selective``: the attention core (scores, softmax, dropout) is recomputed in the backward pass, the rest
+  kept (Korthikanti et al. 2022, section 5).
+- ``full``: only each layer's input is kept; the whole layer's forward runs again in the backward pass.
+"""
+
+#: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
+#: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient
+#: buffer (write 4), the gradient norm for clipping (read 4), copying the fp32 master weights into the 16-bit model
+#: weights (read 4, write 2), and with fp16 loss scaling the unscale-and-check for inf/nan (read 4, write 4).
+MEGATRON_OPT_EXTRA_BYTES: dict[str, float] = {"fp32": 8, "tf32": 8, "amp_fp16": 22, "amp_bf16": 14, "bf16": 14,
+                                              "fp8": 14}
+
+#: recomputation mode codes inside the model's arrays
+RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+#: strategies that combine with pipeline parallelism (Megatron-LM: DDP or the distributed optimizer)
+PIPELINE_STRATEGIES = ("ddp", "zero1")
+
 STRATEGY_CODES: dict[str, int] = {
     "dp": 0, "ddp": 1, "zero1": 2, "zero2": 3, "zero3": 4, "fsdp-full": 4, "fsdp-grad-op": 3, "fsdp-hybrid": 5}
 #: shard stage per strategy code: 0 = nothing sharded ... 3 = parameters sharded
@@ -91,12 +111,62 @@ class Strategy(FiniteModel):
                                                 "(synthetic): the step is predicted without a loader, and the loader "
                                                 "it would need is reported")
     pin_memory: bool = True
+    # --- LLM layout (Megatron-style 3D parallelism; see gpusim.layout) ---------------------------------
+    tp: int = Field(default=1, ge=1, le=4096, description="tensor-parallel degree")
+    pp: int = Field(default=1, ge=1, le=4096, description="pipeline-parallel stages")
+    vp: int = Field(default=1, ge=1, le=512, description="model chunks per pipeline stage (interleaved 1F1B if > 1)")
+    sp: bool | None = Field(default=None, description="sequence parallelism (default: on when tp > 1)")
+    global_batch: int | None = Field(default=None, ge=1, le=100_000_000,
+                                     description="sequences per optimizer step; sets accumulation = global / "
+                                                 "(micro-batch x dp)")
+    recompute: Recompute | None = Field(default=None, description="activation recomputation (LLM layouts; "
+                                                                  "default none, or full with checkpointing)")
+    overlap_grad_reduce: bool = Field(default=True, description="gradient reduction overlapped with the backward "
+                                                                "pass (PyTorch DDP; Megatron --overlap-grad-reduce)")
+    force_tp: bool = Field(default=False, description="allow tp beyond one NVLink domain")
+    grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
+                                                              "fp32 main gradients inside the GEMM (Megatron "
+                                                              "--gradient-accumulation-fusion) rather than by a "
+                                                              "separate add per micro-batch")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _micro_batch_alias(cls, data):
+        if isinstance(data, dict) and "micro_batch" in data:
+            data = dict(data)
+            mb = data.pop("micro_batch")
+            if mb is not None:
+                data.setdefault("per_gpu_batch", mb)
+        return data
 
     @model_validator(mode="after")
     def _check(self):
         if self.cpu_offload and self.kind in ("dp", "ddp"):
             raise ValueError(f"cpu_offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {self.kind!r}")
+        if self.is_llm and self.kind in ("dp", "fsdp-hybrid"):
+            raise ValueError(f"tensor/pipeline parallelism runs with ddp, zero1 (distributed optimizer) or FSDP, "
+                             f"not {self.kind!r}")
+        if self.pp > 1 and self.kind not in PIPELINE_STRATEGIES:
+            raise ValueError(f"pipeline parallelism (pp {self.pp}) combines with ddp or zero1 (Megatron's distributed "
+                             f"optimizer), not {self.kind!r}: use --strategy zero1")
         return self
+
+    @property
+    def is_llm(self) -> bool:
+        """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
+        return self.tp > 1 or self.pp > 1 or self.vp > 1 or self.recompute is not None
+
+    @property
+    def micro_batch(self) -> int:
+        return self.per_gpu_batch
+
+    @property
+    def recompute_mode(self) -> str:
+        return self.recompute or ("full" if self.activation_checkpointing else "none")
+
+    @property
+    def sp_on(self) -> bool:
+        return self.tp > 1 if self.sp is None else bool(self.sp and self.tp > 1)
 
     @property
     def code(self) -> int:

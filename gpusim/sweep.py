@@ -297,8 +297,8 @@ def _precision_fields(wl, precisions: Sequence[str], hws: Sequence[Any], hw_fiel
         row = scenario_row(_ScnShim(p, optimizer, bucket_mib), rep, wl, params)
         d = {}
         for k in _STEP_FIELDS:
-            if k in hw_fields or k in _ROW_FIELDS or k == "peak_flop_per_s":
-                continue
+            if k in hw_fields or k in _ROW_FIELDS or k == "peak_flop_per_s" or k not in row:
+                continue  # (fields a data-parallel row leaves at their defaults: the LLM layout's)
             v = row[k]
             d[k] = v[None, :] if isinstance(v, np.ndarray) and v.ndim == 1 else np.asarray(v)
         out[p] = d

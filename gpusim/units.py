@@ -63,6 +63,10 @@ def tflop_per_s_to_flop_per_s(tflop_per_s: float) -> float:
     return float(tflop_per_s) * TERA
 
 
+def flop_per_s_to_tflop_per_s(flop_per_s: float) -> float:
+    return flop_per_s / TERA
+
+
 def us_to_s(us: float) -> float:
     return float(us) * US
 

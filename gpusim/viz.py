@@ -31,14 +31,28 @@ BREAKDOWN_LABELS: dict[str, str] = {
     "sync_s": "sync and stragglers",
     "overhead_s": "fixed overhead",
 }
+#: an LLM layout's breakdown (gpusim.model.step.LLM_BREAKDOWN_KEYS)
+LLM_BREAKDOWN_LABELS: dict[str, str] = {
+    "compute_s": "compute",
+    "tp_comm_exposed_s": "tensor-parallel communication",
+    "pp_bubble_s": "pipeline bubble",
+    "pp_p2p_exposed_s": "pipeline send/receive",
+    "dp_comm_exposed_s": "data-parallel communication",
+    **{k: v for k, v in BREAKDOWN_LABELS.items() if k not in ("compute_s", "comm_exposed_s")},
+}
 BREAKDOWN_COLORS: dict[str, str] = {
     "compute_s": "#4C78A8",
+    "tp_comm_exposed_s": "#FF9DA6",
+    "pp_bubble_s": "#BAB0AC",
+    "pp_p2p_exposed_s": "#EECA3B",
+    "dp_comm_exposed_s": "#E45756",
     "comm_exposed_s": "#E45756",
     "data_wait_s": "#F58518",
     "optimizer_s": "#72B7B2",
     "sync_s": "#B279A2",
     "overhead_s": "#9D9DA0",
 }
+LLM_ONLY_KEYS = ("tp_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s")
 MEMORY_LABELS: dict[str, str] = {
     "weights": "weights",
     "gradients": "gradients",
@@ -126,7 +140,8 @@ def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: flo
     total_ms = sum(breakdown_s.values()) / units.MS
     fig = go.Figure()
     rows = ["this step"]
-    for key, label in BREAKDOWN_LABELS.items():
+    llm = any(k in breakdown_s for k in LLM_ONLY_KEYS)  # an LLM layout's breakdown names its own parts
+    for key, label in (LLM_BREAKDOWN_LABELS if llm else BREAKDOWN_LABELS).items():
         v = float(breakdown_s.get(key, 0.0))
         ms = v / units.MS
         share = ms / total_ms if total_ms > 0 else 0.0
@@ -680,3 +695,62 @@ def held_out_figure(records: Sequence[Mapping], *, title: str = "Held-out DDP st
     fig.update_xaxes(type="category")
     fig.update_yaxes(title_text="ms per step", rangemode="tozero")
     return _layout(fig, title, 380, barmode="group")
+
+
+# --- Parallelism page --------------------------------------------------------------------------------
+
+def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_s_per_gpu",
+                          label: str = "tokens/s per GPU", title: str = "Throughput over tp x pp",
+                          best: int | None = None) -> go.Figure:
+    """A tp x pp heatmap of ``value`` (cells of :func:`gpusim.parallelism.layout_grid`, one micro-batch each);
+    infeasible cells are blank with their reason in the hover and an x, cells that do not fit are marked."""
+    tps = sorted({int(c["tp"]) for c in cells})
+    pps = sorted({int(c["pp"]) for c in cells})
+    z = [[None] * len(tps) for _ in pps]
+    text = [[""] * len(tps) for _ in pps]
+    hover = [[""] * len(tps) for _ in pps]
+    for i, c in enumerate(cells):
+        r, k = pps.index(int(c["pp"])), tps.index(int(c["tp"]))
+        if c.get("feasible") and c.get(value) is not None:
+            v = float(c[value])
+            z[r][k] = v if c.get("fits_in_memory") else None
+            mark = "★ " if best is not None and i == best else ""
+            text[r][k] = (f"{mark}{v:,.4g}" if c.get("fits_in_memory") else "✗ memory")
+        else:
+            text[r][k] = "✗"
+        hover[r][k] = (f"tp {c['tp']}, pp {c['pp']}, micro-batch {c['micro_batch']}<br>"
+                       + (f"{label}: {float(c[value]):,.4g}<br>" if c.get(value) is not None else "")
+                       + (c.get("reason") or "fits"))
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[str(t) for t in tps], y=[str(p) for p in pps], text=text, texttemplate="%{text}",
+        customdata=hover, hovertemplate="%{customdata}<extra></extra>", colorscale="Viridis", xgap=2, ygap=2,
+        colorbar={"title": {"text": label}}))
+    fig.update_xaxes(title_text="tensor-parallel degree tp", type="category")
+    fig.update_yaxes(title_text="pipeline stages pp", type="category")
+    return _layout(fig, title, 120 + 48 * len(pps))
+
+
+SCHEDULE_COLORS = {"F": "#4C78A8", "B": "#72B7B2"}
+
+
+def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedule of one step") -> go.Figure:
+    """Stages x time: one bar per forward (F) and backward (B) pass of a micro-batch (and chunk), from
+    :func:`gpusim.parallelism.pipeline_schedule`; the gaps are the bubble."""
+    fig = go.Figure()
+    scale = 1.0 / units.MS if schedule["step_s"] < 10 else 1.0
+    unit = "ms" if scale != 1.0 else "s"
+    for kind, name in (("F", "forward"), ("B", "backward")):
+        bl = [b for b in schedule["blocks"] if b["kind"] == kind]
+        fig.add_trace(go.Bar(
+            x=[(b["end_s"] - b["start_s"]) * scale for b in bl], base=[b["start_s"] * scale for b in bl],
+            y=[f"stage {b['stage']}" for b in bl], orientation="h", name=name, marker_color=SCHEDULE_COLORS[kind],
+            marker_line={"width": 0.5, "color": "#FFFFFF"},
+            text=[str(b["micro_batch"]) if schedule["n_micro"] * schedule["vp"] <= 32 else "" for b in bl],
+            textposition="inside", insidetextanchor="middle",
+            customdata=[[b["micro_batch"], b["chunk"]] for b in bl],
+            hovertemplate=f"{name} of micro-batch %{{customdata[0]}}, chunk %{{customdata[1]}}<br>"
+                          f"%{{base:.4g}}-%{{x:.4g}} {unit}<extra></extra>"))
+    fig.update_xaxes(title_text=f"time in the step ({unit})", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed", type="category")
+    busy = schedule["busy_frac"]
+    return _layout(fig, f"{title} (bubble {1 - busy:.0%})", 120 + 34 * schedule["pp"], barmode="overlay")

@@ -59,6 +59,7 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
     ("page_scaling.py", "Scaling", "scaling", ":material/trending_up:"),
     ("page_batch.py", "Batch & utilisation", "batch", ":material/stacked_bar_chart:"),
     ("page_rooflines.py", "Rooflines", "rooflines", ":material/roofing:"),
+    ("page_parallelism.py", "Parallelism", "parallelism", ":material/view_column:"),
     ("page_compare.py", "Compare", "compare", ":material/compare_arrows:"),
     ("page_plan.py", "Plan", "plan", ":material/calendar_month:"),
     ("page_topology.py", "Topology", "topology", ":material/lan:"),

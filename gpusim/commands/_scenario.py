@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8")
 STRATEGIES = ("dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid")
 
@@ -51,8 +53,8 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                    help="speed of the slowest GPU relative to the rest, e.g. 0.8 for one throttled card")
     s = p.add_argument_group("strategy")
     s.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="default ddp")
-    s.add_argument("--per-gpu-batch", type=strategy_type("per_gpu_batch"), required=batch_required,
-                   help="micro-batch per GPU (samples)")
+    s.add_argument("--per-gpu-batch", "--micro-batch", dest="per_gpu_batch", type=strategy_type("per_gpu_batch"),
+                   required=batch_required, help="micro-batch per GPU (samples; sequences for a language model)")
     s.add_argument("--precision", choices=PRECISIONS, default="amp_bf16", help="default amp_bf16")
     s.add_argument("--accum", type=strategy_type("accum"), default=1, help="gradient accumulation steps (default 1)")
     s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
@@ -71,8 +73,34 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     m.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
 
 
+def add_layout_args(p) -> None:
+    """LLM layout flags (Megatron-style tensor, sequence and pipeline parallelism); see gpusim.layout."""
+    g = p.add_argument_group("LLM layout")
+    g.add_argument("--tp", type=int, help="tensor-parallel degree (default 1)")
+    g.add_argument("--pp", type=int, help="pipeline stages (default 1)")
+    g.add_argument("--vp", type=int, help="model chunks per pipeline stage: interleaved 1F1B when > 1 (default 1)")
+    g.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
+                   help="sequence parallelism (default: on when tp > 1)")
+    g.add_argument("--global-batch", type=int, help="sequences per optimizer step: accumulation = global / "
+                                                    "(micro-batch x dp)")
+    g.add_argument("--recompute", choices=("none", "selective", "full"),
+                   help="activation recomputation (selective = attention core only)")
+    g.add_argument("--force-tp", action="store_true", help="allow tp beyond one NVLink domain")
+    g.add_argument("--no-overlap-grad-reduce", action="store_true",
+                   help="reduce gradients after the backward pass instead of during it")
+
+
+def layout_kwargs(args) -> dict:
+    out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute")}
+    if getattr(args, "force_tp", False):
+        out["force_tp"] = True
+    if getattr(args, "no_overlap_grad_reduce", False):
+        out["overlap_grad_reduce"] = False
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def scenario_kwargs(args) -> dict:
-    return dict(
+    return layout_kwargs(args) | dict(
         model=args.model, seq_len=args.seq_len, gpu=args.gpu, node=args.node, gpus=args.gpus, nodes=args.nodes,
         intra=args.intra, intra_topology=args.intra_topology, p2p=False if args.no_p2p else None, inter=args.inter,
         nics_per_node=args.nics_per_node, oversubscription=args.oversubscription,

@@ -18,8 +18,43 @@ def register(sub) -> None:
     p.add_argument("--rows", action="store_true", help="print every row's measured and predicted values")
     p.add_argument("--worst", type=Bound(0, 100_000, integer=True), default=8,
                    help="list the N worst anchored rows (default 8)")
+    p.add_argument("--llm-csv", metavar="FILE", help="LLM layout rows (default: validation/llm_parallel.csv; "
+                                                     "'none' to skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
+
+
+def _llm_results(args, db, params):
+    """The LLM-layout rows (Korthikanti Table 5, Narayanan Table 1) with gpusim's errors."""
+    from gpusim import validation_llm as V
+
+    if getattr(args, "llm_csv", None) == "none" or (args.csv and not getattr(args, "llm_csv", None)):
+        return []
+    path = getattr(args, "llm_csv", None) or V.default_csv()
+    if params is not None and callable(params):
+        params = params(V.GPU_ID)
+    return V.run(path, db=db, params=params)
+
+
+def print_llm(results) -> None:
+    from gpusim.commands._common import print_table
+    from gpusim.validation import fmt_pct
+    from gpusim import validation_llm as V
+
+    if not results:
+        return
+    rows = []
+    for r in results:
+        rows.append([r.source_id, r.model, r.gpus, f"{r.tp}/{r.pp}/{r.vp}", r.micro_batch, r.global_batch, r.recompute,
+                     "sp" if r.sp else "", f"{r.measured:g}", "" if r.predicted is None else f"{r.predicted:.4g}",
+                     "" if r.signed_frac is None else f"{r.signed_frac:+.1%}", r.chosen or r.error[:60]])
+    print_table(rows, ["source", "model", "GPUs", "tp/pp/vp", "micro", "global", "recompute", "", "measured",
+                       "predicted", "error", "chosen by gpusim's search"],
+                title="LLM layouts (validation/llm_parallel.csv): Table 5 step s/iteration, Table 1 TFLOP/s per GPU",
+                justify=["left", "left"] + ["right"] * 9 + ["left"])
+    for sid, g in V.summarize(results).items():
+        print(f"{sid}: {g['predicted']} of {g['rows']} rows, mean abs error {fmt_pct(g['mean_ape'])}, median "
+              f"{fmt_pct(g['median_ape'])}, max {fmt_pct(g['max_ape'])}")
 
 
 def cmd_validate(args) -> int:
@@ -45,8 +80,12 @@ def cmd_validate(args) -> int:
     for path in paths:
         results += run(path, db=db, params=params)
     summary = summarize(results)
+    llm = _llm_results(args, db, params)
     if args.json:
-        print_json({**summary, "rows": [asdict(r) for r in results]})
+        from gpusim import validation_llm as V
+
+        print_json({**summary, "rows": [asdict(r) for r in results],
+                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -103,6 +142,7 @@ def cmd_validate(args) -> int:
         reasons[u["reason"]] = reasons.get(u["reason"], 0) + 1
     for reason, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"  {count} x {reason}")
+    print_llm(llm)
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",

@@ -31,13 +31,14 @@ Strategies (see :mod:`gpusim.strategy`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
+from gpusim.model.llm import llm_terms, stage_state_bytes
 from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes, n_blocks
 from gpusim.model.sync import straggler_s
 from gpusim.params import ModelParams
@@ -46,7 +47,7 @@ DP, DDP, ZERO1, ZERO2, ZERO3, HYBRID = 0, 1, 2, 3, 4, 5
 SHARD_STAGE = np.array([0, 0, 1, 2, 3, 3])
 
 BOTTLENECKS = ("compute", "cpu-dispatch", "communication", "data-loading", "optimizer", "stragglers", "overhead",
-               "memory")
+               "memory", "tp-communication", "pipeline-bubble", "pipeline-p2p")
 BREAKDOWN_KEYS = ("compute_s", "comm_exposed_s", "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
 #: The one bottleneck rule (used by every caller; diagnose.py's advice follows from it): a part of the step other
 #: than compute (exposed communication, data wait, optimizer, stragglers, overhead) is the bottleneck when it
@@ -68,6 +69,16 @@ def bottleneck_codes(step_s, losses, dispatch_bound, fits):
     compute_code = np.where(dispatch_bound, 1, 0)
     out = np.where(largest >= BOTTLENECK_SHARE_FRAC * np.asarray(step_s), code, compute_code)
     return np.where(fits, out, 7).astype(np.int64)
+
+
+#: the breakdown of an LLM layout: the data-parallel part is named as such, and the terms of tensor and pipeline
+#: parallelism are added (they are zero, and left out, for a data-parallel scenario)
+LLM_BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s",
+                      "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
+
+
+def _one(v=1.0):
+    return field(default_factory=lambda: np.asarray(v))
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,32 @@ class StepInputs:
     # measured or what-if
     compute_override_s: np.ndarray  # NaN: model the compute; else the measured one-GPU micro-batch time
     slowest_speed_frac: np.ndarray
+    # LLM layout (gpusim.layout) and the transformer's shape; the defaults are the data-parallel case
+    llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
+    tp: np.ndarray = _one()
+    pp: np.ndarray = _one()
+    vp: np.ndarray = _one()
+    sp: np.ndarray = _one(False)
+    recompute: np.ndarray = _one(0)  # gpusim.strategy.RECOMPUTE_CODES
+    dp_overlap: np.ndarray = _one()  # 1: gradient reduction may overlap the backward pass; 0: after it
+    n_layers: np.ndarray = _one(0.0)
+    d_model: np.ndarray = _one(0.0)
+    n_heads: np.ndarray = _one()
+    q_dim: np.ndarray = _one(0.0)
+    kv_dim: np.ndarray = _one(0.0)
+    ff_dim: np.ndarray = _one(0.0)
+    ffn_mats: np.ndarray = _one(2.0)
+    vocab: np.ndarray = _one(0.0)
+    seq_len: np.ndarray = _one(0.0)
+    dropout: np.ndarray = _one(True)
+    flash: np.ndarray = _one(False)
+    rope: np.ndarray = _one(False)
+    untied: np.ndarray = _one(False)
+    layer_params: np.ndarray = _one(0.0)
+    embed_params: np.ndarray = _one(0.0)
+    ceiling_flop_per_s: np.ndarray = _one(np.nan)  # measured best-shape matmul rate; NaN: a fraction of the peak
+    sm_count: np.ndarray = _one()
+    grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -236,10 +273,16 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     groups = {"fwd_flop_per_sample": inp.group_flop_per_sample, "fwd_bytes_per_sample": inp.group_bytes_per_sample,
               "weight_bytes": inp.group_weight_bytes, "count": inp.group_count}
     weight_scale = np.asarray(inp.gather_bytes_per_param) / 2.0
-    mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
-                             mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, launch_cpu_s=p.launch_cpu_s,
-                             act_scale=inp.act_scale, weight_scale=weight_scale, recompute=inp.checkpointing,
-                             fwd_dispatch_mult=fwd_dispatch_mult, fwd_kernels=fwd_kernels)
+    llm = np.asarray(inp.llm, dtype=bool)
+    if np.all(llm):  # every row an LLM layout: its compute comes from the GEMM shapes (below)
+        z = np.zeros(np.broadcast_shapes(np.shape(b), np.shape(n)))
+        mc = dict.fromkeys(("compute_s", "fwd_s", "bwd_s", "gpu_s", "cpu_dispatch_s", "roofline_s", "kernels"), z)
+    else:
+        mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
+                                 mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
+                                 launch_cpu_s=p.launch_cpu_s, act_scale=inp.act_scale, weight_scale=weight_scale,
+                                 recompute=inp.checkpointing, fwd_dispatch_mult=fwd_dispatch_mult,
+                                 fwd_kernels=fwd_kernels)
     override = np.asarray(inp.compute_override_s, dtype=np.float64)
     measured = np.isfinite(override)
     mult = train_multiplier(inp.checkpointing)
@@ -249,16 +292,46 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     bwd_s = micro_s - fwd_s
     gpu_busy_micro_s = np.where(measured, np.minimum(override, micro_s), mc["gpu_s"])
 
-    # ---- communication (each strategy evaluated only on its own rows) ------------------------------
+    # ---- LLM layouts: per-GEMM compute, tensor and pipeline parallelism (zero for data-parallel rows) ----
+    tp, pp = np.asarray(inp.tp, dtype=np.float64), np.asarray(inp.pp, dtype=np.float64)
+    dp = n / (tp * pp)
     G = P * inp.grad_bytes_per_param  # gradient bytes communicated
     W = P * inp.gather_bytes_per_param  # parameter bytes gathered by sharded strategies
-    ctx = {"n": n, "nodes": nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
-           "blocks": n_blocks(fwd_kernels), "fwd_s": fwd_s, "bwd_s": bwd_s,
+    dp_n, dp_nodes, dp_inter, P_local, blocks = n, nodes, inp.inter_busbw_bytes_per_s, P, n_blocks(fwd_kernels)
+    mem_rate = np.asarray(inp.mem_bytes_per_s, dtype=np.float64) * p.mem_eff_frac
+    zero = np.zeros(np.shape(n))
+    tp_comm_s, pp_bubble_s, pp_p2p_s = zero, zero, zero
+    lt = None
+    if np.any(llm):
+        with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
+            lt = llm_terms(_llm_inputs(inp, g, p), p)
+        # a data-parallel group takes every tp-th rank (Megatron's rank order tp, dp, pp): its members share a
+        # node as far as the node holds them, and the node's tp groups share its NICs
+        dp_per_node = np.minimum(dp, np.maximum(g / tp, 1.0))
+        dp_n = np.where(llm, dp, n)
+        dp_nodes = np.where(llm, dp / dp_per_node, nodes)
+        dp_inter = np.where(llm, inp.inter_busbw_bytes_per_s * dp_per_node / g, inp.inter_busbw_bytes_per_s)
+        P_local = np.where(llm, lt["stage_params"], P)
+        G = np.where(llm, P_local * inp.grad_bytes_per_param, G)
+        W = np.where(llm, P_local * inp.gather_bytes_per_param, W)
+        blocks = np.where(llm, lt["layers_per_stage"], blocks)
+        mem_rate = np.where(llm, np.inf, mem_rate)  # Megatron reduces its contiguous gradient buffer in place
+        tp_comm_s = np.where(llm, lt["tp_comm_exposed_s"], 0.0)
+        pp_bubble_s = np.where(llm, lt["pp_bubble_s"], 0.0)
+        pp_p2p_s = np.where(llm, lt["pp_p2p_exposed_s"], 0.0)
+        # (a measured one-GPU time is not combined with an LLM layout: the edge refuses it)
+        micro_s = np.where(llm, (lt["compute_s"] + tp_comm_s + pp_bubble_s + pp_p2p_s) / k, micro_s)
+        fwd_s = np.where(llm, lt["stage_fwd_s"], fwd_s)
+        bwd_s = np.where(llm, lt["stage_bwd_s"], bwd_s)
+        gpu_busy_micro_s = np.where(llm, lt["compute_s"] / k, gpu_busy_micro_s)
+
+    # ---- communication (each strategy evaluated only on its own rows) ------------------------------
+    ctx = {"n": dp_n, "nodes": dp_nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
+           "blocks": blocks, "fwd_s": fwd_s, "bwd_s": bwd_s * np.asarray(inp.dp_overlap, dtype=np.float64),
            "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
-           "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": inp.inter_busbw_bytes_per_s,
-           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls,
-           "mem_rate": np.asarray(inp.mem_bytes_per_s, dtype=np.float64) * p.mem_eff_frac}
+           "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
+           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)
@@ -279,8 +352,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     comm_total = comm_exposed + comm_hidden
 
     # ---- optimizer ------------------------------------------------------------------------------
-    o_shard = np.where(stage >= 1, np.where(s == HYBRID, g, n), 1.0)
-    p_local = P / o_shard
+    o_shard = np.where(stage >= 1, np.where(s == HYBRID, g, dp_n), 1.0)
+    p_local = P_local / o_shard
     gpu_opt = optimizer_step_s(p_local, inp.opt_traffic_bytes_per_param, inp.mem_bytes_per_s, p.mem_eff_frac,
                                p.optimizer_kernels, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
     offload = np.asarray(inp.cpu_offload, dtype=bool)
@@ -300,15 +373,21 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
 
     # ---- synchronisation and totals -------------------------------------------------------------
     compute_s = k * micro_s
+    if lt is not None:
+        compute_s = np.where(llm, lt["compute_s"], compute_s)
     sync_s = straggler_s(compute_s, n, p.jitter_frac, inp.slowest_speed_frac)
     # DataParallel re-replicates the module to every GPU on every forward (Python work per module and replica)
     overhead_s = p.step_overhead_s + np.where(is_dp, k * fwd_kernels * (n - 1.0) * p.dp_replicate_s, 0.0)
     comm_part = comm_exposed + interference
     step_s = compute_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
+    if lt is not None:  # (the terms of tensor and pipeline parallelism: zero for data-parallel rows)
+        step_s = step_s + tp_comm_s + pp_bubble_s + pp_p2p_s
 
-    samples = n * b * k
+    samples = dp * b * k  # a sample is shared by the tp x pp GPUs of one model replica
     throughput = samples / step_s
-    model_flop = model_flop_per_sample(inp.fwd_flop_per_sample) * samples
+    fwd_flop = inp.fwd_flop_per_sample if lt is None else np.where(llm, lt["model_fwd_flop_per_sample"],
+                                                                    inp.fwd_flop_per_sample)
+    model_flop = model_flop_per_sample(fwd_flop) * samples
     mfu = model_flop / (step_s * n * inp.peak_flop_per_s)
     gpu_util = k * gpu_busy_micro_s / step_s
 
@@ -324,13 +403,18 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         ddp_buckets=(s == DDP) & multi, cpu_offload=offload, multi_gpu=multi, fwd_kernels=fwd_kernels,
         framework_overhead_bytes=p.framework_overhead_bytes, comm_buffer_bytes=p.comm_buffer_bytes,
         fragmentation_frac=p.fragmentation_frac)
+    if lt is not None:
+        mem = _llm_memory(mem, lt, inp, llm, stage, dp, multi, p)
     fits = mem["total"] <= inp.mem_capacity_bytes
     max_b = max_micro_batch(mem, inp.mem_capacity_bytes)
 
     # ---- bottleneck -----------------------------------------------------------------------------
     dispatch_bound = (mc["cpu_dispatch_s"] > mc["gpu_s"]) & ~measured
-    bottleneck = bottleneck_codes(step_s, ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s),
-                                           (6, overhead_s)), dispatch_bound, fits)
+    losses = ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s))
+    if lt is not None:
+        dispatch_bound &= ~llm
+        losses += ((8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s))
+    bottleneck = bottleneck_codes(step_s, losses, dispatch_bound, fits)
 
     return {
         "step_s": step_s,
@@ -338,7 +422,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "sync_s": sync_s, "overhead_s": overhead_s,
         "comm_total_s": comm_total, "comm_hidden_s": comm_hidden, "comm_interference_s": interference,
         "micro_compute_s": micro_s, "fwd_s": fwd_s, "bwd_s": bwd_s, "gpu_busy_s": k * gpu_busy_micro_s,
-        "cpu_dispatch_s": k * mc["cpu_dispatch_s"], "roofline_s": k * mc["roofline_s"],
+        "cpu_dispatch_s": k * mc["cpu_dispatch_s"] if lt is None else np.where(llm, 0.0, k * mc["cpu_dispatch_s"]),
+        "roofline_s": k * mc["roofline_s"] if lt is None else np.where(llm, compute_s, k * mc["roofline_s"]),
         "throughput_samples_per_s": throughput, "throughput_per_gpu_samples_per_s": throughput / n,
         "mfu_frac": mfu, "gpu_util_frac": gpu_util,
         "loader_supply_samples_per_s": data["supply_samples_per_s"] / share, "loader_cpu_limited": data["cpu_limited"],
@@ -349,4 +434,46 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "memory_overhead_bytes": mem["overhead"], "fits_in_memory": fits, "max_micro_batch": max_b,
         "bottleneck_code": bottleneck, "dispatch_bound": dispatch_bound, "grad_bytes": G,
         "allreduce_s": np.where(multi, allreduce_s, 0.0),
+        "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": pp_bubble_s, "pp_p2p_exposed_s": pp_p2p_s,
+        "dp_comm_exposed_s": comm_part, "dp_degree": np.broadcast_to(dp, np.shape(step_s)), "model_flop_per_step": model_flop,
+        "memory_first_stage_bytes": mem.get("first", mem["total"]), "memory_last_stage_bytes": mem.get("last", mem["total"]),
     }
+
+
+def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
+    """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
+    names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
+             "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
+             "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls")
+    x = {k: getattr(inp, k) for k in names}
+    ceiling = np.asarray(inp.ceiling_flop_per_s, dtype=np.float64)
+    x["ceiling_flop_per_s"] = np.where(np.isfinite(ceiling), ceiling,
+                                       p.gemm_ceiling_frac * np.asarray(inp.peak_flop_per_s, dtype=np.float64))
+    x["n_micro"] = inp.accum
+    x["gpus_per_node"] = g
+    return x
+
+
+def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: ModelParams) -> dict:
+    """Memory of the fullest pipeline stage for LLM rows (module gpusim.model.llm), the data-parallel model's
+    memory for the others."""
+    kw = {"weight_bytes": inp.weight_bytes_per_param, "grad_bytes": inp.grad_bytes_per_param,
+          "master_bytes": inp.master_bytes_per_param, "opt_bytes": inp.opt_state_bytes_per_param}
+    overhead = p.framework_overhead_bytes + np.where(multi, p.comm_buffer_bytes, 0.0)
+    stages = {}
+    for name, params_key, act_key in (("first", "first_params", "act_first_bytes"),
+                                      ("last", "last_params", "act_last_bytes")):
+        w, gr, o = stage_state_bytes(lt[params_key], stage, dp, **kw)
+        stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": lt[act_key],
+                        "buffers": 0.0 * w, "overhead": overhead + 0.0 * w}
+        stages[name]["total"] = sum(stages[name].values())
+    first_fuller = stages["first"]["total"] >= stages["last"]["total"]
+    out = {}
+    for key in ("weights", "gradients", "optimizer", "activations", "buffers", "overhead", "total"):
+        out[key] = np.where(llm, np.where(first_fuller, stages["first"][key], stages["last"][key]), mem[key])
+    b = np.asarray(inp.micro_batch, dtype=np.float64)
+    out["activation_per_sample"] = np.where(llm, out["activations"] / b, mem["activation_per_sample"])
+    out["first"] = np.where(llm, stages["first"]["total"], mem["total"])
+    out["last"] = np.where(llm, stages["last"]["total"], mem["total"])
+    return out

@@ -8,7 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app.py"
 PAGES = {name: f"gpusim/app_pages/page_{name}.py"
-         for name in ("step", "scaling", "batch", "rooflines", "compare", "plan", "topology", "calibration")}
+         for name in ("step", "scaling", "batch", "rooflines", "compare", "parallelism", "plan", "topology",
+                      "calibration")}
 
 
 def run_app(page: str = "step", query: dict | None = None, timeout: float = 60):

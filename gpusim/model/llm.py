@@ -1,0 +1,296 @@
+"""Megatron-style LLM training: one transformer layer's work split by tensor parallelism, the pipeline
+schedule's critical path, and memory per pipeline stage.
+
+Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``; ``h`` the model width,
+``q``/``kv`` the query and key/value widths, ``f`` the FFN width, ``t`` the tensor-parallel degree):
+
+- **GEMMs** (Megatron column/row parallel, Shoeybi et al. 2019; Narayanan et al. SC'21 section 2.3):
+  QKV ``(T, (q + 2 kv)/t, h)``, attention output ``(T, h, q/t)``, FFN up ``(T, f u / t, h)`` with ``u`` = 2
+  for a gated (SwiGLU) FFN, FFN down ``(T, h, f/t)``, vocab-parallel LM head ``(T, V/t, h)``. Each GEMM's
+  time comes from :func:`gpusim.model.gemm.gemm_time_s`; the backward pass does the data-gradient GEMM
+  ``(T, k, n)`` and the weight-gradient GEMM ``(k, n, T)`` (same FLOPs, other tiles and reduction length).
+- **Attention core**: without FlashAttention, batched ``Q K^T`` ``(s, s, d_head)`` and ``A V`` ``(s, d_head, s)``
+  over ``b a / t`` heads, and softmax + dropout over ``b a s^2 / t`` scores by their bytes (Megatron's fused
+  scale-mask-softmax). With FlashAttention (Dao, "FlashAttention-2", 2023) one fused kernel: ``4 b s^2 q / t``
+  forward FLOPs, half of them for a causal mask, at ``flash_fwd_eff_frac`` of the matmul ceiling; the backward
+  does 2.5x the forward FLOPs (it recomputes the scores) at ``flash_bwd_eff_frac``.
+- **Memory-bound kernels** by their bytes at ``mem_eff_frac`` of HBM bandwidth: two norms, two fused
+  bias-dropout-residual adds (split by ``t`` only with sequence parallelism), the activation function, rotary
+  embeddings; the backward moves about twice the forward bytes.
+- **TP communication** (Narayanan et al. SC'21 section 3.3; Korthikanti et al. 2022 section 4.2.2): per layer
+  two all-reduces of ``T h`` activations in the forward pass and two in the backward; with sequence
+  parallelism each all-reduce becomes a reduce-scatter plus an all-gather of the same total volume. Full
+  recomputation runs the forward all-reduces again. ``tp_overlap_frac`` of it hides under GEMMs (Transformer
+  Engine's userbuffer overlap); the rest is exposed.
+- **Pipeline** (Narayanan et al. SC'21 section 2.2): with ``m`` micro-batches, 1F1B (``vp = 1``) or the
+  interleaved schedule with ``vp`` chunks per stage, the steady state runs at the pace of the slowest stage
+  and warm-up plus cool-down cross the other stages once each, ``1/vp`` of a stage at a time:
+  ``step = m t_max + (sum_j t_j - t_max) / vp``; with equal stages the bubble is ``(pp - 1)/(vp m)`` of the
+  steady state. The first stage also holds the embedding, the last the LM head and the loss. Activations
+  cross each stage boundary forward and their gradients backward: ``2 (vp m + pp - 1)`` sends on the
+  critical path, each of ``T h / t`` bytes (the scatter/gather optimisation of SC'21 section 4.1; without
+  sequence parallelism an all-gather over the tensor-parallel group rebuilds the activation).
+- **Activation memory** (Korthikanti et al. 2022, section 4 and Table 2), per layer and micro-batch, 16-bit:
+  ``s b h (10 + 24/t + 5 a s/(h t))`` without sequence parallelism, ``s b h (34 + 5 a s / h)/t`` with it;
+  selective recomputation drops the ``5 a s/h`` scores, full recomputation keeps only each layer's input
+  ``2 s b h`` (``/t`` with sequence parallelism) plus one layer's activations while it is recomputed. The
+  constants are generalised here to the spec's ``q``, ``kv``, ``f``, gating, dropout and FlashAttention
+  (which keeps 4 bytes of softmax statistics per query and head instead of the scores). The first stage holds
+  ``pp`` micro-batches in flight, times ``1 + (pp - 1)/(pp vp)`` when interleaved (Korthikanti section 4.2.3).
+- **Model states**: Megatron mixed precision keeps 16-bit weights, fp32 main gradients and an fp32 master
+  copy with Adam's two moments, 18 bytes per parameter, or ``6 + 12/dp`` with the distributed optimizer
+  (Megatron-LM ``theoretical_memory_usage.py``; Rajbhandari et al. SC'20 ZeRO stage 1).
+
+Every function is pure numpy on broadcastable float64 arrays (one row per configuration).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusim.model import comm as C
+from gpusim.model.gemm import gemm_time_s
+
+RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
+NONE, SELECTIVE, FULL = 0, 1, 2
+
+#: FlashAttention-2's backward pass does 2.5x the forward FLOPs: five matmuls against two (Dao 2023, section 3.1.2)
+FLASH_BWD_FLOP_MULT = 2.5
+#: kernels of one layer's forward pass (GEMMs, norms, activation, dropout-adds, attention)
+KERNELS_PER_LAYER = 14.0
+
+
+def _f(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def pipeline_step_s(first_s, mid_s, last_s, pp, vp, n_micro):
+    """Critical path of 1F1B / interleaved 1F1B: ``m t_max + (sum_j t_j - t_max) / vp`` and its bubble part.
+
+    ``first_s``, ``mid_s``, ``last_s``: forward + backward time of one micro-batch on the first, a middle and
+    the last stage (for ``pp = 1`` all three are the one stage's time). Returns ``(steady_s, bubble_s)``.
+    """
+    pp, vp, m = _f(pp), _f(vp), _f(n_micro)
+    t_max = np.maximum(first_s, last_s)
+    total = np.where(pp > 1, first_s + last_s + (pp - 2.0) * mid_s, t_max)
+    return m * t_max, (total - t_max) / vp
+
+
+def bubble_frac(pp, vp, n_micro):
+    """The interleaved 1F1B bubble with equal stages, ``(pp - 1) / (vp m)`` of the steady state (SC'21 eq. 2)."""
+    return (_f(pp) - 1.0) / (_f(vp) * _f(n_micro))
+
+
+def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
+    """Bytes each rank sends in one layer's forward TP all-reduces: ``2 x 2 (t-1)/t x T h e`` (ring)."""
+    t = _f(tp)
+    return 2.0 * 2.0 * (t - 1.0) / t * _f(tokens) * d_model * elem_bytes
+
+
+def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute, *, dropout, flash, elem_bytes=2.0):
+    """Korthikanti et al. 2022 activation bytes of one layer and one micro-batch, generalised (module docstring).
+
+    Returns ``(kept, full)``: the bytes kept for the backward pass under ``recompute`` and the bytes without
+    recomputation (a layer holds ``full`` while it is recomputed).
+    """
+    t = _f(tp)
+    e = elem_bytes
+    sb = _f(s) * b
+    drop = _f(dropout)
+    rep = np.where(np.asarray(sp, dtype=bool), 1.0 / t, 1.0)  # regions split only with sequence parallelism
+    # replicated without sp (Korthikanti's 10 s b h): the inputs of the two norms, of the QKV and the FFN up GEMMs,
+    # and the two dropout masks
+    replicated = sb * h * (2.0 * e      # two LayerNorm inputs
+                           + e + e      # QKV GEMM input, FFN up GEMM input
+                           + 2.0 * drop)  # two dropout masks (1 byte per element)
+    sharded = sb / t * (e * (q + kv)     # Q and K for Q K^T
+                        + e * kv         # V for A V
+                        + e * q          # attention output projection input
+                        + e * f * up_mats  # activation-function input
+                        + e * f)         # FFN down GEMM input
+    scores = np.where(np.asarray(flash, dtype=bool), 4.0 * sb * a / t,  # softmax statistics (fp32)
+                      sb * _f(s) * a / t * (e + drop * (1.0 + e)))  # softmax output, dropout mask and output
+    full = replicated * rep + sharded + scores
+    rc = np.asarray(recompute)
+    layer_input = e * sb * h * rep
+    kept = np.where(rc == FULL, layer_input, np.where(rc == SELECTIVE, full - scores, full))
+    return kept, full
+
+
+#: below this many rows the GEMMs are evaluated as columns of one array (numpy's per-call overhead dominates);
+#: above it one column at a time (each column's temporaries stay in cache). Both compute the same elementwise formula.
+_STACK_ROWS = 4096
+
+
+def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
+    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays."""
+    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s)
+    rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms))
+    if rows > _STACK_ROWS:
+        return [gemm_time_s(m, n, k, ceiling, hbm, sms, elem_bytes=elem_bytes, batch=b, **kw)
+                for m, n, k, b in zip(ms, ns, ks, bs)]
+    cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
+    nc = len(ms)
+    M, N, K, B = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(4))
+    t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
+                    batch=B, **kw)
+    return [t[..., j] for j in range(nc)]
+
+
+def llm_terms(x: dict, p) -> dict:
+    """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
+
+    ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
+    the GEMM ceiling, the GPU's memory bandwidth and SM count and the fabric's bus bandwidths (built from
+    :class:`gpusim.model.step.StepInputs` by ``step._llm_inputs``); ``p`` is a :class:`~gpusim.params.ModelParams`.
+    Returns the critical stage's compute, exposed TP communication, the bubble and the exposed sends, the stage
+    forward/backward times, parameters and activation bytes per stage, and the model FLOPs of one sequence.
+    """
+    L, h, a = _f(x["n_layers"]), _f(x["d_model"]), _f(x["n_heads"])
+    q, kv, f, V, s = _f(x["q_dim"]), _f(x["kv_dim"]), _f(x["ff_dim"]), _f(x["vocab"]), _f(x["seq_len"])
+    up = _f(x["ffn_mats"]) - 1.0
+    tp, pp, vp, m, b = _f(x["tp"]), _f(x["pp"]), _f(x["vp"]), _f(x["n_micro"]), _f(x["micro_batch"])
+    sp = np.asarray(x["sp"], dtype=bool) & (tp > 1)
+    rc = np.asarray(x["recompute"])
+    flash = np.asarray(x["flash"], dtype=bool)
+    drop = _f(x["dropout"])
+    e = 2.0 * _f(x["act_scale"])
+    ceil_rate, hbm, sms = _f(x["ceiling_flop_per_s"]), _f(x["mem_bytes_per_s"]), _f(x["sm_count"])
+    g = _f(x["gpus_per_node"])
+    T = b * s
+    d_head = q / a
+
+    # ---- every GEMM of a layer, the LM head and the attention core, in one call (columns) ------------
+    # linear layers (n_out, k_in): QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
+    # forward (T, n, k), data gradient (T, k, n) and weight gradient (k, n) reduced over the T tokens
+    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
+    heads_local = b * a / tp
+    ms, ns, ks, bs = [], [], [], []
+    for n_out, k_in in linears:
+        ms += [T, T, k_in]
+        ns += [n_out, k_in, n_out]
+        ks += [k_in, n_out, T]
+        bs += [1.0, 1.0, 1.0]
+    ms += [s, s]  # Megatron's unfused attention: Q K^T and A V, batched over the local heads
+    ns += [s, d_head]
+    ks += [d_head, s]
+    bs += [heads_local, heads_local]
+    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p)
+    gemm_f = t[0] + t[3] + t[6] + t[9]
+    gemm_b = t[1] + t[2] + t[4] + t[5] + t[7] + t[8] + t[10] + t[11]
+    head_f, head_b = t[12], t[13] + t[14]
+    bmm = t[15] + t[16]
+
+    mem_rate = hbm * p.mem_eff_frac
+    attn_flop = 4.0 * b * s * s * q / tp
+    flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
+    flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
+    score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
+    attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
+    attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)
+    rep = np.where(sp, 1.0 / tp, 1.0)
+    elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
+                    + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
+                    + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
+    elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
+    layer_f = gemm_f + attn_f + elem_f
+    recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
+    layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
+
+    # ---- TP communication per layer ----------------------------------------------------------------
+    def coll(kind, size, ranks, nodes, intra, inter):
+        return C.collective_time_s(kind, size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"],
+                                   x["nvls"], base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
+                                   nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac)[0]
+
+    intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
+    tp_nodes = np.maximum(1.0, tp / g)  # a tensor-parallel group forced across the NVLink domain
+    act_bytes = T * h * e
+    ag = coll(C.ALL_GATHER, act_bytes, tp, tp_nodes, intra, inter)
+    ar = coll(C.ALL_REDUCE, act_bytes, tp, tp_nodes, intra, inter) if not np.all(sp) else 0.0
+    rs = coll(C.REDUCE_SCATTER, act_bytes, tp, tp_nodes, intra, inter) if np.any(sp) else 0.0
+    one = np.where(sp, rs + ag, ar)  # one all-reduce, or its RS + AG with sequence parallelism
+    exposed = 1.0 - p.tp_overlap_frac
+    tp_f = 2.0 * one * exposed
+    tp_b = (2.0 + 2.0 * (rc == FULL)) * one * exposed
+
+    # ---- parameters per stage ---------------------------------------------------------------------
+    lps = L / pp
+    multi_stage = pp > 1
+    lp, emb_p = _f(x["layer_params"]), _f(x["embed_params"])
+    head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
+    first_p = lps * lp / tp + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
+    last_p = lps * lp / tp + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
+    stage_p = np.maximum(first_p, last_p)
+    # without gradient-accumulation fusion every micro-batch's 16-bit weight gradients are added into the fp32
+    # main gradients by a separate kernel: read 2 + 4 bytes, write 4 per parameter (Megatron-LM's main_grad hook;
+    # --gradient-accumulation-fusion does the add in the weight-gradient GEMM's epilogue instead)
+    unfused = 1.0 - _f(x["grad_accum_fusion"])
+    accum_bytes = unfused * (e + 8.0)
+
+    # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
+    loss_bytes = 3.0 * T * V / tp * 4.0  # fp32 logits: softmax and cross-entropy forward and backward
+    head_c = head_f + head_b + loss_bytes / mem_rate
+    emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
+    emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
+    mid_c = lps * (layer_f + layer_b + accum_bytes * lp / tp / mem_rate)
+    mid_k = lps * (tp_f + tp_b)
+    emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
+    head_c = head_c + accum_bytes * head_p / tp / mem_rate
+    first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
+    first_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
+    last_c = mid_c + head_c + np.where(multi_stage, 0.0, emb_c)
+    last_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
+    first_t, last_t, mid_t = first_c + first_k, last_c + last_k, mid_c + mid_k
+    steady, bubble = pipeline_step_s(first_t, mid_t, last_t, pp, vp, m)
+    crit_first = first_t >= last_t
+    crit_c = np.where(crit_first, first_c, last_c)
+    crit_k = np.where(crit_first, first_k, last_k)
+    compute_s = m * crit_c
+    tp_comm_s = m * crit_k
+
+    # ---- p2p between stages ------------------------------------------------------------------------
+    nodes = _f(x["n_nodes"])
+    cross = nodes > 1
+    p2p_bytes = act_bytes / tp
+    link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
+    p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
+    regather = np.where((tp > 1) & ~sp, ag, 0.0)
+    sends = 2.0 * (vp * m + pp - 1.0)
+    hidden_sends = 2.0 * vp * m * p.pp_p2p_overlap_frac  # steady-state sends overlapped (--overlap-p2p-comm)
+    p2p_s = np.where(multi_stage, (sends - hidden_sends) * (p2p_one + regather), 0.0)
+
+    # ---- activations per stage --------------------------------------------------------------------
+    kept, full = activation_bytes_per_layer(s, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
+                                            elem_bytes=e)
+    in_flight = np.minimum(pp, m)
+    interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
+    recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
+    frag = 1.0 + p.fragmentation_frac
+    act_first = (lps * kept * in_flight * interleave + recompute_buf) * frag
+    logits = 4.0 * T * V / tp  # fp32 logits of the micro-batch in the loss
+    act_last = np.where(multi_stage, (lps * kept + recompute_buf + logits) * frag, act_first + logits * frag)
+
+    flop_fwd = L * (2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
+                    + 4.0 * s * s * q) + 2.0 * s * h * V
+    return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": bubble,
+            "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
+            "stage_fwd_s": lps * layer_f, "stage_bwd_s": lps * layer_b,
+            "first_stage_s": first_t, "last_stage_s": last_t, "mid_stage_s": mid_t,
+            "first_params": first_p, "last_params": last_p, "stage_params": stage_p,
+            "act_first_bytes": act_first, "act_last_bytes": act_last, "act_layer_bytes": kept,
+            "model_fwd_flop_per_sample": flop_fwd, "layers_per_stage": lps,
+            "tp_one_collective_s": one, "p2p_one_s": p2p_one}
+
+
+def stage_state_bytes(params_local, shard_stage, dp, *, weight_bytes, grad_bytes, master_bytes, opt_bytes):
+    """Weights, gradients and optimizer states of one stage on one GPU: 16-bit weights, fp32 main gradients,
+    fp32 master + Adam moments; ZeRO-1 / distributed optimizer shards the last over ``dp``, ZeRO-2 also the
+    gradients, ZeRO-3 / FSDP also the weights. Returns ``(weights, grads, optimizer)``."""
+    P = _f(params_local)
+    stage = np.asarray(shard_stage)
+    d = np.maximum(_f(dp), 1.0)
+    w = P * weight_bytes / np.where(stage >= 3, d, 1.0)
+    gr = P * grad_bytes / np.where(stage >= 2, d, 1.0)
+    o = P * (master_bytes + opt_bytes) / np.where(stage >= 1, d, 1.0)
+    return w, gr, o

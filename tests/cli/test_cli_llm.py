@@ -1,0 +1,77 @@
+"""`gpusim predict` with an LLM layout: the documented JSON fields, and clear errors for impossible layouts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpusim.cli import main
+
+LLAMA70 = ["predict", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--nodes", "8", "--seq-len",
+           "4096", "--precision", "bf16", "--strategy", "zero1"]
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_predict_llm_json_has_the_documented_fields(capsys):
+    code, out, _ = run(capsys, *LLAMA70, "--tp", "4", "--pp", "4", "--vp", "5", "--micro-batch", "1",
+                       "--global-batch", "128", "--recompute", "selective", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflop_per_s_per_gpu", "mfu_frac",
+                "mfu_flop_convention", "memory_per_gpu_bytes", "memory_per_stage_bytes", "fits_in_memory",
+                "bottleneck", "recommendations"):
+        assert key in d, key
+    assert d["parallelism"] == {"tp": 4, "pp": 4, "vp": 5, "cp": 1, "ep": 1, "dp": 4, "sp": True}
+    bd = d["breakdown_s"]
+    for key in ("compute_s", "tp_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s",
+                "optimizer_s"):
+        assert key in bd
+    assert sum(bd.values()) == pytest.approx(d["step_s"], rel=1e-9)
+    assert d["tokens_per_s"] == pytest.approx(128 * 4096 / d["step_s"], rel=1e-9)
+    assert d["global_batch"] == 128 and d["n_micro_batches"] == 32
+    assert d["memory_per_gpu_bytes"] == max(d["memory_per_stage_bytes"].values())
+
+
+def test_per_gpu_batch_is_the_old_name_of_micro_batch(capsys):
+    a = run(capsys, *LLAMA70, "--tp", "8", "--pp", "2", "--micro-batch", "2", "--global-batch", "64", "--json")
+    b = run(capsys, *LLAMA70, "--tp", "8", "--pp", "2", "--per-gpu-batch", "2", "--global-batch", "64", "--json")
+    assert a[0] == b[0] == 0 and json.loads(a[1])["step_s"] == json.loads(b[1])["step_s"]
+
+
+def test_sp_defaults_on_with_tp_and_can_be_turned_off(capsys):
+    on = json.loads(run(capsys, *LLAMA70, "--tp", "8", "--pp", "2", "--micro-batch", "1", "--json")[1])
+    off = json.loads(run(capsys, *LLAMA70, "--tp", "8", "--pp", "2", "--micro-batch", "1", "--no-sp", "--json")[1])
+    assert on["parallelism"]["sp"] is True and off["parallelism"]["sp"] is False
+    assert off["memory_breakdown_bytes"]["activations"] > on["memory_breakdown_bytes"]["activations"]
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--tp", "3", "--pp", "4", "--micro-batch", "1"], ["does not divide 64 GPUs", "attention heads", "tp could be"]),
+    (["--tp", "8", "--pp", "2", "--micro-batch", "3", "--global-batch", "128"],
+     ["does not divide the global batch", "micro-batch could be"]),
+    (["--tp", "128", "--pp", "1", "--micro-batch", "1", "--gpus", "128", "--nodes", "16"],
+     ["64 attention heads are not divisible by tp 128"]),
+    (["--tp", "8", "--pp", "3", "--micro-batch", "1", "--gpus", "48", "--nodes", "6"], ["80 layers"]),
+    (["--tp", "8", "--pp", "4", "--strategy", "fsdp-full", "--micro-batch", "1"], ["zero1"]),
+])
+def test_impossible_layouts_say_what_would_work(capsys, flags, words):
+    code, out, err = run(capsys, *LLAMA70, *flags)
+    assert code == 2 and out == ""
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    for w in words:
+        assert w in err, (w, err)
+
+
+def test_a_data_parallel_global_batch_sets_the_accumulation(capsys):
+    base = ["predict", "--model", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "2048",
+            "--micro-batch", "2", "--json"]
+    a = json.loads(run(capsys, *base, "--global-batch", "64")[1])
+    b = json.loads(run(capsys, *base, "--accum", "4")[1])
+    assert a["step_s"] == b["step_s"] and a["global_batch"] == 64 and a["n_micro_batches"] == 4
+    assert a["breakdown_s"].keys() == b["breakdown_s"].keys() and "tp_comm_exposed_s" not in a["breakdown_s"]
