@@ -16,7 +16,7 @@ def register(sub) -> None:
     from gpusim.commands._scenario import add_layout_args
 
     add_layout_args(p)
-        p.add_argument("--measured-throughput", type=scenario_type("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
+    p.add_argument("--measured-throughput", type=scenario_type("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
                    help="your measured throughput of this multi-GPU job (all GPUs): gpusim says how much of the gap "
                         "to linear scaling its model explains, and what would explain the rest")
     p.add_argument("--json", action="store_true", help="print one JSON object")
