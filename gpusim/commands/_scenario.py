@@ -76,12 +76,12 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
 def add_layout_args(p) -> None:
     """LLM layout flags (Megatron-style tensor, sequence and pipeline parallelism); see gpusim.layout."""
     g = p.add_argument_group("LLM layout")
-    g.add_argument("--tp", type=int, help="tensor-parallel degree (default 1)")
-    g.add_argument("--pp", type=int, help="pipeline stages (default 1)")
-    g.add_argument("--vp", type=int, help="model chunks per pipeline stage: interleaved 1F1B when > 1 (default 1)")
+    g.add_argument("--tp", type=strategy_type("tp"), help="tensor-parallel degree (default 1)")
+    g.add_argument("--pp", type=strategy_type("pp"), help="pipeline stages (default 1)")
+    g.add_argument("--vp", type=strategy_type("vp"), help="model chunks per pipeline stage: interleaved 1F1B when > 1 (default 1)")
     g.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                    help="sequence parallelism (default: on when tp > 1)")
-    g.add_argument("--global-batch", type=int, help="sequences per optimizer step: accumulation = global / "
+    g.add_argument("--global-batch", type=strategy_type("global_batch"), help="sequences per optimizer step: accumulation = global / "
                                                     "(micro-batch x dp)")
     g.add_argument("--recompute", choices=("none", "selective", "full"),
                    help="activation recomputation (selective = attention core only)")

@@ -93,7 +93,7 @@ def test_scale_and_comm(capsys):
 @pytest.mark.parametrize("args, needle", [
     (["predict", "--model", "resnet5", "--gpu", "h100-sxm", "--per-gpu-batch", "8"], "did you mean"),
     (["predict", "--model", "resnet50", "--gpu", "h100", "--per-gpu-batch", "8"], "unknown gpu"),
-    (["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--per-gpu-batch", "0"], "--per-gpu-batch: must be"),
+    (["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--per-gpu-batch", "0"], "--per-gpu-batch/--micro-batch: must be"),
     (["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "3", "--nodes", "2", "--per-gpu-batch", "8"],
      "cannot be split evenly"),
     (["predict", "--model", "resnet50", "--gpu", "v100-sxm2-16gb", "--per-gpu-batch", "8", "--precision", "amp_bf16"],
