@@ -451,10 +451,8 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
 
 
 def transformer_of(workload):
-    """The TransformerSpec behind a workload, or None (the one place that knows where a workload keeps it)."""
-    from gpusim.workload import transformer_spec
-
-    return getattr(workload, "transformer", None) or transformer_spec(workload.id)
+    """The TransformerSpec behind a workload, or None (CNNs, GNMT, custom and measured workloads)."""
+    return getattr(workload, "transformer", None)
 
 
 def nvlink_domain_gpus(hw: Hardware) -> int:

@@ -88,8 +88,6 @@ def workload_from_row(r: dict):
     spec = spec_from_row(r)
     wl = build_from_spec(spec, id="gpt-" + r["model"].lower().replace(" ", "-").replace(".", "p"), name=r["model"],
                          sources=(r["source_id"],))
-    # the Workload carries its spec once the workload package lands (issue 10); until then it is attached here
-    object.__setattr__(wl, "transformer", spec)
     return wl
 
 

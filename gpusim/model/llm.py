@@ -201,7 +201,8 @@ def llm_terms(x: dict, p) -> dict:
     def coll(kind, size, ranks, nodes, intra, inter):
         return C.collective_time_s(kind, size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"],
                                    x["nvls"], base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
-                                   nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac)[0]
+                                   nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
+                                   tuning=C.tuning_from_params(p))[0]
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     tp_nodes = np.maximum(1.0, tp / g)  # a tensor-parallel group forced across the NVLink domain

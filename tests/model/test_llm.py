@@ -28,7 +28,6 @@ GPT175 = TransformerSpec(n_layers=96, d_model=12288, n_heads=96, vocab_size=5120
 
 def _gpt(spec=GPT175):
     wl = build_from_spec(spec, id="gpt-test")
-    object.__setattr__(wl, "transformer", spec)  # until the Workload carries its spec (issue 10)
     return wl
 
 
