@@ -280,11 +280,15 @@ class Node(_Sourced):
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "gpus_per_node", "nics_per_node", "cpu_cores", "ram_gib", "numa_sockets", "storage_gbyte_per_s",
-        "max_power_w")
+        "max_power_w", "nvlink_domain_gpus")
 
     kind: Literal["server", "workstation", "cloud-instance", "rack"]
     gpu: Id
     gpus_per_node: int = Field(ge=1, le=576)
+    nvlink_domain_gpus: int | None = Field(
+        default=None, ge=1, le=576,
+        description="GPUs reachable over NVLink from one GPU (72 for an NVL72 compute tray of 4); None = the node's "
+                    "GPU count")
     intra_link: Id = Field(description="link id between GPUs inside the node (nvswitch, pcie, bridge ...)")
     intra_topology: IntraTopology
     pcie_link: Id | None = Field(default=None, description="PCIe link of the GPU slots (host copies, and GPU pairs "

@@ -19,7 +19,7 @@ REQUIRED_LINKS = {
     "pcie3-x16", "pcie4-x16", "pcie5-x16", "pcie6-x16",
     "nvlink1-mesh", "nvlink2-mesh", "nvlink2-nvswitch", "nvlink3-nvswitch", "nvlink4-nvswitch", "nvlink5-nvswitch",
     "nvlink5-nvl72", "nvlink2-bridge", "nvlink3-bridge", "nvlink4-bridge",
-    "infinity-fabric-mi250x", "infinity-fabric-mi300x", "upi", "xgmi-cpu", "host-staged",
+    "infinity-fabric-mi250x", "infinity-fabric-mi300x", "infinity-fabric-mi355x", "upi", "xgmi-cpu", "host-staged",
     "ib-edr-100", "ib-hdr-200", "ib-ndr-400", "ib-xdr-800", "eth-10g", "eth-25g", "eth-100g",
     "roce-100g", "roce-200g", "roce-400g", "roce-800g", "aws-efa-100", "aws-efa-v2-100",
     "gcp-gpudirect-tcpx", "gcp-gpudirect-tcpxo",
@@ -27,6 +27,7 @@ REQUIRED_LINKS = {
 REQUIRED_NODES = {
     "dgx-1-p100", "dgx-1-v100", "dgx-2", "dgx-2h", "dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-b200",
     "hgx-h100-8", "hgx-h200-8", "gb200-nvl72", "mi300x-8-oam",
+    "hgx-b200-8", "dgx-b300", "hgx-b300-8", "gb300-nvl72", "mi355x-8-oam",
     "pcie-8x-switch", "pcie-4x-host", "pcie-8x-dual-socket", "ws-2x-nvlink-bridge", "ws-4x-rtx-4090",
     "aws-p3-16xlarge", "aws-p3dn-24xlarge", "aws-p4d-24xlarge", "aws-p4de-24xlarge", "aws-p5-48xlarge",
     "aws-p5e-48xlarge", "gcp-a2-highgpu-8g", "gcp-a2-ultragpu-8g", "gcp-a3-highgpu-8g", "gcp-a3-megagpu-8g",

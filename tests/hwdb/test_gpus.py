@@ -75,6 +75,9 @@ KNOWN_DIFFERENCES = {
     ("b200", "fp32_tflops"): (
         "csv 80 TFLOPS relays the March 2024 Blackwell datasheet (per-GPU FP32 80, FP64 40); hwdb uses NVIDIA's "
         "later HGX B200 table: 600 TFLOPS FP32 for 8 GPUs = 75 per GPU"),
+    ("b200", "mem_bw_gbs"): (
+        "csv 8,000 GB/s is the DGX B200 datasheet's 64 TB/s / 8; hwdb uses NVIDIA's per-GPU Blackwell table "
+        "(HGX B200: 7.7 TB/s), which a measured 95% of 7,672 GB/s on the B300 (same HBM3e configuration) supports"),
 }
 
 #: csv rows whose own notes flag a conflict that hwdb resolves one way; checked like any other row, kept
@@ -277,7 +280,7 @@ def test_p2p_over_pcie(gpus):
 
 
 ARCH_ORDER = {"nvidia": ["pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"],
-              "amd": ["cdna2", "cdna3"]}
+              "amd": ["cdna2", "cdna3", "cdna4"]}
 
 #: Flagship lineages within one market, one entry per architecture generation. Peak fp16/bf16 (FP32
 #: accumulate) rises along each. Pairs where it does NOT rise are listed below, not hidden.
@@ -287,7 +290,7 @@ LINEAGES = {
     "datacenter 2-slot graphics": ["a40", "l40s"],
     "workstation flagship": ["quadro-rtx-8000", "rtx-a6000", "rtx-6000-ada", "rtx-pro-6000-blackwell"],
     "consumer flagship": ["rtx-2080-ti", "rtx-3090", "rtx-4090", "rtx-5090"],
-    "amd oam": ["mi250x", "mi300x"],
+    "amd oam": ["mi250x", "mi300x", "mi355x"],
 }
 
 #: (older, newer, why the newer one is not faster in fp16/bf16)
