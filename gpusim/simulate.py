@@ -20,6 +20,7 @@ from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
+from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
                                  intra_node_busbw)
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
@@ -437,7 +438,12 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
-    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, sp=st.sp, micro_batch=st.per_gpu_batch,
+    from gpusim.search import check_cp  # [issue 12] context parallelism's own rules
+
+    check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
+             domain=nvlink_domain_gpus(hw))
+    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
+                               micro_batch=st.per_gpu_batch,
                                global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
                                n_layers=spec.n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
@@ -456,6 +462,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
     half = GATHER_BYTES[pr] == 2
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
+        "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion,
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
@@ -575,7 +582,7 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
     strategy on one GPU (DataParallel's one-GPU form is plain training, as DDP's is)."""
     kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
     if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
-        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, global_batch=None, accum=1,
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, global_batch=None, accum=1,
                                 recompute=scn.strategy.recompute_mode)
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
 
@@ -702,7 +709,7 @@ def _llm_views(r: dict, row: dict, hw: Hardware, tokens: float | None, thr: floa
            "model_tflop_per_s_per_gpu": units.flop_per_s_to_tflop_per_s(
                float(r["model_flop_per_step"]) / float(r["step_s"]) / hw.n_gpus),
            "parallelism": {"tp": int(row.get("tp", 1)), "pp": int(row.get("pp", 1)), "vp": int(row.get("vp", 1)),
-                           "cp": 1, "ep": 1, "dp": dp},
+                           "cp": int(row.get("cp", 1)), "ep": 1, "dp": dp},
            "n_micro_batches": int(row["accum"])}
     if row.get("llm"):
         out["memory_per_stage_bytes"] = {"first": float(r["memory_first_stage_bytes"]),

@@ -116,6 +116,10 @@ class Strategy(BaseModel):
     overlap_grad_reduce: bool = Field(default=True, description="gradient reduction overlapped with the backward "
                                                                 "pass (PyTorch DDP; Megatron --overlap-grad-reduce)")
     force_tp: bool = Field(default=False, description="allow tp beyond one NVLink domain")
+    # [issue 12] context parallelism (gpusim.model.context)
+    cp: int = Field(default=1, ge=1, le=4096, description="context-parallel degree (the sequence split over cp ranks)")
+    cp_comm: Literal["ring", "all-gather"] = Field(default="ring", description="context-parallel K/V exchange: ring "
+                                                   "attention (point to point, overlapped) or all-gather (Llama 3)")
     grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
                                                               "fp32 main gradients inside the GEMM (Megatron "
                                                               "--gradient-accumulation-fusion) rather than by a "
@@ -146,7 +150,7 @@ class Strategy(BaseModel):
     @property
     def is_llm(self) -> bool:
         """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
-        return self.tp > 1 or self.pp > 1 or self.vp > 1 or self.recompute is not None
+        return self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.recompute is not None
 
     @property
     def micro_batch(self) -> int:

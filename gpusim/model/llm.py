@@ -49,6 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpusim.model import comm as C
+from gpusim.model import context as CTX
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -131,7 +132,8 @@ def llm_terms(x: dict, p) -> dict:
     e = 2.0 * _f(x["act_scale"])
     ceil_rate, hbm, sms = _f(x["ceiling_flop_per_s"]), _f(x["mem_bytes_per_s"]), _f(x["sm_count"])
     g = _f(x["gpus_per_node"])
-    T = b * s
+    cp = _f(x.get("cp", 1.0))  # [issue 12] context parallelism: each rank holds s / cp tokens of a sequence
+    T = b * s / cp
     d_head = q / a
 
     def gemm(mm, nn, kk, batch=1.0):
@@ -151,7 +153,7 @@ def llm_terms(x: dict, p) -> dict:
         fw, bw = linear(n_out, k_in)
         gemm_f, gemm_b = gemm_f + fw, gemm_b + bw
     heads_local = b * a / tp
-    attn_flop = 4.0 * b * s * s * q / tp
+    attn_flop = 4.0 * b * s * s * q / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
     flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_elems = heads_local * s * s
@@ -166,6 +168,9 @@ def llm_terms(x: dict, p) -> dict:
                     + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
     elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
+    # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
+    cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g)
+    cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
 
@@ -207,7 +212,8 @@ def llm_terms(x: dict, p) -> dict:
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
     mid_c = lps * (layer_f + layer_b + accum_bytes * lp / tp / mem_rate)
-    mid_k = lps * (tp_f + tp_b)
+    mid_k = lps * (tp_f + tp_b + cp_f + cp_b)
+    mid_cp = lps * (cp_f + cp_b)  # [issue 12] the cp part of mid_k, reported as cp_comm_exposed_s
     emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
     head_c = head_c + accum_bytes * head_p / tp / mem_rate
     first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
@@ -220,7 +226,8 @@ def llm_terms(x: dict, p) -> dict:
     crit_c = np.where(crit_first, first_c, last_c)
     crit_k = np.where(crit_first, first_k, last_k)
     compute_s = m * crit_c
-    tp_comm_s = m * crit_k
+    cp_comm_s = m * mid_cp
+    tp_comm_s = m * crit_k - cp_comm_s
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
@@ -234,8 +241,8 @@ def llm_terms(x: dict, p) -> dict:
     p2p_s = np.where(multi_stage, (sends - hidden_sends) * (p2p_one + regather), 0.0)
 
     # ---- activations per stage --------------------------------------------------------------------
-    kept, full = activation_bytes_per_layer(s, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
-                                            elem_bytes=e)
+    kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
+                                            elem_bytes=e)  # [issue 12] s / cp tokens (cp needs FlashAttention)
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
@@ -244,9 +251,13 @@ def llm_terms(x: dict, p) -> dict:
     logits = 4.0 * T * V / tp  # fp32 logits of the micro-batch in the loss
     act_last = np.where(multi_stage, (lps * kept + recompute_buf + logits) * frag, act_first + logits * frag)
 
+    # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
+    # (``n_layers`` padded); the model FLOPs count the model's own layers
+    L = _f(x.get("model_layers", x["n_layers"]))
     flop_fwd = L * (2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
                     + 4.0 * s * s * q) + 2.0 * s * h * V
-    return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": bubble,
+    return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
+            "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
             "stage_fwd_s": lps * layer_f, "stage_bwd_s": lps * layer_b,
             "first_stage_s": first_t, "last_stage_s": last_t, "mid_stage_s": mid_t,
