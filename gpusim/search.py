@@ -10,8 +10,9 @@ sequence of ``s`` tokens and a global batch of ``B`` sequences), the rules Megat
   sequence into ``2 cp`` chunks); cp needs FlashAttention (ring attention is a FlashAttention kernel);
 - ``pp`` divides ``n / (tp cp)``, at most ``L``; when ``pp`` does not divide ``L`` the stages are uneven (as
   Llama 3 405B's 126 layers on 16 stages) and every stage is charged the fullest stage's ``ceil(L / pp)``
-  layers (conservative by at most one layer per stage); ``vp > 1`` (interleaved 1F1B) needs ``pp > 1``,
-  ``L % (pp vp) == 0`` and a number of micro-batches that is a multiple of ``pp``;
+  layers (conservative by at most one layer per stage), and ``vp`` chunks of ``ceil(L / (pp vp))`` layers each
+  (``gpusim predict`` takes even splits only); ``vp > 1`` (interleaved 1F1B) needs ``pp > 1`` and a number of
+  micro-batches that is a multiple of ``pp``;
 - ``dp = n / (tp cp pp)``; ``micro_batch x dp`` divides ``B``; ``n_micro = B / (micro_batch dp)``;
 - recomputation ``none``, ``selective`` or ``full``;
 - memory: the fullest stage fits in the GPU (evaluated by the model, the same code as ``gpusim predict``).
@@ -39,7 +40,7 @@ MAX_CP = 32
 
 REASONS = ("", "tp does not divide the attention heads", "the K/V heads cannot be split over tp",
            "tp crosses the NVLink domain", "the sequence is not divisible by 2 x cp (load-balanced ring)",
-           "cp needs FlashAttention", "vp needs pp > 1 and layers divisible by pp x vp",
+           "cp needs FlashAttention", "vp needs pp > 1",
            "micro-batch x dp does not divide the global batch",
            "interleaving needs the micro-batches per step to be a multiple of pp", "does not fit in GPU memory")
 OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_MEMORY = range(len(REASONS))
@@ -99,7 +100,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
                 if rest % pp:
                     continue
                 dp = rest // pp
-                vps = [1] if pp == 1 or L % pp else [v for v in _divisors(L // pp)]
+                vps = [1] if pp == 1 else _divisors(-(-L // pp))  # uneven stages: chunks of the padded stage
                 for vp in pick(pins.vp, vps):
                     for mb in pick(pins.micro_batch, list(micro_batches)):
                         rows.append((tp, cp, pp, vp, dp, mb))
@@ -121,7 +122,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     checks = ((n_heads % tp != 0, R_HEADS), ((kv % tp != 0) & (tp % kv != 0), R_KV),
               ((tp > domain) & (pins.tp is None), R_DOMAIN),
               ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
-              ((vp > 1) & ((pp == 1) | (L % (pp * vp) != 0)), R_VP), (n_micro == 0, R_BATCH),
+              ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
               ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE))
     for bad, code in reversed(checks):  # the first rule broken wins
         reason = np.where(bad, code, reason)
@@ -274,3 +275,205 @@ def search_table(res: dict, top: int | None = None) -> list[dict]:
             r[k] = None if math.isnan(v) else v
         rows.append(r)
     return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# The search over hardware options and GPU counts (what `gpusim plan` adds for an LLM)
+# ------------------------------------------------------------------------------------------------
+
+#: columns the plan table gains for layout rows (empty / 0 for the data-parallel rows of gpusim.sweep)
+LAYOUT_COLUMNS = ("layout", "tp", "cp", "pp", "vp", "recompute", "pp_bubble_frac", "layout_why")
+
+
+def default_global_batch(max_global_batch: int) -> int:
+    """The global batch the search holds when none is given: the largest power of two within the limit (the
+    most micro-batches per step, so the smallest bubble, that the recipe allows)."""
+    return 1 << (max(int(max_global_batch), 1).bit_length() - 1)
+
+
+def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,
+                     pins: Pins | None = None, max_global_batch: int | None = None, progress=None,
+                     chunk_rows: int = 1_000_000):
+    """One row per (hardware option, node count): the best layout there, with the columns of
+    :data:`gpusim.sweep.COLUMNS` plus :data:`LAYOUT_COLUMNS`, or the reason none fits. All layouts of all
+    options go through the model in chunks of ``chunk_rows`` (one call each)."""
+    import pandas as pd
+
+    from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
+    from gpusim.simulate import nvlink_domain_gpus, scenario_row, stack_rows, transformer_of
+    from gpusim.sweep import COLUMNS, _resolve_hw, _scenario_for, resolve_precision
+
+    spec = transformer_of(wl)
+    pins = pins or Pins()
+    seq = int(wl.tokens_per_sample)
+    ht = _resolve_hw(wl, options, counts_per_option, db, params)
+    H = len(ht.rows)
+    base_rows: list[dict | None] = [None] * H
+    prec: list[str | None] = [None] * H
+    why_not: list[str | None] = list(ht.reason)
+    cache: dict = {}
+    for h in range(H):
+        if ht.rows[h] is None or why_not[h]:
+            continue
+        pr = resolve_precision(ht.gpu[h], precision)
+        if pr is None:
+            why_not[h] = f"{ht.gpu[h].id} has no tensor-core precision for {precision}"
+            continue
+        key = (ht.option[h], ht.nodes[h] > 1, pr)
+        if key not in cache:
+            try:
+                scn = _scenario_for(wl, options[ht.option[h]], db, 2 if ht.nodes[h] > 1 else 1, kind="zero1",
+                                    precision=pr, recompute="none", per_gpu_batch=1)
+                cache[key] = scenario_row(scn, ht.hw[h], wl, params)
+            except Exception as e:  # a precision the GPU lacks, ...: the row says so
+                cache[key] = str(e)
+        b = cache[key]
+        if isinstance(b, str):
+            why_not[h] = b
+            continue
+        base_rows[h] = {**b, **ht.rows[h]}
+        prec[h] = pr
+    # ---- every layout of every hardware row ------------------------------------------------------------
+    enum_cache: dict = {}
+    parts, owners = [], []
+    for h in range(H):
+        if base_rows[h] is None:
+            continue
+        n, dom = int(ht.rows[h]["n_gpus"]), nvlink_domain_gpus(ht.hw[h])
+        k = (n, dom)
+        if k not in enum_cache:
+            try:
+                enum_cache[k] = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                                                  n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
+                                                  global_batch=global_batch, flash=bool(spec.flash_attention),
+                                                  pins=pins)
+            except ScenarioError as e:
+                enum_cache[k] = str(e)
+        lay = enum_cache[k]
+        if isinstance(lay, str):
+            why_not[h] = lay
+            continue
+        parts.append(lay)
+        owners.append(np.full(len(lay["tp"]), h, dtype=np.int64))
+    N = sum(len(p_["tp"]) for p_ in parts)
+    keys = ("step_s", "throughput_samples_per_s", "throughput_per_gpu_samples_per_s", "mfu_frac", "gpu_util_frac",
+            "memory_per_gpu_bytes", "max_micro_batch", "fits_in_memory", "bottleneck_code", *BREAKDOWN_KEYS,
+            "comm_total_s", "loader_supply_samples_per_s", "pp_bubble_s", "cp_comm_exposed_s")
+    if N:
+        lay = {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
+        owner = np.concatenate(owners)
+        out = {k: np.full(N, np.nan) for k in keys}
+        run = np.flatnonzero(lay["reason"] == OK)
+        present = sorted({int(h) for h in owner})
+        pos = {h: i for i, h in enumerate(present)}
+        stacked = stack_rows([base_rows[h] for h in present])
+        local = np.array([pos[int(h)] for h in range(H) if h in pos], dtype=np.int64)
+        row_of = np.full(H, -1, dtype=np.int64)
+        row_of[present] = local
+        for c0 in range(0, len(run), chunk_rows):
+            sel = run[c0:c0 + chunk_rows]
+            inp = stacked.take(row_of[owner[sel]])
+            inp = inp.replace(tp=lay["tp"][sel].astype(np.float64), pp=lay["pp"][sel].astype(np.float64),
+                              vp=lay["vp"][sel].astype(np.float64), cp=lay["cp"][sel].astype(np.float64),
+                              micro_batch=lay["micro_batch"][sel].astype(np.float64),
+                              accum=lay["n_micro"][sel].astype(np.float64), sp=lay["tp"][sel] > 1,
+                              recompute=lay["recompute"][sel], n_layers=lay["layers"][sel].astype(np.float64),
+                              model_layers=np.asarray([float(spec.n_layers)]), llm=np.asarray([True]))
+            res = evaluate(inp, params)
+            for k in keys:
+                out[k][sel] = np.broadcast_to(res[k], (len(sel),))
+            if progress is not None:
+                progress(min(c0 + chunk_rows, len(run)), len(run))
+        fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
+        ok = (lay["reason"] == OK) & fits
+        thr = np.where(ok, out["throughput_samples_per_s"], -np.inf)
+        # best and next best per hardware row: sort by (owner, -throughput)
+        order = np.lexsort((-thr, owner))
+        first = np.ones(N, dtype=bool)
+        first[1:] = owner[order][1:] != owner[order][:-1]
+        best_of = np.full(H, -1, dtype=np.int64)
+        second_of = np.full(H, -1, dtype=np.int64)
+        best_of[owner[order[first]]] = order[first]
+        nxt = np.flatnonzero(first) + 1
+        nxt = nxt[(nxt < N)]
+        nxt = nxt[owner[order[nxt]] == owner[order[nxt - 1]]]
+        second_of[owner[order[nxt]]] = order[nxt]
+        least_mem = np.full(H, np.nan)
+        ran = lay["reason"] == OK
+        np.fmin.at(least_mem, owner[ran], out["memory_per_gpu_bytes"][ran])
+    else:
+        lay, out, ok, best_of, second_of, least_mem = None, None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
+    # ---- one table row per hardware row --------------------------------------------------------------------
+    recs = []
+    for h in range(H):
+        opt = options[ht.option[h]]
+        hw = ht.hw[h]
+        node = hw.node if hw is not None else None
+        g = opt.gpus_per_node
+        r = {c: np.nan for c in COLUMNS}
+        r.update({"node": node.id if node is not None else (opt.node or ""),
+                  "node_kind": node.kind if node is not None else (db.node(opt.node).kind if opt.node else ""),
+                  "gpu": ht.gpu[h].id, "gpus_per_node": g, "nodes": ht.nodes[h], "n_gpus": g * ht.nodes[h],
+                  "intra_link": hw.intra_link.id if hw is not None and hw.intra_link is not None else "",
+                  "inter_link": hw.inter_link.id if hw is not None and hw.inter_link is not None else "",
+                  "strategy": "zero1", "precision": prec[h] or precision, "checkpointing": False,
+                  "cpu_offload": False, "num_workers": -1, "feasible": False, "fits_in_memory": False,
+                  "memory_capacity_bytes": ht.gpu[h].memory_bytes, "node_assumed": opt.node is None,
+                  "cores_per_gpu": (ht.rows[h] or {}).get("cores_per_gpu", np.nan),
+                  "storage_bytes_per_s_per_node": (ht.rows[h] or {}).get("storage_bytes_per_s_per_gpu", np.nan) * g,
+                  "layout": "", "tp": 0, "cp": 0, "pp": 0, "vp": 0, "recompute": "", "layout_why": "",
+                  "micro_batch": 0, "accum": 0, "global_batch": global_batch, "reason": why_not[h] or ""})
+        b = int(best_of[h])
+        if why_not[h] is None and b >= 0 and ok[b]:
+            for k in keys:
+                if k in r:
+                    r[k] = float(out[k][b])
+            dom = nvlink_domain_gpus(hw)
+            sub = {"layouts": lay, "out": {**out, "bubble_frac": out["pp_bubble_s"] / out["step_s"],
+                                           "headroom_bytes": ht.gpu[h].memory_bytes - out["memory_per_gpu_bytes"],
+                                           "tokens_per_s": out["throughput_samples_per_s"] * seq}}
+            text = f"{layout_name(lay, b)}: {why(sub, b, dom)}"
+            s2 = int(second_of[h])
+            if s2 >= 0 and ok[s2]:
+                gain = out["throughput_samples_per_s"][b] / out["throughput_samples_per_s"][s2] - 1.0
+                text += f"; {gain:.1%} faster than the next best layout, {layout_name(lay, s2)} ({why(sub, s2, dom)})"
+            r.update({"feasible": True, "fits_in_memory": True, "layout": layout_name(lay, b),
+                      "tp": int(lay["tp"][b]), "cp": int(lay["cp"][b]), "pp": int(lay["pp"][b]),
+                      "vp": int(lay["vp"][b]), "recompute": RECOMPUTES[int(lay["recompute"][b])],
+                      "micro_batch": int(lay["micro_batch"][b]), "accum": int(lay["n_micro"][b]),
+                      "pp_bubble_frac": float(out["pp_bubble_s"][b] / out["step_s"][b]), "layout_why": text,
+                      "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][b])], "reason": "",
+                      "throughput_tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
+        elif why_not[h] is None:
+            m = least_mem[h]
+            r["reason"] = ("no layout fits in GPU memory" + (f" (the smallest needs {m / units.GIB:.1f} GiB of "
+                                                              f"{ht.gpu[h].memory_bytes / units.GIB:.0f} GiB)"
+                                                              if np.isfinite(m) else
+                                                              " (no layout passes the divisibility rules)"))
+        if max_global_batch is not None and r["feasible"] and global_batch > max_global_batch:
+            r.update(feasible=False, reason=f"global batch too large ({global_batch} > limit {max_global_batch})")
+        recs.append(r)
+    df = pd.DataFrame(recs, columns=list(COLUMNS) + list(LAYOUT_COLUMNS))
+    df.attrs["layout_rows"] = N
+    return df
+
+
+def layout_row_step_s(row, wl, option, db, params) -> float:
+    """The step time of one plan row's layout (columns tp, cp, pp, vp, recompute, micro_batch, accum) under
+    ``params``: what the plan's sensitivity re-runs."""
+    from gpusim.model.step import evaluate
+    from gpusim.simulate import resolve_hardware
+    from gpusim.sweep import _scenario_for
+
+    scn = _scenario_for(wl, option, db, int(row["nodes"]), kind="zero1", precision=str(row["precision"]),
+                        recompute="none", per_gpu_batch=1)
+    hw = resolve_hardware(scn, db)
+    L = int(wl.transformer.n_layers if getattr(wl, "transformer", None) is not None else
+            _base_row(scn, hw, wl, params)["n_layers"])
+    pp, vp = int(row["pp"]), int(row["vp"])
+    lay = {"tp": np.array([int(row["tp"])]), "cp": np.array([int(row["cp"])]), "pp": np.array([pp]),
+           "vp": np.array([vp]), "micro_batch": np.array([int(row["micro_batch"])]),
+           "n_micro": np.array([int(row["accum"])]), "recompute": np.array([RECOMPUTES.index(str(row["recompute"]))]),
+           "layers": np.array([-(-L // (pp * vp)) * pp * vp])}
+    out = evaluate(layout_inputs(_base_row(scn, hw, wl, params), lay), params)
+    return float(np.asarray(out["step_s"]).ravel()[0])

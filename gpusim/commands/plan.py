@@ -269,6 +269,10 @@ def print_plan(res, top: int = 20) -> None:
     cons.append(f"global batch <= {inp['max_global_batch']:,}")
     con.print(f"[bold]{inp['workload_name']}[/] ({inp['params'] / units.GIGA:.3g}B parameters): {amount}; " + ", ".join(cons))
     df = res.table
+    n_lay = int(df.attrs.get("layout_rows", 0))  # [issue 12]
+    if n_lay:
+        con.print(f"searched {n_lay:,} LLM layouts (tp, cp, pp, vp, micro-batch, recomputation); each hardware row "
+                  "below holds its best")
     con.print(f"evaluated {len(df):,} configurations ({int(df['feasible'].sum()):,} feasible, "
               f"{len(res.pareto)} on the time-cost frontier) in {res.elapsed_s:.2f} s")
 
@@ -290,6 +294,10 @@ def print_plan(res, top: int = 20) -> None:
             hw = ("rent " if r["mode"] == "cloud" else "buy ") + hw
             recipe = (f"{r['strategy']} {r['precision']}{' ckpt' if r['checkpointing'] else ''} "
                       f"b{int(r['micro_batch'])}" + (f"x{int(r['accum'])}" if r["accum"] > 1 else ""))
+            if r.get("layout"):  # [issue 12] a Megatron layout row
+                recipe = (f"tp{int(r['tp'])} pp{int(r['pp'])} cp{int(r['cp'])}" + (f" vp{int(r['vp'])}" if r["vp"] > 1
+                                                                                   else "")
+                          + f" b{int(r['micro_batch'])}x{int(r['accum'])} {r['recompute']} {r['precision']}")
             mark = ""
             cfg = res.recommendation.get("configuration")
             if cfg and all(cfg.get(k) == _scalar(r[k]) for k in ("node", "gpu", "nodes", "strategy", "precision",
@@ -297,7 +305,8 @@ def print_plan(res, top: int = 20) -> None:
                 mark = " [bold green]<- recommended[/]"
             t.add_row(units.format_duration(r["time_to_train_s"]), _money(r["cost_usd"]), hw + mark,
                       f"{int(r['n_gpus']):,}", recipe, f"{int(r['global_batch']):,}", f"{r['mfu_frac']:.0%}",
-                      f"{r['scaling_efficiency_frac']:.0%}", f"{r['goodput_frac']:.0%}", str(r["bottleneck"]),
+                      f"{r['scaling_efficiency_frac']:.0%}" if r["scaling_efficiency_frac"] == r["scaling_efficiency_frac"]
+                      else "-", f"{r['goodput_frac']:.0%}", str(r["bottleneck"]),
                       str(r["price_date"]))
         con.print(t)
 
