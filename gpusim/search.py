@@ -24,7 +24,7 @@ highest tokens per second (ties: less memory).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,12 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
         problems.append("context parallelism (ring attention) needs FlashAttention; this model's attention is unfused")
     if problems:
         raise ScenarioError(f"impossible context parallelism (cp {cp}): " + "; ".join(problems))
+
+
+def padded_layers(n_layers: int, pp: int, vp: int):
+    """Layers charged with an uneven split: every one of the ``pp vp`` chunks holds the fullest's
+    ``ceil(L / (pp vp))`` (works on arrays)."""
+    return -(-n_layers // (pp * vp)) * pp * vp
 
 
 def _divisors(n: int) -> list[int]:
@@ -126,9 +132,9 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
               ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE))
     for bad, code in reversed(checks):  # the first rule broken wins
         reason = np.where(bad, code, reason)
-    layers = -(-L // (pp * vp)) * pp * vp  # padded to whole stages when uneven
+    layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
     return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
-            "recompute": rc_codes, "layers": layers, "reason": reason}
+            "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
 
 
 def _base_row(scenario, hw, wl, params) -> dict:
@@ -218,6 +224,8 @@ def layout_name(lay: dict, i: int) -> str:
     if lay["vp"][i] > 1:
         parts.append(f"vp {lay['vp'][i]}")
     parts += [f"dp {lay['dp'][i]}", f"mb {lay['micro_batch'][i]}", f"recompute {RECOMPUTES[lay['recompute'][i]]}"]
+    if "uneven" in lay and lay["uneven"][i]:
+        parts.append(f"uneven stages ({lay['layers'][i] // (lay['pp'][i] * lay['vp'][i])} layers per chunk)")
     return " ".join(parts)
 
 
@@ -289,6 +297,22 @@ def default_global_batch(max_global_batch: int) -> int:
     """The global batch the search holds when none is given: the largest power of two within the limit (the
     most micro-batches per step, so the smallest bubble, that the recipe allows)."""
     return 1 << (max(int(max_global_batch), 1).bit_length() - 1)
+
+
+def _varying_fields(inp) -> dict[str, np.ndarray]:
+    """Fields of stacked hardware rows that differ between rows (the others broadcast from one row): gathering only
+    these per layout keeps the model's inputs small."""
+    out = {}
+    for f in fields(inp):
+        a = np.asarray(getattr(inp, f.name))
+        if a.ndim == 0 or a.shape[0] == 1:
+            continue
+        same = np.all(a == a[:1]) if a.dtype != object else False
+        if a.dtype.kind == "f":
+            same = same or bool(np.all((a == a[:1]) | (np.isnan(a) & np.isnan(a[:1]))))
+        if not same:
+            out[f.name] = a
+    return out
 
 
 def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,
@@ -367,12 +391,16 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         present = sorted({int(h) for h in owner})
         pos = {h: i for i, h in enumerate(present)}
         stacked = stack_rows([base_rows[h] for h in present])
+        varying = _varying_fields(stacked)
+        stacked = stacked.replace(**{f.name: np.asarray(getattr(stacked, f.name))[:1] for f in fields(stacked)
+                                     if f.name not in varying and np.ndim(getattr(stacked, f.name)) > 0})
         local = np.array([pos[int(h)] for h in range(H) if h in pos], dtype=np.int64)
         row_of = np.full(H, -1, dtype=np.int64)
         row_of[present] = local
         for c0 in range(0, len(run), chunk_rows):
             sel = run[c0:c0 + chunk_rows]
-            inp = stacked.take(row_of[owner[sel]])
+            hsel = row_of[owner[sel]]
+            inp = stacked.replace(**{k: v[hsel] for k, v in varying.items()})
             inp = inp.replace(tp=lay["tp"][sel].astype(np.float64), pp=lay["pp"][sel].astype(np.float64),
                               vp=lay["vp"][sel].astype(np.float64), cp=lay["cp"][sel].astype(np.float64),
                               micro_batch=lay["micro_batch"][sel].astype(np.float64),
@@ -474,6 +502,6 @@ def layout_row_step_s(row, wl, option, db, params) -> float:
     lay = {"tp": np.array([int(row["tp"])]), "cp": np.array([int(row["cp"])]), "pp": np.array([pp]),
            "vp": np.array([vp]), "micro_batch": np.array([int(row["micro_batch"])]),
            "n_micro": np.array([int(row["accum"])]), "recompute": np.array([RECOMPUTES.index(str(row["recompute"]))]),
-           "layers": np.array([-(-L // (pp * vp)) * pp * vp])}
+           "layers": np.array([padded_layers(L, pp, vp)]), "uneven": np.array([padded_layers(L, pp, vp) != L])}
     out = evaluate(layout_inputs(_base_row(scn, hw, wl, params), lay), params)
     return float(np.asarray(out["step_s"]).ravel()[0])

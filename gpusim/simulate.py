@@ -438,19 +438,21 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
-    from gpusim.search import check_cp  # [issue 12] context parallelism's own rules
+    from gpusim.search import check_cp, padded_layers  # [issue 12] context parallelism's rules, uneven stages
 
     check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
              domain=nvlink_domain_gpus(hw))
+    n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
     return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,
                                global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
-                               n_layers=spec.n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
+                               n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
 
 
 def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
+    from gpusim.search import padded_layers
     from gpusim.strategy import RECOMPUTE_CODES
 
     st = scn.strategy
@@ -466,7 +468,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion,
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
-        "n_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
+        "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
+        "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
         "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
         "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
         "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,

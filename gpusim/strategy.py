@@ -118,6 +118,9 @@ class Strategy(BaseModel):
     force_tp: bool = Field(default=False, description="allow tp beyond one NVLink domain")
     # [issue 12] context parallelism (gpusim.model.context)
     cp: int = Field(default=1, ge=1, le=4096, description="context-parallel degree (the sequence split over cp ranks)")
+    uneven_pp: bool = Field(default=False, description="allow pipeline stages of unequal layer counts (Megatron "
+                            "--decoder-first/last-pipeline-num-layers): every stage is charged the fullest stage's "
+                            "ceil(layers / (pp vp)) layers per chunk")
     cp_comm: Literal["ring", "all-gather"] = Field(default="ring", description="context-parallel K/V exchange: ring "
                                                    "attention (point to point, overlapped) or all-gather (Llama 3)")
     grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "

@@ -67,6 +67,8 @@ def add_layout_args(p) -> None:
     g.add_argument("--force-tp", action="store_true", help="allow tp beyond one NVLink domain")
     # [issue 12] context parallelism
     g.add_argument("--cp", type=int, help="context-parallel degree: the sequence split over cp ranks (default 1)")
+    g.add_argument("--uneven-pp", action="store_true", default=None,
+                   help="allow pipeline stages with unequal layers (each charged the fullest stage's)")
     g.add_argument("--cp-comm", choices=("ring", "all-gather"),
                    help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
@@ -74,7 +76,8 @@ def add_layout_args(p) -> None:
 
 
 def layout_kwargs(args) -> dict:
-    out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm")}
+    out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm",
+                                         "uneven_pp")}
     if getattr(args, "force_tp", False):
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):
