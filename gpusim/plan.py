@@ -1149,7 +1149,9 @@ def sensitivity(row, *, db, workload, params, inputs: Mapping[str, Any], options
         if row.get("layout"):  # [issue 12] a Megatron layout row re-runs its layout
             from gpusim.search import layout_row_step_s
 
-            return layout_row_step_s(row, workload, opt, db, p)
+            k = next(iter(params.matmul_eff_frac), None)  # the utilisation case scales every matmul fraction alike
+            scale = p.matmul_eff_frac[k] / params.matmul_eff_frac[k] if k else 1.0
+            return layout_row_step_s(row, workload, opt, db, p, ceiling_scale=scale)
         d = sweep(workload=workload, options=[opt], node_counts=[int(row["nodes"])], strategies=[str(row["strategy"])],
                   precisions=[str(row["precision"])], checkpointing=[bool(row["checkpointing"])],
                   cpu_offload=[bool(row["cpu_offload"])], micro_batches=[int(row["micro_batch"])],

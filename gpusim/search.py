@@ -431,6 +431,18 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         np.fmin.at(least_mem, owner[ran], out["memory_per_gpu_bytes"][ran])
     else:
         lay, out, ok, best_of, second_of, least_mem = None, None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
+    # ---- the one-GPU reference of each best layout (same micro-batch and recomputation): speedup, efficiency --
+    single = np.full(H, np.nan)
+    with_best = [h for h in range(H) if why_not[h] is None and best_of[h] >= 0 and ok[best_of[h]]]
+    if with_best:
+        bi = best_of[with_best]
+        one = stack_rows([{**base_rows[h], "n_gpus": 1.0, "n_nodes": 1.0} for h in with_best])
+        one = one.replace(tp=np.ones(len(bi)), pp=np.ones(len(bi)), vp=np.ones(len(bi)), cp=np.ones(len(bi)),
+                          micro_batch=lay["micro_batch"][bi].astype(np.float64), accum=np.ones(len(bi)),
+                          sp=np.zeros(len(bi), dtype=bool), recompute=lay["recompute"][bi],
+                          n_layers=np.full(len(bi), float(spec.n_layers)),
+                          model_layers=np.full(len(bi), float(spec.n_layers)), llm=np.ones(len(bi), dtype=bool))
+        single[with_best] = evaluate(one, params)["step_s"] / lay["micro_batch"][bi]  # seconds per sequence
     # ---- one table row per hardware row --------------------------------------------------------------------
     recs = []
     for h in range(H):
@@ -465,6 +477,9 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
             if s2 >= 0 and ok[s2]:
                 gain = out["throughput_samples_per_s"][b] / out["throughput_samples_per_s"][s2] - 1.0
                 text += f"; {gain:.1%} faster than the next best layout, {layout_name(lay, s2)} ({why(sub, s2, dom)})"
+            speedup = float(out["throughput_samples_per_s"][b]) * single[h]
+            r.update({"single_gpu_step_s": single[h] * float(lay["micro_batch"][b]), "speedup": speedup,
+                      "scaling_efficiency_frac": speedup / (g * ht.nodes[h])})
             r.update({"feasible": True, "fits_in_memory": True, "layout": layout_name(lay, b),
                       "tp": int(lay["tp"][b]), "cp": int(lay["cp"][b]), "pp": int(lay["pp"][b]),
                       "vp": int(lay["vp"][b]), "recompute": RECOMPUTES[int(lay["recompute"][b])],
@@ -486,9 +501,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     return df
 
 
-def layout_row_step_s(row, wl, option, db, params) -> float:
+def layout_row_step_s(row, wl, option, db, params, *, ceiling_scale: float = 1.0) -> float:
     """The step time of one plan row's layout (columns tp, cp, pp, vp, recompute, micro_batch, accum) under
-    ``params``: what the plan's sensitivity re-runs."""
+    ``params``, with the matmul ceilings (GEMMs and FlashAttention) scaled by ``ceiling_scale``: what the plan's
+    sensitivity re-runs."""
     from gpusim.model.step import evaluate
     from gpusim.simulate import resolve_hardware
     from gpusim.sweep import _scenario_for
@@ -503,5 +519,10 @@ def layout_row_step_s(row, wl, option, db, params) -> float:
            "vp": np.array([vp]), "micro_batch": np.array([int(row["micro_batch"])]),
            "n_micro": np.array([int(row["accum"])]), "recompute": np.array([RECOMPUTES.index(str(row["recompute"]))]),
            "layers": np.array([padded_layers(L, pp, vp)]), "uneven": np.array([padded_layers(L, pp, vp) != L])}
-    out = evaluate(layout_inputs(_base_row(scn, hw, wl, params), lay), params)
+    base = _base_row(scn, hw, wl, params)
+    base["ceiling_flop_per_s"] = base["ceiling_flop_per_s"] * ceiling_scale
+    params = params.replace(gemm_ceiling_frac=min(1.0, params.gemm_ceiling_frac * ceiling_scale),
+                            flash_fwd_eff_frac=min(1.0, params.flash_fwd_eff_frac * ceiling_scale),
+                            flash_bwd_eff_frac=min(1.0, params.flash_bwd_eff_frac * ceiling_scale))
+    out = evaluate(layout_inputs(base, lay), params)
     return float(np.asarray(out["step_s"]).ravel()[0])
