@@ -957,6 +957,9 @@ def calibrated_params(values: dict[str, float], env: Environment, db, base: Mode
         if c and peak:
             eff[prec] = c / peak * train
     upd["matmul_eff_frac"] = eff
+    # the LLM layouts' per-GEMM model takes the measured ceiling itself (its shape effects are modelled)
+    upd["gemm_ceiling_flop_per_s"] = {k: float(values[f"gemm.ceiling_flop_per_s.{k}"]) for k in _GEMM_KEY.values()
+                                      if values.get(f"gemm.ceiling_flop_per_s.{k}")}
     if "memory.device_copy_bytes_per_s" in values:
         upd["mem_eff_frac"] = float(min(1.0, values["memory.device_copy_bytes_per_s"] / gpu.memory_bytes_per_s))
     pcie = db.links[hw["node"].pcie_link].bandwidth_bytes_per_s

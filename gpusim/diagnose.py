@@ -41,6 +41,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
         except Exception:  # an impossible what-if is simply not offered
             pass
 
+    if st.is_llm:  # an LLM layout has its own what-ifs (recomputation, degrees, interleaving, batch)
+        return llm_variant_scenarios(scn, hw, out)
     if st.kind == "dp" and n > 1:
         add("ddp", kind="ddp")
     util = float(out["gpu_util_frac"][0])
@@ -90,8 +92,6 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
             add("amp", precision="amp_bf16")
         elif hw.gpu.dense_tflop_per_s.fp16:
             add("amp", precision="amp_fp16")
-    if st.is_llm:
-        v += llm_variant_scenarios(scn, hw, out)
     return v
 
 

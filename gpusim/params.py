@@ -44,6 +44,9 @@ class ModelParams(BaseModel):
     gemm_ceiling_frac: float = _F(default=0.78, gt=0, le=1,
                                   description="best-shape matmul throughput / datasheet peak for a GPU without a "
                                               "measured achievable-matmul figure in the database")
+    gemm_ceiling_flop_per_s: dict[str, float] = _F(
+        default={}, description="measured best-shape matmul FLOP/s per datasheet precision key (fp16, bf16, fp8 ...) "
+                                "that replaces the database's achievable-matmul figure (set by calibration)")
     gemm_k_half_steps: float = _F(default=64.0, ge=0, le=100000,
                                   description="GEMM reduction length at which a tile reaches half its steady rate "
                                               "(prologue, epilogue, pipeline fill): efficiency k / (k + k_half)")
@@ -166,6 +169,14 @@ PROVENANCE: dict[str, str] = {
                        "(set it for such runs)",
     "pp_p2p_overlap_frac": "Megatron-LM's default (--overlap-p2p-comm off): sends and receives between stages "
                            "block the schedule",
+    "gemm_ceiling_flop_per_s": "set by calibration (the GEMM sweep's fitted ceiling per precision); empty by default: "
+                               "the database's achievable_matmul_tflop_per_s (STAS_MAMF rows) is used",
+    "llm_rows_looked_at": "All 18 rows of validation/llm_parallel.csv (Korthikanti 2022 Table 5, Narayanan SC'21 "
+                          "Table 1) were looked at while developing the LLM layouts: `gpusim validate` prints them. "
+                          "No default above was set or changed to match them. Two modelling decisions came after "
+                          "seeing them: the backward GEMMs by their own shapes (made Table 5 slightly worse), and "
+                          "gradient-accumulation fusion as a Strategy option, off for the SC'21 (April 2021) rows as "
+                          "the Megatron-LM of that time had it (Table 1 median 9.4% -> 5.5%)",
     "layer_kind_eff_frac": "engineering estimate: convolutions and attention reach a lower fraction of peak than "
                            "large GEMMs (calibrate with a DDP-step profile)",
     "mem_eff_frac": "engineering estimate: eager PyTorch elementwise and normalisation kernels (forward and backward) "

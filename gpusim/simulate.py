@@ -411,7 +411,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> 
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
     })
     if st.is_llm:
-        row.update(llm_row(scn, hw, workload))
+        row.update(llm_row(scn, hw, workload, params))
     return row
 
 
@@ -450,17 +450,19 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
 
 
-def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
+def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
-    from gpusim.search import padded_layers
-    from gpusim.strategy import RECOMPUTE_CODES
+    from gpusim.search import padded_layers  # [issue 12]
+    from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
 
     st = scn.strategy
     spec, lay = scenario_layout(scn, hw, workload)
     pr = st.precision
     h = float(spec.d_model)
     embed = spec.vocab_size * h + ((spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
-    ceiling = hw.gpu.achievable_matmul_flop_per_s(PEAK_KEY[pr])
+    key = PEAK_KEY[pr]
+    # a calibration's measured ceiling, else the database's measured best-shape figure, else (NaN) a fraction of peak
+    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.achievable_matmul_flop_per_s(key)
     half = GATHER_BYTES[pr] == 2
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
@@ -478,6 +480,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload) -> dict[str, Any]:
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,
+        "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer] + MEGATRON_OPT_EXTRA_BYTES[pr],
     }
 
 
@@ -495,7 +498,10 @@ def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
         if isinstance(vals[0], np.ndarray) and vals[0].ndim:  # layer groups: pad to the widest with empty groups
             width = max(v.shape[-1] for v in vals)
             fill = 1.0 if name == "group_eff_frac" else 0.0
-            out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
+            if all(v.shape[-1] == width for v in vals):
+                out[name] = np.stack(vals)
+            else:
+                out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
         else:
             out[name] = np.asarray(vals)
     return StepInputs(**out)

@@ -45,6 +45,13 @@ Recompute = Literal["none", "selective", "full"]
 - ``full``: only each layer's input is kept; the whole layer's forward runs again in the backward pass.
 """
 
+#: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
+#: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient
+#: buffer (write 4), the gradient norm for clipping (read 4), copying the fp32 master weights into the 16-bit model
+#: weights (read 4, write 2), and with fp16 loss scaling the unscale-and-check for inf/nan (read 4, write 4).
+MEGATRON_OPT_EXTRA_BYTES: dict[str, float] = {"fp32": 8, "tf32": 8, "amp_fp16": 22, "amp_bf16": 14, "bf16": 14,
+                                              "fp8": 14}
+
 #: recomputation mode codes inside the model's arrays
 RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
 #: strategies that combine with pipeline parallelism (Megatron-LM: DDP or the distributed optimizer)

@@ -25,15 +25,20 @@ from gpusim import units
 #: step-time parts (keys of StepResult.breakdown_s) -> what a person calls them
 BREAKDOWN_LABELS: dict[str, str] = {
     "compute_s": "compute",
-    "tp_comm_exposed_s": "tensor-parallel communication",
-    "pp_bubble_s": "pipeline bubble",
-    "pp_p2p_exposed_s": "pipeline send/receive",
-    "dp_comm_exposed_s": "data-parallel communication",
     "comm_exposed_s": "exposed communication",
     "data_wait_s": "data wait",
     "optimizer_s": "optimizer step",
     "sync_s": "sync and stragglers",
     "overhead_s": "fixed overhead",
+}
+#: an LLM layout's breakdown (gpusim.model.step.LLM_BREAKDOWN_KEYS)
+LLM_BREAKDOWN_LABELS: dict[str, str] = {
+    "compute_s": "compute",
+    "tp_comm_exposed_s": "tensor-parallel communication",
+    "pp_bubble_s": "pipeline bubble",
+    "pp_p2p_exposed_s": "pipeline send/receive",
+    "dp_comm_exposed_s": "data-parallel communication",
+    **{k: v for k, v in BREAKDOWN_LABELS.items() if k not in ("compute_s", "comm_exposed_s")},
 }
 BREAKDOWN_COLORS: dict[str, str] = {
     "compute_s": "#4C78A8",
@@ -135,10 +140,8 @@ def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: flo
     total_ms = sum(breakdown_s.values()) / units.MS
     fig = go.Figure()
     rows = ["this step"]
-    llm = any(k in breakdown_s for k in LLM_ONLY_KEYS)
-    for key, label in BREAKDOWN_LABELS.items():
-        if key not in breakdown_s and (llm or key in LLM_ONLY_KEYS):
-            continue  # an LLM layout's breakdown names its own parts
+    llm = any(k in breakdown_s for k in LLM_ONLY_KEYS)  # an LLM layout's breakdown names its own parts
+    for key, label in (LLM_BREAKDOWN_LABELS if llm else BREAKDOWN_LABELS).items():
         v = float(breakdown_s.get(key, 0.0))
         ms = v / units.MS
         share = ms / total_ms if total_ms > 0 else 0.0

@@ -109,6 +109,15 @@ def print_report(res, interval=None) -> None:
                                 f"{units.format_bytes(res.memory_capacity_bytes)}: {fits} (largest micro-batch that fits: "
                                 f"{res.max_micro_batch})")
     t.add_row("bottleneck", f"[bold]{res.bottleneck}[/]")
+    if res.memory_per_stage_bytes:  # an LLM layout
+        par = res.parallelism
+        t.add_row("layout", f"tp {par['tp']} x pp {par['pp']} (vp {par['vp']}, "
+                            f"{'interleaved 1F1B' if par['vp'] > 1 else '1F1B'}) x dp {par['dp']}, sequence parallelism "
+                            f"{'on' if par.get('sp') else 'off'}, {res.n_micro_batches} micro-batches per step")
+        t.add_row("tokens", f"{res.tokens_per_s:,.4g} tokens/s ({res.tokens_per_s_per_gpu:,.4g} per GPU); "
+                            f"{res.model_tflop_per_s_per_gpu:.4g} model TFLOP/s per GPU")
+        t.add_row("memory per stage", ", ".join(f"{k} {units.format_bytes(v)}"
+                                                for k, v in res.memory_per_stage_bytes.items()))
     con.print(t)
     con.print("breakdown of one step:")
     width = 50

@@ -32,16 +32,17 @@ def wave_efficiency_frac(m, n, sm_count, batch=1.0):
     """Best over :data:`TILES` of ``waves / ceil(waves)`` for the output tiles of ``batch`` GEMMs of ``m x n``."""
     m = np.asarray(m, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    sms = np.asarray(sm_count, dtype=np.float64)
-    best = None
+    inv_sms = 1.0 / np.asarray(sm_count, dtype=np.float64)
+    # useful area / computed area (tile quantisation) x waves / ceil(waves) (wave quantisation) simplifies to
+    # m n batch / (tm tn sms ceil(waves)): the best tile minimises tm tn ceil(waves)
+    cost = None
     for tm, tn in TILES:
-        tiles = np.ceil(m / tm) * np.ceil(n / tn) * batch
-        # work of partly filled edge tiles is wasted too (tile quantisation): useful / computed area
-        useful = (m * n * batch) / (tiles * tm * tn)
-        waves = tiles / sms
-        eff = useful * waves / np.ceil(waves)
-        best = eff if best is None else np.maximum(best, eff)
-    return best
+        tiles = np.ceil(m * (1.0 / tm)) * np.ceil(n * (1.0 / tn))
+        if np.ndim(batch) or batch != 1.0:
+            tiles = tiles * batch
+        c = np.ceil(tiles * inv_sms) * (tm * tn)
+        cost = c if cost is None else np.minimum(cost, c)
+    return (m * n * batch * inv_sms) / cost
 
 
 def gemm_time_s(m, n, k, ceiling_flop_per_s, mem_bytes_per_s, sm_count, *, elem_bytes, k_half, mem_eff_frac,

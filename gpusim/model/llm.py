@@ -156,12 +156,14 @@ def llm_terms(x: dict, p) -> dict:
     attn_flop = 4.0 * b * s * s * q / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
     flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
-    score_elems = heads_local * s * s
-    score_bytes = score_elems * (2.0 * e + drop * (2.0 * e + 1.0))
-    plain_f = gemm(s, s, d_head, heads_local) + gemm(s, d_head, s, heads_local) + score_bytes / mem_rate
-    plain_b = 2.0 * (gemm(s, s, d_head, heads_local) + gemm(s, d_head, s, heads_local)) + 2.0 * score_bytes / mem_rate
-    attn_f = np.where(flash, flash_f, plain_f)
-    attn_b = np.where(flash, flash_b, plain_b)
+    if np.all(flash):
+        attn_f, attn_b = flash_f, flash_b
+    else:
+        score_elems = heads_local * s * s
+        score_bytes = score_elems * (2.0 * e + drop * (2.0 * e + 1.0))
+        bmm = gemm(s, s, d_head, heads_local) + gemm(s, d_head, s, heads_local)  # Q K^T and A V
+        attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
+        attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)
     rep = np.where(sp, 1.0 / tp, 1.0)
     elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
                     + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
@@ -183,10 +185,10 @@ def llm_terms(x: dict, p) -> dict:
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     tp_nodes = np.maximum(1.0, tp / g)  # a tensor-parallel group forced across the NVLink domain
     act_bytes = T * h * e
-    ar = coll(C.ALL_REDUCE, act_bytes, tp, tp_nodes, intra, inter)
-    rs_ag = coll(C.REDUCE_SCATTER, act_bytes, tp, tp_nodes, intra, inter) + coll(C.ALL_GATHER, act_bytes, tp,
-                                                                                 tp_nodes, intra, inter)
-    one = np.where(sp, rs_ag, ar)  # one all-reduce, or its RS + AG with sequence parallelism
+    ag = coll(C.ALL_GATHER, act_bytes, tp, tp_nodes, intra, inter)
+    ar = coll(C.ALL_REDUCE, act_bytes, tp, tp_nodes, intra, inter) if not np.all(sp) else 0.0
+    rs = coll(C.REDUCE_SCATTER, act_bytes, tp, tp_nodes, intra, inter) if np.any(sp) else 0.0
+    one = np.where(sp, rs + ag, ar)  # one all-reduce, or its RS + AG with sequence parallelism
     exposed = 1.0 - p.tp_overlap_frac
     tp_f = 2.0 * one * exposed
     tp_b = (2.0 + 2.0 * (rc == FULL)) * one * exposed
@@ -235,7 +237,7 @@ def llm_terms(x: dict, p) -> dict:
     p2p_bytes = act_bytes / tp
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
     p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
-    regather = np.where((tp > 1) & ~sp, coll(C.ALL_GATHER, act_bytes, tp, tp_nodes, intra, inter), 0.0)
+    regather = np.where((tp > 1) & ~sp, ag, 0.0)
     sends = 2.0 * (vp * m + pp - 1.0)
     hidden_sends = 2.0 * vp * m * p.pp_p2p_overlap_frac  # steady-state sends overlapped (--overlap-p2p-comm)
     p2p_s = np.where(multi_stage, (sends - hidden_sends) * (p2p_one + regather), 0.0)

@@ -255,10 +255,16 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     groups = {"fwd_flop_per_sample": inp.group_flop_per_sample, "fwd_bytes_per_sample": inp.group_bytes_per_sample,
               "weight_bytes": inp.group_weight_bytes, "count": inp.group_count}
     weight_scale = np.asarray(inp.gather_bytes_per_param) / 2.0
-    mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
-                             mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, launch_cpu_s=p.launch_cpu_s,
-                             act_scale=inp.act_scale, weight_scale=weight_scale, recompute=inp.checkpointing,
-                             fwd_dispatch_mult=fwd_dispatch_mult, fwd_kernels=fwd_kernels)
+    llm = np.asarray(inp.llm, dtype=bool)
+    if np.all(llm):  # every row an LLM layout: its compute comes from the GEMM shapes (below)
+        z = np.zeros(np.broadcast_shapes(np.shape(b), np.shape(n)))
+        mc = dict.fromkeys(("compute_s", "fwd_s", "bwd_s", "gpu_s", "cpu_dispatch_s", "roofline_s", "kernels"), z)
+    else:
+        mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
+                                 mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
+                                 launch_cpu_s=p.launch_cpu_s, act_scale=inp.act_scale, weight_scale=weight_scale,
+                                 recompute=inp.checkpointing, fwd_dispatch_mult=fwd_dispatch_mult,
+                                 fwd_kernels=fwd_kernels)
     override = np.asarray(inp.compute_override_s, dtype=np.float64)
     measured = np.isfinite(override)
     mult = train_multiplier(inp.checkpointing)
@@ -269,7 +275,6 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     gpu_busy_micro_s = np.where(measured, np.minimum(override, micro_s), mc["gpu_s"])
 
     # ---- LLM layouts: per-GEMM compute, tensor and pipeline parallelism (zero for data-parallel rows) ----
-    llm = np.asarray(inp.llm, dtype=bool)
     tp, pp = np.asarray(inp.tp, dtype=np.float64), np.asarray(inp.pp, dtype=np.float64)
     dp = n / (tp * pp)
     G = P * inp.grad_bytes_per_param  # gradient bytes communicated

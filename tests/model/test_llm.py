@@ -227,3 +227,27 @@ def test_a_deep_pipeline_with_few_micro_batches_reports_its_bubble(db):
     msg = next(r["message"] for r in res.recommendations if r["id"] == "llm-bubble")
     assert "pp 16 with 8 micro-batches" in msg and "bubble" in msg
     assert res.parallelism == {"tp": 4, "pp": 16, "vp": 1, "cp": 1, "ep": 1, "dp": 1, "sp": False}
+
+
+def test_a_calibrated_gemm_ceiling_replaces_the_database_figure(db):
+    scn = _scn(recompute="selective", sp=True)
+    base = simulate(scn, db=db, recommend=False)
+    slower = simulate(scn, db=db, recommend=False,
+                      params=DEFAULT_PARAMS.replace(gemm_ceiling_flop_per_s={"fp16": 0.5 * 271.2e12}))
+    # GEMMs dominate compute: half the ceiling nearly doubles it (memory-bound kernels do not change)
+    assert 1.7 < slower.breakdown_s["compute_s"] / base.breakdown_s["compute_s"] < 2.0
+
+
+def test_megatron_optimizer_step_moves_its_bytes(db):
+    """fp16 Adam in Megatron: Adam's 28 bytes per parameter plus zeroing, norm, master copy and unscale (22)."""
+    p = DEFAULT_PARAMS
+    for kind, shard in (("ddp", 1), ("zero1", 4)):
+        scn = _scn(recompute="selective", sp=True, kind=kind, gpus=64 * shard, nodes=8 * shard, global_batch=64 * shard)
+        res = simulate(scn, db=db, recommend=False)
+        row = _row(db, scn)
+        out = evaluate(stack_rows([row]), p)
+        first = 12 * GPT175.layer_params() / 8 + (51200 + 2048) * 12288 / 8
+        expected = (first / shard * (28 + 22) / (db.gpu("a100-sxm4-80gb").memory_bytes_per_s * p.mem_eff_frac)
+                    + p.optimizer_kernels * max(p.kernel_tail_s, p.launch_cpu_s))
+        assert float(out["optimizer_s"][0]) == pytest.approx(expected, rel=1e-9)
+        assert res.breakdown_s["optimizer_s"] == pytest.approx(expected, rel=1e-9)
