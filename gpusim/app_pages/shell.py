@@ -209,6 +209,34 @@ def _default(key: str, options: list | None = None, fallback: Any = None):
     return v
 
 
+def _config_upload() -> tuple[dict | None, int | None]:
+    """The sidebar's config.json upload box: the parsed config (kept in the session, not in the URL) and
+    the sequence length, with a one-line summary of the model it describes, or the reason it cannot be used."""
+    from gpusim.workload import SUPPORTED_MODEL_TYPES, Workload
+
+    up = st.file_uploader("Hugging Face config.json", type=["json"], key="config_upload",
+                          help="model_type one of: " + ", ".join(SUPPORTED_MODEL_TYPES))
+    if up is None:
+        st.info("Upload the config.json of the model (its Hugging Face repository has one).")
+        return None, None
+    try:
+        cfg = json.loads(up.getvalue().decode("utf-8"))
+        wl = Workload.from_config(cfg)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        st.error(f"{up.name}: not a JSON file ({e})")
+        return None, None
+    except GpusimError as e:
+        st.error(str(e))
+        return None, None
+    seq = st.number_input("Sequence length (tokens)", 1, 10_000_000, None, key="seq", bind=BIND,
+                    placeholder=f"{wl.seq_len} (assumed)")
+    active = f" ({wl.params_active / units.GIGA:.3g} B active)" if wl.is_moe else ""
+    st.caption(f"{wl.name}: {wl.params / units.GIGA:.3g} B parameters{active}, "
+               f"{wl.fwd_flop_per_sample / wl.tokens_per_sample / units.GIGA:.4g} GFLOP forward per token. "
+               + " ".join(f"Assumed: {a}." for a in wl.assumptions[:3]))
+    return cfg, seq
+
+
 def sidebar() -> Context:
     """Render the scenario widgets (bound to the URL) and build the Scenario once."""
     db = get_db()
@@ -219,9 +247,13 @@ def sidebar() -> Context:
     with st.sidebar:
         st.markdown("### Scenario")
         with st.expander("Workload", expanded=True):
-            s["wl"] = st.segmented_control("Workload from", ["catalogue", "custom"], key="wl", bind=BIND,
-                                           default=DEFAULTS["wl"], required=True)
-            if s["wl"] == "custom":
+            s["wl"] = st.segmented_control("Workload from", ["catalogue", "config.json", "custom"], key="wl",
+                                           bind=BIND, default=DEFAULTS["wl"], required=True,
+                                           help="a catalogue model, a Hugging Face config.json you upload (llama, "
+                                                "mixtral, qwen3_moe, deepseek_v3, gpt_oss, ...), or your own numbers")
+            if s["wl"] == "config.json":
+                s["config"], s["seq"] = _config_upload()
+            elif s["wl"] == "custom":
                 s["params_m"] = st.number_input("Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
                 s["gflop"] = st.number_input("Forward GFLOP per sample", 1e-6, 1e9, DEFAULTS["gflop"], key="gflop",

@@ -25,13 +25,14 @@ _SF = Strategy.model_fields
 #: every sidebar widget's key and default; the URL query holds the keys whose value differs from these
 DEFAULTS: dict[str, Any] = {
     # workload
-    "wl": "catalogue",          # "catalogue" | "custom"
+    "wl": "catalogue",          # "catalogue" | "config.json" (an uploaded Hugging Face config) | "custom"
     "model": "resnet50",
     "seq": None,                # sequence length; None: the model's own
     "params_m": 100.0,          # custom: parameters, millions
     "gflop": 10.0,              # custom: forward GFLOP per sample
     "act_mib": 100.0,           # custom: activation MiB kept per sample
     "tokens": 1,                # custom: tokens per sample (1: images)
+    "config": None,             # config.json: the uploaded config as a dict (session only, not in the URL)
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -76,10 +77,16 @@ def gpu_of(state: dict, db) -> str:
 
 
 def workload_from_state(state: dict):
-    """The custom workload described by the state's numbers, or None in catalogue mode."""
+    """The custom workload described by the state's numbers or uploaded config.json, or None in
+    catalogue mode."""
+    from gpusim.workload import Workload
+
+    if state.get("wl") == "config.json":
+        if not state.get("config"):
+            raise ScenarioError("upload a config.json in the sidebar (or pick a catalogue model)")
+        return Workload.from_config(state["config"], seq_len=int(state["seq"]) if state.get("seq") else None)
     if state.get("wl") != "custom":
         return None
-    from gpusim.workload import Workload
 
     tokens = state.get("tokens") or 1
     return Workload.custom(params=float(state["params_m"]) * units.MEGA,

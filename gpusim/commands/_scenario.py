@@ -10,7 +10,8 @@ STRATEGIES = ("dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op
 
 def add_scenario_args(p, *, batch_required: bool = True) -> None:
     w = p.add_argument_group("workload")
-    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b")
+    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b, "
+                   "or the path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=int, help="sequence length for sequence models (one sample = one sequence)")
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")

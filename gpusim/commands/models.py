@@ -1,15 +1,25 @@
-"""``gpusim models [--json] [--seq-len N] [--model ID]``: the model catalogue."""
+"""``gpusim models [--json] [--seq-len N] [--model ID]``: the model catalogue; ``gpusim models show
+ID_OR_PATH [--seq-len N] [--json]``: one model (a catalogue id or a Hugging Face config.json) in detail."""
 
 from __future__ import annotations
+
+import argparse
 
 ORDER = 15
 
 
 def register(sub) -> None:
-    p = sub.add_parser("models", help="list the model catalogue (parameters, FLOPs, activation memory)",
+    p = sub.add_parser("models", help="list the model catalogue; `models show ID_OR_PATH` explains one model",
+                       usage="gpusim models [--json] [--seq-len N] [--model ID]\n"
+                             "       gpusim models show ID_OR_CONFIG_JSON [--seq-len N] [--json]",
                        description="List the workloads gpusim knows: parameters, forward FLOPs and activation "
                                    "memory per sample (16-bit activations), and where the numbers come from. "
-                                   "--model shows one entry with its roofline layer groups.")
+                                   "`models show ID_OR_PATH` (or --model) shows one model, a catalogue id or a "
+                                   "Hugging Face config.json: parameters (total and active), the per-layer "
+                                   "breakdown, FLOPs per token in both conventions, activation bytes and what "
+                                   "was assumed.")
+    p.add_argument("action", nargs="?", choices=["show"], help=argparse.SUPPRESS)
+    p.add_argument("target", nargs="?", metavar="ID_OR_PATH", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print JSON (every field, SI units, with sources)")
     p.add_argument("--seq-len", type=int, metavar="N",
                    help="evaluate sequence models at N tokens per sample (fixed-size models are unchanged)")
@@ -46,32 +56,23 @@ def cmd_models(args) -> int:
 
     if args.seq_len is not None and args.seq_len < 1:
         raise ScenarioError(f"--seq-len must be a positive integer (got {args.seq_len})")
-    if args.model:
-        w = get_workload(args.model)
+    if args.action == "show" and not args.target:
+        raise ScenarioError("`gpusim models show` needs a model: a catalogue id (`gpusim models` lists them) or "
+                            "the path of a config.json")
+    if args.target and args.action != "show":
+        raise ScenarioError(f"unknown models action {args.target!r}: use `gpusim models show ID_OR_PATH`")
+    target = args.target or args.model
+    if target:
+        w = get_workload(target)
         w = w.with_seq_len(args.seq_len) if args.seq_len is not None else w
-        if args.json:
-            print_json({**w.summary(), "layers": [g.__dict__ for g in w.layers]})
-            return 0
-        print(f"# {w.id}: {w.name} ({w.family}, per {w.sample_unit}"
-              + (f", {w.tokens_per_sample:g} tokens" if w.sample_unit == "sequence" else "") + ")")
-        print(f"params {w.params / 1e6:.4g} M · forward {w.fwd_flop_per_sample / GIGA:.4g} GFLOP/sample · "
-              f"activations {w.act_bytes_per_sample / MB:.4g} MB/sample "
-              f"({w.act_ckpt_bytes_per_sample / MB:.4g} MB checkpointed) · {w.fwd_kernels} forward kernels")
-        rows = [[g.kind, g.name, g.count, fmt(g.fwd_flop_per_sample / GIGA, 4), fmt(g.fwd_bytes_per_sample / MB, 4),
-                 fmt(g.weight_bytes / MB, 4)] for g in w.layers]
-        print_table(rows, ["kind", "group", "kernels", "GFLOP/sample", "act MB/sample", "weight MB"],
-                    justify=["left", "left", "right", "right", "right", "right"])
-        for s in w.sources:
-            print(f"source: {s}")
-        if w.notes:
-            print(f"notes: {w.notes}")
-        return 0
+        return _show(w, args.json)
 
     ws = [_at_seq_len(w, args.seq_len) for w in list_workloads()]
     if args.json:
         print_json([w.summary() for w in ws])
         return 0
-    rows = [[w.id, w.name, w.family, _si(w.params, ""), "" if w.seq_len is None else w.seq_len,
+    rows = [[w.id, w.name, w.family, _si(w.params, "") + (f" ({_si(w.params_active, '')} active)" if w.is_moe else ""),
+             "" if w.seq_len is None else w.seq_len,
              _si(w.fwd_flop_per_sample, "FLOP"), format_bytes(w.act_bytes_per_sample),
              format_bytes(w.act_ckpt_bytes_per_sample), _cite(w.sources[0])] for w in ws]
     print_table(rows, ["id", "name", "family", "params", "seq", "fwd/sample", "act/sample", "ckpt act/sample",
@@ -80,4 +81,68 @@ def cmd_models(args) -> int:
                 title=f"models ({len(ws)})",
                 caption="per sample (an image or a sequence of `seq` tokens); FLOPs count a multiply-add as 2; "
                         "activations kept for backward at 16 bits, without and with full checkpointing")
+    return 0
+
+
+def _show(w, as_json: bool) -> int:
+    """One model: totals, the per-part breakdown, FLOPs per token in both conventions, layer groups,
+    assumptions and sources."""
+    import dataclasses
+
+    from gpusim.commands._common import fmt, print_json, print_table
+    from gpusim.units import GIGA, MB, format_bytes
+    from gpusim.workload.flops import breakdown, flops_per_token
+
+    spec = w.transformer
+    per_token = w.tokens_per_sample if w.sample_unit == "sequence" else 1.0
+    conv = flops_per_token(spec, w.seq_len) if spec is not None and w.seq_len else None
+    parts = breakdown(w)
+    if as_json:
+        data = {**w.summary(), "layers": [g.__dict__ for g in w.layers], "breakdown": parts,
+                "fwd_flop_per_token": w.fwd_flop_per_sample / per_token,
+                "act_bytes_per_token": w.act_bytes_per_sample / per_token,
+                "flops_per_token": conv,
+                "transformer": None if spec is None else dataclasses.asdict(spec)}
+        print_json(data)
+        return 0
+    unit = f", {w.tokens_per_sample:g} tokens" if w.sample_unit == "sequence" else ""
+    print(f"# {w.id}: {w.name} ({w.family}, per {w.sample_unit}{unit})")
+    if w.is_moe:
+        print(f"parameters     {_si(w.params, '')} total ({w.params:,.0f}), {_si(w.params_active, '')} active per token "
+              f"({spec.n_experts} experts, top-{spec.top_k}, {spec.n_shared_experts} shared; "
+              f"{spec.n_moe_layers} of {spec.n_layers} layers are MoE)")
+        cf = spec.moe_capacity_factor
+        print("routing        " + (f"capacity factor {cf:g}: experts compute {cf:g}x the routed tokens (padded)" if cf
+                                   else "dropless top-k (no capacity factor, Megatron-Core's default); experts "
+                                        "assumed evenly loaded"))
+    else:
+        print(f"parameters     {_si(w.params, '')} ({w.params:,.0f})")
+    per = "token" if w.sample_unit == "sequence" else w.sample_unit
+    whole = f" ({w.fwd_flop_per_sample / GIGA:.4g} GFLOP per sample)" if per == "token" else ""
+    print(f"forward        {_si(w.fwd_flop_per_sample / per_token, 'FLOP')} per {per}{whole}, "
+          f"{w.fwd_kernels} forward kernels")
+    if conv:
+        print(f"training       {_si(conv['six_n_attention_flop_per_token'], 'FLOP')} per token as 6*N(active) + "
+              f"attention (MFU in gpusim uses this); {_si(conv['megatron_flop_per_token'], 'FLOP')} as Megatron-LM's "
+              f"num_floating_point_operations counts them (causal attention halved; NVIDIA's published TFLOP/s)")
+    print(f"activations    {format_bytes(w.act_bytes_per_sample / per_token)} per {per} kept for backward, "
+          f"{format_bytes(w.act_ckpt_bytes_per_sample / per_token)} with full checkpointing "
+          f"({w.act_bytes_per_sample / MB:.4g} MB per sample)")
+    if parts:
+        moe = w.is_moe
+        rows = [[r["part"], r["layers"] or "", _si(r["params"], ""), *([_si(r["active_params"], "")] if moe else []),
+                 _si(r["fwd_flop_per_token"], "FLOP")] for r in parts]
+        print_table(rows, ["part", "layers", "params", *(["active"] if moe else []), "fwd/token"],
+                    justify=["left", "right", "right", *(["right"] if moe else []), "right"],
+                    title="per part (summed over its layers)")
+    rows = [[g.kind, g.name, g.count, fmt(g.fwd_flop_per_sample / GIGA, 4), fmt(g.fwd_bytes_per_sample / MB, 4),
+             fmt(g.weight_bytes / MB, 4)] for g in w.layers]
+    print_table(rows, ["kind", "group", "kernels", "GFLOP/sample", "act MB/sample", "weight MB"],
+                justify=["left", "left", "right", "right", "right", "right"], title="roofline layer groups")
+    for a in w.assumptions:
+        print(f"assumed: {a}")
+    for s in w.sources:
+        print(f"source: {s}")
+    if w.notes and not w.assumptions:
+        print(f"notes: {w.notes}")
     return 0

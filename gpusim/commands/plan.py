@@ -26,7 +26,8 @@ def register(sub) -> None:
                     "a bill of materials, a sensitivity view and learning-rate advice.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("workload and amount of training")
-    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50")
+    w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50, or the "
+                   "path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=int, help="sequence length for sequence models")
     amount = w.add_mutually_exclusive_group(required=True)
     amount.add_argument("--tokens", help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")

@@ -50,3 +50,9 @@ def test_wheel_installs_and_lists_the_database(tmp_path):
     kinds = [it["kind"] for it in items]
     assert kinds.count("gpu") >= 30 and kinds.count("link") >= 15 and kinds.count("node") >= 12
     assert all(str(ROOT) not in it["origin"] for it in items)
+    # the model catalogue's data files ship in the wheel too (gpusim/workload/data/*.yaml)
+    code = "import sys; from gpusim.cli import main; sys.exit(main(['models', '--json']))"
+    r = subprocess.run([str(vpy), "-c", code], cwd=outside, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ids = [m["id"] for m in json.loads(r.stdout)]
+    assert {"resnet50", "llama3.1-8b", "deepseek-v3", "mixtral-8x7b"} <= set(ids) and len(ids) >= 60

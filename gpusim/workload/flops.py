@@ -1,0 +1,128 @@
+"""Model FLOPs per token of a transformer, in the two conventions published numbers use.
+
+* ``six_n_attention``: ``6 N_active + 6 * sum over layers of 2 k (d_qk + d_v)`` per token, the PaLM
+  convention (Chowdhery et al. 2022, Appendix B: ``6N + 12 L H Q T``) that Kaplan et al. 2020 ("6N")
+  and nanoGPT's ``estimate_mfu`` follow. ``N_active`` counts the weights that multiply activations in a
+  matrix product for one token: every projection, the active experts and the router, and the LM head
+  (tied or not); embedding lookups, norms and biases are not matrix products. Attention is counted
+  in full over the ``k`` keys a query sees (``min(seq_len, window)``; no causal halving). This is 3x the
+  forward count of :func:`gpusim.workload.transformer.build_transformer`, and what gpusim's
+  ``mfu_frac`` divides by (``TRAIN_MULT x fwd_flop_per_sample``, :mod:`gpusim.model.compute`).
+* ``megatron``: NVIDIA Megatron-LM's ``num_floating_point_operations(args, batch_size)``
+  (``megatron/training/training.py``, ``transformer_flops``, 2025): ``3 x 2 x`` the GEMMs of the
+  Q/K/V/O projections (MLA: the low-rank ones), of the dense FFN layers, of ``top_k`` routed experts
+  plus the shared experts in MoE layers, of the logit layer at the padded vocabulary, and the attention
+  core with a causal mask (``seq_len / 2`` keys per query); no router, no biases, no sliding window.
+  NVIDIA's published Megatron/NeMo TFLOP/s per GPU and MFU figures use this count.
+"""
+
+from __future__ import annotations
+
+from gpusim.workload.transformer import TransformerSpec
+
+#: What ``mfu_frac`` in gpusim's results divides by.
+MFU_CONVENTION = ("six_n_attention (3 x gpusim's forward count: 6 N_active + attention over all keys, "
+                  "PaLM App. B); Megatron-LM's count halves attention for the causal mask")
+
+
+def _matmul_weights_per_token(spec: TransformerSpec) -> float:
+    """Active matrix-product weights per token summed over the layers and the head (no embeddings,
+    norms or biases)."""
+    h, L = float(spec.d_model), spec.n_layers
+    if spec.mla:
+        ql, kvl, a = float(spec.q_lora_rank or 0), float(spec.kv_lora_rank), float(spec.n_heads)
+        attn = ((h * ql + ql * spec.q_dim) if ql else h * spec.q_dim) + h * (kvl + spec.qk_rope_head_dim) \
+            + kvl * a * (spec.qk_nope_head_dim + spec.v_head_dim) + spec.v_dim * h
+    else:
+        attn = 2 * h * spec.q_dim + 2 * h * spec.kv_dim
+    n_mm = 3 if spec.gated_ffn else 2
+    dense_ffn = n_mm * h * spec.ff_dim
+    moe_ffn = (n_mm * h * (spec.top_k * spec.expert_ff_dim * (spec.moe_capacity_factor or 1.0) + spec.shared_ff_dim)
+               + h * spec.n_experts + (h if spec.shared_expert_gate and spec.n_shared_experts else 0.0))
+    L_moe = spec.n_moe_layers
+    head = h * spec.padded_vocab if spec.head == "lm" else 0.0
+    return L * attn + (L - L_moe) * dense_ffn + L_moe * moe_ffn + head
+
+
+def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[str, float | str]:
+    """Training (forward + backward) FLOPs per token of ``spec`` at ``seq_len`` tokens per sequence, in
+    both conventions (see the module docstring), with the attention part of each."""
+    s = float(seq_len or spec.seq_len)
+    L = spec.n_layers
+    # --- 6 N + attention (full, windowed where the model has a window) --------------------------------
+    n_win = spec.n_window_layers
+    keys_full, keys_win = s + spec.mem_len, min(s + spec.mem_len, float(spec.attention_window or s))
+    per_key = 2 * (spec.q_dim + spec.v_dim)                     # QK^T and AV, forward, per key
+    attn_6n = 3 * per_key * ((L - n_win) * keys_full + n_win * keys_win)
+    six_n = 6 * _matmul_weights_per_token(spec)
+    # --- Megatron-LM -----------------------------------------------------------------------------------
+    h = float(spec.d_model)
+    ffn_mult = 3 if spec.gated_ffn else 2
+    if spec.mla:
+        a = float(spec.n_heads)
+        qk, rope, v = float(spec.qk_nope_head_dim), float(spec.qk_rope_head_dim), float(spec.v_head_dim)
+        q_term = (spec.q_lora_rank * (h + a * (qk + rope) + 1)) if spec.q_lora_rank else h * a * (qk + rope)
+        proj = q_term + spec.kv_lora_rank * (h + a * (qk + v) + 1) + h * rope + a * v * h
+        core = s * a * (qk + rope) / 2 + s * a * v / 2
+    else:
+        qd, kvd = spec.q_dim, spec.kv_dim
+        proj = h * (qd + 2 * kvd) + qd * h
+        core = qd * s / 2 * 2
+    L_moe = spec.n_moe_layers
+    mlp = h * (spec.ff_dim * ffn_mult * (L - L_moe)
+               + (spec.expert_ff_dim * spec.top_k * ffn_mult + spec.shared_ff_dim * ffn_mult) * L_moe)
+    logit = h * spec.padded_vocab
+    megatron = 6 * (mlp + L * (proj + core) + logit)
+    return {
+        "six_n_attention_flop_per_token": six_n + attn_6n,
+        "six_n_flop_per_token": six_n,
+        "six_n_attention_part_flop_per_token": attn_6n,
+        "megatron_flop_per_token": megatron,
+        "megatron_attention_part_flop_per_token": 6 * L * core,
+        "mfu_uses": MFU_CONVENTION,
+    }
+
+
+def breakdown(workload) -> list[dict[str, float | int | str]]:
+    """Per-part parameters and forward FLOPs per token of a transformer workload: embeddings,
+    attention, dense MLP, router, routed experts (total and active), shared experts, norms, LM head.
+
+    Each row: ``part``, ``layers`` (how many layers have it, 0 outside the layers), ``params``,
+    ``active_params`` and ``fwd_flop_per_token`` (summed over those layers; from the workload's layer
+    groups, so the rows' FLOPs add up to ``fwd_flop_per_sample / tokens``)."""
+    spec = workload.transformer
+    if spec is None:
+        return []
+    tokens = workload.tokens_per_sample if workload.sample_unit == "sequence" else 1.0
+    flop: dict[str, float] = {}
+    part_of = {"attention projections": "attention", "attention (fused)": "attention",
+               "attention scores and context": "attention", "mlp": "mlp", "router": "router",
+               "experts": "experts", "shared experts": "shared experts", "lm head": "lm head"}
+    for g in workload.layers:
+        part = part_of.get(g.name, "lm head" if g.name.startswith("lm head") else "other")
+        flop[part] = flop.get(part, 0.0) + g.fwd_flop_per_sample / tokens
+    L, L_moe = spec.n_layers, spec.n_moe_layers
+    h, V = float(spec.d_model), spec.padded_vocab
+    emb = V * h + spec.token_types * h + (float(spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
+    head = V * h if spec.head == "lm" and not spec.tied_embeddings else 0.0
+    norms = L * spec.layer_norms * spec._norm_params() + (spec._norm_params() if spec.final_norm else 0.0)
+    rows = [("embeddings", 0, emb, emb), ("attention", L, L * spec.attn_params(), L * spec.attn_params())]
+    if L - L_moe:
+        rows.append(("mlp", L - L_moe, (L - L_moe) * spec.mlp_params(), (L - L_moe) * spec.mlp_params()))
+    if L_moe:
+        rows.append(("router", L_moe, L_moe * spec.router_params(), L_moe * spec.router_params()))
+        rows.append(("experts", L_moe, L_moe * spec.n_experts * spec.expert_params(),
+                     L_moe * spec.top_k * spec.expert_params()))
+        if spec.n_shared_experts:
+            rows.append(("shared experts", L_moe, L_moe * spec.shared_params(), L_moe * spec.shared_params()))
+    rows.append(("norms", 0, norms, norms))
+    rows.append(("lm head", 0, head, head))
+    known = sum(r[2] for r in rows)
+    out = [{"part": p, "layers": n, "params": tp, "active_params": ap, "fwd_flop_per_token": flop.pop(p, 0.0)}
+           for p, n, tp, ap in rows]
+    rest_flop = sum(flop.values())
+    if abs(workload.params - known) > 0.5 or rest_flop:
+        rest = workload.params - known
+        out.append({"part": "other (task head, pooler, ViT patches ...)", "layers": 0, "params": rest,
+                    "active_params": rest, "fwd_flop_per_token": rest_flop})
+    return out

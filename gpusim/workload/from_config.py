@@ -1,0 +1,508 @@
+"""``Workload.from_config``: a transformer from a Hugging Face style ``config.json``.
+
+Each supported ``model_type`` has a small reader that maps the config's fields (named as in the
+``transformers`` configuration class of that architecture) onto :class:`TransformerSpec`. A field the
+architecture needs and the file lacks is either an error naming the field, or, where ``transformers``
+itself has a default, that default, written into the workload's ``assumptions`` so that
+``gpusim models show`` says what was assumed. Every number is type-checked: a string, a negative or
+a fractional size is an error naming the field.
+
+What every reader assumes (also listed in ``assumptions``): training runs with a fused (flash)
+attention kernel, as PyTorch SDPA / FlashAttention do; the sequence length is ``--seq-len``, else
+``max_position_embeddings`` capped at :data:`DEFAULT_SEQ_CAP`; dropout is on when the config's
+dropout probabilities are above 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpusim.errors import ScenarioError
+from gpusim.workload.core import Workload, _slug
+from gpusim.workload.transformer import TransformerSpec, _Info, build_transformer
+
+#: Default tokens per sequence when ``--seq-len`` is not given: the model's context, at most this
+#: (long-context models pre-train most tokens at 4k-8k: Llama 3 herd paper Sec. 3.4.1, 8,192; 4,096 is
+#: the common pre-training length of Llama 2, Mistral and the Megatron/NeMo recipes).
+DEFAULT_SEQ_CAP = 4096
+
+_MISSING = object()
+
+
+class _Cfg:
+    """Typed access to a config dict; every default taken is recorded as an assumption."""
+
+    def __init__(self, raw: dict[str, Any], where: str, model_type: str):
+        self.raw, self.where, self.model_type = raw, where, model_type
+        self.assumptions: list[str] = []
+
+    def _fail(self, name: str, what: str) -> ScenarioError:
+        return ScenarioError(f"{self.where}: field {name!r} {what} (model_type {self.model_type!r})")
+
+    def has(self, name: str) -> bool:
+        return self.raw.get(name) is not None
+
+    def get(self, name: str, default: Any = _MISSING, why: str = "") -> Any:
+        if self.raw.get(name) is not None:
+            return self.raw[name]
+        if default is _MISSING:
+            raise ScenarioError(f"{self.where}: missing field {name!r}, which a {self.model_type!r} model needs "
+                                f"(add it to the config)")
+        self.assumptions.append(f"{name} absent: {default!r} assumed" + (f" ({why})" if why else ""))
+        return default
+
+    def int(self, name: str, default: Any = _MISSING, *, minimum: int = 1, why: str = "") -> int:
+        v = self.get(name, default, why)
+        if v is None:
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+            raise self._fail(name, f"must be an integer (got {v!r})")
+        if v < minimum:
+            raise self._fail(name, f"must be >= {minimum} (got {v!r})")
+        return int(v)
+
+    def opt_int(self, name: str, *, minimum: int = 1) -> int | None:
+        """An integer that may be absent or null (then None, which the architecture means as 'off')."""
+        return self.int(name, minimum=minimum) if self.has(name) else None
+
+    def float(self, name: str, default: Any = _MISSING, *, why: str = "") -> float:
+        v = self.get(name, default, why)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise self._fail(name, f"must be a number >= 0 (got {v!r})")
+        return float(v)
+
+    def bool(self, name: str, default: Any = _MISSING, *, why: str = "") -> bool:
+        v = self.get(name, default, why)
+        if not isinstance(v, bool):
+            raise self._fail(name, f"must be true or false (got {v!r})")
+        return v
+
+    def str(self, name: str, default: Any = _MISSING, *, why: str = "") -> str:
+        v = self.get(name, default, why)
+        if not isinstance(v, str):
+            raise self._fail(name, f"must be a string (got {v!r})")
+        return v
+
+    def int_list(self, name: str, *, minimum: int = 0) -> list[int]:
+        v = self.raw.get(name)
+        if v is None:
+            return []
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < minimum for x in v):
+            raise self._fail(name, f"must be a list of integers >= {minimum} (got {v!r})")
+        return list(v)
+
+    def sub(self, name: str) -> _Cfg:
+        v = self.raw.get(name) or {}
+        if not isinstance(v, dict):
+            raise self._fail(name, f"must be an object (got {v!r})")
+        c = _Cfg(v, f"{self.where} {name}", self.model_type)
+        c.assumptions = self.assumptions
+        return c
+
+    def dropout(self, *names: str) -> bool:
+        """Dropout is on when any of the named probabilities is > 0 (absent counts as 0)."""
+        return any(self.float(n) > 0 for n in names if self.has(n))
+
+
+# --- shared pieces ----------------------------------------------------------------------------------
+
+_MODERN = dict(norm="rmsnorm", rope=True, fused_qkv=False, gated_ffn=True, flash_attention=True)
+
+
+def _window_layers(c: _Cfg, n_layers: int) -> tuple[int, ...] | None:
+    """Layers with sliding-window attention from ``layer_types`` (transformers >= 4.53), else None (all)."""
+    types = c.raw.get("layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list) or len(types) != n_layers or any(not isinstance(t, str) for t in types):
+        raise c._fail("layer_types", f"must be a list of {n_layers} strings, one per layer (got {types!r})")
+    return tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+
+
+def _decoder(c: _Cfg, *, tie_default: bool, kv_from: str = "num_key_value_heads") -> dict[str, Any]:
+    """Fields every Llama-like decoder config shares (names as in ``LlamaConfig``)."""
+    L = c.int("num_hidden_layers")
+    h = c.int("hidden_size")
+    a = c.int("num_attention_heads")
+    kv = c.int(kv_from, a, why="no grouped-query attention: one key/value head per query head")
+    d_head = c.int("head_dim") if c.has("head_dim") else h // a
+    spec = dict(n_layers=L, d_model=h, n_heads=a, n_kv_heads=kv, d_head=d_head,
+                d_ff=c.int("intermediate_size"), vocab_size=c.int("vocab_size"),
+                tied_embeddings=c.bool("tie_word_embeddings", tie_default,
+                                       why=f"the {c.model_type} configuration default"),
+                bias=c.bool("attention_bias", False, why="the configuration default"),
+                dropout=c.dropout("attention_dropout", "hidden_dropout", "resid_pdrop"),
+                **_MODERN)
+    if c.has("mlp_bias") and c.bool("mlp_bias") != spec["bias"]:
+        spec["mlp_bias"] = c.bool("mlp_bias")
+    window = c.opt_int("sliding_window")
+    if window:
+        spec["attention_window"] = window
+        spec["window_layers"] = _window_layers(c, L)
+    return spec
+
+
+def _llama(c: _Cfg) -> dict[str, Any]:
+    return _decoder(c, tie_default=False)
+
+
+def _mixtral(c: _Cfg) -> dict[str, Any]:
+    spec = _decoder(c, tie_default=False)
+    spec.update(n_experts=c.int("num_local_experts"), top_k=c.int("num_experts_per_tok"))
+    return spec
+
+
+def _qwen2(c: _Cfg) -> dict[str, Any]:
+    spec = _decoder(c, tie_default=False)
+    spec["attn_bias"] = "qkv"        # Qwen2Attention: q/k/v projections with bias, o_proj without
+    spec.pop("attention_window", None)
+    spec.pop("window_layers", None)
+    if c.bool("use_sliding_window", False, why="Qwen2Config default"):
+        L = spec["n_layers"]
+        spec["attention_window"] = c.int("sliding_window")
+        first = c.int("max_window_layers", L, minimum=0)
+        spec["window_layers"] = _window_layers(c, L) or tuple(range(first, L))
+    return spec
+
+
+def _qwen3(c: _Cfg) -> dict[str, Any]:
+    spec = _qwen2(c)
+    spec["attn_bias"] = "all" if c.bool("attention_bias", False, why="Qwen3Config default") else "none"
+    spec["qk_norm"] = True           # Qwen3Attention: RMSNorm over head_dim on q and k
+    return spec
+
+
+def _moe_qwen(c: _Cfg, spec: dict[str, Any]) -> dict[str, Any]:
+    L = spec["n_layers"]
+    step = c.int("decoder_sparse_step", 1, why="every layer is an MoE layer")
+    only = set(c.int_list("mlp_only_layers"))
+    # Qwen2-MoE/Qwen3-MoE: layer i is sparse when i not in mlp_only_layers and (i + 1) % step == 0
+    dense = tuple(i for i in range(L) if i in only or (i + 1) % step)
+    spec.update(n_experts=c.int("num_experts"), top_k=c.int("num_experts_per_tok"),
+                expert_d_ff=c.int("moe_intermediate_size"), dense_layers=dense)
+    return spec
+
+
+def _qwen2_moe(c: _Cfg) -> dict[str, Any]:
+    spec = _moe_qwen(c, _qwen2(c))
+    shared = c.int("shared_expert_intermediate_size", 0, minimum=0, why="no shared expert")
+    if shared:
+        spec.update(n_shared_experts=1, shared_expert_d_ff=shared, shared_expert_gate=True)
+    return spec
+
+
+def _qwen3_moe(c: _Cfg) -> dict[str, Any]:
+    return _moe_qwen(c, _qwen3(c))
+
+
+def _deepseek(c: _Cfg, v3: bool) -> dict[str, Any]:
+    L = c.int("num_hidden_layers")
+    h = c.int("hidden_size")
+    a = c.int("num_attention_heads")
+    spec = dict(n_layers=L, d_model=h, n_heads=a, d_ff=c.int("intermediate_size"), vocab_size=c.int("vocab_size"),
+                tied_embeddings=c.bool("tie_word_embeddings", False, why="DeepseekV3Config default"),
+                bias=c.bool("attention_bias", False, why="DeepseekV3Config default"), dropout=False,
+                q_lora_rank=c.opt_int("q_lora_rank"), kv_lora_rank=c.int("kv_lora_rank"),
+                qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),
+                v_head_dim=c.int("v_head_dim"), **_MODERN)
+    n_routed = c.opt_int("n_routed_experts")
+    if n_routed:
+        spec.update(n_experts=n_routed, top_k=c.int("num_experts_per_tok"),
+                    expert_d_ff=c.int("moe_intermediate_size"),
+                    n_shared_experts=c.int("n_shared_experts", 0, minimum=0, why="no shared experts"),
+                    first_k_dense=c.int("first_k_dense_replace", 0, minimum=0, why="no dense layers first"),
+                    moe_layer_freq=c.int("moe_layer_freq", 1, why="every layer after the dense ones"),
+                    router_bias=v3)   # DeepSeek-V3's gate carries e_score_correction_bias
+    if c.int("num_nextn_predict_layers", 0, minimum=0, why="no multi-token prediction module") and v3:
+        c.assumptions.append("num_nextn_predict_layers: the multi-token-prediction module is not counted "
+                             "(DeepSeek-V3's 671B excludes its 14B MTP weights)")
+    return spec
+
+
+def _gpt_oss(c: _Cfg) -> dict[str, Any]:
+    spec = _decoder(c, tie_default=False)
+    spec.update(n_experts=c.int("num_local_experts"),
+                top_k=c.int("num_experts_per_tok") if c.has("num_experts_per_tok") else c.int("experts_per_token"),
+                bias=c.bool("attention_bias", True, why="GptOssConfig default"),
+                router_bias=True, attention_sinks=True)   # GptOssTopKRouter has a bias; one sink logit per head
+    spec["mlp_bias"] = True                               # experts carry gate_up and down biases
+    return spec
+
+
+def _gemma(c: _Cfg) -> dict[str, Any]:
+    spec = _decoder(c, tie_default=True)
+    spec["activation"] = "gelu_tanh"                      # GeGLU
+    return spec
+
+
+def _gemma2(c: _Cfg) -> dict[str, Any]:
+    spec = _gemma(c)
+    spec["layer_norms"] = 4                               # pre/post attention and pre/post feed-forward norms
+    if spec.get("attention_window") and spec.get("window_layers") is None:
+        # Gemma2DecoderLayer: even layers use the sliding window, odd layers full attention
+        spec["window_layers"] = tuple(range(0, spec["n_layers"], 2))
+        c.assumptions.append("no layer_types: even layers sliding, odd layers full (Gemma 2's alternation)")
+    return spec
+
+
+def _phi3(c: _Cfg) -> dict[str, Any]:
+    spec = _decoder(c, tie_default=False)
+    spec["fused_qkv"] = True                              # qkv_proj and gate_up_proj are fused
+    return spec
+
+
+def _nemotron(c: _Cfg) -> dict[str, Any]:
+    spec = _decoder(c, tie_default=False)
+    spec.update(gated_ffn=False, activation="relu2", norm="layernorm",
+                mlp_bias=c.bool("mlp_bias", False, why="NemotronConfig default"))
+    return spec
+
+
+def _gpt2(c: _Cfg) -> dict[str, Any]:
+    h = c.int("n_embd")
+    n_pos = c.int("n_positions")
+    return dict(n_layers=c.int("n_layer"), d_model=h, n_heads=c.int("n_head"), vocab_size=c.int("vocab_size"),
+                d_ff=c.int("n_inner", 4 * h, why="4 x n_embd") if "n_inner" in c.raw else 4 * h,
+                learned_pos=True, max_positions=n_pos, tied_embeddings=True, flash_attention=True,
+                dropout=c.dropout("resid_pdrop", "embd_pdrop"), attn_dropout=c.dropout("attn_pdrop"),
+                activation="gelu_tanh")
+
+
+def _gpt_neox(c: _Cfg) -> dict[str, Any]:
+    return dict(n_layers=c.int("num_hidden_layers"), d_model=c.int("hidden_size"),
+                n_heads=c.int("num_attention_heads"), d_ff=c.int("intermediate_size"),
+                vocab_size=c.int("vocab_size"), rope=True, flash_attention=True,
+                tied_embeddings=c.bool("tie_word_embeddings", False, why="GPTNeoXConfig default"),
+                bias=c.bool("attention_bias", True, why="GPTNeoXConfig default"),
+                dropout=c.dropout("hidden_dropout", "attention_dropout"))
+
+
+def _mpt(c: _Cfg) -> dict[str, Any]:
+    attn, ffn = c.sub("attn_config"), c.sub("ffn_config")
+    h, a = c.int("d_model"), c.int("n_heads")
+    no_bias = c.bool("no_bias", False, why="llm-foundry MPTConfig default: biases on")
+    ffn_type = ffn.str("ffn_type", "mptmlp", why="plain GELU MLP") if "ffn_type" in ffn.raw else "mptmlp"
+    if ffn_type not in ("mptmlp", "mptglu"):
+        raise c._fail("ffn_config.ffn_type", f"must be 'mptmlp' or 'mptglu' (got {ffn_type!r})")
+    ratio = c.float("expansion_ratio", 4, why="MPTConfig default")
+    alibi = attn.bool("alibi", False, why="MPTConfig default") if "alibi" in attn.raw else False
+    learned = c.bool("learned_pos_emb", True, why="MPTConfig default") and not alibi
+    return dict(n_layers=c.int("n_layers"), d_model=h, n_heads=a, vocab_size=c.int("vocab_size"),
+                n_kv_heads=attn.int("kv_n_heads", a, why="multi-head attention") if "kv_n_heads" in attn.raw else a,
+                d_ff=int(round(ratio * h)), gated_ffn=ffn_type == "mptglu", bias=not no_bias,
+                norm="layernorm_nobias" if no_bias else "layernorm", tied_embeddings=True, flash_attention=True,
+                learned_pos=learned, max_positions=c.int("max_seq_len"),
+                dropout=c.dropout("resid_pdrop", "emb_pdrop"))
+
+
+def _falcon(c: _Cfg) -> dict[str, Any]:
+    h, a = c.int("hidden_size"), c.int("num_attention_heads")
+    new_arch = c.bool("new_decoder_architecture", False, why="FalconConfig default")
+    if new_arch:
+        kv = c.int("num_kv_heads", a, why="FalconConfig default")
+    else:
+        kv = 1 if c.bool("multi_query", True, why="FalconConfig default") else a
+    parallel = c.bool("parallel_attn", True, why="FalconConfig default")
+    return dict(n_layers=c.int("num_hidden_layers"), d_model=h, n_heads=a, n_kv_heads=kv,
+                d_ff=c.int("ffn_hidden_size", 4 * h, why="4 x hidden_size"), vocab_size=c.int("vocab_size"),
+                bias=c.bool("bias", False, why="FalconConfig default"),
+                rope=not c.bool("alibi", False, why="FalconConfig default"),
+                tied_embeddings=c.bool("tie_word_embeddings", True, why="FalconConfig default"),
+                layer_norms=2 if new_arch or not parallel else 1, flash_attention=True,
+                dropout=c.dropout("hidden_dropout", "attention_dropout"))
+
+
+def _bert(c: _Cfg) -> dict[str, Any]:
+    h, V = c.int("hidden_size"), c.int("vocab_size")
+    c.assumptions.append("bert: masked-LM head (transform dense + LayerNorm, decoder tied to the embedding, "
+                         "output bias) and pooler counted, as BertForPreTraining without the 2-way NSP head")
+    return dict(n_layers=c.int("num_hidden_layers"), d_model=h, n_heads=c.int("num_attention_heads"),
+                d_ff=c.int("intermediate_size"), vocab_size=V, learned_pos=True,
+                max_positions=c.int("max_position_embeddings"), token_types=c.int("type_vocab_size", 2, minimum=0,
+                                                                                    why="BertConfig default"),
+                embedding_norm=True, final_norm=False, tied_embeddings=True, flash_attention=True,
+                dropout=c.dropout("hidden_dropout_prob"), attn_dropout=c.dropout("attention_probs_dropout_prob"),
+                extra_params=float((h * h + h) + (h * h + h + 2 * h) + V))
+
+
+def _megatron(c: _Cfg) -> dict[str, Any]:
+    """A Megatron-LM / NeMo recipe: Megatron's argument names (``num_layers``, ``hidden_size``,
+    ``ffn_hidden_size``, ``num_query_groups``, ``num_experts``, ``moe_router_topk`` ...) with Megatron-LM's
+    defaults (``megatron/training/arguments.py``), as a flat mapping or under NeMo's ``model:``."""
+    for k, v in list(c.raw.items()):   # NeMo's ${...} interpolations: the value is not known here
+        if isinstance(v, str) and "${" in v:
+            c.raw = {**c.raw, k: None}
+            c.assumptions.append(f"{k} is an interpolation ({v}); Megatron-LM's default used")
+    h, a = c.int("hidden_size"), c.int("num_attention_heads")
+    act = str(c.raw.get("activation") or ("swiglu" if c.raw.get("swiglu") else "gelu")).lower()
+    gated = act in ("swiglu", "geglu", "fast-swiglu", "reglu")
+    f_default = int(4 * h * 2 / 3 / 64) * 64 if gated else 4 * h     # arguments.py: swiglu shrinks 4h by 2/3
+    untie = c.bool("untie_embeddings_and_output_weights", False, why="Megatron-LM default") \
+        if "untie_embeddings_and_output_weights" in c.raw else \
+        not c.bool("share_embeddings_and_output_weights", True, why="NeMo default")
+    bias = c.bool("add_bias_linear", True, why="Megatron-LM default") if "add_bias_linear" in c.raw else \
+        (not c.bool("disable_bias_linear", False, why="Megatron-LM default") if "disable_bias_linear" in c.raw
+         else c.bool("bias", True, why="Megatron-LM default: biases on"))
+    pos = str(c.raw.get("position_embedding_type") or "learned_absolute")
+    norm = str(c.raw.get("normalization") or "LayerNorm").lower()
+    if "vocab_size" in c.raw or "padded_vocab_size" in c.raw:
+        vocab = c.int("padded_vocab_size") if c.has("padded_vocab_size") else c.int("vocab_size")
+    elif str((c.raw.get("tokenizer") or {}).get("type", "")) == "GPT2BPETokenizer":
+        vocab = 50257
+        c.assumptions.append("vocab_size from tokenizer GPT2BPETokenizer: 50257")
+    else:
+        vocab = c.int("vocab_size")
+    kv = c.int("num_query_groups") if c.has("num_query_groups") else a
+    spec = dict(n_layers=c.int("num_layers"), d_model=h, n_heads=a, n_kv_heads=kv,
+                d_head=c.int("kv_channels") if c.has("kv_channels") else None,
+                d_ff=c.int("ffn_hidden_size", f_default, why="Megatron-LM default"), vocab_size=vocab,
+                vocab_multiple=c.int("make_vocab_size_divisible_by", 128, why="Megatron-LM default"),
+                gated_ffn=gated, activation="relu2" if act == "squared-relu" else None, bias=bias,
+                norm="rmsnorm" if "rms" in norm else "layernorm", tied_embeddings=not untie,
+                learned_pos=pos == "learned_absolute", rope=pos == "rope", flash_attention=True,
+                dropout=c.dropout("hidden_dropout", "attention_dropout"), qk_norm=bool(c.raw.get("qk_layernorm")))
+    for key in ("seq_length", "encoder_seq_length"):
+        if c.has(key):
+            spec["seq_len"] = c.int(key)
+            break
+    if c.has("num_experts"):
+        freq = c.raw.get("moe_layer_freq", 1)
+        if not isinstance(freq, int) or isinstance(freq, bool):
+            raise c._fail("moe_layer_freq", f"must be an integer here (got {freq!r})")
+        shared = c.int("moe_shared_expert_intermediate_size", 0, minimum=0, why="no shared expert")
+        spec.update(n_experts=c.int("num_experts"), top_k=c.int("moe_router_topk", 2, why="Megatron-LM default"),
+                    expert_d_ff=c.int("moe_ffn_hidden_size", spec["d_ff"], why="ffn_hidden_size"),
+                    moe_layer_freq=freq, n_shared_experts=1 if shared else 0, shared_expert_d_ff=shared or None)
+    return spec
+
+
+#: model_type -> reader (a Megatron/NeMo recipe has no model_type: ``megatron`` is detected).
+_READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
+    "llama": _llama,
+    "mistral": _llama,
+    "mixtral": _mixtral,
+    "qwen2": _qwen2,
+    "qwen2_moe": _qwen2_moe,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "deepseek_v2": lambda c: _deepseek(c, v3=False),
+    "deepseek_v3": lambda c: _deepseek(c, v3=True),
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "gpt_oss": _gpt_oss,
+    "mpt": _mpt,
+    "falcon": _falcon,
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "phi3": _phi3,
+    "nemotron": _nemotron,
+    "bert": _bert,
+    "megatron": _megatron,
+}
+#: families other than decoder-lm, and position-limit fields other than max_position_embeddings
+_FAMILY = {"bert": "encoder"}
+_POS_KEY = {"gpt2": "n_positions", "mpt": "max_seq_len"}
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_READERS)
+
+
+def read_config(config: Any) -> tuple[dict[str, Any], str]:
+    """The config dict and a label for messages, from a path (a config.json, or a Megatron/NeMo recipe in
+    JSON or YAML), a directory holding config.json, or a dict."""
+    if isinstance(config, dict):
+        return config, "config"
+    if not isinstance(config, (str, Path)):
+        raise ScenarioError(f"a model config must be a path or a dict (got {type(config).__name__})")
+    p = Path(config).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise ScenarioError(f"cannot read model config {str(p)!r}: {reason}") from None
+    if p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+        return _recipe(raw, p)
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{p}: a config.json must hold a JSON object (got {type(raw).__name__})")
+    return raw, str(p)
+
+
+def _recipe(raw: Any, p: Path) -> tuple[dict[str, Any], str]:
+    """A NeMo recipe keeps the architecture under ``model:``; a Megatron argument file is flat."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{p}: a model config must hold a mapping (got {type(raw).__name__})")
+    if isinstance(raw.get("model"), dict) and "num_layers" in raw["model"]:
+        raw = raw["model"]
+    return raw, str(p)
+
+
+def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict[str, Any], str]:
+    """(spec, family, assumptions, raw dict, label) of a config; errors name the field."""
+    raw, where = read_config(config)
+    mt = raw.get("model_type")
+    if mt is None and "num_layers" in raw and "hidden_size" in raw:
+        mt = "megatron"            # Megatron-LM / NeMo argument names
+        raw = {**raw, "model_type": mt}
+    if mt is None:
+        raise ScenarioError(f"{where}: missing field 'model_type' (one of {', '.join(SUPPORTED_MODEL_TYPES)})")
+    if not isinstance(mt, str) or mt not in _READERS:
+        raise ScenarioError(f"{where}: model_type {mt!r} is not supported (supported: "
+                            f"{', '.join(SUPPORTED_MODEL_TYPES)}); describe the model with one of them or use "
+                            f"Workload.from_torch")
+    reader, family = _READERS[mt], _FAMILY.get(mt, "decoder-lm")
+    pos_key = _POS_KEY.get(mt, "max_position_embeddings")
+    c = _Cfg(raw, where, mt)
+    kw = reader(c)
+    max_pos = c.int(pos_key, None, why="no position limit known")
+    if "seq_len" not in kw:        # a recipe that names its training length keeps it
+        kw["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP) if max_pos else DEFAULT_SEQ_CAP
+        c.assumptions.append(f"sequence length {kw['seq_len']} unless --seq-len is given "
+                             f"({pos_key} {max_pos}, capped at {DEFAULT_SEQ_CAP})")
+    if kw.get("flash_attention"):
+        c.assumptions.append("fused (flash) attention: the s x s attention probabilities are not kept")
+    kw["max_positions"] = kw.get("max_positions") or max_pos
+    try:
+        spec = TransformerSpec(**kw)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+    return spec, family, c.assumptions, raw, where
+
+
+def from_config(config: Any, *, seq_len: int | None = None, name: str | None = None) -> Workload:
+    """The workload of the transformer a ``config.json`` describes (a path, a directory with a
+    config.json, or the parsed dict), at ``seq_len`` tokens per sequence.
+
+    Supported ``model_type`` values: :data:`SUPPORTED_MODEL_TYPES`. Raises
+    :class:`gpusim.errors.ScenarioError` naming the field for an unreadable file, invalid JSON, an
+    unknown ``model_type``, a missing field, a wrong type or a negative size.
+    """
+    spec, family, assumptions, raw, where = spec_from_config(config)
+    if seq_len is not None:
+        if isinstance(seq_len, bool) or int(seq_len) != seq_len or seq_len < 1:
+            raise ScenarioError(f"sequence length must be a positive integer (got {seq_len!r})")
+        if spec.learned_pos and spec.max_positions and seq_len > spec.max_positions:
+            raise ScenarioError(f"{where}: --seq-len {seq_len} exceeds the {spec.max_positions} learned positions "
+                                f"of this model")
+    file_label = "" if where == "config" else (Path(where).parent.name if Path(where).name == "config.json"
+                                                 else Path(where).stem)
+    label = name or raw.get("_name_or_path") or file_label or raw["model_type"]
+    label = str(label).rstrip("/").split("/")[-1] or raw["model_type"]
+    info = _Info(_slug(label), label, family,
+                 (f"config.json ({where}, model_type {raw['model_type']!r}) read by gpusim.workload.from_config",),
+                 "built from a config.json; assumptions: " + "; ".join(assumptions), assumptions=tuple(assumptions))
+    return build_transformer(info, spec, seq_len)

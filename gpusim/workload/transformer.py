@@ -1,0 +1,618 @@
+"""Transformers, decoder or encoder, dense or mixture-of-experts: :class:`TransformerSpec` and the one
+parametric builder :func:`build_transformer` (conventions in :mod:`gpusim.workload.core`).
+
+References
+----------
+* Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+  (arXiv:2205.05198), Sec. 4.1: activation bytes per layer.
+* Narayanan et al. 2021 (SC'21), Appendix: FLOPs of a GPT layer.
+* Shazeer et al. 2017 (sparsely-gated MoE), Fedus et al. 2021 (Switch Transformer, capacity factor),
+  Jiang et al. 2024 (Mixtral, arXiv:2401.04088): routed experts with a top-k router.
+* DeepSeek-AI 2024, "DeepSeek-V2" (arXiv:2405.04434) Sec. 2.1 (multi-head latent attention) and 2.2
+  (DeepSeekMoE: shared + fine-grained routed experts); "DeepSeek-V3" (arXiv:2412.19437).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from gpusim.errors import ScenarioError
+from gpusim.workload.core import (ACT_BYTES, INDEX_BYTES, LOSS_BYTES, MASK_BYTES, WEIGHT_BYTES, Workload, _Groups,
+                                  _text_pipeline)
+
+#: Switch Transformer's training capacity factor (Fedus et al. 2021, Sec. 2.2 and Table 1: 1.25 in their
+#: largest runs, "capacity factor 1.0-1.25" recommended). Only used when a spec sets
+#: ``moe_capacity_factor``; None (the default) is dropless routing as Megatron-Core defaults to
+#: (``moe_expert_capacity_factor=None``) and as Mixtral, DeepSeek-V3 and Qwen3 train.
+SWITCH_CAPACITY_FACTOR = 1.25
+
+@dataclass(frozen=True)
+class TransformerSpec:
+    """A dense transformer, decoder or encoder, described by its hyper-parameters.
+
+    Attributes
+    ----------
+    n_layers, d_model, n_heads : L, h, a.
+    vocab_size : V (0 for ViT).
+    seq_len : default tokens per sample.
+    n_kv_heads : key/value heads (grouped-query attention); default ``n_heads``.
+    d_head : per-head width; default: the attention width equals ``d_model``.
+    d_ff : FFN width; default ``4 * d_model``.
+    gated_ffn : SwiGLU-style FFN with three matrices (gate, up, down).
+    tied_embeddings : the LM head reuses the token embedding (no extra parameters).
+    learned_pos, max_positions : a learned absolute position table of ``max_positions`` rows.
+    bias : linear layers carry biases.
+    norm : ``"layernorm"`` (weight + bias), ``"layernorm_nobias"`` or ``"rmsnorm"``.
+    dropout, attn_dropout : dropout on residual branches / on attention probabilities (masks kept).
+    flash_attention : fused attention kernel that keeps the softmax statistics (4 bytes per query and
+        head) instead of the ``a x s x s`` probabilities.
+    rope : rotary position embeddings (kernels only, no parameters).
+    fused_qkv : one QKV projection (else three).
+    attention_window : sliding-window attention; each query attends to at most this many keys.
+    head : ``"lm"`` (vocabulary projection + cross-entropy), ``"qa"`` (SQuAD start/end span head),
+        ``"cls"`` (classifier on one token, ``n_classes``), ``"adaptive"`` (adaptive softmax).
+    extra_params : parameters not described by the fields (e.g. BERT's token types and pooler).
+    embedding_norm : a LayerNorm on the embeddings (BERT).
+    final_norm : a norm after the last layer (pre-LN models); post-LN models (BERT, Transformer-XL) have none.
+    token_types : rows of a token-type (segment) embedding (BERT: 2).
+    mlp_bias : FFN biases when they differ from ``bias`` (Transformer-XL: biases in the FFN only).
+    mem_len, rel_pos : Transformer-XL recurrence memory (keys = ``seq_len + mem_len``) and relative
+        positions (an extra projection per layer and an extra ``Q R^T`` score matmul).
+    adaptive_cutoffs, adaptive_div_val, adaptive_cluster_frac : adaptive softmax/embedding
+        (Grave et al. 2017; Baevski & Auli 2019): cluster boundaries, width divisor per cluster and the
+        fraction of tokens whose target lies in each tail cluster.
+    image_size, patch_size, in_channels : a ViT: ``(image_size/patch_size)^2`` patches plus a class token.
+
+    Mixture of experts (all default to a dense model):
+
+    n_experts : routed experts per MoE layer (0: dense).
+    top_k : routed experts each token goes to.
+    expert_d_ff : FFN width of one routed expert (default ``d_ff``).
+    n_shared_experts, shared_expert_d_ff : always-on shared experts and the width of each (default
+        ``expert_d_ff``; DeepSeek-V2/V3, Qwen2-MoE).
+    shared_expert_gate : a sigmoid gate ``h -> 1`` on the shared expert output (Qwen2-MoE).
+    first_k_dense, moe_layer_freq : layer ``i`` is an MoE layer when ``i >= first_k_dense`` and
+        ``i % moe_layer_freq == 0`` (DeepSeek's ``first_k_dense_replace``/``moe_layer_freq``, Megatron's
+        ``--moe-layer-freq``); the others use a dense FFN of width ``d_ff``.
+    dense_layers : further layer indices with a dense FFN (Qwen2-MoE's ``mlp_only_layers``).
+    router_bias : the router's linear layer has a bias (GPT-OSS; DeepSeek-V3's score-correction bias).
+    moe_capacity_factor : expert capacity as a multiple of the balanced load (GShard/Switch token
+        dropping: experts compute ``capacity_factor x`` the routed tokens, padded); None: dropless.
+    moe_imbalance_frac : expected load of the busiest expert over the balanced load, minus 1, for a
+        model of expert-parallel step time (0: balanced). Kept here for the parallelism model; it does not
+        change FLOPs per token.
+
+    Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora_rank > 0`` turns it on):
+
+    q_lora_rank : rank of the query down-projection (None: a full ``h -> heads*(nope+rope)`` query).
+    kv_lora_rank : rank of the joint key/value compression.
+    qk_nope_head_dim, qk_rope_head_dim, v_head_dim : per-head widths of the non-rotary and rotary
+        query/key parts and of the value.
+
+    Other architecture details:
+
+    window_layers : indices of the layers that use ``attention_window`` (None: every layer; Gemma 2 and
+        GPT-OSS alternate sliding and full layers).
+    activation : the FFN non-linearity (``"gelu"``, ``"gelu_tanh"``, ``"silu"``, ``"relu"``,
+        ``"relu2"`` squared ReLU); None: SiLU when gated, else GELU. Elementwise: no FLOPs by convention.
+    layer_norms : normalisation layers per transformer layer (2; Gemma 2 has 4, Falcon-7B's parallel
+        block 1).
+    qk_norm : an RMSNorm over ``d_head`` on queries and keys (Qwen3, OLMo 2): ``2 * d_head`` weights.
+    attn_bias : ``"qkv"`` (biases on Q, K, V only, Qwen2) or ``"all"``/``"none"``; None follows ``bias``.
+    attention_sinks : one learned sink logit per head and layer (GPT-OSS).
+    vocab_multiple : the embedding and LM head are padded to a multiple of this (Megatron-LM's
+        ``make_vocab_size_divisible_by``, 128 by default there; 1 = ``vocab_size`` as given).
+    """
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    vocab_size: int
+    seq_len: int
+    n_kv_heads: int | None = None
+    d_head: int | None = None
+    d_ff: int | None = None
+    gated_ffn: bool = False
+    tied_embeddings: bool = True
+    learned_pos: bool = False
+    max_positions: int | None = None
+    bias: bool = True
+    norm: Literal["layernorm", "layernorm_nobias", "rmsnorm"] = "layernorm"
+    dropout: bool = True
+    attn_dropout: bool | None = None
+    flash_attention: bool = False
+    rope: bool = False
+    fused_qkv: bool = True
+    attention_window: int | None = None
+    head: Literal["lm", "qa", "cls", "adaptive"] = "lm"
+    n_classes: int = 0
+    extra_params: float = 0.0
+    embedding_norm: bool = False
+    final_norm: bool = True
+    token_types: int = 0
+    mlp_bias: bool | None = None
+    mem_len: int = 0
+    rel_pos: bool = False
+    adaptive_cutoffs: tuple[int, ...] = ()
+    adaptive_div_val: int = 1
+    adaptive_cluster_frac: tuple[float, ...] = ()
+    image_size: int = 0
+    patch_size: int = 0
+    in_channels: int = 3
+    # --- mixture of experts
+    n_experts: int = 0
+    top_k: int = 0
+    expert_d_ff: int | None = None
+    n_shared_experts: int = 0
+    shared_expert_d_ff: int | None = None
+    shared_expert_gate: bool = False
+    first_k_dense: int = 0
+    moe_layer_freq: int = 1
+    dense_layers: tuple[int, ...] = ()
+    router_bias: bool = False
+    moe_capacity_factor: float | None = None
+    moe_imbalance_frac: float = 0.0
+    # --- multi-head latent attention
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # --- other details
+    window_layers: tuple[int, ...] | None = None
+    activation: str | None = None
+    layer_norms: int = 2
+    qk_norm: bool = False
+    attn_bias: Literal["none", "qkv", "all"] | None = None
+    attention_sinks: bool = False
+    vocab_multiple: int = 1
+
+    def __post_init__(self):
+        for f in ("n_layers", "d_model", "n_heads", "seq_len"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ScenarioError(f"transformer {f} must be a positive integer (got {v!r})")
+        if self.n_experts:
+            if not 1 <= self.top_k <= self.n_experts:
+                raise ScenarioError(f"top_k (experts per token) must be between 1 and n_experts={self.n_experts} "
+                                    f"(got {self.top_k})")
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
+            raise ScenarioError(f"n_kv_heads must divide n_heads={self.n_heads} (got {self.n_kv_heads})")
+        if self.moe_capacity_factor is not None and not self.moe_capacity_factor > 0:
+            raise ScenarioError(f"moe_capacity_factor must be > 0 or None (got {self.moe_capacity_factor})")
+        for f in ("dense_layers", "window_layers"):
+            v = getattr(self, f)
+            if v is not None:
+                object.__setattr__(self, f, tuple(int(i) for i in v))
+        object.__setattr__(self, "adaptive_cutoffs", tuple(self.adaptive_cutoffs))
+        object.__setattr__(self, "adaptive_cluster_frac", tuple(self.adaptive_cluster_frac))
+
+
+    # --- derived widths ----------------------------------------------------------------------------
+    @property
+    def q_dim(self) -> float:
+        """Query width summed over heads (MLA: heads x (nope + rope))."""
+        if self.mla:
+            return float(self.n_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim))
+        return float(self.n_heads * self.d_head) if self.d_head else float(self.d_model)
+
+    @property
+    def kv_dim(self) -> float:
+        """Key (= value) width summed over the key/value heads (MLA: the keys expanded per head)."""
+        if self.mla:
+            return self.q_dim
+        return self.q_dim * (self.n_kv_heads or self.n_heads) / self.n_heads
+
+    @property
+    def v_dim(self) -> float:
+        """Value (= attention output) width summed over heads."""
+        if self.mla:
+            return float(self.n_heads * self.v_head_dim)
+        return self.q_dim
+
+    @property
+    def ff_dim(self) -> float:
+        return float(self.d_ff or 4 * self.d_model)
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def expert_ff_dim(self) -> float:
+        return float(self.expert_d_ff or self.ff_dim)
+
+    @property
+    def shared_ff_dim(self) -> float:
+        """Width of all shared experts together (they run on every token)."""
+        return float(self.n_shared_experts * (self.shared_expert_d_ff or self.expert_ff_dim))
+
+    @property
+    def padded_vocab(self) -> float:
+        m = max(1, int(self.vocab_multiple))
+        return float(math.ceil(self.vocab_size / m) * m)
+
+    @property
+    def activation_kind(self) -> str:
+        return self.activation or ("silu" if self.gated_ffn else "gelu")
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Layer ``i`` (0-based) has routed experts."""
+        return (self.moe and i >= self.first_k_dense and i % max(1, self.moe_layer_freq) == 0
+                and i not in self.dense_layers)
+
+    def is_window_layer(self, i: int) -> bool:
+        """Layer ``i`` uses the sliding window ``attention_window``."""
+        return bool(self.attention_window) and (self.window_layers is None or i in self.window_layers)
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.n_layers))
+
+    @property
+    def n_window_layers(self) -> int:
+        return sum(self.is_window_layer(i) for i in range(self.n_layers))
+
+    # --- parameters --------------------------------------------------------------------------------
+    def attn_params(self) -> float:
+        """Parameters of one layer's attention (Q, K, V, output; MLA's low-rank projections and their
+        norms; Transformer-XL's r_net; Qwen3's q/k norms; GPT-OSS's sinks)."""
+        h, qd, kvd = float(self.d_model), self.q_dim, self.kv_dim
+        bias = self.attn_bias or ("all" if self.bias else "none")
+        if self.mla:
+            ql, kvl, rope = self.q_lora_rank, float(self.kv_lora_rank), float(self.qk_rope_head_dim)
+            q = (h * ql + ql + ql * qd) if ql else h * qd
+            attn = q + h * (kvl + rope) + kvl + kvl * (self.n_heads * (self.qk_nope_head_dim + self.v_head_dim)) \
+                + self.v_dim * h
+        else:
+            attn = h * qd + 2 * h * kvd + qd * h
+        if bias == "all":
+            attn += qd + 2 * kvd + h
+        elif bias == "qkv":
+            attn += qd + 2 * kvd
+        if self.qk_norm:
+            attn += 2.0 * (self.d_head or self.d_model // self.n_heads)
+        if self.attention_sinks:
+            attn += float(self.n_heads)
+        return attn + (h * qd if self.rel_pos else 0.0)
+
+    def _ffn_params(self, f: float) -> float:
+        h = float(self.d_model)
+        bias = self.bias if self.mlp_bias is None else self.mlp_bias
+        if self.gated_ffn:
+            return 3 * h * f + ((2 * f + h) if bias else 0.0)
+        return 2 * h * f + ((f + h) if bias else 0.0)
+
+    def mlp_params(self) -> float:
+        """Parameters of one layer's dense FFN."""
+        return self._ffn_params(self.ff_dim)
+
+    def router_params(self) -> float:
+        return float(self.d_model * self.n_experts + (self.n_experts if self.router_bias else 0))
+
+    def shared_params(self) -> float:
+        """Shared experts (and their gate) of one MoE layer."""
+        if not self.n_shared_experts:
+            return 0.0
+        return self._ffn_params(self.shared_ff_dim) + (float(self.d_model) if self.shared_expert_gate else 0.0)
+
+    def expert_params(self) -> float:
+        """One routed expert."""
+        return self._ffn_params(self.expert_ff_dim)
+
+    def moe_params(self, active: bool = False) -> float:
+        """One MoE layer's FFN: router + routed experts (all, or the ``top_k`` a token uses) + shared."""
+        n = self.top_k if active else self.n_experts
+        return self.router_params() + n * self.expert_params() + self.shared_params()
+
+    def layer_params(self, i: int | None = None, active: bool = False) -> float:
+        """Parameters of one transformer layer (attention, FFN or experts, norms); ``i`` picks the layer
+        (default: a dense layer)."""
+        ffn = self.moe_params(active) if i is not None and self.is_moe_layer(i) else self.mlp_params()
+        return self.attn_params() + ffn + self.layer_norms * self._norm_params()
+
+    def _norm_params(self) -> float:
+        return (2.0 if self.norm == "layernorm" else 1.0) * self.d_model
+
+    def _adaptive_clusters(self) -> list[tuple[float, float]]:
+        """(size, width) of each adaptive-softmax cluster, head first."""
+        ends = [0, *self.adaptive_cutoffs, self.vocab_size]
+        return [(float(ends[i + 1] - ends[i]), float(self.d_model // (self.adaptive_div_val ** i)))
+                for i in range(len(ends) - 1)]
+
+
+@dataclass(frozen=True)
+class _Info:
+    """Catalogue metadata of one entry."""
+
+    id: str
+    name: str
+    family: str
+    sources: tuple[str, ...]
+    notes: str = ""
+    pipeline: Callable[[float], dict[str, float]] | None = None  # tokens -> data pipeline fields
+    assumptions: tuple[str, ...] = ()
+
+
+def _ffn_costs(tokens: float, h: float, f: float, gated: bool) -> tuple[float, float, int, float, float]:
+    """One FFN on ``tokens`` tokens: (FLOPs, GEMM activation bytes, activation kernels, activation
+    bytes, bytes kept for backward)."""
+    E = ACT_BYTES
+    n_mlp = 3 if gated else 2
+    flop = 2 * tokens * h * f * n_mlp
+    mm_b = E * ((2 * tokens * h + 3 * tokens * f + tokens * h) if gated else (2 * tokens * h + 2 * tokens * f))
+    ew_k = 2 if gated else 1
+    ew_b = E * (2 * tokens * f + 3 * tokens * f) if gated else E * 2 * tokens * f
+    keep = E * tokens * h + (4 * E * tokens * f if gated else 2 * E * tokens * f)
+    return flop, mm_b, ew_k, ew_b, keep
+
+
+def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = None) -> Workload:
+    """Params, FLOPs, layer groups and activation memory of a transformer (see the module docstring).
+
+    FLOPs per sample (forward, s queries, k keys per query, L layers):
+    projections ``2 s h (q + 2 kv) + 2 s q h``, attention scores ``2 * 2 s k q`` (QK^T and AV; a third
+    for Transformer-XL's relative term), FFN ``2 s h f * (2 | 3)``, the head ``2 s h V``. An MoE layer
+    adds the router ``2 s h E`` and runs ``top_k`` experts of width ``f_e`` per token (times the
+    capacity factor when tokens are padded to capacity) plus the shared experts. Every matrix product
+    is counted in full (no causal halving), the convention of Chowdhery et al. 2022 (App. B) and of
+    ``torch.utils.flop_counter``. Layers differ (dense/MoE FFN, sliding/full attention): each kind of
+    layer is computed once and multiplied by how many there are.
+    """
+    vit = spec.image_size > 0
+    if vit:
+        n_patch = (spec.image_size // spec.patch_size) ** 2
+        s = float(n_patch + 1)
+        if seq_len is not None and seq_len != int(s):
+            raise ScenarioError(f"{info.id} has a fixed number of tokens ({int(s)}: patches + class token)")
+    else:
+        s = float(seq_len or spec.seq_len)
+    L, h, a = spec.n_layers, float(spec.d_model), float(spec.n_heads)
+    qd, kvd, vd, f, V = spec.q_dim, spec.kv_dim, spec.v_dim, spec.ff_dim, spec.padded_vocab
+    mem = float(spec.mem_len)
+    sk = s + mem                                     # keys (and values) per query
+    attn_drop = spec.dropout if spec.attn_dropout is None else spec.attn_dropout
+    n_score_mm = 3 if spec.rel_pos else 2
+    qkv_tokens = sk if spec.rel_pos else s           # Transformer-XL projects memory and segment together
+    norm_p = spec._norm_params()
+    E = ACT_BYTES
+    L_moe = spec.n_moe_layers
+    L_dense = L - L_moe
+    L_win = spec.n_window_layers
+    # (layers, keys per query) of the full and the sliding-window layers
+    attn_classes = [(n, k) for n, k in ((L - L_win, sk), (L_win, min(sk, float(spec.attention_window or sk))))
+                    if n > 0]
+
+    # --- parameters --------------------------------------------------------------------------------
+    attn_p = spec.attn_params()
+    layer_norm_p = spec.layer_norms * norm_p
+    layers_p = L_dense * (attn_p + spec.mlp_params() + layer_norm_p)
+    layers_active_p = layers_p
+    if L_moe:
+        layers_p += L_moe * (attn_p + spec.moe_params() + layer_norm_p)
+        layers_active_p += L_moe * (attn_p + spec.moe_params(active=True) + layer_norm_p)
+    nonlayer_p = spec.extra_params + (norm_p if spec.final_norm else 0.0)
+    head_flop_per_token = 0.0
+    head_weight_bytes = 0.0
+    g = _Groups()
+
+    # --- embeddings (input side) -------------------------------------------------------------------
+    if vit:
+        p2c = spec.in_channels * spec.patch_size ** 2
+        patch_p = p2c * h + h
+        nonlayer_p += patch_p + h + s * h   # patch conv, class token, position table
+        img = float(spec.in_channels * spec.image_size ** 2)
+        g.add("conv", "patch embedding", 1, 2 * n_patch * p2c * h, E * (img + n_patch * h), WEIGHT_BYTES * patch_p)
+        g.add("elementwise", "class token + positions", 2, 0.0, E * (2 * s * h + 3 * s * h), WEIGHT_BYTES * s * h)
+    elif spec.head == "adaptive":
+        clusters = spec._adaptive_clusters()
+        for i, (size, width) in enumerate(clusters):
+            nonlayer_p += size * width + (width * h if width != h else 0.0)
+        n_c = len(clusters)
+        g.add("embedding", "adaptive embedding", 2 * n_c, 0.0, E * 4 * s * h, 0.0)
+        proj_flop = sum(2 * frac * s * width * h for frac, (_, width) in
+                        zip(_cluster_fracs(spec), clusters) if width != h)
+        g.add("matmul", "adaptive embedding projections", max(1, n_c - 1), proj_flop, E * 2 * s * h,
+              WEIGHT_BYTES * sum(width * h for _, width in clusters if width != h))
+    else:
+        nonlayer_p += V * h + spec.token_types * h
+        n_emb = 1 + (1 if spec.learned_pos else 0) + (1 if spec.token_types else 0)
+        g.add("embedding", "token/position embedding", n_emb, 0.0, E * 2 * s * h * n_emb, 0.0)
+        if n_emb > 1:
+            g.add("elementwise", "activation, residual, dropout", n_emb - 1, 0.0, E * 3 * s * h * (n_emb - 1))
+    if spec.learned_pos and not vit:
+        nonlayer_p += float(spec.max_positions or spec.seq_len) * h
+    if spec.embedding_norm:
+        nonlayer_p += 2 * h
+        g.add("norm", "norms", 1, 0.0, E * 2 * s * h, WEIGHT_BYTES * 2 * h)
+    if spec.dropout:
+        g.add("elementwise", "activation, residual, dropout", 1, 0.0, E * 2 * s * h + MASK_BYTES * s * h)
+
+    # --- attention of the L layers -----------------------------------------------------------------
+    if spec.mla:
+        ql, kvl = float(spec.q_lora_rank or 0), float(spec.kv_lora_rank)
+        rope = float(spec.qk_rope_head_dim)
+        kv_b = kvl * a * (spec.qk_nope_head_dim + spec.v_head_dim)
+        proj_w = ((h * ql + ql * qd) if ql else h * qd) + h * (kvl + rope) + kv_b + vd * h
+        n_proj = (2 if ql else 1) + 2 + 1
+        proj_bytes = E * s * ((h + ql + ql + qd) if ql else (h + qd)) + E * s * (h + kvl + rope + kvl) \
+            + E * s * (kvl + a * (spec.qk_nope_head_dim + spec.v_head_dim)) + E * s * (vd + h)
+        g.add("matmul", "attention projections", L * n_proj, L * 2 * s * proj_w, L * proj_bytes,
+              L * WEIGHT_BYTES * attn_p)
+        g.add("norm", "norms", L * (2 if ql else 1), 0.0, L * E * 2 * s * (ql + kvl), L * WEIGHT_BYTES * (ql + kvl))
+    else:
+        n_qkv = 1 if spec.fused_qkv else 3
+        g.add("matmul", "attention projections", L * (n_qkv + 1 + (1 if spec.rel_pos else 0)),
+              L * (2 * qkv_tokens * h * (qd + 2 * kvd) + 2 * s * qd * h),
+              L * E * (n_qkv * qkv_tokens * h + qkv_tokens * (qd + 2 * kvd) + s * qd + s * h),
+              L * WEIGHT_BYTES * attn_p)
+    for n_l, keys in attn_classes:
+        # QK^T over the query/key width, AV over the value width (a third score matmul for Transformer-XL)
+        att_flop = n_l * 2 * s * keys * (qd * (n_score_mm - 1) + vd)
+        if spec.flash_attention:
+            g.add("attention", "attention (fused)", n_l, att_flop,
+                  n_l * (E * (s * qd + s * vd + sk * kvd + sk * (vd if spec.mla else kvd)) + LOSS_BYTES * a * s))
+        else:
+            scores = a * s * keys
+            g.add("attention", "attention scores and context", n_l * n_score_mm, att_flop,
+                  n_l * E * ((n_score_mm - 1) * (s * qd + sk * qd + scores) + (scores + sk * qd + s * qd)))
+            n_sm = 3 + (1 if attn_drop else 0) + (2 if spec.rel_pos else 0)   # scale, mask, softmax (+dropout, +add/shift)
+            g.add("elementwise", "attention softmax, mask, dropout", n_l * n_sm, 0.0,
+                  n_l * (E * 2 * scores * n_sm + (MASK_BYTES * scores if attn_drop else 0.0)))
+
+    # --- FFNs: dense layers, then MoE layers ---------------------------------------------------------
+    n_mlp = 3 if spec.gated_ffn else 2
+    ffn_ew_k = 0.0
+    ffn_ew_b = 0.0
+    keep_dense = keep_moe = 0.0
+    if L_dense:
+        flop, mm_b, ew_k, ew_b, keep_dense = _ffn_costs(s, h, f, spec.gated_ffn)
+        g.add("matmul", "mlp", L_dense * n_mlp, L_dense * flop, L_dense * mm_b, L_dense * WEIGHT_BYTES * spec.mlp_params())
+        ffn_ew_k += L_dense * ew_k
+        ffn_ew_b += L_dense * ew_b
+    if L_moe:
+        cf = spec.moe_capacity_factor or 1.0
+        routed = s * spec.top_k * cf                                  # token-expert pairs computed
+        n_e = float(spec.n_experts)
+        g.add("matmul", "router", L_moe, L_moe * 2 * s * h * n_e, L_moe * E * (s * h + s * n_e),
+              L_moe * WEIGHT_BYTES * spec.router_params())
+        # softmax/sigmoid + top-k over the router logits; permute tokens to experts and back (Megatron-Core's
+        # alltoall dispatcher: permute, sort, unpermute + weighted combine)
+        g.add("elementwise", "moe routing and permutation", L_moe * 5, 0.0,
+              L_moe * (E * 4 * s * n_e + E * 2 * 2 * routed * h + E * routed * h))
+        e_flop, e_mm_b, e_ew_k, e_ew_b, e_keep = _ffn_costs(routed, h, spec.expert_ff_dim, spec.gated_ffn)
+        # grouped GEMM: one kernel per expert matrix for all experts (Megatron --moe-grouped-gemm)
+        g.add("matmul", "experts", L_moe * n_mlp, L_moe * e_flop, L_moe * e_mm_b,
+              L_moe * WEIGHT_BYTES * spec.n_experts * spec.expert_params())
+        ffn_ew_k += L_moe * e_ew_k
+        ffn_ew_b += L_moe * e_ew_b
+        keep_moe = e_keep + E * s * n_e + INDEX_BYTES * s * spec.top_k   # + router logits, top-k indices (int64)
+        if spec.n_shared_experts:
+            s_flop, s_mm_b, s_ew_k, s_ew_b, s_keep = _ffn_costs(s, h, spec.shared_ff_dim, spec.gated_ffn)
+            g.add("matmul", "shared experts", L_moe * n_mlp, L_moe * s_flop, L_moe * s_mm_b,
+                  L_moe * WEIGHT_BYTES * spec.shared_params())
+            ffn_ew_k += L_moe * s_ew_k
+            ffn_ew_b += L_moe * s_ew_b
+            keep_moe += s_keep - E * s * h                             # the shared expert reads the same input
+    ew_k = 2 + (2 if spec.dropout else 0) + (10 if spec.rope else 0) + (0 if spec.flash_attention else 1)
+    ew_b = 2 * E * 3 * s * h \
+        + (2 * (E * 2 * s * h + MASK_BYTES * s * h) if spec.dropout else 0.0) \
+        + (E * 5 * 2 * (s * qd + s * kvd) if spec.rope else 0.0) + (0.0 if spec.flash_attention else E * 2 * s * qd)
+    g.add("elementwise", "activation, residual, dropout", L * ew_k + ffn_ew_k, 0.0, L * ew_b + ffn_ew_b)
+    n_norm = spec.layer_norms * L + (1 if spec.final_norm else 0)
+    g.add("norm", "norms", n_norm, 0.0, n_norm * E * 2 * s * h, n_norm * WEIGHT_BYTES * norm_p)
+    if spec.qk_norm:
+        g.add("norm", "norms", 2 * L, 0.0, L * E * 2 * s * (qd + kvd), L * WEIGHT_BYTES * 2 * (qd / a))
+
+    # --- head and loss -----------------------------------------------------------------------------
+    if spec.head == "lm":
+        if not spec.tied_embeddings:
+            nonlayer_p += V * h
+        head_flop_per_token = 2 * h * V
+        head_weight_bytes = WEIGHT_BYTES * V * h
+        g.add("matmul", "lm head", 1, s * head_flop_per_token, E * (s * h + s * V), head_weight_bytes)
+        g.add("elementwise", "loss", 3, 0.0, s * V * (E + LOSS_BYTES) + s * V * 2 * LOSS_BYTES)
+    elif spec.head == "qa":
+        nonlayer_p += 2 * h + 2
+        g.add("matmul", "task head", 1, s * 2 * h * 2, E * (s * h + 2 * s), WEIGHT_BYTES * 2 * h)
+        g.add("elementwise", "loss", 3, 0.0, 14 * s * 2)
+    elif spec.head == "cls":
+        nonlayer_p += h * spec.n_classes + spec.n_classes
+        g.add("matmul", "task head", 1, 2 * h * spec.n_classes, E * (h + spec.n_classes),
+              WEIGHT_BYTES * h * spec.n_classes)
+        g.add("elementwise", "loss", 3, 0.0, 14.0 * spec.n_classes)
+    elif spec.head == "adaptive":
+        clusters = spec._adaptive_clusters()
+        n_c = len(clusters) - 1
+        nonlayer_p += n_c * h + n_c + V   # cluster logits, output biases (weights tied to the embedding)
+        head_size = clusters[0][0] + n_c
+        head_flop_per_token = 2 * h * head_size
+        tail_flop, tail_bytes, tail_w = 0.0, 0.0, 0.0
+        for frac, (size, width) in zip(_cluster_fracs(spec)[1:], clusters[1:]):
+            tail_flop += frac * (2 * size * width + (2 * h * width if width != h else 0.0))
+            tail_bytes += frac * s * (E * (width + size) + LOSS_BYTES * 3 * size)
+            tail_w += WEIGHT_BYTES * size * width
+        head_flop_per_token += tail_flop
+        g.add("matmul", "lm head (adaptive softmax)", 1 + 2 * n_c, s * head_flop_per_token,
+              E * (s * h + s * head_size) + tail_bytes, WEIGHT_BYTES * head_size * h + tail_w)
+        g.add("elementwise", "loss", 6 + 4 * n_c, 0.0, s * head_size * (E + 3 * LOSS_BYTES) + tail_bytes)
+    params = layers_p + nonlayer_p
+    active_params = layers_active_p + nonlayer_p if L_moe else None
+    fwd_flop = g.total_flop()
+
+    # --- activation memory (Korthikanti et al. 2022, generalised term by term) ----------------------
+    def attn_keep(keys: float) -> float:
+        b = spec.layer_norms * E * s * h                         # inputs of the norms (4sh for two)
+        b += E * qkv_tokens * h                                  # QKV input (norm output)
+        if spec.mla:
+            ql_, kvl_ = float(spec.q_lora_rank or 0), float(spec.kv_lora_rank)
+            b += E * 2 * s * (ql_ + kvl_)                        # latent q and kv: norm inputs and outputs
+        if spec.flash_attention:
+            b += E * (s * qd + 2 * sk * kvd + s * vd) + LOSS_BYTES * a * s   # Q, K, V, O, logsumexp
+        else:
+            b += E * (s * qd + 2 * sk * qd + s * qd)            # Q, K, V (expanded to a heads), context
+            b += E * a * s * keys * (n_score_mm - 1)            # softmax output (+ TXL's biased query ~ 0)
+            if attn_drop:
+                b += (MASK_BYTES + E) * a * s * keys            # dropout mask and dropped probabilities
+            if spec.rel_pos:
+                b += E * s * qd                                 # second biased query (r_r_bias)
+        if spec.qk_norm:
+            b += E * s * (qd + kvd)                             # q/k norm inputs
+        if spec.dropout:
+            b += 2 * MASK_BYTES * s * h                         # residual dropout masks
+        return b
+
+    ffn_classes = [(n, kp) for n, kp in ((L_dense, keep_dense), (L_moe, keep_moe)) if n > 0]
+    act_layers = 0.0
+    act_layer = 0.0                                             # the largest layer (the checkpointing transient)
+    for n_l, keys in attn_classes:
+        act_layers += n_l * attn_keep(keys)
+    for n_l, kp in ffn_classes:
+        act_layers += n_l * kp
+    act_layer = max(attn_keep(k) for _, k in attn_classes) + max(kp for _, kp in ffn_classes)
+    act_other = E * s * h if spec.final_norm else 0.0           # final norm input
+    if spec.dropout:
+        act_other += MASK_BYTES * s * h
+    if spec.embedding_norm:
+        act_other += E * s * h
+    if vit:
+        act_other += E * spec.in_channels * spec.image_size ** 2 + E * h   # conv input, class token out
+    if spec.head == "lm":
+        act_other += E * s * h + LOSS_BYTES * s * V
+    elif spec.head == "qa":
+        act_other += E * s * h + LOSS_BYTES * 2 * s
+    elif spec.head == "cls":
+        act_other += E * h + LOSS_BYTES * spec.n_classes
+    elif spec.head == "adaptive":
+        clusters = spec._adaptive_clusters()
+        act_other += E * s * h + LOSS_BYTES * s * (clusters[0][0] + len(clusters) - 1)
+        act_other += sum(frac * s * (E * width + LOSS_BYTES * size)
+                         for frac, (size, width) in zip(_cluster_fracs(spec)[1:], clusters[1:]))
+    act = act_layers + act_other
+    act_ckpt = L * E * s * h + act_other
+
+    tokens = 1.0 if vit else s
+    pipe = info.pipeline(s) if info.pipeline else _text_pipeline(s, spec.vocab_size, 2)
+    rebuild = None if vit else functools.partial(build_transformer, info, spec)
+    return Workload(
+        id=info.id, name=info.name, family=info.family, sample_unit="image" if vit else "sequence",
+        tokens_per_sample=tokens, params=params, fwd_flop_per_sample=fwd_flop,
+        act_bytes_per_sample=act, act_ckpt_bytes_per_sample=act_ckpt, act_block_bytes_per_sample=act_layer,
+        layers=g.build(),
+        sources=info.sources, seq_len_default=None if vit else spec.seq_len, notes=info.notes,
+        _rebuild=rebuild, transformer=spec, active_params=active_params, assumptions=info.assumptions, **pipe)
+
+
+def _cluster_fracs(spec: TransformerSpec) -> tuple[float, ...]:
+    """Fraction of tokens whose target falls in each adaptive-softmax cluster, head first."""
+    tails = tuple(spec.adaptive_cluster_frac)
+    return (1.0 - sum(tails), *tails)
