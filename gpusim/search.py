@@ -61,6 +61,41 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
         raise ScenarioError(f"impossible context parallelism (cp {cp}): " + "; ".join(problems))
 
 
+def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
+             dp: int | None = None) -> None:
+    """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
+    The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
+    moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
+                                                                               capacity is not None)) if on]
+    if not getattr(spec, "n_experts", 0):
+        if moe_flags:
+            raise ScenarioError(f"{', '.join(moe_flags)} apply to mixture-of-experts models; this model is dense "
+                                f"(drop {', '.join('--' + f.replace('_', '-') for f in moe_flags)})")
+        return
+    problems = []
+    E = int(spec.n_experts)
+    if E % ep:
+        ok = [d for d in range(1, min(E, 256) + 1) if E % d == 0 and d & (d - 1) == 0]
+        problems.append(f"{E} experts are not divisible by ep {ep} (ep could be {', '.join(map(str, ok))})")
+    if dp is not None and (tp * cp * dp) % (ep * expert_tp):
+        problems.append(f"ep {ep} x expert-tp {expert_tp} = {ep * expert_tp} must divide tp x cp x dp = "
+                        f"{tp * cp * dp} (the ranks the expert groups fold into)")
+    if problems:
+        raise ScenarioError(f"impossible expert parallelism (ep {ep}, expert-tp {expert_tp}): " + "; ".join(problems))
+
+
+def moe_fields(spec, strategy) -> dict:
+    """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""
+    if not getattr(spec, "n_experts", 0):
+        return {}
+    cap = strategy.moe_capacity_factor if strategy.moe_capacity_factor is not None else spec.moe_capacity_factor
+    return {"ep": float(strategy.ep), "expert_tp": float(strategy.expert_tp),
+            "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
+            "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
+            "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
+            "moe_imbalance_frac": float(spec.moe_imbalance_frac)}
+
+
 def padded_layers(n_layers: int, pp: int, vp: int):
     """Layers charged with an uneven split: every one of the ``pp vp`` chunks holds the fullest's
     ``ceil(L / (pp vp))`` (works on arrays)."""
@@ -79,13 +114,14 @@ class Pins:
     pp: int | None = None
     vp: int | None = None
     cp: int | None = None
+    ep: int | None = None
     micro_batch: int | None = None
     recompute: str | None = None
 
 
 def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, n_kv_heads: int, seq_len: int,
                       global_batch: int, flash: bool, pins: Pins = Pins(), micro_batches=MICRO_BATCHES,
-                      recomputes=RECOMPUTES) -> dict[str, np.ndarray]:
+                      recomputes=RECOMPUTES, n_experts: int = 0) -> dict[str, np.ndarray]:
     """Every candidate layout as integer arrays ``tp, cp, pp, vp, dp, micro_batch, n_micro, recompute, layers,
     reason`` (``layers``: the layers charged to the model, padded for uneven stages; ``reason`` an index into
     :data:`REASONS`, 0 for a layout that passes every rule before memory)."""
@@ -107,9 +143,13 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
                     continue
                 dp = rest // pp
                 vps = [1] if pp == 1 else _divisors(-(-L // pp))  # uneven stages: chunks of the padded stage
+                # expert parallelism folds into the tp x cp x dp ranks and divides the experts
+                eps = pick(pins.ep, [e for e in (1 << i for i in range(10))
+                                     if n_experts and n_experts % e == 0 and (tp * cp * dp) % e == 0] or [1])
                 for vp in pick(pins.vp, vps):
-                    for mb in pick(pins.micro_batch, list(micro_batches)):
-                        rows.append((tp, cp, pp, vp, dp, mb))
+                    for ep in eps:
+                        for mb in pick(pins.micro_batch, list(micro_batches)):
+                            rows.append((tp, cp, pp, vp, dp, mb, ep))
     if not rows:
         raise ScenarioError(f"no layout of {n} GPUs matches the pinned degrees "
                             f"({', '.join(f'{k} {v}' for k, v in vars(pins).items() if v is not None)})")
@@ -119,7 +159,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     a = np.repeat(a, R, axis=0)
     rc = np.tile(np.arange(R), len(rows))
     rc_codes = np.array([RECOMPUTES.index(r) for r in rc_names], dtype=np.int64)[rc]
-    tp, cp, pp, vp, dp, mb = a.T
+    tp, cp, pp, vp, dp, mb, ep = a.T
     gb = int(global_batch)
     per_step = mb * dp
     n_micro = np.where(gb % per_step == 0, gb // np.maximum(per_step, 1), 0)
@@ -133,7 +173,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     for bad, code in reversed(checks):  # the first rule broken wins
         reason = np.where(bad, code, reason)
     layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
-    return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
+    return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "ep": ep, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
             "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
 
 
@@ -141,7 +181,7 @@ def _base_row(scenario, hw, wl, params) -> dict:
     """The scenario's model row at tp = pp = cp = 1 (the layout fields are replaced per layout)."""
     from gpusim.simulate import scenario_row
 
-    base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
+    base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, ep=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
                                  recompute="none", kind="zero1" if scenario.strategy.kind not in ("ddp", "zero1")
                                  else scenario.strategy.kind)
     return scenario_row(base, hw, wl, params)
@@ -152,12 +192,17 @@ def layout_inputs(base: dict, lay: dict[str, np.ndarray]):
     ``(1,)`` (or ``(1, K)``) arrays that broadcast against the layouts' ``(N,)`` degrees."""
     from gpusim.simulate import stack_rows
 
-    inp = stack_rows([base])
-    return inp.replace(tp=lay["tp"].astype(np.float64), pp=lay["pp"].astype(np.float64),
-                       vp=lay["vp"].astype(np.float64), cp=lay["cp"].astype(np.float64),
-                       micro_batch=lay["micro_batch"].astype(np.float64), accum=lay["n_micro"].astype(np.float64),
-                       sp=lay["tp"] > 1, recompute=lay["recompute"], n_layers=lay["layers"].astype(np.float64),
-                       model_layers=np.asarray([float(base["n_layers"])]), llm=np.asarray([True]))
+    return with_layouts(stack_rows([base]), lay, float(base.get("model_layers", base["n_layers"])))
+
+
+def with_layouts(inp, lay: dict[str, np.ndarray], model_layers: float):
+    """``inp`` with the degrees of the layouts ``lay`` (arrays of one length) put in."""
+    f = np.float64
+    return inp.replace(tp=lay["tp"].astype(f), pp=lay["pp"].astype(f), vp=lay["vp"].astype(f), cp=lay["cp"].astype(f),
+                       ep=lay["ep"].astype(f), micro_batch=lay["micro_batch"].astype(f),
+                       accum=lay["n_micro"].astype(f), sp=lay["tp"] > 1, recompute=lay["recompute"],
+                       n_layers=lay["layers"].astype(f), model_layers=np.asarray([model_layers]),
+                       llm=np.asarray([True]))
 
 
 def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, global_batch: int | None = None,
@@ -183,6 +228,7 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
         raise ScenarioError("the layout search holds the global batch fixed: give --global-batch (sequences per step)")
     lay = enumerate_layouts(n_gpus=hw.n_gpus, domain=nvlink_domain_gpus(hw), n_layers=spec.n_layers,
                             n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
+                            n_experts=int(getattr(spec, "n_experts", 0) or 0),
                             global_batch=gb, flash=bool(spec.flash_attention), pins=pins or Pins(),
                             micro_batches=micro_batches, recomputes=recomputes)
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params), hw.gpu.memory_bytes, params, evaluate)
@@ -195,7 +241,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
     N = len(lay["tp"])
     ok = np.flatnonzero(lay["reason"] == OK)
     keys = ("step_s", "throughput_samples_per_s", "mfu_frac", "memory_per_gpu_bytes", "fits_in_memory",
-            "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
+            "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
             "dp_comm_exposed_s", "optimizer_s", "bottleneck_code")
     out = {k: np.full(N, np.nan) for k in keys}
     if len(ok):
@@ -221,11 +267,13 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
 def layout_name(lay: dict, i: int) -> str:
     """``tp 8 pp 8 cp 2 vp 8 dp 4 mb 1 selective``: the degrees of one layout."""
     parts = [f"tp {lay['tp'][i]}", f"pp {lay['pp'][i]}", f"cp {lay['cp'][i]}"]
+    if lay["ep"][i] > 1:
+        parts.append(f"ep {lay['ep'][i]}")
     if lay["vp"][i] > 1:
         parts.append(f"vp {lay['vp'][i]}")
     parts += [f"dp {lay['dp'][i]}", f"mb {lay['micro_batch'][i]}", f"recompute {RECOMPUTES[lay['recompute'][i]]}"]
     if "uneven" in lay and lay["uneven"][i]:
-        parts.append(f"uneven stages ({lay['layers'][i] // (lay['pp'][i] * lay['vp'][i])} layers per chunk)")
+        parts.append(f"uneven stages (layers per chunk: {lay['layers'][i] // (lay['pp'][i] * lay['vp'][i])})")
     return " ".join(parts)
 
 
@@ -246,6 +294,8 @@ def why(res: dict, i: int, domain: int) -> str:
             else f"TP crosses the NVLink domain (tp {tp} > {domain})"]
     if lay["cp"][i] > 1:
         bits.append(f"cp exchange exposes {o['cp_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
+    if lay["ep"][i] > 1 and "ep_comm_exposed_s" in o:
+        bits.append(f"the expert all-to-alls expose {o['ep_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
     bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} to spare")
     return ", ".join(bits)
 
@@ -273,12 +323,12 @@ def search_table(res: dict, top: int | None = None) -> list[dict]:
         idx += [int(i) for i in np.flatnonzero(~res["feasible"])]
     rows = []
     for i in idx:
-        r = {k: int(lay[k][i]) for k in ("tp", "cp", "pp", "vp", "dp", "micro_batch", "n_micro")}
+        r = {k: int(lay[k][i]) for k in ("tp", "cp", "pp", "vp", "ep", "dp", "micro_batch", "n_micro")}
         r["recompute"] = RECOMPUTES[int(lay["recompute"][i])]
         r["feasible"] = bool(res["feasible"][i])
         r["reason"] = "" if r["feasible"] else reason_text(res, i)
         for k in ("step_s", "tokens_per_s", "mfu_frac", "memory_per_gpu_bytes", "bubble_frac", "cp_comm_exposed_s",
-                  "tp_comm_exposed_s"):
+                  "ep_comm_exposed_s", "tp_comm_exposed_s"):
             v = float(o[k][i])
             r[k] = None if math.isnan(v) else v
         rows.append(r)
@@ -290,7 +340,7 @@ def search_table(res: dict, top: int | None = None) -> list[dict]:
 # ------------------------------------------------------------------------------------------------
 
 #: columns the plan table gains for layout rows (empty / 0 for the data-parallel rows of gpusim.sweep)
-LAYOUT_COLUMNS = ("layout", "tp", "cp", "pp", "vp", "recompute", "pp_bubble_frac", "layout_why")
+LAYOUT_COLUMNS = ("layout", "tp", "cp", "pp", "vp", "ep", "recompute", "pp_bubble_frac", "layout_why")
 
 
 def default_global_batch(max_global_batch: int) -> int:
@@ -369,6 +419,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
             try:
                 enum_cache[k] = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
                                                   n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
+                            n_experts=int(getattr(spec, "n_experts", 0) or 0),
                                                   global_batch=global_batch, flash=bool(spec.flash_attention),
                                                   pins=pins)
             except ScenarioError as e:
@@ -382,7 +433,8 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     N = sum(len(p_["tp"]) for p_ in parts)
     keys = ("step_s", "throughput_samples_per_s", "throughput_per_gpu_samples_per_s", "mfu_frac", "gpu_util_frac",
             "memory_per_gpu_bytes", "max_micro_batch", "fits_in_memory", "bottleneck_code", *BREAKDOWN_KEYS,
-            "comm_total_s", "loader_supply_samples_per_s", "pp_bubble_s", "cp_comm_exposed_s")
+            "comm_total_s", "loader_supply_samples_per_s", "pp_bubble_s", "cp_comm_exposed_s",
+            "ep_comm_exposed_s")
     if N:
         lay = {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
         owner = np.concatenate(owners)
@@ -401,12 +453,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
             sel = run[c0:c0 + chunk_rows]
             hsel = row_of[owner[sel]]
             inp = stacked.replace(**{k: v[hsel] for k, v in varying.items()})
-            inp = inp.replace(tp=lay["tp"][sel].astype(np.float64), pp=lay["pp"][sel].astype(np.float64),
-                              vp=lay["vp"][sel].astype(np.float64), cp=lay["cp"][sel].astype(np.float64),
-                              micro_batch=lay["micro_batch"][sel].astype(np.float64),
-                              accum=lay["n_micro"][sel].astype(np.float64), sp=lay["tp"][sel] > 1,
-                              recompute=lay["recompute"][sel], n_layers=lay["layers"][sel].astype(np.float64),
-                              model_layers=np.asarray([float(spec.n_layers)]), llm=np.asarray([True]))
+            inp = with_layouts(inp, {k: v[sel] for k, v in lay.items()}, float(spec.n_layers))
             res = evaluate(inp, params)
             for k in keys:
                 out[k][sel] = np.broadcast_to(res[k], (len(sel),))
@@ -461,7 +508,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                   "memory_capacity_bytes": ht.gpu[h].memory_bytes, "node_assumed": opt.node is None,
                   "cores_per_gpu": (ht.rows[h] or {}).get("cores_per_gpu", np.nan),
                   "storage_bytes_per_s_per_node": (ht.rows[h] or {}).get("storage_bytes_per_s_per_gpu", np.nan) * g,
-                  "layout": "", "tp": 0, "cp": 0, "pp": 0, "vp": 0, "recompute": "", "layout_why": "",
+                  "layout": "", "tp": 0, "cp": 0, "pp": 0, "vp": 0, "ep": 0, "recompute": "", "layout_why": "",
                   "micro_batch": 0, "accum": 0, "global_batch": global_batch, "reason": why_not[h] or ""})
         b = int(best_of[h])
         if why_not[h] is None and b >= 0 and ok[b]:
@@ -482,7 +529,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                       "scaling_efficiency_frac": speedup / (g * ht.nodes[h])})
             r.update({"feasible": True, "fits_in_memory": True, "layout": layout_name(lay, b),
                       "tp": int(lay["tp"][b]), "cp": int(lay["cp"][b]), "pp": int(lay["pp"][b]),
-                      "vp": int(lay["vp"][b]), "recompute": RECOMPUTES[int(lay["recompute"][b])],
+                      "vp": int(lay["vp"][b]), "ep": int(lay["ep"][b]), "recompute": RECOMPUTES[int(lay["recompute"][b])],
                       "micro_batch": int(lay["micro_batch"][b]), "accum": int(lay["n_micro"][b]),
                       "pp_bubble_frac": float(out["pp_bubble_s"][b] / out["step_s"][b]), "layout_why": text,
                       "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][b])], "reason": "",
@@ -516,6 +563,7 @@ def layout_row_step_s(row, wl, option, db, params, *, ceiling_scale: float = 1.0
             _base_row(scn, hw, wl, params)["n_layers"])
     pp, vp = int(row["pp"]), int(row["vp"])
     lay = {"tp": np.array([int(row["tp"])]), "cp": np.array([int(row["cp"])]), "pp": np.array([pp]),
+           "ep": np.array([int(row.get("ep", 1) or 1)]),
            "vp": np.array([vp]), "micro_batch": np.array([int(row["micro_batch"])]),
            "n_micro": np.array([int(row["accum"])]), "recompute": np.array([RECOMPUTES.index(str(row["recompute"]))]),
            "layers": np.array([padded_layers(L, pp, vp)]), "uneven": np.array([padded_layers(L, pp, vp) != L])}

@@ -438,10 +438,13 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
-    from gpusim.search import check_cp, padded_layers  # [issue 12] context parallelism's rules, uneven stages
+    from gpusim.search import check_cp, check_ep, padded_layers  # [issue 12] cp and ep rules, uneven stages
 
     check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
              domain=nvlink_domain_gpus(hw))
+    model_par = st.tp * st.pp * st.cp
+    check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
+             dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
     return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,
@@ -452,7 +455,7 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
-    from gpusim.search import padded_layers  # [issue 12]
+    from gpusim.search import moe_fields, padded_layers  # [issue 12]
     from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
 
     st = scn.strategy
@@ -467,6 +470,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
         "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
+        "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion,
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
@@ -591,7 +595,7 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
     strategy on one GPU (DataParallel's one-GPU form is plain training, as DDP's is)."""
     kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
     if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
-        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, global_batch=None, accum=1,
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, ep=1, expert_tp=1, global_batch=None, accum=1,
                                 recompute=scn.strategy.recompute_mode)
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
 
@@ -718,7 +722,7 @@ def _llm_views(r: dict, row: dict, hw: Hardware, tokens: float | None, thr: floa
            "model_tflop_per_s_per_gpu": units.flop_per_s_to_tflop_per_s(
                float(r["model_flop_per_step"]) / float(r["step_s"]) / hw.n_gpus),
            "parallelism": {"tp": int(row.get("tp", 1)), "pp": int(row.get("pp", 1)), "vp": int(row.get("vp", 1)),
-                           "cp": int(row.get("cp", 1)), "ep": 1, "dp": dp},
+                           "cp": int(row.get("cp", 1)), "ep": int(row.get("ep", 1)), "dp": dp},
            "n_micro_batches": int(row["accum"])}
     if row.get("llm"):
         out["memory_per_stage_bytes"] = {"first": float(r["memory_first_stage_bytes"]),

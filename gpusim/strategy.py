@@ -128,6 +128,11 @@ class Strategy(BaseModel):
     uneven_pp: bool = Field(default=False, description="allow pipeline stages of unequal layer counts (Megatron "
                             "--decoder-first/last-pipeline-num-layers): every stage is charged the fullest stage's "
                             "ceil(layers / (pp vp)) layers per chunk")
+    ep: int = Field(default=1, ge=1, le=4096, description="expert-parallel degree (MoE: experts split over ep ranks)")
+    expert_tp: int = Field(default=1, ge=1, le=64, description="expert tensor parallelism (each expert split etp ways)")
+    moe_capacity_factor: float | None = Field(default=None, gt=0, le=64, description="MoE expert capacity as a "
+                                              "multiple of the balanced load (experts padded to it); default the "
+                                              "model's (dropless)")
     cp_comm: Literal["ring", "all-gather"] = Field(default="ring", description="context-parallel K/V exchange: ring "
                                                    "attention (point to point, overlapped) or all-gather (Llama 3)")
     grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
@@ -160,7 +165,8 @@ class Strategy(BaseModel):
     @property
     def is_llm(self) -> bool:
         """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
-        return self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.recompute is not None
+        return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
+                or self.moe_capacity_factor is not None or self.recompute is not None)
 
     @property
     def micro_batch(self) -> int:

@@ -70,6 +70,11 @@ def add_layout_args(p) -> None:
     g.add_argument("--cp", type=int, help="context-parallel degree: the sequence split over cp ranks (default 1)")
     g.add_argument("--uneven-pp", action="store_true", default=None,
                    help="allow pipeline stages with unequal layers (each charged the fullest stage's)")
+    g.add_argument("--ep", type=int, help="expert-parallel degree (mixture-of-experts models; default 1)")
+    g.add_argument("--expert-tp", type=int, help="expert tensor parallelism: each expert split over T ranks")
+    g.add_argument("--moe-capacity-factor", type=float,
+                   help="expert capacity as a multiple of the balanced load (tokens beyond it dropped, experts "
+                        "padded to it); default the model's (dropless)")
     g.add_argument("--cp-comm", choices=("ring", "all-gather"),
                    help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
@@ -78,7 +83,7 @@ def add_layout_args(p) -> None:
 
 def layout_kwargs(args) -> dict:
     out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm",
-                                         "uneven_pp")}
+                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor")}
     if getattr(args, "force_tp", False):
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):

@@ -34,10 +34,10 @@ def cmd_sweep(args) -> int:
 
     if not args.global_batch:
         raise ScenarioError("the layout search holds the global batch fixed: give --global-batch (sequences per step)")
-    pinned = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "cp", "recompute")}
+    pinned = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "cp", "ep", "recompute")}
     pins = Pins(micro_batch=args.per_gpu_batch, **pinned)
     # the scenario itself is built at tp = pp = cp = 1 (the search replaces the degrees)
-    for k in ("tp", "pp", "vp", "cp", "recompute"):
+    for k in ("tp", "pp", "vp", "cp", "ep", "recompute"):
         setattr(args, k, None)
     if args.per_gpu_batch is None:
         args.per_gpu_batch = 1
@@ -61,10 +61,10 @@ def cmd_sweep(args) -> int:
         w.writerows(rows)
         return 0
     top = rows[: min(args.top, int(res["feasible"].sum()))]
-    print_table([[r["tp"], r["cp"], r["pp"], r["vp"], r["dp"], r["micro_batch"], r["recompute"],
+    print_table([[r["tp"], r["cp"], r["pp"], r["vp"], r["ep"], r["dp"], r["micro_batch"], r["recompute"],
                   f"{r['tokens_per_s'] / scn.gpus:,.0f}", f"{r['mfu_frac']:.1%}", f"{r['bubble_frac']:.1%}",
                   f"{r['memory_per_gpu_bytes'] / 2**30:.1f}"] for r in top],
-                ["tp", "cp", "pp", "vp", "dp", "mb", "recompute", "tokens/s/GPU", "MFU", "bubble", "GiB/GPU"],
+                ["tp", "cp", "pp", "vp", "ep", "dp", "mb", "recompute", "tokens/s/GPU", "MFU", "bubble", "GiB/GPU"],
                 title=f"best layouts of {scn.model or 'the workload'} on {scn.gpus} GPUs, global batch "
                       f"{args.global_batch}")
     counts: dict[str, int] = {}

@@ -50,6 +50,7 @@ import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model import context as CTX
+from gpusim.model import experts as EXP
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -183,6 +184,14 @@ def llm_terms(x: dict, p) -> dict:
                                    nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac)[0]
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
+    # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts
+    # replace the dense FFN of the MoE layers (zero for a dense model); full recomputation runs them again
+    domain = _f(x.get("nvlink_domain_gpus", g))
+    moe = EXP.moe_layer_terms(x, p, gemm=gemm, T=T, tp=tp, e=e, mem_rate=mem_rate, domain=domain, g=g,
+                              coll=lambda kind, size, ranks, nn: coll(kind, size, ranks, nn, intra, inter))
+    layer_f = layer_f + moe["delta_f_s"]
+    layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)
+    ep_f, ep_b = moe["ep_f_s"], moe["ep_b_s"] + np.where(rc == FULL, moe["ep_f_s"], 0.0)
     tp_nodes = np.maximum(1.0, tp / g)  # a tensor-parallel group forced across the NVLink domain
     act_bytes = T * h * e
     ag = coll(C.ALL_GATHER, act_bytes, tp, tp_nodes, intra, inter)
@@ -197,9 +206,10 @@ def llm_terms(x: dict, p) -> dict:
     lps = L / pp
     multi_stage = pp > 1
     lp, emb_p = _f(x["layer_params"]), _f(x["embed_params"])
+    lp_rank = lp / tp + moe["delta_params"]  # [issue 12] per rank: experts split ep x etp ways, the rest tp ways
     head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
-    first_p = lps * lp / tp + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
-    last_p = lps * lp / tp + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
+    first_p = lps * lp_rank + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
+    last_p = lps * lp_rank + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
     stage_p = np.maximum(first_p, last_p)
     # without gradient-accumulation fusion every micro-batch's 16-bit weight gradients are added into the fp32
     # main gradients by a separate kernel: read 2 + 4 bytes, write 4 per parameter (Megatron-LM's main_grad hook;
@@ -213,9 +223,10 @@ def llm_terms(x: dict, p) -> dict:
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
-    mid_c = lps * (layer_f + layer_b + accum_bytes * lp / tp / mem_rate)
-    mid_k = lps * (tp_f + tp_b + cp_f + cp_b)
+    mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate)
+    mid_k = lps * (tp_f + tp_b + cp_f + cp_b + ep_f + ep_b)
     mid_cp = lps * (cp_f + cp_b)  # [issue 12] the cp part of mid_k, reported as cp_comm_exposed_s
+    mid_ep = lps * (ep_f + ep_b)  # [issue 12] the ep part, reported as ep_comm_exposed_s
     emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
     head_c = head_c + accum_bytes * head_p / tp / mem_rate
     first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
@@ -229,7 +240,8 @@ def llm_terms(x: dict, p) -> dict:
     crit_k = np.where(crit_first, first_k, last_k)
     compute_s = m * crit_c
     cp_comm_s = m * mid_cp
-    tp_comm_s = m * crit_k - cp_comm_s
+    ep_comm_s = m * mid_ep
+    tp_comm_s = m * crit_k - cp_comm_s - ep_comm_s
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
@@ -245,6 +257,8 @@ def llm_terms(x: dict, p) -> dict:
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
                                             elem_bytes=e)  # [issue 12] s / cp tokens (cp needs FlashAttention)
+    kept = kept + moe["delta_act_bytes"]  # [issue 12] MoE layers keep router scores, dispatched tokens, experts'
+    full = full + moe["delta_act_bytes"]
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
@@ -256,9 +270,11 @@ def llm_terms(x: dict, p) -> dict:
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
     # (``n_layers`` padded); the model FLOPs count the model's own layers
     L = _f(x.get("model_layers", x["n_layers"]))
-    flop_fwd = L * (2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
+    flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
+                    + 2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
                     + 4.0 * s * s * q) + 2.0 * s * h * V
     return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
+            "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
             "stage_fwd_s": lps * layer_f, "stage_bwd_s": lps * layer_b,

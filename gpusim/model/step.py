@@ -47,11 +47,12 @@ DP, DDP, ZERO1, ZERO2, ZERO3, HYBRID = 0, 1, 2, 3, 4, 5
 SHARD_STAGE = np.array([0, 0, 1, 2, 3, 3])
 
 BOTTLENECKS = ("compute", "cpu-dispatch", "communication", "data-loading", "optimizer", "stragglers", "overhead",
-               "memory", "tp-communication", "pipeline-bubble", "pipeline-p2p", "cp-communication")
+               "memory", "tp-communication", "pipeline-bubble", "pipeline-p2p", "cp-communication",
+               "ep-communication")
 BREAKDOWN_KEYS = ("compute_s", "comm_exposed_s", "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
 #: the breakdown of an LLM layout: the data-parallel part is named as such, and the terms of tensor and pipeline
 #: parallelism are added (they are zero, and left out, for a data-parallel scenario)
-LLM_BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s",
+LLM_BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s",
                       "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
 
 
@@ -145,6 +146,17 @@ class StepInputs:
     cp: np.ndarray = _one()
     cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
     model_layers: np.ndarray = _one(np.nan)  # NaN: n_layers
+    nvlink_domain_gpus: np.ndarray = _one(np.nan)  # NaN: the GPUs of a node
+    # [issue 12] mixture of experts (gpusim.model.experts); moe_frac 0: a dense model
+    ep: np.ndarray = _one()
+    expert_tp: np.ndarray = _one()
+    moe_frac: np.ndarray = _one(0.0)  # fraction of the layers with routed experts
+    n_experts: np.ndarray = _one(0.0)
+    top_k: np.ndarray = _one(0.0)
+    expert_ff_dim: np.ndarray = _one(0.0)
+    shared_ff_dim: np.ndarray = _one(0.0)
+    moe_capacity: np.ndarray = _one(np.nan)  # capacity factor (experts padded to it); NaN: dropless
+    moe_imbalance_frac: np.ndarray = _one(0.0)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -284,7 +296,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     zero = np.zeros(np.shape(n))
     tp_comm_s, pp_bubble_s, pp_p2p_s = zero, zero, zero
     cp = np.asarray(inp.cp, dtype=np.float64)  # [issue 12] dp above is the dp x cp group that shares weights
-    cp_comm_s = zero
+    cp_comm_s = ep_comm_s = zero
     lt = None
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
@@ -302,10 +314,11 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         mem_rate = np.where(llm, np.inf, mem_rate)  # Megatron reduces its contiguous gradient buffer in place
         tp_comm_s = np.where(llm, lt["tp_comm_exposed_s"], 0.0)
         cp_comm_s = np.where(llm, lt["cp_comm_exposed_s"], 0.0)
+        ep_comm_s = np.where(llm, lt["ep_comm_exposed_s"], 0.0)
         pp_bubble_s = np.where(llm, lt["pp_bubble_s"], 0.0)
         pp_p2p_s = np.where(llm, lt["pp_p2p_exposed_s"], 0.0)
         # (a measured one-GPU time is not combined with an LLM layout: the edge refuses it)
-        micro_s = np.where(llm, (lt["compute_s"] + tp_comm_s + cp_comm_s + pp_bubble_s + pp_p2p_s) / k, micro_s)
+        micro_s = np.where(llm, (lt["compute_s"] + tp_comm_s + cp_comm_s + ep_comm_s + pp_bubble_s + pp_p2p_s) / k, micro_s)
         fwd_s = np.where(llm, lt["stage_fwd_s"], fwd_s)
         bwd_s = np.where(llm, lt["stage_bwd_s"], bwd_s)
         gpu_busy_micro_s = np.where(llm, lt["compute_s"] / k, gpu_busy_micro_s)
@@ -364,7 +377,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # DataParallel re-replicates the module to every GPU on every forward (Python work per module and replica)
     overhead_s = p.step_overhead_s + np.where(is_dp, k * fwd_kernels * (n - 1.0) * p.dp_replicate_s, 0.0)
     comm_part = comm_exposed + interference
-    step_s = compute_s + tp_comm_s + cp_comm_s + pp_bubble_s + pp_p2p_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
+    step_s = compute_s + tp_comm_s + cp_comm_s + ep_comm_s + pp_bubble_s + pp_p2p_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
 
     samples = dp / cp * b * k  # a sample is shared by the tp x pp x cp GPUs of one model replica
     throughput = samples / step_s
@@ -396,7 +409,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     bottleneck = np.zeros(np.shape(step_s), dtype=np.int64)
     largest = np.array(compute_s, dtype=np.float64, copy=True)
     for code, part in ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s),
-                       (8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s), (11, cp_comm_s)):
+                       (8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s), (11, cp_comm_s), (12, ep_comm_s)):
         bigger = part > largest
         bottleneck[bigger] = code
         np.maximum(largest, part, out=largest)
@@ -422,7 +435,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "bottleneck_code": bottleneck, "grad_bytes": G,
         "allreduce_s": np.where(multi, allreduce_s, 0.0),
         "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": pp_bubble_s, "pp_p2p_exposed_s": pp_p2p_s,
-        "cp_comm_exposed_s": cp_comm_s,
+        "cp_comm_exposed_s": cp_comm_s, "ep_comm_exposed_s": ep_comm_s,
         "dp_comm_exposed_s": comm_part, "dp_degree": dp / cp + 0.0 * step_s, "model_flop_per_step": model_flop,
         "memory_first_stage_bytes": mem.get("first", mem["total"]), "memory_last_stage_bytes": mem.get("last", mem["total"]),
     }
@@ -433,10 +446,13 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
-             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "cp", "cp_kind")
+             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "cp", "cp_kind", "ep", "expert_tp",
+             "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac")
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))
+    dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
+    x["nvlink_domain_gpus"] = np.where(np.isfinite(dom), dom, g)
     ceiling = np.asarray(inp.ceiling_flop_per_s, dtype=np.float64)
     x["ceiling_flop_per_s"] = np.where(np.isfinite(ceiling), ceiling,
                                        p.gemm_ceiling_frac * np.asarray(inp.peak_flop_per_s, dtype=np.float64))
@@ -455,6 +471,13 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
     for name, params_key, act_key in (("first", "first_params", "act_first_bytes"),
                                       ("last", "last_params", "act_last_bytes")):
         w, gr, o = stage_state_bytes(lt[params_key], stage, dp, **kw)
+        # [issue 12] routed experts' optimizer states shard over the expert-data-parallel group only,
+        # dp x cp x tp / (ep x etp) ranks (Megatron-Core's expert data parallelism), not over dp x cp
+        edp = np.maximum(dp * np.asarray(inp.tp, dtype=np.float64)
+                         / (np.asarray(inp.ep, dtype=np.float64) * np.asarray(inp.expert_tp, dtype=np.float64)), 1.0)
+        o = o + np.where(stage >= 1, lt["expert_params_per_stage"] * (inp.master_bytes_per_param
+                                                                       + inp.opt_state_bytes_per_param)
+                         * (1.0 / edp - 1.0 / np.maximum(dp, 1.0)), 0.0)
         stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": lt[act_key],
                         "buffers": 0.0 * w, "overhead": overhead + 0.0 * w}
         stages[name]["total"] = sum(stages[name].values())
