@@ -1,0 +1,72 @@
+"""The layout search inside `gpusim plan` and `gpusim sweep`: one best-layout row per hardware option and count,
+the same numbers as predict, why it beats the next best, and pinned degrees."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpusim.cli import main
+from gpusim.plan import plan
+from gpusim.search import Pins
+from gpusim.simulate import Scenario, simulate
+
+
+@pytest.fixture(scope="module")
+def llm_plan(db):
+    return plan("llama3-70b", tokens=1e12, gpus=["h100-sxm"], max_gpus=256, db=db, with_sensitivity=True,
+                checkpointing=(False,), strategies=("zero3",))
+
+
+def test_plan_has_layout_rows_that_predict_reproduces(llm_plan, db):
+    df = llm_plan.table
+    lay = df[df["layout"].astype(str) != ""]
+    assert len(lay) and lay["feasible"].any()
+    r = lay[lay["feasible"]].iloc[-1]
+    assert not r["node_assumed"]
+    scn = Scenario(model="llama3-70b", node=str(r["node"]), gpus=int(r["n_gpus"]), nodes=int(r["nodes"]), kind="zero1",
+                   tp=int(r["tp"]), pp=int(r["pp"]), vp=int(r["vp"]), cp=int(r["cp"]), per_gpu_batch=int(r["micro_batch"]),
+                   global_batch=int(r["global_batch"]), recompute=str(r["recompute"]), uneven_pp=True)
+    assert simulate(scn, db=db).step_s == pytest.approx(float(r["step_s"]), rel=1e-9)
+    assert r["global_batch"] == int(r["micro_batch"]) * int(r["accum"]) * int(r["n_gpus"]) // (
+        int(r["tp"]) * int(r["pp"]) * int(r["cp"]))
+
+
+def test_plan_recommends_a_layout_and_says_why(llm_plan):
+    rec = llm_plan.recommendation
+    assert rec["configuration"]["layout"]
+    assert "Megatron tp" in rec["summary"]
+    why = next(x for x in rec["reasons"] if x.startswith("layout "))
+    assert "bubble" in why and "NVLink" in why and "to spare" in why and "faster than the next best" in why
+    assert llm_plan.table.attrs["layout_rows"] > 1000
+
+
+def test_a_small_cluster_without_a_fitting_layout_says_so(llm_plan):
+    df = llm_plan.table
+    one = df[(df["layout"].astype(str) == "") & (df["n_gpus"] == 8) & (df["strategy"].astype(str) == "zero1")]
+    assert len(one) and not one["feasible"].any()
+    assert one["reason"].astype(str).str.contains("no layout fits in GPU memory").all()
+
+
+def test_pinned_degrees_hold(db):
+    res = plan("llama3-70b", tokens=1e12, gpus=["h100-sxm"], max_gpus=128, db=db, with_sensitivity=False,
+               strategies=("zero3",), checkpointing=(False,), layout_pins=Pins(tp=8))
+    lay = res.table[(res.table["layout"].astype(str) != "") & res.table["feasible"]]
+    assert len(lay) and set(lay["tp"]) == {8}
+
+
+def test_sweep_cli_json_and_pins(capsys):
+    code = main(["sweep", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--nodes", "8",
+                 "--seq-len", "8192", "--global-batch", "128", "--tp", "4", "--json"])
+    d = json.loads(capsys.readouterr()[0])
+    assert code == 0
+    assert {r["tp"] for r in d["layouts"]} == {4}
+    assert d["best"]["feasible"] and "faster than the next best" in d["explanation"]
+    bad = [r for r in d["layouts"] if not r["feasible"]]
+    assert bad and all(r["reason"] for r in bad)
+
+
+def test_sweep_cli_needs_a_global_batch(capsys):
+    code = main(["sweep", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64"])
+    assert code == 2 and "--global-batch" in capsys.readouterr()[1]
