@@ -135,6 +135,8 @@ class ModelParams(BaseModel):
 
     # --- helpers ---------------------------------------------------------------------------------
     def eff(self, precision: str) -> float:
+        if precision == "mxfp8" and precision not in self.matmul_eff_frac:  # [issue 12] the FP8 tensor-core path
+            precision = "fp8"
         return self.matmul_eff_frac[precision]
 
     def replace(self, **changes) -> ModelParams:

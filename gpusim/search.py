@@ -96,6 +96,28 @@ def moe_fields(spec, strategy) -> dict:
             "moe_imbalance_frac": float(spec.moe_imbalance_frac)}
 
 
+def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
+    """The FP8 fields of an LLM row (gpusim.model.fp8): the recipe, the FP8 and bf16 matmul ceilings, the bf16
+    peak, and the weights' FP8 copies; empty for the other precisions."""
+    from gpusim.model import fp8 as FP8
+    from gpusim.strategy import GATHER_BYTES
+
+    pr = strategy.precision
+    if pr not in ("fp8", "mxfp8"):
+        return {}
+    if pr == "mxfp8" and not hw.gpu.microscaling:
+        raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
+                            f"none: use --precision fp8 (per-tensor scaling)")
+    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
+    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
+    peak16 = hw.gpu.peak_flop_per_s("bf16")
+    nan = float("nan")
+    return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
+            "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
+            "peak16_flop_per_s": nan if peak16 is None else peak16,
+            "weight_bytes_per_param": float(GATHER_BYTES[pr]) + float(FP8.weight_copy_bytes_per_param(mode))}
+
+
 def padded_layers(n_layers: int, pp: int, vp: int):
     """Layers charged with an uneven split: every one of the ``pp vp`` chunks holds the fullest's
     ``ceil(L / (pp vp))`` (works on arrays)."""

@@ -51,6 +51,7 @@ import numpy as np
 from gpusim.model import comm as C
 from gpusim.model import context as CTX
 from gpusim.model import experts as EXP
+from gpusim.model import fp8 as FP8
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -146,12 +147,26 @@ def llm_terms(x: dict, p) -> dict:
         weight gradient (k, n) reduced over the T tokens."""
         return gemm(T, n_out, k_in), gemm(T, k_in, n_out) + gemm(k_in, n_out, T)
 
+    # [issue 12] FP8 (gpusim.model.fp8): the linear layers' GEMMs on FP8 operands at the FP8 matmul ceiling
+    fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
+    ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
+
+    def gemm_lin(mm, nn, kk, batch=1.0):
+        if not np.any(fp8 > 0):
+            return gemm(mm, nn, kk, batch)
+        g8 = gemm_time_s(mm, nn, kk, ceil8, hbm, sms, elem_bytes=1.0, k_half=p.gemm_k_half_steps,
+                         mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
+        return g8 if np.all(fp8 > 0) else np.where(fp8 > 0, g8, gemm(mm, nn, kk, batch))
+
+    def linear_lin(n_out, k_in):
+        return gemm_lin(T, n_out, k_in), gemm_lin(T, k_in, n_out) + gemm_lin(k_in, n_out, T)
+
     mem_rate = hbm * p.mem_eff_frac
     # ---- one layer, forward, per GPU ------------------------------------------------------------
     shapes = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp))  # QKV, out, FFN up, FFN down
     gemm_f, gemm_b = 0.0, 0.0
     for n_out, k_in in shapes:
-        fw, bw = linear(n_out, k_in)
+        fw, bw = linear_lin(n_out, k_in)  # [issue 12] FP8 under fp8 (else the same as linear)
         gemm_f, gemm_b = gemm_f + fw, gemm_b + bw
     heads_local = b * a / tp
     attn_flop = 4.0 * b * s * s * q / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
@@ -171,11 +186,15 @@ def llm_terms(x: dict, p) -> dict:
                     + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
     elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
+    cast_f, cast_b = FP8.layer_cast_s(fp8, T=T, h=h, q=q, kv=kv, f=f, up=up, tp=tp, mem_rate=mem_rate,
+                                      kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
+    layer_f = layer_f + cast_f
     # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
     cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g)
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
+    layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
     def coll(kind, size, ranks, nodes, intra, inter):
@@ -187,7 +206,7 @@ def llm_terms(x: dict, p) -> dict:
     # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts
     # replace the dense FFN of the MoE layers (zero for a dense model); full recomputation runs them again
     domain = _f(x.get("nvlink_domain_gpus", g))
-    moe = EXP.moe_layer_terms(x, p, gemm=gemm, T=T, tp=tp, e=e, mem_rate=mem_rate, domain=domain, g=g,
+    moe = EXP.moe_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, domain=domain, g=g,
                               coll=lambda kind, size, ranks, nn: coll(kind, size, ranks, nn, intra, inter))
     layer_f = layer_f + moe["delta_f_s"]
     layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)
@@ -223,7 +242,8 @@ def llm_terms(x: dict, p) -> dict:
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
-    mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate)
+    mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate
+                   + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m)  # [issue 12] FP8 weights cast once a step
     mid_k = lps * (tp_f + tp_b + cp_f + cp_b + ep_f + ep_b)
     mid_cp = lps * (cp_f + cp_b)  # [issue 12] the cp part of mid_k, reported as cp_comm_exposed_s
     mid_ep = lps * (ep_f + ep_b)  # [issue 12] the ep part, reported as ep_comm_exposed_s

@@ -157,6 +157,11 @@ class StepInputs:
     shared_ff_dim: np.ndarray = _one(0.0)
     moe_capacity: np.ndarray = _one(np.nan)  # capacity factor (experts padded to it); NaN: dropless
     moe_imbalance_frac: np.ndarray = _one(0.0)
+    # [issue 12] FP8 (gpusim.model.fp8): recipe code, the FP8 matmul ceiling (NaN: a fraction of the peak) and the
+    # 16-bit peak the rest of the model runs at (NaN: peak_flop_per_s)
+    fp8_mode: np.ndarray = _one(0)
+    fp8_ceiling_flop_per_s: np.ndarray = _one(np.nan)
+    peak16_flop_per_s: np.ndarray = _one(np.nan)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -454,8 +459,13 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
     x["nvlink_domain_gpus"] = np.where(np.isfinite(dom), dom, g)
     ceiling = np.asarray(inp.ceiling_flop_per_s, dtype=np.float64)
+    peak = np.asarray(inp.peak_flop_per_s, dtype=np.float64)
+    peak16 = np.asarray(inp.peak16_flop_per_s, dtype=np.float64)  # [issue 12] fp8 rows: the bf16 peak
     x["ceiling_flop_per_s"] = np.where(np.isfinite(ceiling), ceiling,
-                                       p.gemm_ceiling_frac * np.asarray(inp.peak_flop_per_s, dtype=np.float64))
+                                       p.gemm_ceiling_frac * np.where(np.isfinite(peak16), peak16, peak))
+    c8 = np.asarray(inp.fp8_ceiling_flop_per_s, dtype=np.float64)
+    x["fp8_ceiling_flop_per_s"] = np.where(np.isfinite(c8), c8, p.gemm_ceiling_frac * peak)
+    x["fp8_mode"] = inp.fp8_mode
     x["n_micro"] = inp.accum
     x["gpus_per_node"] = g
     return x
