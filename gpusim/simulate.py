@@ -384,11 +384,13 @@ def _block_bytes(workload) -> float:
     return float(workload.act_bytes_per_sample / n_blocks(workload.fwd_kernels))
 
 
-def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams) -> dict[str, Any]:
+def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
+                 hw_row: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One row of model inputs; ``hw_row`` (from :func:`hardware_row` for the same ``hw``) saves recomputing it."""
     st = scn.strategy
     pr = st.precision
     kinds, ga = roofline_by_kind(workload)
-    row = hardware_row(hw, params)
+    row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
     row.update({
         "peak_flop_per_s": peak_for(hw.gpu, pr),
         "params": float(workload.params), "fwd_flop_per_sample": float(workload.fwd_flop_per_sample),
@@ -625,24 +627,47 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     if scn.baseline_throughput:
         _apply_baseline(rows, scn, params)
 
-    variants = variant_scenarios(scn, hw, wl, evaluate(stack_rows(rows), params), db) if recommend else []
+    first = evaluate(stack_rows(rows), params)
+    variants = variant_scenarios(scn, hw, wl, first, db) if recommend else []
     var_rows = []
+    hw_cache = {_hardware_key(scn): (hw, hardware_row(hw, params))}  # most what-ifs change only the strategy
     for name, vscn in variants:
         try:
-            vhw = resolve_hardware(vscn, db)
-            vrow = scenario_row(vscn, vhw, wl, params)
+            key = _hardware_key(vscn)
+            if key not in hw_cache:
+                vhw = resolve_hardware(vscn, db)
+                hw_cache[key] = (vhw, hardware_row(vhw, params))
+            vhw, vhw_row = hw_cache[key]
+            vrow = scenario_row(vscn, vhw, wl, params, hw_row=vhw_row)
         except GpusimError:
             continue
         if scn.baseline_throughput:
             vrow["compute_override_s"] = _rescaled_override(rows, vrow, params)
         var_rows.append((name, vscn, vrow))
-    out = evaluate(stack_rows(rows + [r for _, _, r in var_rows]), params)
+    # rows are independent (vectorised equals one at a time): the what-ifs are evaluated on their own
+    out = _concat_rows(first, evaluate(stack_rows([r for _, _, r in var_rows]), params)) if var_rows else first
     res = _make_result(scn, hw, wl, out, 0, 1, row)
     if recommend:
         recs = recommendations(scn, hw, wl, res, [(name, vscn, _row_result(out, 2 + j))
                                                   for j, (name, vscn, _) in enumerate(var_rows)])
         res = dataclasses.replace(res, recommendations=tuple(recs))
     return res
+
+
+_HARDWARE_FIELDS = ("gpu", "node", "gpus", "nodes", "intra", "intra_topology", "p2p", "inter", "nics_per_node",
+                    "oversubscription", "cpu_cores_per_gpu", "storage_gbyte_per_s")
+
+
+def _hardware_key(scn: Scenario) -> tuple:
+    """The scenario fields :func:`resolve_hardware` reads."""
+    return tuple(getattr(scn, f) for f in _HARDWARE_FIELDS)
+
+
+def _concat_rows(a: dict, b: dict) -> dict:
+    """The outputs of two evaluate() calls as one, rows of ``a`` first."""
+    na = len(np.atleast_1d(a["step_s"]))
+    nb = len(np.atleast_1d(b["step_s"]))
+    return {k: np.concatenate([np.broadcast_to(a[k], (na,)), np.broadcast_to(b[k], (nb,))]) for k in a}
 
 
 def _apply_baseline(rows: list[dict], scn: Scenario, params: ModelParams) -> None:

@@ -120,9 +120,35 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
     return kept, full
 
 
+#: below this many rows the GEMMs are evaluated as columns of one array (numpy's per-call overhead dominates);
+#: above it one column at a time (each column's temporaries stay in cache). Both compute the same elementwise formula.
+_STACK_ROWS = 4096
+
+
+def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
+    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays."""
+    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s)
+    rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms))
+    if rows > _STACK_ROWS:
+        return [gemm_time_s(m, n, k, ceiling, hbm, sms, elem_bytes=elem_bytes, batch=b, **kw)
+                for m, n, k, b in zip(ms, ns, ks, bs)]
+    cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
+    nc = len(ms)
+    M, N, K, B = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(4))
+    t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
+                    batch=B, **kw)
+    return [t[..., j] for j in range(nc)]
+
+
 def llm_terms(x: dict, p) -> dict:
-    """Per-row LLM step parts and memory. ``x`` holds broadcastable arrays (see :class:`gpusim.model.step.StepInputs`
-    fields ``llm_*``, degrees and hardware); ``p`` is a :class:`~gpusim.params.ModelParams`."""
+    """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
+
+    ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
+    the GEMM ceiling, the GPU's memory bandwidth and SM count and the fabric's bus bandwidths (built from
+    :class:`gpusim.model.step.StepInputs` by ``step._llm_inputs``); ``p`` is a :class:`~gpusim.params.ModelParams`.
+    Returns the critical stage's compute, exposed TP communication, the bubble and the exposed sends, the stage
+    forward/backward times, parameters and activation bytes per stage, and the model FLOPs of one sequence.
+    """
     L, h, a = _f(x["n_layers"]), _f(x["d_model"]), _f(x["n_heads"])
     q, kv, f, V, s = _f(x["q_dim"]), _f(x["kv_dim"]), _f(x["ff_dim"]), _f(x["vocab"]), _f(x["seq_len"])
     up = _f(x["ffn_mats"]) - 1.0
@@ -138,48 +164,49 @@ def llm_terms(x: dict, p) -> dict:
     T = b * s / cp
     d_head = q / a
 
-    def gemm(mm, nn, kk, batch=1.0):
-        return gemm_time_s(mm, nn, kk, ceil_rate, hbm, sms, elem_bytes=e, k_half=p.gemm_k_half_steps,
-                           mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
-
-    def linear(n_out, k_in):
-        """(forward, backward) of one linear layer on T tokens: the backward's data gradient is (T, k, n), its
-        weight gradient (k, n) reduced over the T tokens."""
-        return gemm(T, n_out, k_in), gemm(T, k_in, n_out) + gemm(k_in, n_out, T)
-
-    # [issue 12] FP8 (gpusim.model.fp8): the linear layers' GEMMs on FP8 operands at the FP8 matmul ceiling
+    # ---- every GEMM of a layer, the LM head and the attention core, in one call (columns) ------------
+    # linear layers (n_out, k_in): QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
+    # forward (T, n, k), data gradient (T, k, n) and weight gradient (k, n) reduced over the T tokens
+    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
+    heads_local = b * a / tp
+    ms, ns, ks, bs = [], [], [], []
+    for n_out, k_in in linears:
+        ms += [T, T, k_in]
+        ns += [n_out, k_in, n_out]
+        ks += [k_in, n_out, T]
+        bs += [1.0, 1.0, 1.0]
+    ms += [s, s]  # Megatron's unfused attention: Q K^T and A V, batched over the local heads
+    ns += [s, d_head]
+    ks += [d_head, s]
+    bs += [heads_local, heads_local]
+    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p)
+    # [issue 12] FP8 (gpusim.model.fp8): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8
+    # matmul ceiling; the LM head and the attention core stay in bf16
     fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
     ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
+    if np.any(fp8 > 0):
+        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p)
+        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
 
     def gemm_lin(mm, nn, kk, batch=1.0):
+        """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
+        kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
+        g16 = gemm_time_s(mm, nn, kk, ceil_rate, hbm, sms, elem_bytes=e, **kw)
         if not np.any(fp8 > 0):
-            return gemm(mm, nn, kk, batch)
-        g8 = gemm_time_s(mm, nn, kk, ceil8, hbm, sms, elem_bytes=1.0, k_half=p.gemm_k_half_steps,
-                         mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
-        return g8 if np.all(fp8 > 0) else np.where(fp8 > 0, g8, gemm(mm, nn, kk, batch))
-
-    def linear_lin(n_out, k_in):
-        return gemm_lin(T, n_out, k_in), gemm_lin(T, k_in, n_out) + gemm_lin(k_in, n_out, T)
+            return g16
+        return np.where(fp8 > 0, gemm_time_s(mm, nn, kk, ceil8, hbm, sms, elem_bytes=1.0, **kw), g16)
+    gemm_f = t[0] + t[3] + t[6] + t[9]
+    gemm_b = t[1] + t[2] + t[4] + t[5] + t[7] + t[8] + t[10] + t[11]
+    head_f, head_b = t[12], t[13] + t[14]
+    bmm = t[15] + t[16]
 
     mem_rate = hbm * p.mem_eff_frac
-    # ---- one layer, forward, per GPU ------------------------------------------------------------
-    shapes = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp))  # QKV, out, FFN up, FFN down
-    gemm_f, gemm_b = 0.0, 0.0
-    for n_out, k_in in shapes:
-        fw, bw = linear_lin(n_out, k_in)  # [issue 12] FP8 under fp8 (else the same as linear)
-        gemm_f, gemm_b = gemm_f + fw, gemm_b + bw
-    heads_local = b * a / tp
     attn_flop = 4.0 * b * s * s * q / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
     flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
-    if np.all(flash):
-        attn_f, attn_b = flash_f, flash_b
-    else:
-        score_elems = heads_local * s * s
-        score_bytes = score_elems * (2.0 * e + drop * (2.0 * e + 1.0))
-        bmm = gemm(s, s, d_head, heads_local) + gemm(s, d_head, s, heads_local)  # Q K^T and A V
-        attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
-        attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)
+    score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
+    attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
+    attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)
     rep = np.where(sp, 1.0 / tp, 1.0)
     elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
                     + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
@@ -237,7 +264,6 @@ def llm_terms(x: dict, p) -> dict:
     accum_bytes = unfused * (e + 8.0)
 
     # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
-    head_f, head_b = linear(V / tp, h)
     loss_bytes = 3.0 * T * V / tp * 4.0  # fp32 logits: softmax and cross-entropy forward and backward
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient

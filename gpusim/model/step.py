@@ -252,8 +252,24 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
     raise ValueError(f"unknown strategy code {code}")
 
 
+#: rows evaluated at a time: beyond this the temporaries of one block leave the CPU caches (rows are independent,
+#: so the blocks' results are the whole result)
+EVAL_BLOCK_ROWS = 65536
+
+
 def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
-    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end)."""
+    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end of :func:`_evaluate`)."""
+    rows = max((np.shape(getattr(inp, f.name))[0] for f in fields(inp) if np.ndim(getattr(inp, f.name))), default=1)
+    if rows <= EVAL_BLOCK_ROWS:
+        return _evaluate(inp, p)
+    parts = [_evaluate(inp.take(slice(i, min(i + EVAL_BLOCK_ROWS, rows))), p) for i in range(0, rows, EVAL_BLOCK_ROWS)]
+    sizes = [min(EVAL_BLOCK_ROWS, rows - i) for i in range(0, rows, EVAL_BLOCK_ROWS)]
+    return {k: np.concatenate([np.broadcast_to(pt[k], (nb,) + np.shape(pt[k])[1:]) for pt, nb in zip(parts, sizes)])
+            for k in parts[0]}
+
+
+def _evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
+    """Evaluate every scenario in ``inp`` (one block of rows)."""
     s = np.asarray(inp.strategy)
     n = np.asarray(inp.n_gpus, dtype=np.float64)
     nodes = np.asarray(inp.n_nodes, dtype=np.float64)
