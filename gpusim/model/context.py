@@ -61,12 +61,14 @@ def cp_group_nodes(tp, cp, gpus_per_node):
     return per_node, _f(cp) / per_node
 
 
-def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g) -> tuple[np.ndarray, np.ndarray]:
+def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
+                    domain=None) -> tuple[np.ndarray, np.ndarray]:
     """Exposed seconds of one layer's context-parallel communication, ``(forward, backward)``, per micro-batch.
 
     ``attn_f_s`` / ``attn_b_s``: the rank's attention-core time of the layer (all of its ``cp`` blocks), under
     which the ring's sends hide block by block. ``x`` holds ``cp``, ``cp_kind``, ``micro_batch``, ``seq_len``,
-    ``kv_dim`` and the fabric arrays of :func:`gpusim.model.llm.llm_terms`.
+    ``kv_dim`` and the fabric arrays of :func:`gpusim.model.llm.llm_terms`; ``g`` GPUs per node (sharing its NICs),
+    ``domain`` GPUs per NVLink domain (default ``g``; a GB200 NVL72 rack's 72 over trays of 4).
     """
     cp = _f(x.get("cp", 1.0))
     if not np.any(cp > 1):
@@ -75,7 +77,7 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g) -> 
     kind = np.asarray(x.get("cp_kind", RING))
     b, s, kv = _f(x["micro_batch"]), _f(x["seq_len"]), _f(x["kv_dim"])
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
-    per_node, nodes = cp_group_nodes(tp, cp, g)
+    per_node, nodes = cp_group_nodes(tp, cp, g if domain is None else domain)
     cross = nodes > 1
 
     def coll(kind_code, size, ranks, nn, a, bw):
@@ -84,19 +86,22 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g) -> 
                                    nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac)[0]
 
     block = kv_block_bytes(b, s, kv, kv_bytes_elem, tp, cp)
-    # ring: one block per step to the next rank; the slowest hop sets the pace of the lock-step ring
-    link = np.where(cross, inter / g, intra)
-    send = coll(C.SEND_RECV, block, 2.0, np.where(cross, 2.0, 1.0), link, link)
-    steps = cp - 1.0
-    step_f = attn_f_s / cp  # load balanced: every step is one block pair of equal (half-causal) work
-    step_b = attn_b_s / cp
-    ring_f = steps * np.maximum(send - step_f, 0.0)
-    ring_b = steps * np.maximum(2.0 * send - step_b, 0.0)  # K/V again and dK/dV
-    # all-gather of K/V before attention, reduce-scatter of dK/dV after it, not overlapped; the group's share
-    # of the NICs is its ranks per node over the node's GPUs
-    full_kv = block * cp
-    ag = coll(C.ALL_GATHER, full_kv, cp, nodes, intra, inter * per_node / g)
-    rs = coll(C.REDUCE_SCATTER, full_kv, cp, nodes, intra, inter * per_node / g)
+    ring_f = ring_b = ag = rs = 0.0
+    if np.any(kind == RING):
+        # ring: one block per step to the next rank; the slowest hop sets the pace of the lock-step ring
+        link = np.where(cross, inter / g, intra)
+        send = coll(C.SEND_RECV, block, 2.0, np.where(cross, 2.0, 1.0), link, link)
+        steps = cp - 1.0
+        step_f = attn_f_s / cp  # load balanced: every step is one block pair of equal (half-causal) work
+        step_b = attn_b_s / cp
+        ring_f = steps * np.maximum(send - step_f, 0.0)
+        ring_b = steps * np.maximum(2.0 * send - step_b, 0.0)  # K/V again and dK/dV
+    if np.any(kind == ALL_GATHER):
+        # all-gather of K/V before attention, reduce-scatter of dK/dV after it, not overlapped; the group's share
+        # of the NICs is its ranks per node over the node's GPUs
+        full_kv = block * cp
+        ag = coll(C.ALL_GATHER, full_kv, cp, nodes, intra, inter * per_node / g)
+        rs = coll(C.REDUCE_SCATTER, full_kv, cp, nodes, intra, inter * per_node / g)
     on = cp > 1
     fwd = np.where(on, np.where(kind == ALL_GATHER, ag, ring_f), 0.0)
     bwd = np.where(on, np.where(kind == ALL_GATHER, ag + rs, ring_b), 0.0)  # backward re-gathers K/V

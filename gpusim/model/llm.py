@@ -217,7 +217,8 @@ def llm_terms(x: dict, p) -> dict:
                                       kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
     layer_f = layer_f + cast_f
     # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
-    cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g)
+    cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
+                                     domain=_f(x.get("nvlink_domain_gpus", g)))
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
