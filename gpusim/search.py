@@ -322,6 +322,21 @@ def why(res: dict, i: int, domain: int) -> str:
     return ", ".join(bits)
 
 
+#: the degrees that make two layouts different ones (micro-batch and recomputation are tuning within a layout)
+DEGREES = ("tp", "cp", "pp", "vp", "ep")
+
+
+def next_distinct(lay: dict, order) -> int | None:
+    """The best layout in ``order`` (indices, best first) whose degrees differ from the first's."""
+    if not len(order):
+        return None
+    first = tuple(int(lay[k][order[0]]) for k in DEGREES)
+    for i in order[1:]:
+        if tuple(int(lay[k][i]) for k in DEGREES) != first:
+            return int(i)
+    return None
+
+
 def explain_best(res: dict, domain: int) -> str:
     """``tp 8 pp 8 ...: the bubble is 6%, ...; 4% faster than tp 4 ... (bubble 12%, ...)``."""
     order = res["order"]
@@ -330,10 +345,11 @@ def explain_best(res: dict, domain: int) -> str:
     lay, o = res["layouts"], res["out"]
     b = int(order[0])
     text = f"{layout_name(lay, b)}: {why(res, b, domain)}; MFU {o['mfu_frac'][b]:.1%}"
-    if len(order) > 1:
-        nx = int(order[1])
+    nx = next_distinct(lay, order)
+    if nx is not None:
         gain = o["tokens_per_s"][b] / o["tokens_per_s"][nx] - 1.0
-        text += f"; {gain:.1%} faster than the next best, {layout_name(lay, nx)} ({why(res, nx, domain)})"
+        text += (f"; {gain:.1%} faster than the next best other layout, {layout_name(lay, nx)} "
+                 f"({why(res, nx, domain)})")
     return text
 
 
@@ -385,6 +401,16 @@ def _varying_fields(inp) -> dict[str, np.ndarray]:
         if not same:
             out[f.name] = a
     return out
+
+
+def _best_per_owner(score, owner, H: int) -> np.ndarray:
+    """Index of the highest ``score`` for each owner ``0..H-1`` (-1 for an owner without rows)."""
+    order = np.lexsort((-score, owner))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = owner[order][1:] != owner[order][:-1]
+    best = np.full(H, -1, dtype=np.int64)
+    best[owner[order[first]]] = order[first]
+    return best
 
 
 def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,
@@ -484,17 +510,13 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
         ok = (lay["reason"] == OK) & fits
         thr = np.where(ok, out["throughput_samples_per_s"], -np.inf)
-        # best and next best per hardware row: sort by (owner, -throughput)
-        order = np.lexsort((-thr, owner))
-        first = np.ones(N, dtype=bool)
-        first[1:] = owner[order][1:] != owner[order][:-1]
-        best_of = np.full(H, -1, dtype=np.int64)
-        second_of = np.full(H, -1, dtype=np.int64)
-        best_of[owner[order[first]]] = order[first]
-        nxt = np.flatnonzero(first) + 1
-        nxt = nxt[(nxt < N)]
-        nxt = nxt[owner[order[nxt]] == owner[order[nxt - 1]]]
-        second_of[owner[order[nxt]]] = order[nxt]
+        # best per hardware row, then the best whose degrees differ from it (the next best other layout)
+        best_of = _best_per_owner(thr, owner, H)
+        key = np.zeros(N, dtype=np.int64)
+        for k in DEGREES:
+            key = key * 4096 + lay[k]
+        other = key != key[best_of[owner]]
+        second_of = _best_per_owner(np.where(other, thr, -np.inf), owner, H)
         least_mem = np.full(H, np.nan)
         ran = lay["reason"] == OK
         np.fmin.at(least_mem, owner[ran], out["memory_per_gpu_bytes"][ran])
@@ -543,9 +565,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                                            "tokens_per_s": out["throughput_samples_per_s"] * seq}}
             text = f"{layout_name(lay, b)}: {why(sub, b, dom)}"
             s2 = int(second_of[h])
-            if s2 >= 0 and ok[s2]:
+            if s2 >= 0 and ok[s2] and np.isfinite(thr[s2]):
                 gain = out["throughput_samples_per_s"][b] / out["throughput_samples_per_s"][s2] - 1.0
-                text += f"; {gain:.1%} faster than the next best layout, {layout_name(lay, s2)} ({why(sub, s2, dom)})"
+                text += (f"; {gain:.1%} faster than the next best other layout, {layout_name(lay, s2)} "
+                         f"({why(sub, s2, dom)})")
             speedup = float(out["throughput_samples_per_s"][b]) * single[h]
             r.update({"single_gpu_step_s": single[h] * float(lay["micro_batch"][b]), "speedup": speedup,
                       "scaling_efficiency_frac": speedup / (g * ht.nodes[h])})
