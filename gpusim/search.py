@@ -256,12 +256,30 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params), hw.gpu.memory_bytes, params, evaluate)
 
 
+def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray | None:
+    """A lower bound of a dense layout's memory per GPU: the transformer layers' weights, gradients and optimizer
+    states on one stage, a part of what the model adds up (None for an MoE model, whose experts shard otherwise).
+    A layout over the GPU's memory by this bound alone is refused without running the model on it."""
+    from gpusim.model.step import SHARD_STAGE
+
+    if float(base.get("moe_frac", 0.0)) > 0:
+        return None
+    p = float(base["layer_params"]) * lay["layers"] / lay["pp"] / lay["tp"]
+    sharded = SHARD_STAGE[int(base["strategy"])] >= 1
+    opt = (float(base["master_bytes_per_param"]) + float(base["opt_state_bytes_per_param"]))
+    dp_group = (lay["dp"] * lay["cp"]) if sharded else 1
+    return p * (float(base["weight_bytes_per_param"]) + float(base["grad_bytes_per_param"]) + opt / dp_group)
+
+
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
-    """Run the model on the layouts that pass the rules (one call) and attach the memory verdict."""
+    """Run the model on the layouts that pass the rules and are not over memory by
+    :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
     if evaluate is None:
         from gpusim.model.step import evaluate
     N = len(lay["tp"])
-    ok = np.flatnonzero(lay["reason"] == OK)
+    bound = state_lower_bound_bytes(base, lay)
+    over = (lay["reason"] == OK) & (bound > capacity_bytes) if bound is not None else np.zeros(N, dtype=bool)
+    ok = np.flatnonzero((lay["reason"] == OK) & ~over)
     keys = ("step_s", "throughput_samples_per_s", "mfu_frac", "memory_per_gpu_bytes", "fits_in_memory",
             "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
             "dp_comm_exposed_s", "optimizer_s", "bottleneck_code")
@@ -274,6 +292,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
     fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
     reason = np.where((lay["reason"] == OK) & ~fits, R_MEMORY, lay["reason"])
     feasible = reason == OK
+    out["memory_lower_bound_bytes"] = np.where(over, bound, np.nan) if bound is not None else np.full(N, np.nan)
     seq = float(base["seq_len"])
     tokens = out["throughput_samples_per_s"] * seq
     out["tokens_per_s"] = tokens
@@ -302,6 +321,10 @@ def layout_name(lay: dict, i: int) -> str:
 def reason_text(res: dict, i: int) -> str:
     code = int(res["reason_code"][i])
     if code == R_MEMORY:
+        bound = res["out"].get("memory_lower_bound_bytes", np.full(i + 1, np.nan))[i]
+        if np.isfinite(bound):
+            return (f"does not fit in GPU memory (its weights, gradients and optimizer states alone take "
+                    f"{units.format_bytes(bound)} of {units.format_bytes(res['capacity_bytes'])})")
         return (f"does not fit in GPU memory ({units.format_bytes(res['out']['memory_per_gpu_bytes'][i])} of "
                 f"{units.format_bytes(res['capacity_bytes'])})")
     return REASONS[code]
@@ -487,7 +510,16 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         lay = {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
         owner = np.concatenate(owners)
         out = {k: np.full(N, np.nan) for k in keys}
-        run = np.flatnonzero(lay["reason"] == OK)
+        # layouts over memory by their layers' states alone are refused without the model (a lower bound)
+        bound = np.full(N, -np.inf)
+        for h in {int(v) for v in owner}:
+            sel_h = owner == h
+            b_h = state_lower_bound_bytes(base_rows[h], {k: v[sel_h] for k, v in lay.items()})
+            if b_h is not None:
+                bound[sel_h] = b_h
+        cap_row = np.array([ht.gpu[h].memory_bytes for h in range(H)], dtype=np.float64)[owner]
+        over = (lay["reason"] == OK) & (bound > cap_row)
+        run = np.flatnonzero((lay["reason"] == OK) & ~over)
         present = sorted({int(h) for h in owner})
         pos = {h: i for i, h in enumerate(present)}
         stacked = stack_rows([base_rows[h] for h in present])
@@ -519,7 +551,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         second_of = _best_per_owner(np.where(other, thr, -np.inf), owner, H)
         least_mem = np.full(H, np.nan)
         ran = lay["reason"] == OK
-        np.fmin.at(least_mem, owner[ran], out["memory_per_gpu_bytes"][ran])
+        np.fmin.at(least_mem, owner[ran], np.where(over, bound, out["memory_per_gpu_bytes"])[ran])
     else:
         lay, out, ok, best_of, second_of, least_mem = None, None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
     # ---- the one-GPU reference of each best layout (same micro-batch and recomputation): speedup, efficiency --
@@ -581,7 +613,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                       "throughput_tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
         elif why_not[h] is None:
             m = least_mem[h]
-            r["reason"] = ("no layout fits in GPU memory" + (f" (the smallest needs {m / units.GIB:.1f} GiB of "
+            r["reason"] = ("no layout fits in GPU memory" + (f" (the smallest needs at least {m / units.GIB:.1f} GiB of "
                                                               f"{ht.gpu[h].memory_bytes / units.GIB:.0f} GiB)"
                                                               if np.isfinite(m) else
                                                               " (no layout passes the divisibility rules)"))
