@@ -15,7 +15,7 @@ def main(rows: int = 1_000_000) -> None:
     from gpusim.params import DEFAULT_PARAMS
     from gpusim.hwdb import load
     from gpusim.model.step import evaluate
-    from gpusim.search import Pins, _base_row, enumerate_layouts, layout_inputs
+    from gpusim.search import CHUNK_ROWS, Pins, _base_row, enumerate_layouts, layout_inputs
     from gpusim.simulate import Scenario, resolve_hardware, resolve_workload
 
     db = load()
@@ -30,10 +30,11 @@ def main(rows: int = 1_000_000) -> None:
     idx = np.resize(ok, rows)  # repeat the valid layouts up to `rows`
     sub = {k: v[idx] for k, v in lay.items()}
     base = _base_row(scn, hw, wl, DEFAULT_PARAMS)
-    inp = layout_inputs(base, sub)
+    blocks = [layout_inputs(base, {k: v[i:i + CHUNK_ROWS] for k, v in sub.items()}) for i in range(0, rows, CHUNK_ROWS)]
     evaluate(layout_inputs(base, {k: v[:1000] for k, v in sub.items()}), DEFAULT_PARAMS)  # warm up
     t0, c0 = time.perf_counter(), time.process_time()
-    evaluate(inp, DEFAULT_PARAMS)
+    for inp in blocks:  # as the search calls it: blocks of the model's own size
+        evaluate(inp, DEFAULT_PARAMS)
     t, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"enumeration: {len(lay['tp'])} layouts of 1024 GPUs in {t_enum * 1e3:.1f} ms")
     print(f"model: {rows} layouts in {t:.2f} s wall, {cpu:.2f} s CPU = {rows / cpu:,.0f} layouts per CPU-second "

@@ -31,8 +31,11 @@ import numpy as np
 
 from gpusim import units
 from gpusim.errors import ScenarioError
+from gpusim.model.step import EVAL_BLOCK_ROWS
 
 RECOMPUTES = ("none", "selective", "full")
+#: layouts per model call: the model's own block size, so that it returns each block without concatenating
+CHUNK_ROWS = EVAL_BLOCK_ROWS
 #: micro-batches the search tries (sequences per micro-batch; LLM recipes use 1-4 at 4k-8k tokens)
 MICRO_BATCHES = (1, 2, 4, 8)
 #: largest context-parallel degree tried (Llama 3 used cp 16 at 128k tokens)
@@ -214,7 +217,11 @@ def layout_inputs(base: dict, lay: dict[str, np.ndarray]):
     ``(1,)`` (or ``(1, K)``) arrays that broadcast against the layouts' ``(N,)`` degrees."""
     from gpusim.simulate import stack_rows
 
-    return with_layouts(stack_rows([base]), lay, float(base.get("model_layers", base["n_layers"])))
+    return with_layouts(stack_rows([base]), lay, _model_layers(base))
+
+
+def _model_layers(base: dict) -> float:
+    return float(base.get("model_layers", base["n_layers"]))
 
 
 def with_layouts(inp, lay: dict[str, np.ndarray], model_layers: float):
@@ -274,6 +281,8 @@ def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray | None:
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
     """Run the model on the layouts that pass the rules and are not over memory by
     :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
+    from gpusim.simulate import stack_rows
+
     if evaluate is None:
         from gpusim.model.step import evaluate
     N = len(lay["tp"])
@@ -284,11 +293,12 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
             "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
             "dp_comm_exposed_s", "optimizer_s", "bottleneck_code")
     out = {k: np.full(N, np.nan) for k in keys}
-    if len(ok):
-        sub = {k: v[ok] for k, v in lay.items()}
-        res = evaluate(layout_inputs(base, sub), params)
+    one = stack_rows([base])
+    for c0 in range(0, len(ok), CHUNK_ROWS):  # blocks the model evaluates whole (no concatenation of its outputs)
+        sel = ok[c0:c0 + CHUNK_ROWS]
+        res = evaluate(with_layouts(one, {k: v[sel] for k, v in lay.items()}, _model_layers(base)), params)
         for k in keys:
-            out[k][ok] = np.broadcast_to(res[k], (len(ok),))
+            out[k][sel] = np.broadcast_to(res[k], (len(sel),))
     fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
     reason = np.where((lay["reason"] == OK) & ~fits, R_MEMORY, lay["reason"])
     feasible = reason == OK
@@ -438,7 +448,7 @@ def _best_per_owner(score, owner, H: int) -> np.ndarray:
 
 def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,
                      pins: Pins | None = None, max_global_batch: int | None = None, progress=None,
-                     chunk_rows: int = 1_000_000):
+                     chunk_rows: int | None = None):
     """One row per (hardware option, node count): the best layout there, with the columns of
     :data:`gpusim.sweep.COLUMNS` plus :data:`LAYOUT_COLUMNS`, or the reason none fits. All layouts of all
     options go through the model in chunks of ``chunk_rows`` (one call each)."""
@@ -450,6 +460,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
 
     spec = transformer_of(wl)
     pins = pins or Pins()
+    chunk_rows = chunk_rows or CHUNK_ROWS
     seq = int(wl.tokens_per_sample)
     ht = _resolve_hw(wl, options, counts_per_option, db, params)
     H = len(ht.rows)
