@@ -76,6 +76,11 @@ def register(sub) -> None:
                    help="interruptions per GPU-hour (default 1.97e-5, Llama 3: 419 in 54 days on 16,384 H100)")
     a.add_argument("--restart", help="time to resume after an interruption (default 15min)")
     a.add_argument("--eval-overhead", type=float, help="evaluation time as a fraction of training (default 0.01)")
+    lg = p.add_argument_group("LLM layouts (searched unless pinned)")  # [issue 12]
+    for flag, what in (("--tp", "tensor-parallel degree"), ("--pp", "pipeline stages"), ("--vp", "chunks per stage"),
+                       ("--cp", "context-parallel degree"), ("--ep", "expert-parallel degree")):
+        lg.add_argument(flag, type=int, help=f"pin the {what} of the layout search")
+    lg.add_argument("--no-layout-search", action="store_true", help="data-parallel strategies only")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="configurations, pareto, recommendation ... as JSON")
@@ -161,6 +166,13 @@ def cmd_plan(args) -> int:
         kw["checkpointing"] = (False,)
     if args.workers is not None:
         kw["num_workers"] = args.workers
+    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep") if getattr(args, k, None) is not None}
+    if pins:  # [issue 12]
+        from gpusim.search import Pins
+
+        kw["layout_pins"] = Pins(**pins)
+    if args.no_layout_search:
+        kw["layouts"] = False
 
     progress, stop = _progress(args)
     try:

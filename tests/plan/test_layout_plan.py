@@ -70,3 +70,13 @@ def test_sweep_cli_json_and_pins(capsys):
 def test_sweep_cli_needs_a_global_batch(capsys):
     code = main(["sweep", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64"])
     assert code == 2 and "--global-batch" in capsys.readouterr()[1]
+
+
+def test_plan_cli_pins_a_degree(capsys):
+    code = main(["plan", "--model", "llama3-70b", "--tokens", "1e12", "--gpu", "h100-sxm", "--max-gpus", "64",
+                 "--tp", "8", "--no-progress", "--json"])
+    d = json.loads(capsys.readouterr()[0])
+    assert code == 0
+    rows = [r for r in d["configurations"] if r.get("layout")]
+    assert rows and all(r["tp"] == 8 for r in rows)
+    assert d["recommendation"]["configuration"]["layout"].startswith("tp 8 ")
