@@ -271,16 +271,17 @@ def llm_terms(x: dict, p) -> dict:
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
     mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate
                    + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m)  # [issue 12] FP8 weights cast once a step
-    mid_k = lps * (tp_f + tp_b + cp_f + cp_b + ep_f + ep_b)
-    mid_cp = lps * (cp_f + cp_b)  # [issue 12] the cp part of mid_k, reported as cp_comm_exposed_s
-    mid_ep = lps * (ep_f + ep_b)  # [issue 12] the ep part, reported as ep_comm_exposed_s
+    mid_k = lps * (tp_f + tp_b)
+    mid_cp = lps * (cp_f + cp_b)  # [issue 12] cp and ep exchanges of a stage, reported as cp_comm_exposed_s and
+    mid_ep = lps * (ep_f + ep_b)  # ep_comm_exposed_s (every stage holds lps layers)
     emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
     head_c = head_c + accum_bytes * head_p / tp / mem_rate
     first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
     first_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
     last_c = mid_c + head_c + np.where(multi_stage, 0.0, emb_c)
     last_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
-    first_t, last_t, mid_t = first_c + first_k, last_c + last_k, mid_c + mid_k
+    cpep = mid_cp + mid_ep  # [issue 12]
+    first_t, last_t, mid_t = first_c + first_k + cpep, last_c + last_k + cpep, mid_c + mid_k + cpep
     steady, bubble = pipeline_step_s(first_t, mid_t, last_t, pp, vp, m)
     crit_first = first_t >= last_t
     crit_c = np.where(crit_first, first_c, last_c)
@@ -288,7 +289,7 @@ def llm_terms(x: dict, p) -> dict:
     compute_s = m * crit_c
     cp_comm_s = m * mid_cp
     ep_comm_s = m * mid_ep
-    tp_comm_s = m * crit_k - cp_comm_s - ep_comm_s
+    tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
