@@ -151,6 +151,8 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     reason`` (``layers``: the layers charged to the model, padded for uneven stages; ``reason`` an index into
     :data:`REASONS`, 0 for a layout that passes every rule before memory)."""
     n, L = int(n_gpus), int(n_layers)
+    if pins.ep not in (None, 1) and not n_experts:
+        raise ScenarioError(f"ep {pins.ep} applies to mixture-of-experts models; this model is dense (drop --ep)")
 
     def pick(pin, values):
         return [pin] if pin is not None else values

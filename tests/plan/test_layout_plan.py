@@ -80,3 +80,10 @@ def test_plan_cli_pins_a_degree(capsys):
     rows = [r for r in d["configurations"] if r.get("layout")]
     assert rows and all(r["tp"] == 8 for r in rows)
     assert d["recommendation"]["configuration"]["layout"].startswith("tp 8 ")
+
+
+def test_sweep_cli_ep_on_a_dense_model_is_refused(capsys):
+    code = main(["sweep", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--nodes", "8",
+                 "--global-batch", "128", "--ep", "8"])
+    err = capsys.readouterr()[1]
+    assert code == 2 and "dense" in err and len(err.strip().splitlines()) == 1
