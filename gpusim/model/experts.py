@@ -67,6 +67,18 @@ def all_to_all_s(size_bytes, n, domain_ranks, intra_bytes_per_s, inter_bytes_per
     return np.where(n > 1, t + latency_s, 0.0)
 
 
+def ep_ranks_in_domain(ep, etp, domain, n_gpus):
+    """EP ranks of the worst-placed rank's group that share its NVLink domain. Groups are ``ep x etp``
+    consecutive ranks: inside one domain when the job fits in one or the groups tile the domains; when they
+    straddle domain boundaries (a 64-rank group on NVL72 racks of 72) the smallest piece is ``gcd(d, span)``
+    ranks; a group larger than the domain has ``d / etp`` of its ranks in it."""
+    ep, etp, d, n = _f(ep), _f(etp), _f(domain), _f(n_gpus)
+    span = ep * etp
+    tiles = (n <= d) | (np.mod(d, span) == 0)
+    piece = np.gcd(np.maximum(d, 1.0).astype(np.int64), np.maximum(span, 1.0).astype(np.int64)) / etp
+    return np.where(span <= d, np.where(tiles, ep, np.maximum(piece, 1.0)), np.maximum(np.floor(d / etp), 1.0))
+
+
 def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) -> dict:
     """The change an MoE layer makes to one layer's forward/backward time, memory and parameters per rank,
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
@@ -122,7 +134,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     moe_b = router_b + experts_b + shared_b
     # all-to-all dispatch + combine (forward), twice that backward; expert-TP gathers and scatters the tokens
     size = a2a_bytes_per_layer(n_tok, k, h, e)
-    ranks_in_domain = np.where(ep * etp <= domain, ep, np.maximum(np.floor(domain / etp), 1.0))
+    ranks_in_domain = ep_ranks_in_domain(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]))
     inter_rank = _f(x["inter_busbw_bytes_per_s"]) / g
     a2a = all_to_all_s(size, ep, ranks_in_domain, _f(x["intra_busbw_bytes_per_s"]), inter_rank,
                        p.coll_base_latency_s)

@@ -131,3 +131,11 @@ def test_cli_predict_moe_json(capsys):
     assert code == 0
     assert d["parallelism"]["ep"] == 8
     assert "ep_comm_exposed_s" in d["breakdown_s"] and "cp_comm_exposed_s" in d["breakdown_s"]
+
+
+def test_ep_groups_that_straddle_nvl72_racks_pay_the_network():
+    # 64-rank EP groups on racks of 72: the group at ranks 64-127 has only 8 ranks in rack 0 (gcd(72, 64))
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256)) == 8
+    assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256)) == 8  # 8 tiles 72
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64)) == 64  # the whole job inside one rack
+    assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256)) == 8  # larger than an 8-GPU node
