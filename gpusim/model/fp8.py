@@ -56,6 +56,8 @@ def cast_bytes_per_elem(mode):
 
 def layer_cast_s(mode, *, T, h, q, kv, f, up, tp, mem_rate, kernel_tail_s):
     """Seconds of one layer's FP8 quantisation kernels, ``(forward, backward)``, per micro-batch."""
+    if not np.any(np.asarray(mode) > 0):
+        return 0.0, 0.0
     per = cast_bytes_per_elem(mode)
     on = np.asarray(mode) > 0
     fwd_elems = _f(T) * (2.0 * h + q / tp + f / tp)
@@ -67,6 +69,8 @@ def layer_cast_s(mode, *, T, h, q, kv, f, up, tp, mem_rate, kernel_tail_s):
 
 def weight_cast_s(mode, params_local, mem_rate):
     """Seconds per optimizer step to cast the rank's linear weights to FP8 (once; cached over micro-batches)."""
+    if not np.any(np.asarray(mode) > 0):
+        return 0.0
     return np.where(np.asarray(mode) > 0, _f(params_local) * cast_bytes_per_elem(mode) / mem_rate, 0.0)
 
 
