@@ -414,6 +414,11 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
     })
     if st.is_llm:
         row.update(llm_row(scn, hw, workload, params))
+    elif st.global_batch is not None:  # data parallel with a global batch: accumulation = global / (micro x GPUs)
+        from gpusim.layout import Layout
+
+        row["accum"] = float(Layout.create(gpus=hw.n_gpus, micro_batch=st.per_gpu_batch,
+                                           global_batch=st.global_batch).n_micro)
     return row
 
 
@@ -597,6 +602,10 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
     """The one-GPU reference of a scenario (speedup and efficiency are relative to it): the same GPU, batch and
     strategy on one GPU (DataParallel's one-GPU form is plain training, as DDP's is)."""
     kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
+    if scn.strategy.global_batch is not None and not scn.strategy.is_llm:  # the same accumulation, on one GPU
+        st = scn.strategy
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, global_batch=None,
+                                accum=max(1, st.global_batch // (st.per_gpu_batch * scn.gpus)))
     if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
         return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, ep=1, expert_tp=1, global_batch=None, accum=1,
                                 recompute=scn.strategy.recompute_mode)

@@ -32,12 +32,15 @@ vp = c3.number_input("Chunks per stage (vp)", 1, 64, 1, key="par_vp", bind=shell
 kind = c4.selectbox("Data parallel", ["zero1", "ddp"], key="par_kind", bind=shell.BIND,
                     help="zero1: Megatron's distributed optimizer; ddp: every replica keeps all optimizer states")
 micro = c5.selectbox("Micro-batch", [1, 2, 4, 8], key="par_micro", bind=shell.BIND)
+st.caption("These settings replace the sidebar's strategy and per-GPU batch for this page; the model, GPUs, nodes, "
+           "fabric and precision come from the sidebar.")
 value = st.segmented_control("Colour by", ["tokens/s per GPU", "memory per GPU", "MFU"], key="par_value",
                              default="tokens/s per GPU", required=True, bind=shell.BIND)
 
 top = [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= scn.gpus]
-tps = [t for t in top if t <= 64]
-pps = [p for p in top if p <= spec.n_layers]
+domain = scn.gpus // scn.nodes
+tps = [t for t in top if spec.n_heads % t == 0 and t <= 2 * domain]  # one step past the NVLink domain, to show it
+pps = [p for p in top if spec.n_layers % p == 0]
 base = scn.with_changes(kind=kind, global_batch=int(gb), recompute=recompute, vp=int(vp), per_gpu_batch=int(micro),
                         activation_checkpointing=False, cpu_offload=False)
 

@@ -30,6 +30,7 @@ PAGES = [
     ("scaling", "model=bert-large&gpu=l40s&batch=32", None, 5, "By fabric"),
     ("batch", "", None, 2, "Largest batch that fits"),
     ("rooflines", "model=bert-large&gpu=l40s&batch=32", None, 2, "Communication roofline"),
+    ("parallelism", "model=llama3-70b&gpu=h100-sxm&gpus=64&nodes=8&precision=bf16", None, 3, "Pipeline schedule"),
     ("plan", "model=llama2-7b&deadline_d=14&budget_usd=100000", None, 2, "Bill of materials"),
     ("topology", "gpu=rtx-a6000", "Load an example", 2, "Expected all-reduce over all 4 GPUs"),
 ]  # the Calibration page: test_calibration_upload_reaches_every_page

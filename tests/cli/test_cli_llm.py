@@ -66,3 +66,12 @@ def test_impossible_layouts_say_what_would_work(capsys, flags, words):
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     for w in words:
         assert w in err, (w, err)
+
+
+def test_a_data_parallel_global_batch_sets_the_accumulation(capsys):
+    base = ["predict", "--model", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "2048",
+            "--micro-batch", "2", "--json"]
+    a = json.loads(run(capsys, *base, "--global-batch", "64")[1])
+    b = json.loads(run(capsys, *base, "--accum", "4")[1])
+    assert a["step_s"] == b["step_s"] and a["global_batch"] == 64 and a["n_micro_batches"] == 4
+    assert a["breakdown_s"].keys() == b["breakdown_s"].keys() and "tp_comm_exposed_s" not in a["breakdown_s"]
