@@ -87,3 +87,13 @@ def test_sweep_cli_ep_on_a_dense_model_is_refused(capsys):
                  "--global-batch", "128", "--ep", "8"])
     err = capsys.readouterr()[1]
     assert code == 2 and "dense" in err and len(err.strip().splitlines()) == 1
+
+
+def test_one_progress_bar_over_the_sweep_and_the_layout_search(db):
+    calls = []
+    res = plan("llama3-8b", tokens=1e11, gpus=["h100-sxm"], max_gpus=32, db=db, with_sensitivity=False,
+               strategies=("zero3",), checkpointing=(False,), progress=lambda d, t: calls.append((d, t)))
+    assert res.table.attrs["layout_rows"] > 0
+    done, total = calls[-1]
+    assert done == total and total > res.table.attrs.get("model_rows", 0)
+    assert all(b[0] >= a[0] for a, b in zip(calls, calls[1:]))  # never goes back
