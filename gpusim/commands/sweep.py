@@ -11,7 +11,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("sweep", help="search every LLM layout (tp, cp, pp, vp, micro-batch, recomputation) of a job",
                        description="Enumerate every valid layout of an LLM on the given GPUs at a fixed global "
-                                   "batch, evaluate them all at once, and name the best and why it beats the next. "
+                                   "batch (--global-batch; default the largest power of two within 16M tokens), "
+                                   "evaluate them all at once, and name the best and why it beats the next. "
                                    "--tp/--pp/--vp/--cp/--micro-batch/--recompute pin a degree.")
     add_scenario_args(p, batch_required=False)
     add_layout_args(p)
@@ -32,8 +33,7 @@ def cmd_sweep(args) -> int:
     from gpusim.search import Pins, explain_best, search_layouts, search_table
     from gpusim.simulate import nvlink_domain_gpus, resolve_hardware
 
-    if not args.global_batch:
-        raise ScenarioError("the layout search holds the global batch fixed: give --global-batch (sequences per step)")
+    chosen_gb = not args.global_batch
     pinned = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "cp", "ep", "recompute")}
     pins = Pins(micro_batch=args.per_gpu_batch, **pinned)
     # the scenario itself is built at tp = pp = cp = 1 (the search replaces the degrees)
@@ -43,6 +43,15 @@ def cmd_sweep(args) -> int:
         args.per_gpu_batch = 1
     args.strategy = "zero1" if args.strategy not in ("ddp", "zero1") else args.strategy
     scn, db, params, _ = resolve(args)
+    if chosen_gb:  # the largest power of two within the plan's default limit (16M tokens, Llama 3 405B's batch)
+        from gpusim.plan import DEFAULT_MAX_TOKENS_PER_BATCH
+        from gpusim.search import default_global_batch
+        from gpusim.simulate import resolve_workload
+
+        args.global_batch = default_global_batch(DEFAULT_MAX_TOKENS_PER_BATCH // int(resolve_workload(scn).tokens_per_sample))
+        print(f"global batch {args.global_batch} sequences (the largest power of two within "
+              f"{DEFAULT_MAX_TOKENS_PER_BATCH / 2**20:.0f}M tokens; set --global-batch for your recipe's)",
+              file=sys.stderr)
     t0 = time.perf_counter()
     res = search_layouts(scn, db=db, params=params, pins=pins, global_batch=args.global_batch)
     elapsed = time.perf_counter() - t0

@@ -67,9 +67,13 @@ def test_sweep_cli_json_and_pins(capsys):
     assert bad and all(r["reason"] for r in bad)
 
 
-def test_sweep_cli_needs_a_global_batch(capsys):
-    code = main(["sweep", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64"])
-    assert code == 2 and "--global-batch" in capsys.readouterr()[1]
+def test_sweep_cli_chooses_a_global_batch_when_none_is_given(capsys):
+    code = main(["sweep", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--nodes", "8", "--json"])
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    assert code == 0 and "global batch 2048 sequences" in err  # 16M tokens / 8192 = 2048
+    b = d["best"]
+    assert b["micro_batch"] * b["n_micro"] * b["dp"] == 2048
 
 
 def test_plan_cli_pins_a_degree(capsys):
