@@ -265,19 +265,25 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params), hw.gpu.memory_bytes, params, evaluate)
 
 
-def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray | None:
-    """A lower bound of a dense layout's memory per GPU: the transformer layers' weights, gradients and optimizer
-    states on one stage, a part of what the model adds up (None for an MoE model, whose experts shard otherwise).
-    A layout over the GPU's memory by this bound alone is refused without running the model on it."""
+def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
+    """A lower bound of a layout's memory per GPU: the transformer layers' weights, gradients and optimizer states
+    on one stage (routed experts' optimizer states over the expert-data-parallel group), a part of what the model
+    adds up. A layout over the GPU's memory by this bound alone is refused without running the model on it."""
+    from gpusim.model.experts import moe_params_per_rank
     from gpusim.model.step import SHARD_STAGE
 
-    if float(base.get("moe_frac", 0.0)) > 0:
-        return None
-    p = float(base["layer_params"]) * lay["layers"] / lay["pp"] / lay["tp"]
+    lps = lay["layers"] / lay["pp"]
+    tp = lay["tp"].astype(np.float64)
+    delta, expert = (moe_params_per_rank({**base, "ep": lay["ep"]}, tp) if float(base.get("moe_frac", 0.0)) > 0
+                     else (0.0, 0.0))
+    per_rank = lps * (float(base["layer_params"]) / tp + delta)
+    experts = lps * expert
     sharded = SHARD_STAGE[int(base["strategy"])] >= 1
     opt = (float(base["master_bytes_per_param"]) + float(base["opt_state_bytes_per_param"]))
-    dp_group = (lay["dp"] * lay["cp"]) if sharded else 1
-    return p * (float(base["weight_bytes_per_param"]) + float(base["grad_bytes_per_param"]) + opt / dp_group)
+    dp_group = (lay["dp"] * lay["cp"]) if sharded else 1.0
+    edp = np.maximum(lay["dp"] * lay["cp"] * tp / lay["ep"], 1.0) if sharded else 1.0
+    return (per_rank * (float(base["weight_bytes_per_param"]) + float(base["grad_bytes_per_param"]))
+            + (per_rank - experts) * opt / dp_group + experts * opt / edp)
 
 
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
@@ -289,7 +295,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
         from gpusim.model.step import evaluate
     N = len(lay["tp"])
     bound = state_lower_bound_bytes(base, lay)
-    over = (lay["reason"] == OK) & (bound > capacity_bytes) if bound is not None else np.zeros(N, dtype=bool)
+    over = (lay["reason"] == OK) & (bound > capacity_bytes)
     ok = np.flatnonzero((lay["reason"] == OK) & ~over)
     keys = ("step_s", "throughput_samples_per_s", "mfu_frac", "memory_per_gpu_bytes", "fits_in_memory",
             "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
@@ -304,7 +310,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
     fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
     reason = np.where((lay["reason"] == OK) & ~fits, R_MEMORY, lay["reason"])
     feasible = reason == OK
-    out["memory_lower_bound_bytes"] = np.where(over, bound, np.nan) if bound is not None else np.full(N, np.nan)
+    out["memory_lower_bound_bytes"] = np.where(over, bound, np.nan)
     seq = float(base["seq_len"])
     tokens = out["throughput_samples_per_s"] * seq
     out["tokens_per_s"] = tokens
@@ -493,7 +499,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         prec[h] = pr
     # ---- every layout of every hardware row ------------------------------------------------------------
     enum_cache: dict = {}
-    parts, owners = [], []
+    parts, segs, N = [], [], 0
     for h in range(H):
         if base_rows[h] is None:
             continue
@@ -513,48 +519,46 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
             why_not[h] = lay
             continue
         parts.append(lay)
-        owners.append(np.full(len(lay["tp"]), h, dtype=np.int64))
-    N = sum(len(p_["tp"]) for p_ in parts)
+        segs.append((h, N, N + len(lay["tp"])))  # each hardware row's layouts are one contiguous segment
+        N += len(lay["tp"])
     keys = ("step_s", "throughput_samples_per_s", "throughput_per_gpu_samples_per_s", "mfu_frac", "gpu_util_frac",
             "memory_per_gpu_bytes", "max_micro_batch", "fits_in_memory", "bottleneck_code", *BREAKDOWN_KEYS,
             "comm_total_s", "loader_supply_samples_per_s", "pp_bubble_s", "cp_comm_exposed_s",
             "ep_comm_exposed_s")
     if N:
         lay = {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
-        owner = np.concatenate(owners)
-        out = {k: np.full(N, np.nan) for k in keys}
+        owner = np.concatenate([np.full(e_ - s_, h, dtype=np.int64) for h, s_, e_ in segs])
         # layouts over memory by their layers' states alone are refused without the model (a lower bound)
-        bound = np.full(N, -np.inf)
-        for h in {int(v) for v in owner}:
-            sel_h = owner == h
-            b_h = state_lower_bound_bytes(base_rows[h], {k: v[sel_h] for k, v in lay.items()})
-            if b_h is not None:
-                bound[sel_h] = b_h
+        bound = np.empty(N)
+        for h, s_, e_ in segs:
+            bound[s_:e_] = state_lower_bound_bytes(base_rows[h], {k: v[s_:e_] for k, v in lay.items()})
         cap_row = np.array([ht.gpu[h].memory_bytes for h in range(H)], dtype=np.float64)[owner]
         over = (lay["reason"] == OK) & (bound > cap_row)
         run = np.flatnonzero((lay["reason"] == OK) & ~over)
-        present = sorted({int(h) for h in owner})
-        pos = {h: i for i, h in enumerate(present)}
+        present = [h for h, _, _ in segs]
         stacked = stack_rows([base_rows[h] for h in present])
         varying = _varying_fields(stacked)
         stacked = stacked.replace(**{f.name: np.asarray(getattr(stacked, f.name))[:1] for f in fields(stacked)
                                      if f.name not in varying and np.ndim(getattr(stacked, f.name)) > 0})
-        local = np.array([pos[int(h)] for h in range(H) if h in pos], dtype=np.int64)
         row_of = np.full(H, -1, dtype=np.int64)
-        row_of[present] = local
+        row_of[present] = np.arange(len(present))
+
+        def run_model(sel):
+            inp = stacked.replace(**{k: v[row_of[owner[sel]]] for k, v in varying.items()})
+            return evaluate(with_layouts(inp, {k: v[sel] for k, v in lay.items()}, float(spec.n_layers)), params)
+
+        # every layout: only what picks the best; the chosen rows' full outputs are evaluated again below
+        thr = np.full(N, -np.inf)
+        mem = np.full(N, np.nan)
         for c0 in range(0, len(run), chunk_rows):
             sel = run[c0:c0 + chunk_rows]
-            hsel = row_of[owner[sel]]
-            inp = stacked.replace(**{k: v[hsel] for k, v in varying.items()})
-            inp = with_layouts(inp, {k: v[sel] for k, v in lay.items()}, float(spec.n_layers))
-            res = evaluate(inp, params)
-            for k in keys:
-                out[k][sel] = np.broadcast_to(res[k], (len(sel),))
+            res = run_model(sel)
+            fit = np.broadcast_to(res["fits_in_memory"], (len(sel),))
+            thr[sel] = np.where(fit, np.broadcast_to(res["throughput_samples_per_s"], (len(sel),)), -np.inf)
+            mem[sel] = np.broadcast_to(res["memory_per_gpu_bytes"], (len(sel),))
             if progress is not None:
                 progress(min(c0 + chunk_rows, len(run)), len(run))
-        fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
-        ok = (lay["reason"] == OK) & fits
-        thr = np.where(ok, out["throughput_samples_per_s"], -np.inf)
+        ok = np.isfinite(thr)
         # best per hardware row, then the best whose degrees differ from it (the next best other layout)
         best_of = _best_per_owner(thr, owner, H)
         key = np.zeros(N, dtype=np.int64)
@@ -564,9 +568,20 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         second_of = _best_per_owner(np.where(other, thr, -np.inf), owner, H)
         least_mem = np.full(H, np.nan)
         ran = lay["reason"] == OK
-        np.fmin.at(least_mem, owner[ran], np.where(over, bound, out["memory_per_gpu_bytes"])[ran])
+        np.fmin.at(least_mem, owner[ran], np.where(over, bound, mem)[ran])
+        # the chosen layouts (each row's best and next best other) with all their outputs, as a small table
+        chosen = np.unique(np.concatenate([best_of[best_of >= 0], second_of[second_of >= 0]]))
+        chosen = chosen[ok[chosen]]
+        at = {int(i): j for j, i in enumerate(chosen)}
+        small = {"layouts": {k: v[chosen] for k, v in lay.items()}, "out": {}}
+        if len(chosen):
+            res = run_model(chosen)
+            o = {k: np.broadcast_to(res[k], (len(chosen),)) for k in keys}
+            small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"],
+                            "headroom_bytes": cap_row[chosen] - o["memory_per_gpu_bytes"]}
     else:
-        lay, out, ok, best_of, second_of, least_mem = None, None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
+        lay, ok, best_of, second_of, least_mem = None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
+        at, small = {}, {"layouts": {}, "out": {}}
     # ---- the one-GPU reference of each best layout (same micro-batch and recomputation): speedup, efficiency --
     single = np.full(H, np.nan)
     with_best = [h for h in range(H) if why_not[h] is None and best_of[h] >= 0 and ok[best_of[h]]]
@@ -601,26 +616,28 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                   "micro_batch": 0, "accum": 0, "global_batch": global_batch, "reason": why_not[h] or ""})
         b = int(best_of[h])
         if why_not[h] is None and b >= 0 and ok[b]:
+            out, sl, jb = small["out"], small["layouts"], at[b]
             for k in keys:
                 if k in r:
-                    r[k] = float(out[k][b])
+                    r[k] = float(out[k][jb])
             dom = nvlink_domain_gpus(hw)
-            sub = {"layouts": lay, "out": {**out, "bubble_frac": out["pp_bubble_s"] / out["step_s"],
-                                           "headroom_bytes": ht.gpu[h].memory_bytes - out["memory_per_gpu_bytes"],
-                                           "tokens_per_s": out["throughput_samples_per_s"] * seq}}
-            text = f"{layout_name(lay, b)}: {why(sub, b, dom)}"
+            text = f"{layout_name(sl, jb)}: {why(small, jb, dom)}"
             s2 = int(second_of[h])
-            if s2 >= 0 and ok[s2] and np.isfinite(thr[s2]):
-                gain = out["throughput_samples_per_s"][b] / out["throughput_samples_per_s"][s2] - 1.0
-                text += (f"; {gain:.1%} faster than the next best other layout, {layout_name(lay, s2)} "
-                         f"({why(sub, s2, dom)})")
+            if s2 >= 0 and ok[s2]:
+                j2 = at[s2]
+                gain = out["throughput_samples_per_s"][jb] / out["throughput_samples_per_s"][j2] - 1.0
+                text += (f"; {gain:.1%} faster than the next best other layout, {layout_name(sl, j2)} "
+                         f"({why(small, j2, dom)})")
+            b = jb  # below: the chosen table's index
+            lay_b = sl
             speedup = float(out["throughput_samples_per_s"][b]) * single[h]
-            r.update({"single_gpu_step_s": single[h] * float(lay["micro_batch"][b]), "speedup": speedup,
+            r.update({"single_gpu_step_s": single[h] * float(lay_b["micro_batch"][b]), "speedup": speedup,
                       "scaling_efficiency_frac": speedup / (g * ht.nodes[h])})
-            r.update({"feasible": True, "fits_in_memory": True, "layout": layout_name(lay, b),
-                      "tp": int(lay["tp"][b]), "cp": int(lay["cp"][b]), "pp": int(lay["pp"][b]),
-                      "vp": int(lay["vp"][b]), "ep": int(lay["ep"][b]), "recompute": RECOMPUTES[int(lay["recompute"][b])],
-                      "micro_batch": int(lay["micro_batch"][b]), "accum": int(lay["n_micro"][b]),
+            r.update({"feasible": True, "fits_in_memory": True, "layout": layout_name(lay_b, b),
+                      "tp": int(lay_b["tp"][b]), "cp": int(lay_b["cp"][b]), "pp": int(lay_b["pp"][b]),
+                      "vp": int(lay_b["vp"][b]), "ep": int(lay_b["ep"][b]),
+                      "recompute": RECOMPUTES[int(lay_b["recompute"][b])],
+                      "micro_batch": int(lay_b["micro_batch"][b]), "accum": int(lay_b["n_micro"][b]),
                       "pp_bubble_frac": float(out["pp_bubble_s"][b] / out["step_s"][b]), "layout_why": text,
                       "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][b])], "reason": "",
                       "throughput_tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})

@@ -284,7 +284,7 @@ def print_plan(res, top: int = 20) -> None:
     df = res.table
     n_lay = int(df.attrs.get("layout_rows", 0))  # [issue 12]
     if n_lay:
-        con.print(f"searched {n_lay:,} LLM layouts (tp, cp, pp, vp, micro-batch, recomputation); each hardware row "
+        con.print(f"searched {n_lay:,} LLM layouts (tp, cp, pp, vp, ep, micro-batch, recomputation); each hardware row "
                   "below holds its best")
     con.print(f"evaluated {len(df):,} configurations ({int(df['feasible'].sum()):,} feasible, "
               f"{len(res.pareto)} on the time-cost frontier) in {res.elapsed_s:.2f} s")

@@ -79,6 +79,19 @@ def ep_ranks_in_domain(ep, etp, domain, n_gpus):
     return np.where(span <= d, np.where(tiles, ep, np.maximum(piece, 1.0)), np.maximum(np.floor(d / etp), 1.0))
 
 
+def moe_params_per_rank(x: dict, tp):
+    """Parameters per rank of the FFN of one layer, averaged over the layers, against the dense FFN's
+    (``delta``), and the routed experts' part (``expert``): router ``h E``, shared experts / tp, ``E / ep``
+    experts / etp."""
+    moe_frac = _f(x.get("moe_frac", 0.0))
+    h, E = _f(x["d_model"]), _f(x["n_experts"])
+    ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
+    mats = _f(x["ffn_mats"])
+    expert_rank = E / ep * h * _f(x["expert_ff_dim"]) * mats / etp
+    moe_rank = h * E + h * _f(x["shared_ff_dim"]) * mats / tp + expert_rank
+    return moe_frac * (moe_rank - h * _f(x["ff_dim"]) * mats / tp), moe_frac * expert_rank
+
+
 def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) -> dict:
     """The change an MoE layer makes to one layer's forward/backward time, memory and parameters per rank,
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
@@ -144,11 +157,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     hidden = 1.0 - p.ep_a2a_overlap_frac
     ep_f = (2.0 * a2a + etp_comm) * hidden
     ep_b = (2.0 * a2a + etp_comm) * hidden
-    # parameters per rank of one MoE layer's FFN against the dense FFN's
-    ffn_p = lambda f: h * f * (up + 1.0)  # noqa: E731 (weights of an FFN of width f)
-    expert_rank = local * ffn_p(fe) / etp
-    moe_rank = h * E + ffn_p(fs) / tp + expert_rank
-    delta_params = moe_frac * (moe_rank - ffn_p(fd) / tp)
+    delta_params, expert_params = moe_params_per_rank(x, tp)
     # activations kept for backward: the dense FFN's against router scores, dispatched tokens, expert
     # activations and the shared experts'
     dense_keep = T / tp * e * fd * (up + 1.0)
@@ -156,7 +165,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
                 + T / tp * e * fs * (up + 1.0))
     return {"delta_f_s": moe_frac * (moe_f - dense_f), "delta_b_s": moe_frac * (moe_b - dense_b),
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
-            "expert_params": moe_frac * expert_rank, "delta_act_bytes": moe_frac * (moe_keep - dense_keep),
+            "expert_params": expert_params, "delta_act_bytes": moe_frac * (moe_keep - dense_keep),
             "tokens_per_expert": tpe, "a2a_s": a2a}
 
 

@@ -139,3 +139,19 @@ def test_ep_groups_that_straddle_nvl72_racks_pay_the_network():
     assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256)) == 8  # 8 tiles 72
     assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64)) == 64  # the whole job inside one rack
     assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256)) == 8  # larger than an 8-GPU node
+
+
+def test_moe_layouts_refused_by_the_state_bound_really_do_not_fit(db):
+    from gpusim.search import RECOMPUTES, search_layouts
+
+    scn = Scenario(model="deepseek-v3", seq_len=4096, gpu="h100-sxm", gpus=128, nodes=16, kind="zero1",
+                   global_batch=256, per_gpu_batch=1)
+    res = search_layouts(scn, db=db, micro_batches=(1,), recomputes=("full",))
+    lay, out = res["layouts"], res["out"]
+    screened = np.flatnonzero(np.isfinite(out["memory_lower_bound_bytes"]))
+    assert len(screened)
+    for i in screened[:: max(1, len(screened) // 4)][:4]:
+        r = simulate(scn.with_changes(tp=int(lay["tp"][i]), pp=int(lay["pp"][i]), vp=int(lay["vp"][i]),
+                                      cp=int(lay["cp"][i]), ep=int(lay["ep"][i]), recompute=RECOMPUTES[int(lay["recompute"][i])],
+                                      uneven_pp=True), db=db)
+        assert r.memory_per_gpu_bytes >= float(out["memory_lower_bound_bytes"][i]) > r.memory_capacity_bytes
