@@ -252,24 +252,8 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
     raise ValueError(f"unknown strategy code {code}")
 
 
-#: rows evaluated at a time: beyond this the temporaries of one block leave the CPU caches (rows are independent,
-#: so the blocks' results are the whole result)
-EVAL_BLOCK_ROWS = 65536
-
-
 def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
-    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end of :func:`_evaluate`)."""
-    rows = max((np.shape(getattr(inp, f.name))[0] for f in fields(inp) if np.ndim(getattr(inp, f.name))), default=1)
-    if rows <= EVAL_BLOCK_ROWS:
-        return _evaluate(inp, p)
-    parts = [_evaluate(inp.take(slice(i, min(i + EVAL_BLOCK_ROWS, rows))), p) for i in range(0, rows, EVAL_BLOCK_ROWS)]
-    sizes = [min(EVAL_BLOCK_ROWS, rows - i) for i in range(0, rows, EVAL_BLOCK_ROWS)]
-    return {k: np.concatenate([np.broadcast_to(pt[k], (nb,) + np.shape(pt[k])[1:]) for pt, nb in zip(parts, sizes)])
-            for k in parts[0]}
-
-
-def _evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
-    """Evaluate every scenario in ``inp`` (one block of rows)."""
+    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end)."""
     s = np.asarray(inp.strategy)
     n = np.asarray(inp.n_gpus, dtype=np.float64)
     nodes = np.asarray(inp.n_nodes, dtype=np.float64)
@@ -398,7 +382,9 @@ def _evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # DataParallel re-replicates the module to every GPU on every forward (Python work per module and replica)
     overhead_s = p.step_overhead_s + np.where(is_dp, k * fwd_kernels * (n - 1.0) * p.dp_replicate_s, 0.0)
     comm_part = comm_exposed + interference
-    step_s = compute_s + tp_comm_s + cp_comm_s + ep_comm_s + pp_bubble_s + pp_p2p_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
+    step_s = compute_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
+    if lt is not None:  # (the terms of tensor and pipeline parallelism: zero for data-parallel rows)
+        step_s = step_s + tp_comm_s + cp_comm_s + ep_comm_s + pp_bubble_s + pp_p2p_s  # [issue 12] cp, ep
 
     samples = dp / cp * b * k  # a sample is shared by the tp x pp x cp GPUs of one model replica
     throughput = samples / step_s
@@ -426,11 +412,15 @@ def _evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     max_b = max_micro_batch(mem, inp.mem_capacity_bytes)
 
     # ---- bottleneck -----------------------------------------------------------------------------
-    dispatch_bound = (mc["cpu_dispatch_s"] > mc["gpu_s"]) & ~llm
+    dispatch_bound = mc["cpu_dispatch_s"] > mc["gpu_s"]
+    if lt is not None:
+        dispatch_bound &= ~llm
     bottleneck = np.zeros(np.shape(step_s), dtype=np.int64)
     largest = np.array(compute_s, dtype=np.float64, copy=True)
-    for code, part in ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s),
-                       (8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s), (11, cp_comm_s), (12, ep_comm_s)):
+    parts = ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s))
+    if lt is not None:
+        parts += ((8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s), (11, cp_comm_s), (12, ep_comm_s))  # [issue 12]
+    for code, part in parts:
         bigger = part > largest
         bottleneck[bigger] = code
         np.maximum(largest, part, out=largest)
@@ -443,8 +433,8 @@ def _evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "sync_s": sync_s, "overhead_s": overhead_s,
         "comm_total_s": comm_total, "comm_hidden_s": comm_hidden, "comm_interference_s": interference,
         "micro_compute_s": micro_s, "fwd_s": fwd_s, "bwd_s": bwd_s, "gpu_busy_s": k * gpu_busy_micro_s,
-        "cpu_dispatch_s": np.where(llm, 0.0, k * mc["cpu_dispatch_s"]),
-        "roofline_s": np.where(llm, compute_s, k * mc["roofline_s"]),
+        "cpu_dispatch_s": k * mc["cpu_dispatch_s"] if lt is None else np.where(llm, 0.0, k * mc["cpu_dispatch_s"]),
+        "roofline_s": k * mc["roofline_s"] if lt is None else np.where(llm, compute_s, k * mc["roofline_s"]),
         "throughput_samples_per_s": throughput, "throughput_per_gpu_samples_per_s": throughput / n,
         "mfu_frac": mfu, "gpu_util_frac": gpu_util,
         "loader_supply_samples_per_s": data["supply_samples_per_s"] / share, "loader_cpu_limited": data["cpu_limited"],
@@ -456,8 +446,9 @@ def _evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "bottleneck_code": bottleneck, "grad_bytes": G,
         "allreduce_s": np.where(multi, allreduce_s, 0.0),
         "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": pp_bubble_s, "pp_p2p_exposed_s": pp_p2p_s,
-        "cp_comm_exposed_s": cp_comm_s, "ep_comm_exposed_s": ep_comm_s,
-        "dp_comm_exposed_s": comm_part, "dp_degree": dp / cp + 0.0 * step_s, "model_flop_per_step": model_flop,
+        "cp_comm_exposed_s": cp_comm_s, "ep_comm_exposed_s": ep_comm_s,  # [issue 12] dp below: dp x cp
+        "dp_comm_exposed_s": comm_part, "dp_degree": np.broadcast_to(dp / cp, np.shape(step_s)),
+        "model_flop_per_step": model_flop,
         "memory_first_stage_bytes": mem.get("first", mem["total"]), "memory_last_stage_bytes": mem.get("last", mem["total"]),
     }
 

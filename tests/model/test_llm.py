@@ -264,17 +264,3 @@ def test_many_rows_take_the_column_path_with_the_same_numbers(db):
     for key in ("step_s", "tp_comm_exposed_s", "pp_bubble_s", "memory_per_gpu_bytes"):
         np.testing.assert_allclose(big[key][:2], small[key], rtol=1e-12)
         np.testing.assert_allclose(big[key][-2:], small[key], rtol=1e-12)
-
-
-def test_evaluate_in_blocks_equals_one_call(db, monkeypatch):
-    from gpusim.model import step
-
-    rows = [_row(db, _scn(**k)) for k in (dict(tp=8, pp=1, gpus=8, nodes=1, global_batch=4), dict(tp=4, pp=2),
-                                          dict(tp=8, pp=8, vp=3, recompute="selective", sp=True))]
-    rows.append(_row(db, Scenario(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=64)))
-    whole = evaluate(stack_rows(rows * 2), DEFAULT_PARAMS)
-    monkeypatch.setattr(step, "EVAL_BLOCK_ROWS", 3)
-    blocks = step.evaluate(stack_rows(rows * 2), DEFAULT_PARAMS)
-    assert set(blocks) == set(whole)
-    for key in whole:
-        np.testing.assert_array_equal(np.broadcast_to(blocks[key], np.shape(whole[key])), whole[key])
