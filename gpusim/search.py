@@ -34,7 +34,7 @@ from gpusim.errors import ScenarioError
 
 RECOMPUTES = ("none", "selective", "full")
 #: layouts per model call: blocks whose temporaries stay in the CPU caches (measured: 64k rows per call run
-#: ~20-30% faster per row than 1M-row calls on the development machine; benchmarks/layout_search.py)
+#: ~1.5x faster per row than one 512k-row call on the development machine; benchmarks/layout_search.py)
 CHUNK_ROWS = 65536
 #: micro-batches the search tries (sequences per micro-batch; LLM recipes use 1-4 at 4k-8k tokens)
 MICRO_BATCHES = (1, 2, 4, 8)
