@@ -32,6 +32,12 @@ DEFAULT_SEQ_CAP = 4096
 
 _MISSING = object()
 
+#: Plausibility limits on config integers: sizes fit the int32 indices of torch and transformers; no
+#: published transformer has more than a few hundred layers (the largest in the catalogue: 128).
+MAX_SIZE = 2**31 - 1
+MAX_LAYERS = 10_000
+_LAYER_FIELDS = frozenset({"num_hidden_layers", "n_layer", "n_layers", "num_layers"})
+
 
 class _Cfg:
     """Typed access to a config dict; every default taken is recorded as an assumption."""
@@ -63,6 +69,9 @@ class _Cfg:
             raise self._fail(name, f"must be an integer (got {v!r})")
         if v < minimum:
             raise self._fail(name, f"must be >= {minimum} (got {v!r})")
+        maximum = MAX_LAYERS if name in _LAYER_FIELDS else MAX_SIZE
+        if v > maximum:
+            raise self._fail(name, f"must be <= {maximum:,} (got {v!r}); is it a typo?")
         return int(v)
 
     def opt_int(self, name: str, *, minimum: int = 1) -> int | None:

@@ -245,22 +245,39 @@ class TransformerSpec:
     def activation_kind(self) -> str:
         return self.activation or ("silu" if self.gated_ffn else "gelu")
 
+    @functools.cached_property
+    def _dense_set(self) -> frozenset[int]:
+        return frozenset(self.dense_layers)
+
+    @functools.cached_property
+    def _window_set(self) -> frozenset[int] | None:
+        return None if self.window_layers is None else frozenset(self.window_layers)
+
     def is_moe_layer(self, i: int) -> bool:
         """Layer ``i`` (0-based) has routed experts."""
         return (self.moe and i >= self.first_k_dense and i % max(1, self.moe_layer_freq) == 0
-                and i not in self.dense_layers)
+                and i not in self._dense_set)
 
     def is_window_layer(self, i: int) -> bool:
         """Layer ``i`` uses the sliding window ``attention_window``."""
-        return bool(self.attention_window) and (self.window_layers is None or i in self.window_layers)
+        return bool(self.attention_window) and (self._window_set is None or i in self._window_set)
 
-    @property
+    @functools.cached_property
     def n_moe_layers(self) -> int:
-        return sum(self.is_moe_layer(i) for i in range(self.n_layers))
+        """Layers with routed experts (counted, not enumerated: a config may claim a million layers)."""
+        if not self.moe:
+            return 0
+        L, k, f = self.n_layers, min(self.first_k_dense, self.n_layers), max(1, self.moe_layer_freq)
+        multiples = (L - 1) // f - (k - 1) // f if k > 0 else (L - 1) // f + 1   # i in [k, L) with i % f == 0
+        return multiples - sum(1 for d in self._dense_set if k <= d < L and d % f == 0)
 
-    @property
+    @functools.cached_property
     def n_window_layers(self) -> int:
-        return sum(self.is_window_layer(i) for i in range(self.n_layers))
+        if not self.attention_window:
+            return 0
+        if self._window_set is None:
+            return self.n_layers
+        return sum(1 for i in self._window_set if 0 <= i < self.n_layers)
 
     # --- parameters --------------------------------------------------------------------------------
     def attn_params(self) -> float:
