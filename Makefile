@@ -60,6 +60,7 @@ bench: $(VENV)/.test-stamp
 	$(PY) benchmarks/sweep.py
 	$(PY) benchmarks/app_rerun.py
 	$(PY) benchmarks/llm_speed.py --rows 200000
+	$(PY) benchmarks/layout_search.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -140,7 +140,8 @@ _Z = 1.6448536269514722
 _Z90 = 1.2815515655446004
 
 #: gpusim precision -> profile GEMM precision (datasheet key) whose ceiling it uses
-_GEMM_KEY = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16", "bf16": "bf16", "fp8": "fp8"}
+_GEMM_KEY = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16", "bf16": "bf16", "fp8": "fp8",
+             "mxfp8": "fp8"}
 _LEVELS = ("intra-node", "inter-node")
 
 

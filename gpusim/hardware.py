@@ -131,7 +131,7 @@ class GPU(_Sourced):
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "release_year", "memory_gib", "memory_gbyte_per_s", "dense_tflop_per_s", "peer_link", "pcie",
-        "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s")
+        "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s", "microscaling")
 
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: str = Field(min_length=3, description="e.g. pascal, volta, turing, ampere, ada, hopper, blackwell, cdna3")
@@ -153,6 +153,9 @@ class GPU(_Sourced):
     achievable_matmul_tflop_per_s: dict[Literal["fp16", "bf16", "fp8"], Annotated[float, Field(gt=0, le=100000)]] | None = Field(
         default=None, description="measured maximum achievable dense matmul throughput at the best shape (MAMF), "
                                   "a practical ceiling below the datasheet peak; fp16 defaults to the bf16 figure")
+
+    microscaling: bool = Field(default=False, description="tensor cores take OCP microscaling formats (MXFP8 with a "
+                                                         "shared scale per 32 elements): NVIDIA Blackwell")
 
     @model_validator(mode="after")
     def _consistency(self):

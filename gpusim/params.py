@@ -121,6 +121,9 @@ class ModelParams(BaseModel):
     tp_overlap_frac: float = _F(default=0.0, ge=0, le=1,
                                 description="fraction of tensor-parallel communication hidden under GEMMs "
                                             "(0: Megatron-LM without Transformer Engine's communication overlap)")
+    ep_a2a_overlap_frac: float = _F(default=0.0, ge=0, le=1,
+                                    description="fraction of the MoE dispatch/combine all-to-alls hidden under another "
+                                                "micro-batch's compute (0: Megatron-Core's default, no A2A overlap)")
     pp_p2p_overlap_frac: float = _F(default=0.0, ge=0, le=1,
                                     description="fraction of the steady-state pipeline sends hidden under compute "
                                                 "(Megatron-LM --overlap-p2p-comm; 0 = off, its default)")
@@ -158,6 +161,8 @@ class ModelParams(BaseModel):
 
     # --- helpers ---------------------------------------------------------------------------------
     def eff(self, precision: str) -> float:
+        if precision == "mxfp8" and precision not in self.matmul_eff_frac:  # [issue 12] the FP8 tensor-core path
+            precision = "fp8"
         return self.matmul_eff_frac[precision]
 
     def replace(self, **changes) -> ModelParams:
@@ -193,6 +198,9 @@ PROVENANCE: dict[str, str] = {
     "tp_overlap_frac": "Megatron-LM as in Narayanan et al. SC'21 and Korthikanti et al. 2022 runs the tensor-parallel "
                        "all-reduces on the critical path; Transformer Engine's userbuffer overlap hides part "
                        "(set it for such runs)",
+    "ep_a2a_overlap_frac": "Megatron-Core's default runs the token dispatcher's all-to-alls on the compute stream "
+                           "(exposed); DeepSeek-V3's DualPipe (DeepSeek-AI 2024, section 3.2.1) and Megatron-Core's "
+                           "EP A2A overlap hide nearly all of it under another micro-batch's compute: set ~1 for those",
     "pp_p2p_overlap_frac": "Megatron-LM's default (--overlap-p2p-comm off): sends and receives between stages "
                            "block the schedule",
     "gemm_ceiling_flop_per_s": "set by calibration (the GEMM sweep's fitted ceiling per precision); empty by default: "

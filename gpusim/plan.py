@@ -562,7 +562,8 @@ CONFIG_COLUMNS = ("mode", "node", "node_kind", "gpu", "gpus_per_node", "nodes", 
                   "mfu_frac",
                   "bottleneck", "memory_per_gpu_bytes", "memory_capacity_bytes", "steps", "train_s", "eval_s",
                   "checkpoint_s", "checkpoint_interval_s", "checkpoints", "failures", "lost_s", "goodput_frac",
-                  "node_power_w", "node_assumed")
+                  "node_power_w", "node_assumed",
+                  "layout", "tp", "cp", "pp", "vp", "recompute", "pp_bubble_frac", "layout_why")  # [issue 12] layouts
 
 
 def _records(df) -> list[dict[str, Any]]:
@@ -654,7 +655,8 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
          checkpoint_write_bytes_per_s: float | None = None,
          failure_rate_per_gpu_hour: float = FAILURE_RATE_PER_GPU_HOUR, restart_s: float = RESTART_S,
          eval_overhead_frac: float = EVAL_OVERHEAD_FRAC, db=None, params=None,
-         progress: Callable[[int, int], None] | None = None, with_sensitivity: bool = True) -> PlanResult:
+         progress: Callable[[int, int], None] | None = None, with_sensitivity: bool = True,
+         layouts: bool | None = None, layout_pins=None) -> PlanResult:
     """Plan the training of a workload: every configuration's time, cost and energy; the Pareto frontier; a
     recommendation. See the module docstring; arguments:
 
@@ -669,6 +671,10 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
       GPU-hour in the cloud; USD per node or per GPU when buying), ``cost_basis`` for purchases (``"capital"``:
       capital + energy of the run; ``"amortized"``: capital x run / ``lifetime_years`` + energy), electricity
       from hwdb ``energy`` (default entry) or ``usd_per_kwh`` / ``pue``;
+    - LLM layouts (issue 12): ``layouts`` (default: on for a transformer language model) also searches every
+      Megatron layout (tp, cp, pp, vp, micro-batch, recomputation; :mod:`gpusim.search`) on each hardware option
+      and count, one row per (option, count) with the best layout and why; ``layout_pins`` (a
+      :class:`gpusim.search.Pins`) fixes degrees;
     - run accounting: ``checkpoint_interval_s`` (default Young's optimum), ``checkpoint_write_bytes_per_s``
       (all nodes together; default :data:`CHECKPOINT_WRITE_FRAC_OF_READ` x the node's storage, every node
       writing its shard for sharded strategies, one node for DDP), ``failure_rate_per_gpu_hour``,
@@ -744,6 +750,9 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
                precisions=precisions, checkpointing=checkpointing, global_batch=global_batch,
                max_global_batch=max_global_batch, num_workers=num_workers, optimizer=optimizer, db=db, params=params,
                progress=progress)
+    df = _with_layout_rows(df, wl, options, max_gpus=max_gpus, global_batch=global_batch,
+                           max_global_batch=max_global_batch, precisions=precisions, db=db, params=params,
+                           progress=progress, layouts=layouts, pins=layout_pins)
     df = _add_run_columns(df, db, wl, seen, options, mode=mode, total_samples=total_samples, pricing=pricing,
                           price_overrides=price_overrides, cost_basis=cost_basis, lifetime_years=lifetime_years,
                           usd_per_kwh=kwh_usd, pue=pue_v, optimizer=optimizer,
@@ -805,6 +814,39 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
             rec["reasons"].append(result.lr["advice"])
     result.elapsed_s = time.perf_counter() - t0
     return result
+
+
+def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_batch, precisions, db, params, progress,
+                      layouts, pins):
+    """[issue 12] The sweep's data-parallel rows plus, for a transformer language model, one row per hardware
+    option and node count with the best Megatron layout there (gpusim.search.plan_layout_rows)."""
+    from gpusim.simulate import transformer_of
+
+    if layouts is None:
+        layouts = wl.sample_unit == "sequence" and transformer_of(wl) is not None
+    if not layouts:
+        return df
+    import pandas as pd
+
+    from gpusim.search import LAYOUT_COLUMNS, default_global_batch, plan_layout_rows
+    from gpusim.sweep import default_node_counts
+
+    done = {"n": int(df.attrs.get("model_rows", len(df)))}
+
+    def cb(k, total):  # one progress bar over both stages
+        if progress is not None:
+            progress(done["n"] + k, done["n"] + total)
+
+    gb = int(global_batch or default_global_batch(max_global_batch))
+    counts = [default_node_counts(o.gpus_per_node, max_gpus) for o in options]
+    lay = plan_layout_rows(wl, options, counts, global_batch=gb, precision=next(iter(precisions), "auto"), db=db,
+                           params=params, pins=pins, max_global_batch=max_global_batch, progress=cb)
+    attrs = dict(df.attrs)
+    for c in LAYOUT_COLUMNS:
+        df[c] = "" if c in ("layout", "recompute", "layout_why") else 0
+    out = pd.concat([df, lay], ignore_index=True)
+    out.attrs = {**attrs, "layout_rows": lay.attrs.get("layout_rows", 0)}
+    return out
 
 
 def _add_run_columns(df, db, wl, option_mode, options, *, mode, total_samples, pricing, price_overrides, cost_basis,
@@ -933,6 +975,10 @@ def _describe(row, cost_basis: str = "capital", lifetime_years: float = LIFETIME
         money = (f"capital {_usd(row['capital_usd'])} USD ({row['price_source']}, {row['price_date']}) + energy "
                  f"{_usd(row['energy_usd'])} USD for the run; {_usd(row['amortized_cost_usd'])} USD per run amortised "
                  f"over {lifetime_years:g} years")
+    if row.get("layout"):  # [issue 12] a Megatron layout row
+        return (f"{verb} {hw} ({n} x {row['gpu']}): trains in {t} for {money}; run it with Megatron {row['layout']}, "
+                f"{row['precision']}, distributed optimizer, {int(row['accum'])} micro-batches of "
+                f"{int(row['micro_batch'])} per step, global batch {int(row['global_batch'])}.")
     recipe = (f"{row['strategy']}, {row['precision']}{', activation checkpointing' if row['checkpointing'] else ''}, "
               f"micro-batch {int(row['micro_batch'])}" + (f" x {int(row['accum'])} accumulation" if row["accum"] > 1
                                                           else "") + f", global batch {int(row['global_batch'])}")
@@ -1009,6 +1055,8 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
             head.append(f"the fastest configuration takes {r['time_to_train_s'] / deadline_s:.2f}x the deadline of "
                         f"{units.format_duration(deadline_s)}")
             lines.append(f"closest to the deadline: {_describe(r, cost_basis, lifetime_years)}")
+            if r.get("layout"):  # [issue 12]
+                lines.append(f"its layout {r['layout_why']}")
             out["closest"]["deadline"] = rec(fastest)
             n_max = int(df["n_gpus"].max())
             if int(r["n_gpus"]) >= n_max and max_gpus and n_max >= max_gpus / 2:
@@ -1055,7 +1103,10 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
             f = df.iloc[i]
             reasons.append(f"the {what} option{within} ({int(f['n_gpus'])} x {f['gpu']} on {f['node']}) takes "
                            f"{units.format_duration(f['time_to_train_s'])} for {_usd(f['cost_usd'])} USD")
-    reasons.append(f"scaling efficiency {r['scaling_efficiency_frac']:.0%}, MFU {r['mfu_frac']:.0%}, bottleneck: "
+    if r.get("layout"):  # [issue 12] why this layout beats the next best on the same hardware
+        reasons.append(f"layout {r['layout_why']}")
+    eff = r["scaling_efficiency_frac"]
+    reasons.append((f"scaling efficiency {eff:.0%}, " if eff == eff else "") + f"MFU {r['mfu_frac']:.0%}, bottleneck: "
                    f"{r['bottleneck']}; {goodput_text(r)}")
     reasons.append(f"memory per GPU {r['memory_per_gpu_bytes'] / units.GIB:.1f} of "
                    f"{r['memory_capacity_bytes'] / units.GIB:.0f} GiB")
@@ -1168,6 +1219,12 @@ def sensitivity(row, *, db, workload, params, inputs: Mapping[str, Any], options
     is_cloud = row["mode"] == "cloud"
 
     def model_step(p):
+        if row.get("layout"):  # [issue 12] a Megatron layout row re-runs its layout
+            from gpusim.search import layout_row_step_s
+
+            k = next(iter(params.matmul_eff_frac), None)  # the utilisation case scales every matmul fraction alike
+            scale = p.matmul_eff_frac[k] / params.matmul_eff_frac[k] if k else 1.0
+            return layout_row_step_s(row, workload, opt, db, p, ceiling_scale=scale)
         d = sweep(workload=workload, options=[opt], node_counts=[int(row["nodes"])], strategies=[str(row["strategy"])],
                   precisions=[str(row["precision"])], checkpointing=[bool(row["checkpointing"])],
                   cpu_offload=[bool(row["cpu_offload"])], micro_batches=[int(row["micro_batch"])],

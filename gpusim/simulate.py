@@ -21,6 +21,7 @@ from gpusim.checks import FiniteModel
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
+from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
                                  intra_node_busbw)
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
@@ -471,14 +472,24 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
-    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, sp=st.sp, micro_batch=st.per_gpu_batch,
+    from gpusim.search import check_cp, check_ep, padded_layers  # [issue 12] cp and ep rules, uneven stages
+
+    check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
+             domain=nvlink_domain_gpus(hw))
+    model_par = st.tp * st.pp * st.cp
+    check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
+             dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None)
+    n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
+    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
+                               micro_batch=st.per_gpu_batch,
                                global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
-                               n_layers=spec.n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
+                               n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
 
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
+    from gpusim.search import fp8_fields, moe_fields, padded_layers  # [issue 12]
     from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
 
     st = scn.strategy
@@ -492,10 +503,13 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
     half = GATHER_BYTES[pr] == 2
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
+        "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
+        "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion,
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
-        "n_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
+        "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
+        "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
         "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
         "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
         "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,
@@ -505,6 +519,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,
         "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer] + MEGATRON_OPT_EXTRA_BYTES[pr],
+        **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
     }
 
 
@@ -619,7 +634,7 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
         return scn.with_changes(gpus=1, nodes=1, kind=kind, global_batch=None,
                                 accum=max(1, st.global_batch // (st.per_gpu_batch * scn.gpus)))
     if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
-        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, global_batch=None, accum=1,
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, ep=1, expert_tp=1, global_batch=None, accum=1,
                                 recompute=scn.strategy.recompute_mode)
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
 
@@ -769,7 +784,7 @@ def _llm_views(r: dict, row: dict, hw: Hardware, tokens: float | None, thr: floa
            "model_tflop_per_s_per_gpu": units.flop_per_s_to_tflop_per_s(
                float(r["model_flop_per_step"]) / float(r["step_s"]) / hw.n_gpus),
            "parallelism": {"tp": int(row.get("tp", 1)), "pp": int(row.get("pp", 1)), "vp": int(row.get("vp", 1)),
-                           "cp": 1, "ep": 1, "dp": dp},
+                           "cp": int(row.get("cp", 1)), "ep": int(row.get("ep", 1)), "dp": dp},
            "n_micro_batches": int(row["accum"])}
     if row.get("llm"):
         out["memory_per_stage_bytes"] = {"first": float(r["memory_first_stage_bytes"]),

@@ -26,14 +26,20 @@ StrategyKind = Literal["dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsd
   ``fsdp-hybrid``: ``HYBRID_SHARD``: full sharding inside a node, replication (all-reduce) across nodes.
 """
 
-Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8"]
+Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8"]
+#: other names of the FP8 recipes (the fp8 variants of shared/validation): current scaling and MXFP8
+PRECISION_ALIASES = {"fp8-cs": ("fp8", "current"), "fp8-ds": ("fp8", "delayed"), "fp8-mx": ("mxfp8", None),
+                     "fp8-delayed": ("fp8", "delayed"), "fp8-current": ("fp8", "current")}
 """
 - ``fp32``: fp32 everywhere on CUDA cores (TF32 disabled).
 - ``tf32``: fp32 tensors, matmuls and convolutions on tensor cores in TF32 (Ampere and later).
 - ``amp_fp16`` / ``amp_bf16``: automatic mixed precision: fp32 parameters, gradients and optimizer
   states; matmuls in fp16/bf16 with fp32 accumulation; activations mostly 16-bit.
 - ``bf16``: pure bf16 parameters and gradients (fp32 optimizer states).
-- ``fp8``: fp8 matmuls (Transformer Engine style) with bf16 activations and fp32 master weights.
+- ``fp8``: fp8 matmuls (Transformer Engine style) with bf16 activations and fp32 master weights; for LLM layouts
+  (gpusim.model.fp8) the linear layers' GEMMs in FP8 with per-tensor delayed (default) or current scaling
+  (``fp8_recipe``; alias ``fp8-cs``), attention and the LM head in bf16.
+- ``mxfp8``: the same with MXFP8 block scaling (one scale per 32 elements; Blackwell; alias ``fp8-mx``).
 """
 
 Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum"]
@@ -51,7 +57,7 @@ Recompute = Literal["none", "selective", "full"]
 #: buffer (write 4), the gradient norm for clipping (read 4), copying the fp32 master weights into the 16-bit model
 #: weights (read 4, write 2), and with fp16 loss scaling the unscale-and-check for inf/nan (read 4, write 4).
 MEGATRON_OPT_EXTRA_BYTES: dict[str, float] = {"fp32": 8, "tf32": 8, "amp_fp16": 22, "amp_bf16": 14, "bf16": 14,
-                                              "fp8": 14}
+                                              "fp8": 14, "mxfp8": 14}
 
 #: recomputation mode codes inside the model's arrays
 RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
@@ -63,26 +69,27 @@ STRATEGY_CODES: dict[str, int] = {
 #: shard stage per strategy code: 0 = nothing sharded ... 3 = parameters sharded
 SHARD_STAGE_BY_CODE = {0: 0, 1: 0, 2: 1, 3: 2, 4: 3, 5: 3}
 
-PRECISION_CODES: dict[str, int] = {"fp32": 0, "tf32": 1, "amp_fp16": 2, "amp_bf16": 3, "bf16": 4, "fp8": 5}
+PRECISION_CODES: dict[str, int] = {"fp32": 0, "tf32": 1, "amp_fp16": 2, "amp_bf16": 3, "bf16": 4, "fp8": 5,
+                                   "mxfp8": 6}
 
 #: which datasheet column (GPU.dense_tflop_per_s) a precision's matmuls run at
 PEAK_KEY: dict[str, str] = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16",
-                            "bf16": "bf16", "fp8": "fp8"}
+                            "bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8"}
 
 #: bytes per activation element (activations stored for backward and moved by elementwise kernels)
-ACT_ELEM_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2}
+ACT_ELEM_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2}
 
 #: bytes per parameter held on the GPU (weights / gradients / gradient communication) per precision.
 #: AMP keeps fp32 weights and gradients (PyTorch autocast casts on the fly; DDP all-reduces fp32
 #: gradients); pure bf16 keeps both in bf16; fp8 training keeps bf16 weights and fp32 main gradients
 #: (NVIDIA Transformer Engine documentation, "FP8 primer").
-WEIGHT_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 2}
-GRAD_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 4}
+WEIGHT_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 2, "mxfp8": 2}
+GRAD_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 4, "mxfp8": 4}
 #: bytes per parameter of the copy sharded strategies gather (ZeRO-3 / FSDP all-gather the compute copy)
-GATHER_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2}
+GATHER_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2}
 #: fp32 master copy kept by sharded mixed-precision optimizers in addition to the 16-bit weights
 #: (ZeRO paper section 3.1: 2 + 2 + 12 bytes per parameter for mixed-precision Adam).
-MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16": 0, "bf16": 4, "fp8": 4}
+MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16": 0, "bf16": 4, "fp8": 4, "mxfp8": 4}
 
 #: optimizer state bytes per parameter (fp32 states): Adam keeps m and v; SGD with momentum keeps one buffer.
 OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momentum": 4}
@@ -124,6 +131,21 @@ class Strategy(FiniteModel):
     overlap_grad_reduce: bool = Field(default=True, description="gradient reduction overlapped with the backward "
                                                                 "pass (PyTorch DDP; Megatron --overlap-grad-reduce)")
     force_tp: bool = Field(default=False, description="allow tp beyond one NVLink domain")
+    # [issue 12] context parallelism (gpusim.model.context)
+    cp: int = Field(default=1, ge=1, le=4096, description="context-parallel degree (the sequence split over cp ranks)")
+    uneven_pp: bool = Field(default=False, description="allow pipeline stages of unequal layer counts (Megatron "
+                            "--decoder-first/last-pipeline-num-layers): every stage is charged the fullest stage's "
+                            "ceil(layers / (pp vp)) layers per chunk")
+    ep: int = Field(default=1, ge=1, le=4096, description="expert-parallel degree (MoE: experts split over ep ranks)")
+    expert_tp: int = Field(default=1, ge=1, le=64, description="expert tensor parallelism (each expert split etp ways)")
+    moe_capacity_factor: float | None = Field(default=None, gt=0, le=64, description="MoE expert capacity as a "
+                                              "multiple of the balanced load (experts padded to it); default the "
+                                              "model's (dropless)")
+    fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
+                                                      "per-tensor scaling from the amax history (delayed) or of the "
+                                                      "tensor itself (current)")
+    cp_comm: Literal["ring", "all-gather"] = Field(default="ring", description="context-parallel K/V exchange: ring "
+                                                   "attention (point to point, overlapped) or all-gather (Llama 3)")
     grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
                                                               "fp32 main gradients inside the GEMM (Megatron "
                                                               "--gradient-accumulation-fusion) rather than by a "
@@ -137,6 +159,11 @@ class Strategy(FiniteModel):
             mb = data.pop("micro_batch")
             if mb is not None:
                 data.setdefault("per_gpu_batch", mb)
+        if isinstance(data, dict) and data.get("precision") in PRECISION_ALIASES:  # [issue 12] fp8-cs, fp8-mx
+            data = dict(data)
+            data["precision"], recipe = PRECISION_ALIASES[data["precision"]]
+            if recipe:
+                data["fp8_recipe"] = recipe
         return data
 
     @model_validator(mode="after")
@@ -154,7 +181,8 @@ class Strategy(FiniteModel):
     @property
     def is_llm(self) -> bool:
         """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
-        return self.tp > 1 or self.pp > 1 or self.vp > 1 or self.recompute is not None
+        return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
+                or self.moe_capacity_factor is not None or self.recompute is not None)
 
     @property
     def micro_batch(self) -> int:

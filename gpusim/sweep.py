@@ -467,8 +467,9 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
             raise ScenarioError(f"unknown strategy {s!r}; one of {', '.join(STRATEGY_CODES)}")
     precisions_in = [str(p) for p in _as_list(precisions)]
     for p in precisions_in:
-        if p != "auto" and p not in ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8"):
-            raise ScenarioError(f"unknown precision {p!r}; one of auto, fp32, tf32, amp_fp16, amp_bf16, bf16, fp8")
+        if p != "auto" and p not in ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8"):
+            raise ScenarioError(f"unknown precision {p!r}; one of auto, fp32, tf32, amp_fp16, amp_bf16, bf16, fp8, "
+                                f"mxfp8")
     if optimizer not in OPT_STATE_BYTES:
         raise ScenarioError(f"unknown optimizer {optimizer!r}; one of {', '.join(OPT_STATE_BYTES)}")
     limit_gpus = max_gpus is not None or node_counts is None

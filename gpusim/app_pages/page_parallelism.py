@@ -67,6 +67,11 @@ if bad:
     with st.expander(f"Why {len(bad)} of {len(cells)} layouts are out"):
         st.markdown("\n".join(f"- tp {c['tp']}, pp {c['pp']}: {c['reason']}" for c in bad))
 
+# [issue 12] the search over every layout, context and expert parallelism included
+from gpusim.app_pages import best_layouts  # noqa: E402
+
+best_layouts.render(ctx, base, int(gb))
+
 if best is None:
     st.warning("No layout on this grid fits in memory: try full recomputation, a smaller micro-batch, zero1, or more "
                "GPUs.", icon=":material/warning:")

@@ -158,7 +158,7 @@ if best:
 
 
 def _label(r: dict) -> str:
-    return f"{r['n_gpus']} x {r['gpu']} · {r['node']} · {r['strategy']}"
+    return f"{r['n_gpus']} x {r['gpu']} · {r['node']} · {r.get('layout') or r['strategy']}"
 
 
 feasible = [r for r in configs if r.get("feasible")]
@@ -183,6 +183,7 @@ with right:
 
 def _table(rows: list[dict]) -> list[dict]:
     return [{"mode": r["mode"], "node": r["node"], "GPUs": r["n_gpus"], "GPU": r["gpu"], "strategy": r["strategy"],
+             "layout": r.get("layout") or "",  # [issue 12] the best Megatron layout of an LLM row
              "precision": r["precision"], "micro-batch": r["micro_batch"], "accum": r["accum"],
              "global batch": r["global_batch"],
              "time to train": (None if r.get("time_to_train_s") is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8")
+PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8", "fp8-cs", "fp8-mx")
 STRATEGIES = ("dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid")
 
 
@@ -86,12 +86,24 @@ def add_layout_args(p) -> None:
     g.add_argument("--recompute", choices=("none", "selective", "full"),
                    help="activation recomputation (selective = attention core only)")
     g.add_argument("--force-tp", action="store_true", help="allow tp beyond one NVLink domain")
+    # [issue 12] context parallelism
+    g.add_argument("--cp", type=strategy_type("cp"), help="context-parallel degree: the sequence split over cp ranks (default 1)")
+    g.add_argument("--uneven-pp", action="store_true", default=None,
+                   help="allow pipeline stages with unequal layers (each charged the fullest stage's)")
+    g.add_argument("--ep", type=strategy_type("ep"), help="expert-parallel degree (mixture-of-experts models; default 1)")
+    g.add_argument("--expert-tp", type=strategy_type("expert_tp"), help="expert tensor parallelism: each expert split over T ranks")
+    g.add_argument("--moe-capacity-factor", type=strategy_type("moe_capacity_factor"),
+                   help="expert capacity as a multiple of the balanced load (tokens beyond it dropped, experts "
+                        "padded to it); default the model's (dropless)")
+    g.add_argument("--cp-comm", choices=("ring", "all-gather"),
+                   help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
 
 
 def layout_kwargs(args) -> dict:
-    out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute")}
+    out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm",
+                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor")}
     if getattr(args, "force_tp", False):
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):

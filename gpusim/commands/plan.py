@@ -33,7 +33,7 @@ def register(sub) -> None:
 
     from gpusim import units
     from gpusim.checks import Bound
-    from gpusim.commands._scenario import scenario_type
+    from gpusim.commands._scenario import scenario_type, strategy_type
 
     p = sub.add_parser(
         "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
@@ -102,6 +102,11 @@ def register(sub) -> None:
                    help="time to resume after an interruption (default 15min)")
     a.add_argument("--eval-overhead", type=_plan("eval_overhead_frac"),
                    help="evaluation time as a fraction of training (default 0.01)")
+    lg = p.add_argument_group("LLM layouts (searched unless pinned)")  # [issue 12]
+    for flag, what in (("--tp", "tensor-parallel degree"), ("--pp", "pipeline stages"), ("--vp", "chunks per stage"),
+                       ("--cp", "context-parallel degree"), ("--ep", "expert-parallel degree")):
+        lg.add_argument(flag, type=strategy_type(flag[2:]), help=f"pin the {what} of the layout search")
+    lg.add_argument("--no-layout-search", action="store_true", help="data-parallel strategies only")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="configurations, pareto, recommendation ... as JSON")
@@ -182,6 +187,13 @@ def cmd_plan(args) -> int:
         kw["checkpointing"] = (False,)
     if args.workers is not None:
         kw["num_workers"] = args.workers
+    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep") if getattr(args, k, None) is not None}
+    if pins:  # [issue 12]
+        from gpusim.search import Pins
+
+        kw["layout_pins"] = Pins(**pins)
+    if args.no_layout_search:
+        kw["layouts"] = False
 
     progress, stop = _progress(args)
     try:
@@ -290,6 +302,10 @@ def print_plan(res, top: int = 20) -> None:
     cons.append(f"global batch <= {inp['max_global_batch']:,}")
     con.print(f"[bold]{inp['workload_name']}[/] ({inp['params'] / units.GIGA:.3g}B parameters): {amount}; " + ", ".join(cons))
     df = res.table
+    n_lay = int(df.attrs.get("layout_rows", 0))  # [issue 12]
+    if n_lay:
+        con.print(f"searched {n_lay:,} LLM layouts (tp, cp, pp, vp, ep, micro-batch, recomputation); each hardware row "
+                  "below holds its best")
     con.print(f"evaluated {len(df):,} configurations ({int(df['feasible'].sum()):,} feasible, "
               f"{len(res.pareto)} on the time-cost frontier) in {res.elapsed_s:.2f} s")
 
@@ -311,6 +327,10 @@ def print_plan(res, top: int = 20) -> None:
             hw = ("rent " if r["mode"] == "cloud" else "buy ") + hw
             recipe = (f"{r['strategy']} {r['precision']}{' ckpt' if r['checkpointing'] else ''} "
                       f"b{int(r['micro_batch'])}" + (f"x{int(r['accum'])}" if r["accum"] > 1 else ""))
+            if r.get("layout"):  # [issue 12] a Megatron layout row
+                recipe = (f"tp{int(r['tp'])} pp{int(r['pp'])} cp{int(r['cp'])}" + (f" vp{int(r['vp'])}" if r["vp"] > 1
+                                                                                   else "")
+                          + f" b{int(r['micro_batch'])}x{int(r['accum'])} {r['recompute']} {r['precision']}")
             mark = ""
             cfg = res.recommendation.get("configuration")
             if cfg and all(cfg.get(k) == _scalar(r[k]) for k in ("node", "gpu", "nodes", "strategy", "precision",
@@ -318,7 +338,8 @@ def print_plan(res, top: int = 20) -> None:
                 mark = " [bold green]<- recommended[/]"
             t.add_row(units.format_duration(r["time_to_train_s"]), _money(r["cost_usd"]), hw + mark,
                       f"{int(r['n_gpus']):,}", recipe, f"{int(r['global_batch']):,}", f"{r['mfu_frac']:.0%}",
-                      f"{r['scaling_efficiency_frac']:.0%}", f"{r['goodput_frac']:.0%}", str(r["bottleneck"]),
+                      f"{r['scaling_efficiency_frac']:.0%}" if r["scaling_efficiency_frac"] == r["scaling_efficiency_frac"]
+                      else "-", f"{r['goodput_frac']:.0%}", str(r["bottleneck"]),
                       str(r["price_date"]))
         con.print(t)
 

@@ -113,7 +113,10 @@ def print_report(res, interval=None) -> None:
     if res.memory_per_stage_bytes:  # an LLM layout
         par = res.parallelism
         t.add_row("layout", f"tp {par['tp']} x pp {par['pp']} (vp {par['vp']}, "
-                            f"{'interleaved 1F1B' if par['vp'] > 1 else '1F1B'}) x dp {par['dp']}, sequence parallelism "
+                            f"{'interleaved 1F1B' if par['vp'] > 1 else '1F1B'})"
+                            + (f" x cp {par['cp']}" if par.get("cp", 1) > 1 else "")  # [issue 12]
+                            + f" x dp {par['dp']}" + (f" (ep {par['ep']})" if par.get("ep", 1) > 1 else "")
+                            + ", sequence parallelism "
                             f"{'on' if par.get('sp') else 'off'}, {res.n_micro_batches} micro-batches per step")
         t.add_row("tokens", f"{res.tokens_per_s:,.4g} tokens/s ({res.tokens_per_s_per_gpu:,.4g} per GPU); "
                             f"{res.model_tflop_per_s_per_gpu:.4g} model TFLOP/s per GPU")

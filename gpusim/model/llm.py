@@ -49,6 +49,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpusim.model import comm as C
+from gpusim.model import context as CTX
+from gpusim.model import experts as EXP
+from gpusim.model import fp8 as FP8
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -157,7 +160,8 @@ def llm_terms(x: dict, p) -> dict:
     e = 2.0 * _f(x["act_scale"])
     ceil_rate, hbm, sms = _f(x["ceiling_flop_per_s"]), _f(x["mem_bytes_per_s"]), _f(x["sm_count"])
     g = _f(x["gpus_per_node"])
-    T = b * s
+    cp = _f(x.get("cp", 1.0))  # [issue 12] context parallelism: each rank holds s / cp tokens of a sequence
+    T = b * s / cp
     d_head = q / a
 
     # ---- every GEMM of a layer, the LM head and the attention core, in one call (columns) ------------
@@ -176,13 +180,28 @@ def llm_terms(x: dict, p) -> dict:
     ks += [d_head, s]
     bs += [heads_local, heads_local]
     t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p)
+    # [issue 12] FP8 (gpusim.model.fp8): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8
+    # matmul ceiling; the LM head and the attention core stay in bf16
+    fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
+    ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
+    if np.any(fp8 > 0):
+        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p)
+        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
+
+    def gemm_lin(mm, nn, kk, batch=1.0):
+        """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
+        kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
+        g16 = gemm_time_s(mm, nn, kk, ceil_rate, hbm, sms, elem_bytes=e, **kw)
+        if not np.any(fp8 > 0):
+            return g16
+        return np.where(fp8 > 0, gemm_time_s(mm, nn, kk, ceil8, hbm, sms, elem_bytes=1.0, **kw), g16)
     gemm_f = t[0] + t[3] + t[6] + t[9]
     gemm_b = t[1] + t[2] + t[4] + t[5] + t[7] + t[8] + t[10] + t[11]
     head_f, head_b = t[12], t[13] + t[14]
     bmm = t[15] + t[16]
 
     mem_rate = hbm * p.mem_eff_frac
-    attn_flop = 4.0 * b * s * s * q / tp
+    attn_flop = 4.0 * b * s * s * q / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
     flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
@@ -194,8 +213,16 @@ def llm_terms(x: dict, p) -> dict:
                     + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
     elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
+    cast_f, cast_b = FP8.layer_cast_s(fp8, T=T, h=h, q=q, kv=kv, f=f, up=up, tp=tp, mem_rate=mem_rate,
+                                      kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
+    layer_f = layer_f + cast_f
+    # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
+    cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
+                                     domain=_f(x.get("nvlink_domain_gpus", g)))
+    cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
+    layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
     def coll(kind, size, ranks, nodes, intra, inter):
@@ -205,6 +232,14 @@ def llm_terms(x: dict, p) -> dict:
                                    tuning=C.tuning_from_params(p))[0]
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
+    # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts
+    # replace the dense FFN of the MoE layers (zero for a dense model); full recomputation runs them again
+    domain = _f(x.get("nvlink_domain_gpus", g))
+    moe = EXP.moe_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, domain=domain, g=g,
+                              coll=lambda kind, size, ranks, nn: coll(kind, size, ranks, nn, intra, inter))
+    layer_f = layer_f + moe["delta_f_s"]
+    layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)
+    ep_f, ep_b = moe["ep_f_s"], moe["ep_b_s"] + np.where(rc == FULL, moe["ep_f_s"], 0.0)
     tp_nodes = np.maximum(1.0, tp / g)  # a tensor-parallel group forced across the NVLink domain
     act_bytes = T * h * e
     ag = coll(C.ALL_GATHER, act_bytes, tp, tp_nodes, intra, inter)
@@ -219,9 +254,10 @@ def llm_terms(x: dict, p) -> dict:
     lps = L / pp
     multi_stage = pp > 1
     lp, emb_p = _f(x["layer_params"]), _f(x["embed_params"])
+    lp_rank = lp / tp + moe["delta_params"]  # [issue 12] per rank: experts split ep x etp ways, the rest tp ways
     head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
-    first_p = lps * lp / tp + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
-    last_p = lps * lp / tp + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
+    first_p = lps * lp_rank + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
+    last_p = lps * lp_rank + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
     stage_p = np.maximum(first_p, last_p)
     # without gradient-accumulation fusion every micro-batch's 16-bit weight gradients are added into the fp32
     # main gradients by a separate kernel: read 2 + 4 bytes, write 4 per parameter (Megatron-LM's main_grad hook;
@@ -234,20 +270,26 @@ def llm_terms(x: dict, p) -> dict:
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
-    mid_c = lps * (layer_f + layer_b + accum_bytes * lp / tp / mem_rate)
+    mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate
+                   + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m)  # [issue 12] FP8 weights cast once a step
     mid_k = lps * (tp_f + tp_b)
+    mid_cp = lps * (cp_f + cp_b)  # [issue 12] cp and ep exchanges of a stage, reported as cp_comm_exposed_s and
+    mid_ep = lps * (ep_f + ep_b)  # ep_comm_exposed_s (every stage holds lps layers)
     emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
     head_c = head_c + accum_bytes * head_p / tp / mem_rate
     first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
     first_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
     last_c = mid_c + head_c + np.where(multi_stage, 0.0, emb_c)
     last_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
-    first_t, last_t, mid_t = first_c + first_k, last_c + last_k, mid_c + mid_k
+    cpep = mid_cp + mid_ep  # [issue 12]
+    first_t, last_t, mid_t = first_c + first_k + cpep, last_c + last_k + cpep, mid_c + mid_k + cpep
     steady, bubble = pipeline_step_s(first_t, mid_t, last_t, pp, vp, m)
     crit_first = first_t >= last_t
     crit_c = np.where(crit_first, first_c, last_c)
     crit_k = np.where(crit_first, first_k, last_k)
     compute_s = m * crit_c
+    cp_comm_s = m * mid_cp
+    ep_comm_s = m * mid_ep
     tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
@@ -262,8 +304,10 @@ def llm_terms(x: dict, p) -> dict:
     p2p_s = np.where(multi_stage, (sends - hidden_sends) * (p2p_one + regather), 0.0)
 
     # ---- activations per stage --------------------------------------------------------------------
-    kept, full = activation_bytes_per_layer(s, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
-                                            elem_bytes=e)
+    kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
+                                            elem_bytes=e)  # [issue 12] s / cp tokens (cp needs FlashAttention)
+    kept = kept + moe["delta_act_bytes"]  # [issue 12] MoE layers keep router scores, dispatched tokens, experts'
+    full = full + moe["delta_act_bytes"]
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
@@ -272,9 +316,15 @@ def llm_terms(x: dict, p) -> dict:
     logits = 4.0 * T * V / tp  # fp32 logits of the micro-batch in the loss
     act_last = np.where(multi_stage, (lps * kept + recompute_buf + logits) * frag, act_first + logits * frag)
 
-    flop_fwd = L * (2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
+    # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
+    # (``n_layers`` padded); the model FLOPs count the model's own layers
+    L = _f(x.get("model_layers", x["n_layers"]))
+    flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
+                    + 2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
                     + 4.0 * s * s * q) + 2.0 * s * h * V
-    return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": bubble,
+    return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
+            "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
+            "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
             "stage_fwd_s": lps * layer_f, "stage_bwd_s": lps * layer_b,
             "first_stage_s": first_t, "last_stage_s": last_t, "mid_stage_s": mid_t,

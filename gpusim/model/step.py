@@ -47,7 +47,8 @@ DP, DDP, ZERO1, ZERO2, ZERO3, HYBRID = 0, 1, 2, 3, 4, 5
 SHARD_STAGE = np.array([0, 0, 1, 2, 3, 3])
 
 BOTTLENECKS = ("compute", "cpu-dispatch", "communication", "data-loading", "optimizer", "stragglers", "overhead",
-               "memory", "tp-communication", "pipeline-bubble", "pipeline-p2p")
+               "memory", "tp-communication", "pipeline-bubble", "pipeline-p2p", "cp-communication",
+               "ep-communication")
 BREAKDOWN_KEYS = ("compute_s", "comm_exposed_s", "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
 #: The one bottleneck rule (used by every caller; diagnose.py's advice follows from it): a part of the step other
 #: than compute (exposed communication, data wait, optimizer, stragglers, overhead) is the bottleneck when it
@@ -73,7 +74,7 @@ def bottleneck_codes(step_s, losses, dispatch_bound, fits):
 
 #: the breakdown of an LLM layout: the data-parallel part is named as such, and the terms of tensor and pipeline
 #: parallelism are added (they are zero, and left out, for a data-parallel scenario)
-LLM_BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s",
+LLM_BREAKDOWN_KEYS = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s", "dp_comm_exposed_s",
                       "data_wait_s", "optimizer_s", "sync_s", "overhead_s")
 
 
@@ -163,6 +164,26 @@ class StepInputs:
     ceiling_flop_per_s: np.ndarray = _one(np.nan)  # measured best-shape matmul rate; NaN: a fraction of the peak
     sm_count: np.ndarray = _one()
     grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
+    # [issue 12] context parallelism (gpusim.model.context) and an uneven pipeline split's model layers
+    cp: np.ndarray = _one()
+    cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
+    model_layers: np.ndarray = _one(np.nan)  # NaN: n_layers
+    nvlink_domain_gpus: np.ndarray = _one(np.nan)  # NaN: the GPUs of a node
+    # [issue 12] mixture of experts (gpusim.model.experts); moe_frac 0: a dense model
+    ep: np.ndarray = _one()
+    expert_tp: np.ndarray = _one()
+    moe_frac: np.ndarray = _one(0.0)  # fraction of the layers with routed experts
+    n_experts: np.ndarray = _one(0.0)
+    top_k: np.ndarray = _one(0.0)
+    expert_ff_dim: np.ndarray = _one(0.0)
+    shared_ff_dim: np.ndarray = _one(0.0)
+    moe_capacity: np.ndarray = _one(np.nan)  # capacity factor (experts padded to it); NaN: dropless
+    moe_imbalance_frac: np.ndarray = _one(0.0)
+    # [issue 12] FP8 (gpusim.model.fp8): recipe code, the FP8 matmul ceiling (NaN: a fraction of the peak) and the
+    # 16-bit peak the rest of the model runs at (NaN: peak_flop_per_s)
+    fp8_mode: np.ndarray = _one(0)
+    fp8_ceiling_flop_per_s: np.ndarray = _one(np.nan)
+    peak16_flop_per_s: np.ndarray = _one(np.nan)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -301,6 +322,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     mem_rate = np.asarray(inp.mem_bytes_per_s, dtype=np.float64) * p.mem_eff_frac
     zero = np.zeros(np.shape(n))
     tp_comm_s, pp_bubble_s, pp_p2p_s = zero, zero, zero
+    cp = np.asarray(inp.cp, dtype=np.float64)  # [issue 12] dp above is the dp x cp group that shares weights
+    cp_comm_s = ep_comm_s = zero
     lt = None
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
@@ -317,10 +340,12 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         blocks = np.where(llm, lt["layers_per_stage"], blocks)
         mem_rate = np.where(llm, np.inf, mem_rate)  # Megatron reduces its contiguous gradient buffer in place
         tp_comm_s = np.where(llm, lt["tp_comm_exposed_s"], 0.0)
+        cp_comm_s = np.where(llm, lt["cp_comm_exposed_s"], 0.0)
+        ep_comm_s = np.where(llm, lt["ep_comm_exposed_s"], 0.0)
         pp_bubble_s = np.where(llm, lt["pp_bubble_s"], 0.0)
         pp_p2p_s = np.where(llm, lt["pp_p2p_exposed_s"], 0.0)
         # (a measured one-GPU time is not combined with an LLM layout: the edge refuses it)
-        micro_s = np.where(llm, (lt["compute_s"] + tp_comm_s + pp_bubble_s + pp_p2p_s) / k, micro_s)
+        micro_s = np.where(llm, (lt["compute_s"] + tp_comm_s + cp_comm_s + ep_comm_s + pp_bubble_s + pp_p2p_s) / k, micro_s)
         fwd_s = np.where(llm, lt["stage_fwd_s"], fwd_s)
         bwd_s = np.where(llm, lt["stage_bwd_s"], bwd_s)
         gpu_busy_micro_s = np.where(llm, lt["compute_s"] / k, gpu_busy_micro_s)
@@ -381,9 +406,9 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     comm_part = comm_exposed + interference
     step_s = compute_s + comm_part + data_wait + optimizer_s + sync_s + overhead_s
     if lt is not None:  # (the terms of tensor and pipeline parallelism: zero for data-parallel rows)
-        step_s = step_s + tp_comm_s + pp_bubble_s + pp_p2p_s
+        step_s = step_s + tp_comm_s + cp_comm_s + ep_comm_s + pp_bubble_s + pp_p2p_s  # [issue 12] cp, ep
 
-    samples = dp * b * k  # a sample is shared by the tp x pp GPUs of one model replica
+    samples = dp / cp * b * k  # a sample is shared by the tp x pp x cp GPUs of one model replica
     throughput = samples / step_s
     fwd_flop = inp.fwd_flop_per_sample if lt is None else np.where(llm, lt["model_fwd_flop_per_sample"],
                                                                     inp.fwd_flop_per_sample)
@@ -413,7 +438,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     losses = ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s))
     if lt is not None:
         dispatch_bound &= ~llm
-        losses += ((8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s))
+        losses += ((8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s), (11, cp_comm_s), (12, ep_comm_s))  # [issue 12]
     bottleneck = bottleneck_codes(step_s, losses, dispatch_bound, fits)
 
     return {
@@ -435,7 +460,9 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "bottleneck_code": bottleneck, "dispatch_bound": dispatch_bound, "grad_bytes": G,
         "allreduce_s": np.where(multi, allreduce_s, 0.0),
         "tp_comm_exposed_s": tp_comm_s, "pp_bubble_s": pp_bubble_s, "pp_p2p_exposed_s": pp_p2p_s,
-        "dp_comm_exposed_s": comm_part, "dp_degree": np.broadcast_to(dp, np.shape(step_s)), "model_flop_per_step": model_flop,
+        "cp_comm_exposed_s": cp_comm_s, "ep_comm_exposed_s": ep_comm_s,  # [issue 12] dp below: dp x cp
+        "dp_comm_exposed_s": comm_part, "dp_degree": np.broadcast_to(dp / cp, np.shape(step_s)),
+        "model_flop_per_step": model_flop,
         "memory_first_stage_bytes": mem.get("first", mem["total"]), "memory_last_stage_bytes": mem.get("last", mem["total"]),
     }
 
@@ -445,11 +472,21 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
-             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls")
+             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "cp", "cp_kind", "ep", "expert_tp",
+             "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac")
     x = {k: getattr(inp, k) for k in names}
+    ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
+    x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))
+    dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
+    x["nvlink_domain_gpus"] = np.where(np.isfinite(dom), dom, g)
     ceiling = np.asarray(inp.ceiling_flop_per_s, dtype=np.float64)
+    peak = np.asarray(inp.peak_flop_per_s, dtype=np.float64)
+    peak16 = np.asarray(inp.peak16_flop_per_s, dtype=np.float64)  # [issue 12] fp8 rows: the bf16 peak
     x["ceiling_flop_per_s"] = np.where(np.isfinite(ceiling), ceiling,
-                                       p.gemm_ceiling_frac * np.asarray(inp.peak_flop_per_s, dtype=np.float64))
+                                       p.gemm_ceiling_frac * np.where(np.isfinite(peak16), peak16, peak))
+    c8 = np.asarray(inp.fp8_ceiling_flop_per_s, dtype=np.float64)
+    x["fp8_ceiling_flop_per_s"] = np.where(np.isfinite(c8), c8, p.gemm_ceiling_frac * peak)
+    x["fp8_mode"] = inp.fp8_mode
     x["n_micro"] = inp.accum
     x["gpus_per_node"] = g
     return x
@@ -465,6 +502,13 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
     for name, params_key, act_key in (("first", "first_params", "act_first_bytes"),
                                       ("last", "last_params", "act_last_bytes")):
         w, gr, o = stage_state_bytes(lt[params_key], stage, dp, **kw)
+        # [issue 12] routed experts' optimizer states shard over the expert-data-parallel group only,
+        # dp x cp x tp / (ep x etp) ranks (Megatron-Core's expert data parallelism), not over dp x cp
+        edp = np.maximum(dp * np.asarray(inp.tp, dtype=np.float64)
+                         / (np.asarray(inp.ep, dtype=np.float64) * np.asarray(inp.expert_tp, dtype=np.float64)), 1.0)
+        o = o + np.where(stage >= 1, lt["expert_params_per_stage"] * (inp.master_bytes_per_param
+                                                                       + inp.opt_state_bytes_per_param)
+                         * (1.0 / edp - 1.0 / np.maximum(dp, 1.0)), 0.0)
         stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": lt[act_key],
                         "buffers": 0.0 * w, "overhead": overhead + 0.0 * w}
         stages[name]["total"] = sum(stages[name].values())

@@ -71,3 +71,13 @@ def test_layout_grid_marks_infeasible_cells_with_their_reason(db):
     assert all(best["tokens_per_s"] >= c["tokens_per_s"] for c in g["cells"] if c["fits_in_memory"])
     fig = viz.layout_heatmap_figure(g["cells"], best=g["best"])
     assert fig.data[0].z[0][0] is None  # tp 1, pp 1 does not fit: left blank
+
+
+def test_parallelism_page_has_the_best_layouts_table():
+    """[issue 12] the search over tp, cp, pp, vp, ep, micro-batch and recomputation under the grid."""
+    at = run_app("parallelism", LLAMA, timeout=120)
+    no_trouble(at)
+    table = next(d for d in at.dataframe if "cp" in d.value.columns and "ep" in d.value.columns)
+    assert len(table.value) > 0 and (table.value["tokens/s per GPU"].diff().dropna() <= 1e-9).all()
+    assert any("Best: tp" in c.value for c in at.caption)
+    assert any("layouts are out" in e.label for e in at.expander)

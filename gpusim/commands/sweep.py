@@ -1,0 +1,89 @@
+"""``gpusim sweep``: every LLM layout (tp, cp, pp, vp, dp, micro-batch, recomputation) of one scenario, searched in
+one model call (gpusim.search); the degrees given on the command line are pinned, the others searched."""
+
+from __future__ import annotations
+
+ORDER = 25
+
+
+def register(sub) -> None:
+    from gpusim.checks import Bound
+    from gpusim.commands._scenario import add_layout_args, add_scenario_args
+
+    p = sub.add_parser("sweep", help="search every LLM layout (tp, cp, pp, vp, micro-batch, recomputation) of a job",
+                       description="Enumerate every valid layout of an LLM on the given GPUs at a fixed global "
+                                   "batch (--global-batch; default the largest power of two within 16M tokens), "
+                                   "evaluate them all at once, and name the best and why it beats the next. "
+                                   "--tp/--pp/--vp/--cp/--micro-batch/--recompute pin a degree.")
+    add_scenario_args(p, batch_required=False)
+    add_layout_args(p)
+    p.add_argument("--top", type=Bound(1, 100_000, integer=True), default=15, help="feasible layouts shown (default 15)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="every layout (feasible first) as JSON")
+    out.add_argument("--csv", action="store_true", help="every layout as CSV")
+    p.set_defaults(func=cmd_sweep, strategy="zero1")  # Megatron's distributed optimizer, as its LLM recipes
+
+
+def cmd_sweep(args) -> int:
+    import sys
+    import time
+
+    from gpusim.commands._common import print_json, print_table
+    from gpusim.commands._scenario import resolve
+    from gpusim.errors import ScenarioError
+    from gpusim.search import Pins, explain_best, search_layouts, search_table
+    from gpusim.simulate import nvlink_domain_gpus, resolve_hardware
+
+    chosen_gb = not args.global_batch
+    pinned = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "cp", "ep", "recompute")}
+    pins = Pins(micro_batch=args.per_gpu_batch, **pinned)
+    # the scenario itself is built at tp = pp = cp = 1 (the search replaces the degrees)
+    for k in ("tp", "pp", "vp", "cp", "ep", "recompute"):
+        setattr(args, k, None)
+    if args.per_gpu_batch is None:
+        args.per_gpu_batch = 1
+    args.strategy = "zero1" if args.strategy not in ("ddp", "zero1") else args.strategy
+    scn, db, params, _ = resolve(args)
+    if chosen_gb:  # the largest power of two within the plan's default limit (16M tokens, Llama 3 405B's batch)
+        from gpusim.plan import DEFAULT_MAX_TOKENS_PER_BATCH
+        from gpusim.search import default_global_batch
+        from gpusim.simulate import resolve_workload
+
+        args.global_batch = default_global_batch(DEFAULT_MAX_TOKENS_PER_BATCH // int(resolve_workload(scn).tokens_per_sample))
+        print(f"global batch {args.global_batch} sequences (the largest power of two within "
+              f"{DEFAULT_MAX_TOKENS_PER_BATCH / 2**20:.0f}M tokens; set --global-batch for your recipe's)",
+              file=sys.stderr)
+    t0 = time.perf_counter()
+    res = search_layouts(scn, db=db, params=params, pins=pins, global_batch=args.global_batch)
+    elapsed = time.perf_counter() - t0
+    domain = nvlink_domain_gpus(resolve_hardware(scn, db))
+    rows = search_table(res)
+    if args.json:
+        print_json({"best": rows[0] if res["best"] is not None else None, "explanation": explain_best(res, domain),
+                    "layouts": rows, "n_layouts": res["n"], "n_feasible": int(res["feasible"].sum()),
+                    "elapsed_s": elapsed})
+        return 0
+    if args.csv:
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        return 0
+    top = rows[: min(args.top, int(res["feasible"].sum()))]
+    print_table([[r["tp"], r["cp"], r["pp"], r["vp"], r["ep"], r["dp"], r["micro_batch"], r["recompute"],
+                  f"{r['tokens_per_s'] / scn.gpus:,.0f}", f"{r['mfu_frac']:.1%}", f"{r['bubble_frac']:.1%}",
+                  f"{r['memory_per_gpu_bytes'] / 2**30:.1f}"] for r in top],
+                ["tp", "cp", "pp", "vp", "ep", "dp", "mb", "recompute", "tokens/s/GPU", "MFU", "bubble", "GiB/GPU"],
+                title=f"best layouts of {scn.model or 'the workload'} on {scn.gpus} GPUs, global batch "
+                      f"{args.global_batch}")
+    counts: dict[str, int] = {}
+    for r in rows:
+        if not r["feasible"]:
+            key = r["reason"].split(" (")[0]
+            counts[key] = counts.get(key, 0) + 1
+    print(f"{res['n']} layouts, {int(res['feasible'].sum())} feasible, searched in {elapsed * 1e3:.0f} ms"
+          + ("; infeasible: " + "; ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+             if counts else ""))
+    print(f"best: {explain_best(res, domain)}")
+    return 0

@@ -1,0 +1,108 @@
+"""Context parallelism (``cp``): one sequence split over ``cp`` ranks, attention computed across them.
+
+Each rank holds ``s / cp`` tokens of every sequence: its GEMMs, norms, activations and tensor-parallel traffic
+shrink by ``cp`` (the token count ``T = b s / cp``), while attention still relates every query to every earlier
+key, so each rank must see the keys and values of the others. Two published ways:
+
+- **Ring attention** (Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", 2023; Megatron-Core /
+  Transformer Engine ``cp_comm_type="p2p"``): K/V blocks travel around the ring of ``cp`` ranks, point to
+  point; ``cp - 1`` steps, each sending the local K/V block of ``b (s/cp) 2 kv / t`` elements to the next rank
+  while the attention of the block received last runs, so a step exposes only ``max(0, send - compute)``. The
+  backward pass sends the K/V blocks again together with their gradients ``dK, dV`` accumulated on the way:
+  twice the forward volume (Transformer Engine ``AttnFuncWithCPAndKVP2P.backward``).
+- **All-gather** (Llama 3, Dubey et al. 2024 section 3.3.2; TE ``cp_comm_type="all_gather"``): K/V are
+  all-gathered over the cp group before attention and their gradients reduce-scattered after it; the
+  collective is not overlapped (Llama 3 chose it for GQA's small K/V and for document masks).
+
+**Causal load balancing** (Megatron-Core ``get_batch_on_this_cp_rank``; Llama 3 section 3.3.2): the sequence is
+cut into ``2 cp`` chunks and rank ``r`` holds chunks ``r`` and ``2 cp - 1 - r``, so every rank does the same
+half of the causal score matrix: ``2 b s (s / cp) q / t`` forward FLOPs. It needs ``s % (2 cp) == 0``.
+
+The cp ranks sit inside the tensor-parallel groups' neighbours (Megatron's rank order tp, cp, dp, pp): the ring
+stays in one NVLink domain while ``tp cp`` GPUs fit in it, and otherwise its slowest hop crosses the network
+on each GPU's share of the node's NICs (all of a node's GPUs send at once).
+
+Gradients are reduced, and the distributed optimizer shards, over the ``dp x cp`` ranks that hold the same
+weights (Megatron ``get_data_parallel_group(with_context_parallel=True)``).
+
+Pure numpy on broadcastable float64 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusim.model import comm as C
+
+RING, ALL_GATHER = 0, 1
+CP_KINDS = {"ring": RING, "p2p": RING, "all-gather": ALL_GATHER, "all_gather": ALL_GATHER}
+
+
+def _f(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def kv_block_bytes(micro_batch, seq_len, kv_dim, elem_bytes, tp, cp):
+    """Bytes of one rank's K and V block: ``b (s / cp) 2 kv e / t`` (GQA's K/V heads split over tp as far as
+    there are heads; replicated beyond)."""
+    return _f(micro_batch) * _f(seq_len) / _f(cp) * 2.0 * _f(kv_dim) * elem_bytes / _f(tp)
+
+
+def ring_bytes_per_layer(micro_batch, seq_len, kv_dim, elem_bytes, tp, cp):
+    """Bytes each rank sends in one layer's ring attention, ``(forward, backward)``: ``cp - 1`` K/V blocks
+    forward; K/V and dK/dV, twice that, backward."""
+    fwd = (_f(cp) - 1.0) * kv_block_bytes(micro_batch, seq_len, kv_dim, elem_bytes, tp, cp)
+    return fwd, 2.0 * fwd
+
+
+def cp_group_nodes(tp, cp, gpus_per_node):
+    """(cp ranks per node, nodes the cp group spans): ranks ``tp`` apart, as many as the node holds."""
+    per_node = np.minimum(_f(cp), np.maximum(_f(gpus_per_node) / _f(tp), 1.0))
+    return per_node, _f(cp) / per_node
+
+
+def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
+                    domain=None) -> tuple[np.ndarray, np.ndarray]:
+    """Exposed seconds of one layer's context-parallel communication, ``(forward, backward)``, per micro-batch.
+
+    ``attn_f_s`` / ``attn_b_s``: the rank's attention-core time of the layer (all of its ``cp`` blocks), under
+    which the ring's sends hide block by block. ``x`` holds ``cp``, ``cp_kind``, ``micro_batch``, ``seq_len``,
+    ``kv_dim`` and the fabric arrays of :func:`gpusim.model.llm.llm_terms`; ``g`` GPUs per node (sharing its NICs),
+    ``domain`` GPUs per NVLink domain (default ``g``; a GB200 NVL72 rack's 72 over trays of 4).
+    """
+    cp = _f(x.get("cp", 1.0))
+    if not np.any(cp > 1):
+        z = np.zeros(np.shape(cp))
+        return z, z
+    kind = np.asarray(x.get("cp_kind", RING))
+    b, s, kv = _f(x["micro_batch"]), _f(x["seq_len"]), _f(x["kv_dim"])
+    intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
+    per_node, nodes = cp_group_nodes(tp, cp, g if domain is None else domain)
+    cross = nodes > 1
+
+    def coll(kind_code, size, ranks, nn, a, bw):
+        return C.collective_time_s(kind_code, size, ranks, nn, a, x["intra_hop_s"], bw, x["inter_hop_s"], x["nvls"],
+                                   base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
+                                   nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac)[0]
+
+    block = kv_block_bytes(b, s, kv, kv_bytes_elem, tp, cp)
+    ring_f = ring_b = ag = rs = 0.0
+    if np.any(kind == RING):
+        # ring: one block per step to the next rank; the slowest hop sets the pace of the lock-step ring
+        link = np.where(cross, inter / g, intra)
+        send = coll(C.SEND_RECV, block, 2.0, np.where(cross, 2.0, 1.0), link, link)
+        steps = cp - 1.0
+        step_f = attn_f_s / cp  # load balanced: every step is one block pair of equal (half-causal) work
+        step_b = attn_b_s / cp
+        ring_f = steps * np.maximum(send - step_f, 0.0)
+        ring_b = steps * np.maximum(2.0 * send - step_b, 0.0)  # K/V again and dK/dV
+    if np.any(kind == ALL_GATHER):
+        # all-gather of K/V before attention, reduce-scatter of dK/dV after it, not overlapped; the group's share
+        # of the NICs is its ranks per node over the node's GPUs
+        full_kv = block * cp
+        ag = coll(C.ALL_GATHER, full_kv, cp, nodes, intra, inter * per_node / g)
+        rs = coll(C.REDUCE_SCATTER, full_kv, cp, nodes, intra, inter * per_node / g)
+    on = cp > 1
+    fwd = np.where(on, np.where(kind == ALL_GATHER, ag, ring_f), 0.0)
+    bwd = np.where(on, np.where(kind == ALL_GATHER, ag + rs, ring_b), 0.0)  # backward re-gathers K/V
+    return fwd, bwd

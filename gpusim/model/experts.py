@@ -1,0 +1,182 @@
+"""Expert parallelism (``ep``) for mixture-of-experts layers, as Megatron-Core's MoE layer runs it.
+
+One MoE layer on one rank (Megatron-Core ``MoELayer`` with the all-to-all token dispatcher; Shazeer et al. 2017,
+Lepikhin et al. "GShard" 2020, Fedus et al. "Switch Transformer" 2021 for capacity; DeepSeek-AI, "DeepSeek-V3
+Technical Report" 2024 for shared and fine-grained experts):
+
+- **Router**: a GEMM ``(n, E, h)`` on the rank's ``n`` tokens, then softmax/sigmoid and top-k over ``n E`` scores
+  (memory-bound). With tensor parallelism the MoE layer's input is sequence-parallel, ``n = T / tp`` (Megatron
+  requires sequence parallelism for MoE with tp > 1), ``T = b s / cp``.
+- **Dispatch** (all-to-all over the EP group): every token copy goes to the rank holding its expert: each rank
+  sends ``n k h e`` bytes, ``(ep - 1)/ep`` of it to other ranks (uniform routing); **combine** sends the expert
+  outputs back, the same volume. The backward pass runs both again (the gradients): four all-to-alls per MoE
+  layer and micro-batch.
+- **Experts**: each rank holds ``E / ep`` experts, each split ``etp`` ways by expert tensor parallelism; the
+  tokens per expert are ``n ep etp k / E`` (tokens per expert = tokens x top-k / experts), times the busiest
+  rank's load: ``1 + moe_imbalance_frac`` dropless, or the capacity factor when experts are padded to capacity
+  (GShard, Switch; Megatron ``--moe-expert-capacity-factor`` with ``--moe-pad-expert-input-to-capacity``). The
+  experts run as one grouped GEMM (Megatron ``--moe-grouped-gemm``, CUTLASS grouped GEMM) of ``E / ep``
+  problems at their real shape ``(tokens per expert, f_e u / etp, h)`` and ``(tokens per expert, h, f_e / etp)``;
+  with ``etp > 1`` the tokens are all-gathered and the outputs reduce-scattered over the etp group.
+- **Shared experts** run on every token like a dense FFN of width ``n_shared f_s`` split over tp.
+- **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); with
+  ``--moe-a2a-overlap`` style 1F1B overlap (Megatron-Core "EP A2A overlap", after DeepSeek-V3's DualPipe, section
+  3.2.1, which hides the all-to-all of one micro-batch under the computation of another) a fraction
+  ``ep_a2a_overlap_frac`` of it hides. Default 0: Megatron-Core's default.
+
+The all-to-all cost is one small function, :func:`all_to_all_s` (busbw factor ``(n - 1)/n``; the part that
+leaves an NVLink domain, ``(n - d)/n`` of each rank's buffer, goes over the rank's share of the NICs; inside the
+domain the NVSwitch gives full bandwidth), so it can be swapped for the collectives model's when that has one.
+
+Layers that are not MoE (DeepSeek-V3's first three) keep their dense FFN; a stage is charged the model's
+fraction of MoE layers (``moe_frac``), i.e. the MoE layers spread evenly over the stages.
+
+Pure numpy on broadcastable float64 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusim.model import comm as C
+
+
+def _f(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def tokens_per_expert(tokens, top_k, n_experts, ep=1.0, etp=1.0):
+    """Tokens each expert of one rank computes, balanced: ``tokens x ep x etp x top_k / experts`` (``tokens``:
+    the tokens one rank routes)."""
+    return _f(tokens) * _f(ep) * _f(etp) * _f(top_k) / _f(n_experts)
+
+
+def a2a_bytes_per_layer(tokens, top_k, d_model, elem_bytes):
+    """Bytes one rank puts into one dispatch (or combine) all-to-all: ``tokens x top_k x h x e``."""
+    return _f(tokens) * _f(top_k) * _f(d_model) * elem_bytes
+
+
+def all_to_all_s(size_bytes, n, domain_ranks, intra_bytes_per_s, inter_bytes_per_s_per_rank, latency_s=0.0):
+    """All-to-all of ``size_bytes`` per rank over ``n`` ranks, ``domain_ranks`` of them in one NVLink domain:
+    ``latency + max(local / intra, remote / inter)`` with ``local = S (d - 1)/n`` and ``remote = S (n - d)/n``."""
+    n = _f(n)
+    d = np.minimum(_f(domain_ranks), n)
+    local = _f(size_bytes) * (d - 1.0) / n
+    remote = _f(size_bytes) * (n - d) / n
+    t = np.maximum(local / _f(intra_bytes_per_s), np.where(remote > 0, remote / _f(inter_bytes_per_s_per_rank), 0.0))
+    return np.where(n > 1, t + latency_s, 0.0)
+
+
+def ep_ranks_in_domain(ep, etp, domain, n_gpus):
+    """EP ranks of the worst-placed rank's group that share its NVLink domain. Groups are ``ep x etp``
+    consecutive ranks: inside one domain when the job fits in one or the groups tile the domains; when they
+    straddle domain boundaries (a 64-rank group on NVL72 racks of 72) the smallest piece is ``gcd(d, span)``
+    ranks; a group larger than the domain has ``d / etp`` of its ranks in it."""
+    ep, etp, d, n = _f(ep), _f(etp), _f(domain), _f(n_gpus)
+    span = ep * etp
+    tiles = (n <= d) | (np.mod(d, span) == 0)
+    piece = np.gcd(np.maximum(d, 1.0).astype(np.int64), np.maximum(span, 1.0).astype(np.int64)) / etp
+    return np.where(span <= d, np.where(tiles, ep, np.maximum(piece, 1.0)), np.maximum(np.floor(d / etp), 1.0))
+
+
+def moe_params_per_rank(x: dict, tp):
+    """Parameters per rank of the FFN of one layer, averaged over the layers, against the dense FFN's
+    (``delta``), and the routed experts' part (``expert``): router ``h E``, shared experts / tp, ``E / ep``
+    experts / etp."""
+    moe_frac = _f(x.get("moe_frac", 0.0))
+    h, E = _f(x["d_model"]), _f(x["n_experts"])
+    ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
+    mats = _f(x["ffn_mats"])
+    expert_rank = E / ep * h * _f(x["expert_ff_dim"]) * mats / etp
+    moe_rank = h * E + h * _f(x["shared_ff_dim"]) * mats / tp + expert_rank
+    return moe_frac * (moe_rank - h * _f(x["ff_dim"]) * mats / tp), moe_frac * expert_rank
+
+
+def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) -> dict:
+    """The change an MoE layer makes to one layer's forward/backward time, memory and parameters per rank,
+    averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
+    dense FFN), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
+    ``expert_params`` (the routed experts per rank, per layer: sharded over the expert-data-parallel group),
+    ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row."""
+    moe_frac = _f(x.get("moe_frac", 0.0))
+    zero = np.zeros(np.shape(moe_frac))
+    if not np.any(moe_frac > 0):
+        return dict.fromkeys(("delta_f_s", "delta_b_s", "ep_f_s", "ep_b_s", "delta_params", "expert_params",
+                              "delta_act_bytes"), zero)
+    h = _f(x["d_model"])
+    E, k = _f(x["n_experts"]), _f(x["top_k"])
+    fe, fs, fd = _f(x["expert_ff_dim"]), _f(x["shared_ff_dim"]), _f(x["ff_dim"])
+    up = _f(x["ffn_mats"]) - 1.0
+    ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
+    load = np.where(np.isfinite(_f(x["moe_capacity"])), _f(x["moe_capacity"]), 1.0 + _f(x["moe_imbalance_frac"]))
+
+    def linear(m_rows, n_out, k_in, batch=1.0):
+        fw = gemm(m_rows, n_out, k_in, batch)
+        return fw, gemm(m_rows, k_in, n_out, batch) + gemm(k_in, n_out, m_rows, batch)
+
+    # the dense FFN the MoE layer replaces (as gpusim.model.llm computes it)
+    d_up_f, d_up_b = linear(T, fd * up / tp, h)
+    d_dn_f, d_dn_b = linear(T, h, fd / tp)
+    dense_act = T * fd / tp * e * (up + 1.0) / mem_rate
+    dense_f = d_up_f + d_dn_f + dense_act
+    dense_b = d_up_b + d_dn_b + 2.0 * dense_act
+    # router on the sequence-parallel tokens
+    n_tok = T / tp
+    r_f, r_b = linear(n_tok, E, h)
+    score_bytes = n_tok * E * 4.0 * 3.0  # fp32 logits: read, probabilities written, top-k read
+    router_f = r_f + score_bytes / mem_rate
+    router_b = r_b + 2.0 * score_bytes / mem_rate
+    # routed experts: grouped GEMM over the E / ep local experts at the busiest rank's load
+    tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
+    local = E / ep
+    x_up_f, x_up_b = linear(tpe, fe * up / etp, h, local)
+    x_dn_f, x_dn_b = linear(tpe, h, fe / etp, local)
+    routed_tokens = tpe * local
+    perm_bytes = 2.0 * routed_tokens * h * e * 2.0  # permute before and unpermute after the experts (read + write)
+    x_act = routed_tokens * fe / etp * e * (up + 1.0)
+    experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate
+    experts_b = x_up_b + x_dn_b + 2.0 * (x_act + perm_bytes) / mem_rate
+    # shared experts: a dense FFN of width fs on every token, tp-split
+    s_up_f, s_up_b = linear(T, fs * up / tp, h)
+    s_dn_f, s_dn_b = linear(T, h, fs / tp)
+    s_act = T * fs / tp * e * (up + 1.0) / mem_rate
+    has_shared = fs > 0
+    shared_f = np.where(has_shared, s_up_f + s_dn_f + s_act, 0.0)
+    shared_b = np.where(has_shared, s_up_b + s_dn_b + 2.0 * s_act, 0.0)
+    moe_f = router_f + experts_f + shared_f
+    moe_b = router_b + experts_b + shared_b
+    # all-to-all dispatch + combine (forward), twice that backward; expert-TP gathers and scatters the tokens
+    size = a2a_bytes_per_layer(n_tok, k, h, e)
+    ranks_in_domain = ep_ranks_in_domain(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]))
+    inter_rank = _f(x["inter_busbw_bytes_per_s"]) / g
+    a2a = all_to_all_s(size, ep, ranks_in_domain, _f(x["intra_busbw_bytes_per_s"]), inter_rank,
+                       p.coll_base_latency_s)
+    etp_nodes = np.maximum(1.0, etp / domain)
+    etp_comm = np.where(etp > 1, coll(C.REDUCE_SCATTER, routed_tokens * h * e, etp, etp_nodes)  # outputs
+                        + coll(C.ALL_GATHER, routed_tokens * h * e, etp, etp_nodes), 0.0)  # inputs
+    hidden = 1.0 - p.ep_a2a_overlap_frac
+    ep_f = (2.0 * a2a + etp_comm) * hidden
+    ep_b = (2.0 * a2a + etp_comm) * hidden
+    delta_params, expert_params = moe_params_per_rank(x, tp)
+    # activations kept for backward: the dense FFN's against router scores, dispatched tokens, expert
+    # activations and the shared experts'
+    dense_keep = T / tp * e * fd * (up + 1.0)
+    moe_keep = (n_tok * E * 4.0 + 2.0 * routed_tokens * h * e + routed_tokens * e * fe / etp * (up + 1.0)
+                + T / tp * e * fs * (up + 1.0))
+    return {"delta_f_s": moe_frac * (moe_f - dense_f), "delta_b_s": moe_frac * (moe_b - dense_b),
+            "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
+            "expert_params": expert_params, "delta_act_bytes": moe_frac * (moe_keep - dense_keep),
+            "tokens_per_expert": tpe, "a2a_s": a2a}
+
+
+def moe_flop_delta_per_token(x: dict):
+    """Model FLOPs of one token's FFN in an MoE layer against the dense FFN's, forward, averaged over layers:
+    router ``2 h E`` + ``top_k`` experts + shared experts - dense FFN (matmuls counted in full)."""
+    moe_frac = _f(x.get("moe_frac", 0.0))
+    if not np.any(moe_frac > 0):
+        return np.zeros(np.shape(moe_frac))
+    h = _f(x["d_model"])
+    mats = _f(x["ffn_mats"])
+    k, E = _f(x["top_k"]), _f(x["n_experts"])
+    moe = 2.0 * h * E + 2.0 * h * mats * (k * _f(x["expert_ff_dim"]) + _f(x["shared_ff_dim"]))
+    return moe_frac * (moe - 2.0 * h * mats * _f(x["ff_dim"]))

@@ -1,0 +1,79 @@
+"""FP8 training of the transformer layers as NVIDIA Transformer Engine runs it (``te.Linear`` /
+``te.LayerNormMLP`` under ``fp8_autocast``; Micikevicius et al., "FP8 Formats for Deep Learning", 2022).
+
+- **Which GEMMs**: the four linear layers of each transformer layer (QKV, attention output, FFN up and down;
+  the routed and shared experts of an MoE layer likewise) run their forward, data-gradient and weight-gradient
+  GEMMs on FP8 operands (E4M3 forward, E5M2 gradients: the HYBRID format) at the GPU's FP8 matmul ceiling,
+  reading one byte per operand element. Attention (FlashAttention in bf16: TE's FP8 attention is off by
+  default), the embedding, the LM head and the loss stay in bf16 (Megatron-LM keeps the output layer out of
+  FP8), as do the norms and element-wise kernels.
+- **Casts and amax, memory-bound**: every FP8 GEMM input is quantised by a kernel that reads the bf16 tensor
+  and writes the FP8 copy and its transpose (TE ``cast_transpose``: the transpose feeds the weight-gradient
+  GEMM), 2 + 2 bytes per element, fusing the amax of the tensor:
+
+  - *delayed scaling* (TE ``DelayedScaling``, the default): the scale comes from the amax history of earlier
+    steps, so one pass suffices;
+  - *current scaling* (TE ``Float8CurrentScaling``): the tensor's own amax must be known before the cast: an
+    extra read of 2 bytes per element;
+  - *MXFP8* (TE ``MXFP8BlockScaling``, Blackwell): one E8M0 scale per 32 elements computed in the same pass,
+    rowwise and columnwise copies (2 + 2 bytes) plus 2/32 bytes of scales.
+
+  Forward: the inputs of the four linear layers (``T h``, ``T q/t``, ``T h``, ``T f/t`` elements); backward: the
+  output gradients entering the data-gradient GEMMs (``T (q + 2 kv)/t``, ``T h``, ``T f u/t``, ``T h``). The
+  weights are cast once per optimizer step (TE caches the FP8 weights over the micro-batches), 2 + 2 bytes per
+  parameter.
+- **Memory**: the FP8 weight copy and its transpose, 2 bytes per parameter (MXFP8: + 2/32 for the scales), on
+  top of bf16 weights, fp32 main gradients and the fp32 master copy (Megatron's mixed-precision optimizer keeps
+  those as in bf16 training). Saved activations are counted as in bf16 (TE saves the FP8 copy of a linear
+  input instead: a saving this model does not take).
+
+Pure numpy on broadcastable float64 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NONE, DELAYED, CURRENT, MX = 0, 1, 2, 3
+MODES = {"delayed": DELAYED, "current": CURRENT}
+#: bytes moved per element by one quantisation of a bf16 tensor (read 2, write rowwise + columnwise FP8 1 + 1)
+CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0}
+#: FP8 copies of the weights kept per parameter (rowwise + transpose), and MXFP8's scales
+WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0}
+#: cast kernels per layer and pass (four linear inputs forward, four output gradients backward)
+CASTS_PER_LAYER = 4.0
+
+
+def _f(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def cast_bytes_per_elem(mode):
+    m = np.asarray(mode)
+    return np.where(m == CURRENT, CAST_BYTES[CURRENT], np.where(m == MX, CAST_BYTES[MX],
+                                                                 np.where(m == DELAYED, CAST_BYTES[DELAYED], 0.0)))
+
+
+def layer_cast_s(mode, *, T, h, q, kv, f, up, tp, mem_rate, kernel_tail_s):
+    """Seconds of one layer's FP8 quantisation kernels, ``(forward, backward)``, per micro-batch."""
+    if not np.any(np.asarray(mode) > 0):
+        return 0.0, 0.0
+    per = cast_bytes_per_elem(mode)
+    on = np.asarray(mode) > 0
+    fwd_elems = _f(T) * (2.0 * h + q / tp + f / tp)
+    bwd_elems = _f(T) * ((q + 2.0 * kv) / tp + 2.0 * h + f * up / tp)
+    tail = CASTS_PER_LAYER * kernel_tail_s
+    return (np.where(on, fwd_elems * per / mem_rate + tail, 0.0),
+            np.where(on, bwd_elems * per / mem_rate + tail, 0.0))
+
+
+def weight_cast_s(mode, params_local, mem_rate):
+    """Seconds per optimizer step to cast the rank's linear weights to FP8 (once; cached over micro-batches)."""
+    if not np.any(np.asarray(mode) > 0):
+        return 0.0
+    return np.where(np.asarray(mode) > 0, _f(params_local) * cast_bytes_per_elem(mode) / mem_rate, 0.0)
+
+
+def weight_copy_bytes_per_param(mode):
+    m = np.asarray(mode)
+    return np.where(m == MX, WEIGHT_COPY_BYTES[MX], np.where(m > 0, WEIGHT_COPY_BYTES[DELAYED], 0.0))

@@ -1,0 +1,683 @@
+"""The search over LLM layouts: every valid (tp, cp, pp, vp, dp, micro-batch, recomputation) of a transformer on
+given hardware, evaluated in one vectorised model call, infeasible layouts kept as rows with the reason.
+
+Enumeration (for ``n`` GPUs, an NVLink domain of ``D`` GPUs, ``L`` layers, ``a`` heads, ``kv`` K/V heads, a
+sequence of ``s`` tokens and a global batch of ``B`` sequences), the rules Megatron-LM checks at start-up:
+
+- ``tp`` divides ``n`` and the heads; the K/V heads split over tp or are replicated (tp a multiple of them);
+  ``tp <= D`` (tensor-parallel all-reduces on every layer stay in NVLink);
+- ``cp`` a power of two dividing ``n / tp`` with ``s % (2 cp) == 0`` (the load-balanced causal split cuts the
+  sequence into ``2 cp`` chunks); cp needs FlashAttention (ring attention is a FlashAttention kernel);
+- ``pp`` divides ``n / (tp cp)``, at most ``L``; when ``pp`` does not divide ``L`` the stages are uneven (as
+  Llama 3 405B's 126 layers on 16 stages) and every stage is charged the fullest stage's ``ceil(L / pp)``
+  layers (conservative by at most one layer per stage), and ``vp`` chunks of ``ceil(L / (pp vp))`` layers each
+  (``gpusim predict`` takes even splits only); ``vp > 1`` (interleaved 1F1B) needs ``pp > 1`` and a number of
+  micro-batches that is a multiple of ``pp``;
+- ``dp = n / (tp cp pp)``; ``micro_batch x dp`` divides ``B``; ``n_micro = B / (micro_batch dp)``;
+- recomputation ``none``, ``selective`` or ``full``;
+- memory: the fullest stage fits in the GPU (evaluated by the model, the same code as ``gpusim predict``).
+
+A layout's reason is the first rule it breaks, in the order above. The best layout is the feasible one with the
+highest tokens per second (ties: less memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from gpusim import units
+from gpusim.errors import ScenarioError
+
+RECOMPUTES = ("none", "selective", "full")
+#: layouts per model call: blocks whose temporaries stay in the CPU caches (measured: 64k rows per call run
+#: ~1.5x faster per row than one 512k-row call on the development machine; benchmarks/layout_search.py)
+CHUNK_ROWS = 65536
+#: micro-batches the search tries (sequences per micro-batch; LLM recipes use 1-4 at 4k-8k tokens)
+MICRO_BATCHES = (1, 2, 4, 8)
+#: largest context-parallel degree tried (Llama 3 used cp 16 at 128k tokens)
+MAX_CP = 32
+
+REASONS = ("", "tp does not divide the attention heads", "the K/V heads cannot be split over tp",
+           "tp crosses the NVLink domain", "the sequence is not divisible by 2 x cp (load-balanced ring)",
+           "cp needs FlashAttention", "vp needs pp > 1",
+           "micro-batch x dp does not divide the global batch",
+           "interleaving needs the micro-batches per step to be a multiple of pp", "does not fit in GPU memory")
+OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_MEMORY = range(len(REASONS))
+
+
+def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None) -> None:
+    """The context-parallel rules for one scenario (the search's rules R_SEQ and R_FLASH); raises ScenarioError."""
+    if cp == 1:
+        return
+    problems = []
+    if seq_len % (2 * cp):
+        ok = [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0]
+        problems.append(f"cp {cp} needs the sequence ({seq_len} tokens) to be divisible by 2 x cp = {2 * cp} for the "
+                        f"load-balanced causal split" + (f" (cp could be {', '.join(map(str, ok))})" if ok else ""))
+    if not flash:
+        problems.append("context parallelism (ring attention) needs FlashAttention; this model's attention is unfused")
+    if problems:
+        raise ScenarioError(f"impossible context parallelism (cp {cp}): " + "; ".join(problems))
+
+
+def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
+             dp: int | None = None) -> None:
+    """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
+    The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
+    moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
+                                                                               capacity is not None)) if on]
+    if not getattr(spec, "n_experts", 0):
+        if moe_flags:
+            raise ScenarioError(f"{', '.join(moe_flags)} apply to mixture-of-experts models; this model is dense "
+                                f"(drop {', '.join('--' + f.replace('_', '-') for f in moe_flags)})")
+        return
+    problems = []
+    E = int(spec.n_experts)
+    if E % ep:
+        ok = [d for d in range(1, min(E, 256) + 1) if E % d == 0 and d & (d - 1) == 0]
+        problems.append(f"{E} experts are not divisible by ep {ep} (ep could be {', '.join(map(str, ok))})")
+    if dp is not None and (tp * cp * dp) % (ep * expert_tp):
+        problems.append(f"ep {ep} x expert-tp {expert_tp} = {ep * expert_tp} must divide tp x cp x dp = "
+                        f"{tp * cp * dp} (the ranks the expert groups fold into)")
+    if problems:
+        raise ScenarioError(f"impossible expert parallelism (ep {ep}, expert-tp {expert_tp}): " + "; ".join(problems))
+
+
+def moe_fields(spec, strategy) -> dict:
+    """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""
+    if not getattr(spec, "n_experts", 0):
+        return {}
+    cap = strategy.moe_capacity_factor if strategy.moe_capacity_factor is not None else spec.moe_capacity_factor
+    return {"ep": float(strategy.ep), "expert_tp": float(strategy.expert_tp),
+            "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
+            "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
+            "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
+            "moe_imbalance_frac": float(spec.moe_imbalance_frac)}
+
+
+def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
+    """The FP8 fields of an LLM row (gpusim.model.fp8): the recipe, the FP8 and bf16 matmul ceilings, the bf16
+    peak, and the weights' FP8 copies; empty for the other precisions."""
+    from gpusim.model import fp8 as FP8
+    from gpusim.strategy import GATHER_BYTES
+
+    pr = strategy.precision
+    if pr not in ("fp8", "mxfp8"):
+        return {}
+    if pr == "mxfp8" and not hw.gpu.microscaling:
+        raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
+                            f"none: use --precision fp8 (per-tensor scaling)")
+    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
+    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
+    peak16 = hw.gpu.peak_flop_per_s("bf16")
+    nan = float("nan")
+    return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
+            "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
+            "peak16_flop_per_s": nan if peak16 is None else peak16,
+            "weight_bytes_per_param": float(GATHER_BYTES[pr]) + float(FP8.weight_copy_bytes_per_param(mode))}
+
+
+def padded_layers(n_layers: int, pp: int, vp: int):
+    """Layers charged with an uneven split: every one of the ``pp vp`` chunks holds the fullest's
+    ``ceil(L / (pp vp))`` (works on arrays)."""
+    return -(-n_layers // (pp * vp)) * pp * vp
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class Pins:
+    """Degrees fixed by the user (None: searched)."""
+
+    tp: int | None = None
+    pp: int | None = None
+    vp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+
+
+def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, n_kv_heads: int, seq_len: int,
+                      global_batch: int, flash: bool, pins: Pins = Pins(), micro_batches=MICRO_BATCHES,
+                      recomputes=RECOMPUTES, n_experts: int = 0) -> dict[str, np.ndarray]:
+    """Every candidate layout as integer arrays ``tp, cp, pp, vp, dp, micro_batch, n_micro, recompute, layers,
+    reason`` (``layers``: the layers charged to the model, padded for uneven stages; ``reason`` an index into
+    :data:`REASONS`, 0 for a layout that passes every rule before memory)."""
+    n, L = int(n_gpus), int(n_layers)
+    if pins.ep not in (None, 1) and not n_experts:
+        raise ScenarioError(f"ep {pins.ep} applies to mixture-of-experts models; this model is dense (drop --ep)")
+
+    def pick(pin, values):
+        return [pin] if pin is not None else values
+
+    tps = pick(pins.tp, [t for t in _divisors(n) if t <= max(domain, 1) or pins.tp])
+    cps = pick(pins.cp, [c for c in (1 << i for i in range(6)) if c <= MAX_CP])
+    rows = []
+    for tp in tps:
+        for cp in cps:
+            if n % (tp * cp):
+                continue
+            rest = n // (tp * cp)
+            for pp in pick(pins.pp, [p for p in _divisors(rest) if p <= L]):
+                if rest % pp:
+                    continue
+                dp = rest // pp
+                vps = [1] if pp == 1 else _divisors(-(-L // pp))  # uneven stages: chunks of the padded stage
+                # expert parallelism folds into the tp x cp x dp ranks and divides the experts
+                eps = pick(pins.ep, [e for e in (1 << i for i in range(10))
+                                     if n_experts and n_experts % e == 0 and (tp * cp * dp) % e == 0] or [1])
+                for vp in pick(pins.vp, vps):
+                    for ep in eps:
+                        for mb in pick(pins.micro_batch, list(micro_batches)):
+                            rows.append((tp, cp, pp, vp, dp, mb, ep))
+    if not rows:
+        raise ScenarioError(f"no layout of {n} GPUs matches the pinned degrees "
+                            f"({', '.join(f'{k} {v}' for k, v in vars(pins).items() if v is not None)})")
+    a = np.array(rows, dtype=np.int64)
+    rc_names = pick(pins.recompute, list(recomputes))
+    R = len(rc_names)
+    a = np.repeat(a, R, axis=0)
+    rc = np.tile(np.arange(R), len(rows))
+    rc_codes = np.array([RECOMPUTES.index(r) for r in rc_names], dtype=np.int64)[rc]
+    tp, cp, pp, vp, dp, mb, ep = a.T
+    gb = int(global_batch)
+    per_step = mb * dp
+    n_micro = np.where(gb % per_step == 0, gb // np.maximum(per_step, 1), 0)
+    kv = n_kv_heads or n_heads
+    reason = np.zeros(len(tp), dtype=np.int64)
+    checks = ((n_heads % tp != 0, R_HEADS), ((kv % tp != 0) & (tp % kv != 0), R_KV),
+              ((tp > domain) & (pins.tp is None), R_DOMAIN),
+              ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
+              ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
+              ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE))
+    for bad, code in reversed(checks):  # the first rule broken wins
+        reason = np.where(bad, code, reason)
+    layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
+    return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "ep": ep, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
+            "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
+
+
+def _base_row(scenario, hw, wl, params) -> dict:
+    """The scenario's model row at tp = pp = cp = 1 (the layout fields are replaced per layout)."""
+    from gpusim.simulate import scenario_row
+
+    base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, ep=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
+                                 recompute="none", kind="zero1" if scenario.strategy.kind not in ("ddp", "zero1")
+                                 else scenario.strategy.kind)
+    return scenario_row(base, hw, wl, params)
+
+
+def layout_inputs(base: dict, lay: dict[str, np.ndarray]):
+    """:class:`~gpusim.model.step.StepInputs` for every layout on one hardware row: the base row's fields as
+    ``(1,)`` (or ``(1, K)``) arrays that broadcast against the layouts' ``(N,)`` degrees."""
+    from gpusim.simulate import stack_rows
+
+    return with_layouts(stack_rows([base]), lay, _model_layers(base))
+
+
+def _model_layers(base: dict) -> float:
+    return float(base.get("model_layers", base["n_layers"]))
+
+
+def with_layouts(inp, lay: dict[str, np.ndarray], model_layers: float):
+    """``inp`` with the degrees of the layouts ``lay`` (arrays of one length) put in."""
+    f = np.float64
+    return inp.replace(tp=lay["tp"].astype(f), pp=lay["pp"].astype(f), vp=lay["vp"].astype(f), cp=lay["cp"].astype(f),
+                       ep=lay["ep"].astype(f), micro_batch=lay["micro_batch"].astype(f),
+                       accum=lay["n_micro"].astype(f), sp=lay["tp"] > 1, recompute=lay["recompute"],
+                       n_layers=lay["layers"].astype(f), model_layers=np.asarray([model_layers]),
+                       llm=np.asarray([True]))
+
+
+def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, global_batch: int | None = None,
+                   micro_batches=MICRO_BATCHES, recomputes=RECOMPUTES) -> dict[str, Any]:
+    """Every layout of ``scenario``'s workload on its hardware and GPU count. Returns ``{"layouts": arrays,
+    "out": model outputs (NaN where a rule failed), "feasible", "reason": strings, "best": index or None,
+    "order": feasible indices best first, "n": layouts}``. ``global_batch`` defaults to the scenario's."""
+    from gpusim.hwdb import load
+    from gpusim.model.step import evaluate
+    from gpusim.params import DEFAULT_PARAMS
+    from gpusim.simulate import nvlink_domain_gpus, resolve_hardware, resolve_workload, transformer_of
+
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    wl = resolve_workload(scenario)
+    spec = transformer_of(wl)
+    if spec is None:
+        raise ScenarioError(f"the layout search needs a transformer; {wl.id!r} is not one")
+    hw = resolve_hardware(scenario, db)
+    seq = int(scenario.seq_len or spec.seq_len)
+    gb = int(global_batch or scenario.strategy.global_batch or 0)
+    if gb < 1:
+        raise ScenarioError("the layout search holds the global batch fixed: give --global-batch (sequences per step)")
+    lay = enumerate_layouts(n_gpus=hw.n_gpus, domain=nvlink_domain_gpus(hw), n_layers=spec.n_layers,
+                            n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
+                            n_experts=int(getattr(spec, "n_experts", 0) or 0),
+                            global_batch=gb, flash=bool(spec.flash_attention), pins=pins or Pins(),
+                            micro_batches=micro_batches, recomputes=recomputes)
+    return evaluate_layouts(lay, _base_row(scenario, hw, wl, params), hw.gpu.memory_bytes, params, evaluate)
+
+
+def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
+    """A lower bound of a layout's memory per GPU: the transformer layers' weights, gradients and optimizer states
+    on one stage (routed experts' optimizer states over the expert-data-parallel group), a part of what the model
+    adds up. A layout over the GPU's memory by this bound alone is refused without running the model on it."""
+    from gpusim.model.experts import moe_params_per_rank
+    from gpusim.model.step import SHARD_STAGE
+
+    lps = lay["layers"] / lay["pp"]
+    tp = lay["tp"].astype(np.float64)
+    delta, expert = (moe_params_per_rank({**base, "ep": lay["ep"]}, tp) if float(base.get("moe_frac", 0.0)) > 0
+                     else (0.0, 0.0))
+    per_rank = lps * (float(base["layer_params"]) / tp + delta)
+    experts = lps * expert
+    sharded = SHARD_STAGE[int(base["strategy"])] >= 1
+    opt = (float(base["master_bytes_per_param"]) + float(base["opt_state_bytes_per_param"]))
+    dp_group = (lay["dp"] * lay["cp"]) if sharded else 1.0
+    edp = np.maximum(lay["dp"] * lay["cp"] * tp / lay["ep"], 1.0) if sharded else 1.0
+    return (per_rank * (float(base["weight_bytes_per_param"]) + float(base["grad_bytes_per_param"]))
+            + (per_rank - experts) * opt / dp_group + experts * opt / edp)
+
+
+def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
+    """Run the model on the layouts that pass the rules and are not over memory by
+    :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
+    from gpusim.simulate import stack_rows
+
+    if evaluate is None:
+        from gpusim.model.step import evaluate
+    N = len(lay["tp"])
+    bound = state_lower_bound_bytes(base, lay)
+    over = (lay["reason"] == OK) & (bound > capacity_bytes)
+    ok = np.flatnonzero((lay["reason"] == OK) & ~over)
+    keys = ("step_s", "throughput_samples_per_s", "mfu_frac", "memory_per_gpu_bytes", "fits_in_memory",
+            "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
+            "dp_comm_exposed_s", "optimizer_s", "bottleneck_code")
+    out = {k: np.full(N, np.nan) for k in keys}
+    one = stack_rows([base])
+    for c0 in range(0, len(ok), CHUNK_ROWS):  # blocks the model evaluates whole (no concatenation of its outputs)
+        sel = ok[c0:c0 + CHUNK_ROWS]
+        res = evaluate(with_layouts(one, {k: v[sel] for k, v in lay.items()}, _model_layers(base)), params)
+        for k in keys:
+            out[k][sel] = np.broadcast_to(res[k], (len(sel),))
+    fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
+    reason = np.where((lay["reason"] == OK) & ~fits, R_MEMORY, lay["reason"])
+    feasible = reason == OK
+    out["memory_lower_bound_bytes"] = np.where(over, bound, np.nan)
+    seq = float(base["seq_len"])
+    tokens = out["throughput_samples_per_s"] * seq
+    out["tokens_per_s"] = tokens
+    out["bubble_frac"] = out["pp_bubble_s"] / out["step_s"]
+    out["headroom_bytes"] = capacity_bytes - out["memory_per_gpu_bytes"]
+    idx = np.flatnonzero(feasible)
+    order = idx[np.lexsort((out["memory_per_gpu_bytes"][idx], -tokens[idx]))]
+    return {"layouts": lay, "out": out, "feasible": feasible, "reason_code": reason,
+            "best": int(order[0]) if len(order) else None, "order": order, "n": N,
+            "capacity_bytes": capacity_bytes, "seq_len": seq, "domain": None}
+
+
+def layout_name(lay: dict, i: int) -> str:
+    """``tp 8 pp 8 cp 2 vp 8 dp 4 mb 1 selective``: the degrees of one layout."""
+    parts = [f"tp {lay['tp'][i]}", f"pp {lay['pp'][i]}", f"cp {lay['cp'][i]}"]
+    if lay["ep"][i] > 1:
+        parts.append(f"ep {lay['ep'][i]}")
+    if lay["vp"][i] > 1:
+        parts.append(f"vp {lay['vp'][i]}")
+    parts += [f"dp {lay['dp'][i]}", f"mb {lay['micro_batch'][i]}", f"recompute {RECOMPUTES[lay['recompute'][i]]}"]
+    if "uneven" in lay and lay["uneven"][i]:
+        parts.append(f"uneven stages (layers per chunk: {lay['layers'][i] // (lay['pp'][i] * lay['vp'][i])})")
+    return " ".join(parts)
+
+
+def reason_text(res: dict, i: int) -> str:
+    code = int(res["reason_code"][i])
+    if code == R_MEMORY:
+        bound = res["out"].get("memory_lower_bound_bytes", np.full(i + 1, np.nan))[i]
+        if np.isfinite(bound):
+            return (f"does not fit in GPU memory (its weights, gradients and optimizer states alone take "
+                    f"{units.format_bytes(bound)} of {units.format_bytes(res['capacity_bytes'])})")
+        return (f"does not fit in GPU memory ({units.format_bytes(res['out']['memory_per_gpu_bytes'][i])} of "
+                f"{units.format_bytes(res['capacity_bytes'])})")
+    return REASONS[code]
+
+
+def why(res: dict, i: int, domain: int) -> str:
+    """The facts that make layout ``i`` what it is: bubble, where TP runs, cp exchange, memory headroom."""
+    lay, o = res["layouts"], res["out"]
+    tp = int(lay["tp"][i])
+    bits = [f"the bubble is {o['bubble_frac'][i]:.0%}",
+            f"TP traffic stays in NVLink (tp {tp} of a {domain}-GPU domain)" if tp <= domain
+            else f"TP crosses the NVLink domain (tp {tp} > {domain})"]
+    if lay["cp"][i] > 1:
+        bits.append(f"cp exchange exposes {o['cp_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
+    if lay["ep"][i] > 1 and "ep_comm_exposed_s" in o:
+        bits.append(f"the expert all-to-alls expose {o['ep_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
+    bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} to spare")
+    return ", ".join(bits)
+
+
+#: the degrees that make two layouts different ones (micro-batch and recomputation are tuning within a layout)
+DEGREES = ("tp", "cp", "pp", "vp", "ep")
+
+
+def next_distinct(lay: dict, order) -> int | None:
+    """The best layout in ``order`` (indices, best first) whose degrees differ from the first's."""
+    if not len(order):
+        return None
+    first = tuple(int(lay[k][order[0]]) for k in DEGREES)
+    for i in order[1:]:
+        if tuple(int(lay[k][i]) for k in DEGREES) != first:
+            return int(i)
+    return None
+
+
+def explain_best(res: dict, domain: int) -> str:
+    """``tp 8 pp 8 ...: the bubble is 6%, ...; 4% faster than tp 4 ... (bubble 12%, ...)``."""
+    order = res["order"]
+    if not len(order):
+        return "no layout fits"
+    lay, o = res["layouts"], res["out"]
+    b = int(order[0])
+    text = f"{layout_name(lay, b)}: {why(res, b, domain)}; MFU {o['mfu_frac'][b]:.1%}"
+    nx = next_distinct(lay, order)
+    if nx is not None:
+        gain = o["tokens_per_s"][b] / o["tokens_per_s"][nx] - 1.0
+        text += (f"; {gain:.1%} faster than the next best other layout, {layout_name(lay, nx)} "
+                 f"({why(res, nx, domain)})")
+    return text
+
+
+def search_table(res: dict, top: int | None = None) -> list[dict]:
+    """Rows of the search, best feasible first, then the infeasible with their reason."""
+    lay, o = res["layouts"], res["out"]
+    idx = list(res["order"][:top] if top else res["order"])
+    if top is None:
+        idx += [int(i) for i in np.flatnonzero(~res["feasible"])]
+    rows = []
+    for i in idx:
+        r = {k: int(lay[k][i]) for k in ("tp", "cp", "pp", "vp", "ep", "dp", "micro_batch", "n_micro")}
+        r["recompute"] = RECOMPUTES[int(lay["recompute"][i])]
+        r["feasible"] = bool(res["feasible"][i])
+        r["reason"] = "" if r["feasible"] else reason_text(res, i)
+        for k in ("step_s", "tokens_per_s", "mfu_frac", "memory_per_gpu_bytes", "bubble_frac", "cp_comm_exposed_s",
+                  "ep_comm_exposed_s", "tp_comm_exposed_s"):
+            v = float(o[k][i])
+            r[k] = None if math.isnan(v) else v
+        rows.append(r)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# The search over hardware options and GPU counts (what `gpusim plan` adds for an LLM)
+# ------------------------------------------------------------------------------------------------
+
+#: columns the plan table gains for layout rows (empty / 0 for the data-parallel rows of gpusim.sweep)
+LAYOUT_COLUMNS = ("layout", "tp", "cp", "pp", "vp", "ep", "recompute", "pp_bubble_frac", "layout_why")
+
+
+def default_global_batch(max_global_batch: int) -> int:
+    """The global batch the search holds when none is given: the largest power of two within the limit (the
+    most micro-batches per step, so the smallest bubble, that the recipe allows)."""
+    return 1 << (max(int(max_global_batch), 1).bit_length() - 1)
+
+
+def _varying_fields(inp) -> dict[str, np.ndarray]:
+    """Fields of stacked hardware rows that differ between rows (the others broadcast from one row): gathering only
+    these per layout keeps the model's inputs small."""
+    out = {}
+    for f in fields(inp):
+        a = np.asarray(getattr(inp, f.name))
+        if a.ndim == 0 or a.shape[0] == 1:
+            continue
+        same = np.all(a == a[:1]) if a.dtype != object else False
+        if a.dtype.kind == "f":
+            same = same or bool(np.all((a == a[:1]) | (np.isnan(a) & np.isnan(a[:1]))))
+        if not same:
+            out[f.name] = a
+    return out
+
+
+def _best_per_owner(score, owner, H: int) -> np.ndarray:
+    """Index of the highest ``score`` for each owner ``0..H-1`` (-1 for an owner without rows)."""
+    order = np.lexsort((-score, owner))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = owner[order][1:] != owner[order][:-1]
+    best = np.full(H, -1, dtype=np.int64)
+    best[owner[order[first]]] = order[first]
+    return best
+
+
+def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,
+                     pins: Pins | None = None, max_global_batch: int | None = None, progress=None,
+                     chunk_rows: int | None = None):
+    """One row per (hardware option, node count): the best layout there, with the columns of
+    :data:`gpusim.sweep.COLUMNS` plus :data:`LAYOUT_COLUMNS`, or the reason none fits. All layouts of all
+    options go through the model in chunks of ``chunk_rows`` (one call each)."""
+    import pandas as pd
+
+    from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
+    from gpusim.simulate import nvlink_domain_gpus, scenario_row, stack_rows, transformer_of
+    from gpusim.sweep import COLUMNS, _resolve_hw, _scenario_for, resolve_precision
+
+    spec = transformer_of(wl)
+    pins = pins or Pins()
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    seq = int(wl.tokens_per_sample)
+    ht = _resolve_hw(wl, options, counts_per_option, db, params)
+    H = len(ht.rows)
+    base_rows: list[dict | None] = [None] * H
+    prec: list[str | None] = [None] * H
+    why_not: list[str | None] = list(ht.reason)
+    cache: dict = {}
+    for h in range(H):
+        if ht.rows[h] is None or why_not[h]:
+            continue
+        pr = resolve_precision(ht.gpu[h], precision)
+        if pr is None:
+            why_not[h] = f"{ht.gpu[h].id} has no tensor-core precision for {precision}"
+            continue
+        key = (ht.option[h], ht.nodes[h] > 1, pr)
+        if key not in cache:
+            try:
+                scn = _scenario_for(wl, options[ht.option[h]], db, 2 if ht.nodes[h] > 1 else 1, kind="zero1",
+                                    precision=pr, recompute="none", per_gpu_batch=1)
+                cache[key] = scenario_row(scn, ht.hw[h], wl, params)
+            except Exception as e:  # a precision the GPU lacks, ...: the row says so
+                cache[key] = str(e)
+        b = cache[key]
+        if isinstance(b, str):
+            why_not[h] = b
+            continue
+        base_rows[h] = {**b, **ht.rows[h]}
+        prec[h] = pr
+    # ---- every layout of every hardware row ------------------------------------------------------------
+    enum_cache: dict = {}
+    parts, segs, N = [], [], 0
+    for h in range(H):
+        if base_rows[h] is None:
+            continue
+        n, dom = int(ht.rows[h]["n_gpus"]), nvlink_domain_gpus(ht.hw[h])
+        k = (n, dom)
+        if k not in enum_cache:
+            try:
+                enum_cache[k] = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                                                  n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
+                            n_experts=int(getattr(spec, "n_experts", 0) or 0),
+                                                  global_batch=global_batch, flash=bool(spec.flash_attention),
+                                                  pins=pins)
+            except ScenarioError as e:
+                enum_cache[k] = str(e)
+        lay = enum_cache[k]
+        if isinstance(lay, str):
+            why_not[h] = lay
+            continue
+        parts.append(lay)
+        segs.append((h, N, N + len(lay["tp"])))  # each hardware row's layouts are one contiguous segment
+        N += len(lay["tp"])
+    keys = ("step_s", "throughput_samples_per_s", "throughput_per_gpu_samples_per_s", "mfu_frac", "gpu_util_frac",
+            "memory_per_gpu_bytes", "max_micro_batch", "fits_in_memory", "bottleneck_code", *BREAKDOWN_KEYS,
+            "comm_total_s", "loader_supply_samples_per_s", "pp_bubble_s", "cp_comm_exposed_s",
+            "ep_comm_exposed_s")
+    if N:
+        lay = {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
+        owner = np.concatenate([np.full(e_ - s_, h, dtype=np.int64) for h, s_, e_ in segs])
+        # layouts over memory by their layers' states alone are refused without the model (a lower bound)
+        bound = np.empty(N)
+        for h, s_, e_ in segs:
+            bound[s_:e_] = state_lower_bound_bytes(base_rows[h], {k: v[s_:e_] for k, v in lay.items()})
+        cap_row = np.array([ht.gpu[h].memory_bytes for h in range(H)], dtype=np.float64)[owner]
+        over = (lay["reason"] == OK) & (bound > cap_row)
+        run = np.flatnonzero((lay["reason"] == OK) & ~over)
+        present = [h for h, _, _ in segs]
+        stacked = stack_rows([base_rows[h] for h in present])
+        varying = _varying_fields(stacked)
+        stacked = stacked.replace(**{f.name: np.asarray(getattr(stacked, f.name))[:1] for f in fields(stacked)
+                                     if f.name not in varying and np.ndim(getattr(stacked, f.name)) > 0})
+        row_of = np.full(H, -1, dtype=np.int64)
+        row_of[present] = np.arange(len(present))
+
+        def run_model(sel):
+            inp = stacked.replace(**{k: v[row_of[owner[sel]]] for k, v in varying.items()})
+            return evaluate(with_layouts(inp, {k: v[sel] for k, v in lay.items()}, float(spec.n_layers)), params)
+
+        # every layout: only what picks the best; the chosen rows' full outputs are evaluated again below
+        thr = np.full(N, -np.inf)
+        mem = np.full(N, np.nan)
+        for c0 in range(0, len(run), chunk_rows):
+            sel = run[c0:c0 + chunk_rows]
+            res = run_model(sel)
+            fit = np.broadcast_to(res["fits_in_memory"], (len(sel),))
+            thr[sel] = np.where(fit, np.broadcast_to(res["throughput_samples_per_s"], (len(sel),)), -np.inf)
+            mem[sel] = np.broadcast_to(res["memory_per_gpu_bytes"], (len(sel),))
+            if progress is not None:
+                progress(min(c0 + chunk_rows, len(run)), len(run))
+        ok = np.isfinite(thr)
+        # best per hardware row, then the best whose degrees differ from it (the next best other layout)
+        best_of = _best_per_owner(thr, owner, H)
+        key = np.zeros(N, dtype=np.int64)
+        for k in DEGREES:
+            key = key * 4096 + lay[k]
+        other = key != key[best_of[owner]]
+        second_of = _best_per_owner(np.where(other, thr, -np.inf), owner, H)
+        least_mem = np.full(H, np.nan)
+        ran = lay["reason"] == OK
+        np.fmin.at(least_mem, owner[ran], np.where(over, bound, mem)[ran])
+        # the chosen layouts (each row's best and next best other) with all their outputs, as a small table
+        chosen = np.unique(np.concatenate([best_of[best_of >= 0], second_of[second_of >= 0]]))
+        chosen = chosen[ok[chosen]]
+        at = {int(i): j for j, i in enumerate(chosen)}
+        small = {"layouts": {k: v[chosen] for k, v in lay.items()}, "out": {}}
+        if len(chosen):
+            res = run_model(chosen)
+            o = {k: np.broadcast_to(res[k], (len(chosen),)) for k in keys}
+            small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"],
+                            "headroom_bytes": cap_row[chosen] - o["memory_per_gpu_bytes"]}
+    else:
+        lay, ok, best_of, second_of, least_mem = None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
+        at, small = {}, {"layouts": {}, "out": {}}
+    # ---- the one-GPU reference of each best layout (same micro-batch and recomputation): speedup, efficiency --
+    single = np.full(H, np.nan)
+    with_best = [h for h in range(H) if why_not[h] is None and best_of[h] >= 0 and ok[best_of[h]]]
+    if with_best:
+        bi = best_of[with_best]
+        one = stack_rows([{**base_rows[h], "n_gpus": 1.0, "n_nodes": 1.0} for h in with_best])
+        one = one.replace(tp=np.ones(len(bi)), pp=np.ones(len(bi)), vp=np.ones(len(bi)), cp=np.ones(len(bi)),
+                          micro_batch=lay["micro_batch"][bi].astype(np.float64), accum=np.ones(len(bi)),
+                          sp=np.zeros(len(bi), dtype=bool), recompute=lay["recompute"][bi],
+                          n_layers=np.full(len(bi), float(spec.n_layers)),
+                          model_layers=np.full(len(bi), float(spec.n_layers)), llm=np.ones(len(bi), dtype=bool))
+        single[with_best] = evaluate(one, params)["step_s"] / lay["micro_batch"][bi]  # seconds per sequence
+    # ---- one table row per hardware row --------------------------------------------------------------------
+    recs = []
+    for h in range(H):
+        opt = options[ht.option[h]]
+        hw = ht.hw[h]
+        node = hw.node if hw is not None else None
+        g = opt.gpus_per_node
+        r = {c: np.nan for c in COLUMNS}
+        r.update({"node": node.id if node is not None else (opt.node or ""),
+                  "node_kind": node.kind if node is not None else (db.node(opt.node).kind if opt.node else ""),
+                  "gpu": ht.gpu[h].id, "gpus_per_node": g, "nodes": ht.nodes[h], "n_gpus": g * ht.nodes[h],
+                  "intra_link": hw.intra_link.id if hw is not None and hw.intra_link is not None else "",
+                  "inter_link": hw.inter_link.id if hw is not None and hw.inter_link is not None else "",
+                  "strategy": "zero1", "precision": prec[h] or precision, "checkpointing": False,
+                  "cpu_offload": False, "num_workers": -1, "feasible": False, "fits_in_memory": False,
+                  "memory_capacity_bytes": ht.gpu[h].memory_bytes, "node_assumed": opt.node is None,
+                  "cores_per_gpu": (ht.rows[h] or {}).get("cores_per_gpu", np.nan),
+                  "storage_bytes_per_s_per_node": (ht.rows[h] or {}).get("storage_bytes_per_s_per_gpu", np.nan) * g,
+                  "layout": "", "tp": 0, "cp": 0, "pp": 0, "vp": 0, "ep": 0, "recompute": "", "layout_why": "",
+                  "micro_batch": 0, "accum": 0, "global_batch": global_batch, "reason": why_not[h] or ""})
+        b = int(best_of[h])
+        if why_not[h] is None and b >= 0 and ok[b]:
+            out, sl, jb = small["out"], small["layouts"], at[b]
+            for k in keys:
+                if k in r:
+                    r[k] = float(out[k][jb])
+            dom = nvlink_domain_gpus(hw)
+            text = f"{layout_name(sl, jb)}: {why(small, jb, dom)}"
+            s2 = int(second_of[h])
+            if s2 >= 0 and ok[s2]:
+                j2 = at[s2]
+                gain = out["throughput_samples_per_s"][jb] / out["throughput_samples_per_s"][j2] - 1.0
+                text += (f"; {gain:.1%} faster than the next best other layout, {layout_name(sl, j2)} "
+                         f"({why(small, j2, dom)})")
+            b = jb  # below: the chosen table's index
+            lay_b = sl
+            speedup = float(out["throughput_samples_per_s"][b]) * single[h]
+            r.update({"single_gpu_step_s": single[h] * float(lay_b["micro_batch"][b]), "speedup": speedup,
+                      "scaling_efficiency_frac": speedup / (g * ht.nodes[h])})
+            r.update({"feasible": True, "fits_in_memory": True, "layout": layout_name(lay_b, b),
+                      "tp": int(lay_b["tp"][b]), "cp": int(lay_b["cp"][b]), "pp": int(lay_b["pp"][b]),
+                      "vp": int(lay_b["vp"][b]), "ep": int(lay_b["ep"][b]),
+                      "recompute": RECOMPUTES[int(lay_b["recompute"][b])],
+                      "micro_batch": int(lay_b["micro_batch"][b]), "accum": int(lay_b["n_micro"][b]),
+                      "pp_bubble_frac": float(out["pp_bubble_s"][b] / out["step_s"][b]), "layout_why": text,
+                      "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][b])], "reason": "",
+                      "throughput_tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
+        elif why_not[h] is None:
+            m = least_mem[h]
+            r["reason"] = ("no layout fits in GPU memory" + (f" (the smallest needs at least {m / units.GIB:.1f} GiB of "
+                                                              f"{ht.gpu[h].memory_bytes / units.GIB:.0f} GiB)"
+                                                              if np.isfinite(m) else
+                                                              " (no layout passes the divisibility rules)"))
+        if max_global_batch is not None and r["feasible"] and global_batch > max_global_batch:
+            r.update(feasible=False, reason=f"global batch too large ({global_batch} > limit {max_global_batch})")
+        recs.append(r)
+    df = pd.DataFrame(recs, columns=list(COLUMNS) + list(LAYOUT_COLUMNS))
+    df.attrs["layout_rows"] = N
+    return df
+
+
+def layout_row_step_s(row, wl, option, db, params, *, ceiling_scale: float = 1.0) -> float:
+    """The step time of one plan row's layout (columns tp, cp, pp, vp, recompute, micro_batch, accum) under
+    ``params``, with the matmul ceilings (GEMMs and FlashAttention) scaled by ``ceiling_scale``: what the plan's
+    sensitivity re-runs."""
+    from gpusim.model.step import evaluate
+    from gpusim.simulate import resolve_hardware
+    from gpusim.sweep import _scenario_for
+
+    scn = _scenario_for(wl, option, db, int(row["nodes"]), kind="zero1", precision=str(row["precision"]),
+                        recompute="none", per_gpu_batch=1)
+    hw = resolve_hardware(scn, db)
+    L = int(wl.transformer.n_layers if getattr(wl, "transformer", None) is not None else
+            _base_row(scn, hw, wl, params)["n_layers"])
+    pp, vp = int(row["pp"]), int(row["vp"])
+    lay = {"tp": np.array([int(row["tp"])]), "cp": np.array([int(row["cp"])]), "pp": np.array([pp]),
+           "ep": np.array([int(row.get("ep", 1) or 1)]),
+           "vp": np.array([vp]), "micro_batch": np.array([int(row["micro_batch"])]),
+           "n_micro": np.array([int(row["accum"])]), "recompute": np.array([RECOMPUTES.index(str(row["recompute"]))]),
+           "layers": np.array([padded_layers(L, pp, vp)]), "uneven": np.array([padded_layers(L, pp, vp) != L])}
+    base = _base_row(scn, hw, wl, params)
+    base["ceiling_flop_per_s"] = base["ceiling_flop_per_s"] * ceiling_scale
+    params = params.replace(gemm_ceiling_frac=min(1.0, params.gemm_ceiling_frac * ceiling_scale),
+                            flash_fwd_eff_frac=min(1.0, params.flash_fwd_eff_frac * ceiling_scale),
+                            flash_bwd_eff_frac=min(1.0, params.flash_bwd_eff_frac * ceiling_scale))
+    out = evaluate(layout_inputs(base, lay), params)
+    return float(np.asarray(out["step_s"]).ravel()[0])

@@ -1,0 +1,157 @@
+"""Expert parallelism: closed forms (tokens per expert, all-to-all volume per MoE layer), properties through the
+model (more EP bandwidth never slower; ep = 1 on a dense model is the dense model), errors, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gpusim.cli import main
+from gpusim.errors import ScenarioError
+from gpusim.model import experts as EXP
+from gpusim.model.step import evaluate
+from gpusim.params import DEFAULT_PARAMS
+from gpusim.simulate import Scenario, build_inputs, simulate, stack_rows
+
+DSV3 = dict(model="deepseek-v3", seq_len=4096, gpu="h100-sxm", gpus=256, nodes=32, kind="zero1", global_batch=512,
+            per_gpu_batch=1, tp=1, pp=16, recompute="full", uneven_pp=True)
+
+
+def test_tokens_per_expert_closed_form():
+    # DeepSeek-V3: 256 routed experts, top-8. One rank routes 4096 tokens; with ep 8 each of its 32 experts gets
+    # 4096 x 8 ranks x 8 / 256 = 1024 tokens, balanced
+    assert float(EXP.tokens_per_expert(4096, 8, 256, ep=8)) == 1024.0
+    # expert-TP 2 gathers the tokens of both ranks of the expert's TP group
+    assert float(EXP.tokens_per_expert(4096, 8, 256, ep=8, etp=2)) == 2048.0
+    # Mixtral 8x7B top-2 without EP: every expert sees a quarter of the tokens
+    assert float(EXP.tokens_per_expert(4096, 2, 8)) == 1024.0
+
+
+def test_all_to_all_volume_per_moe_layer_closed_form():
+    # one dispatch: tokens x top-k x hidden x bytes; DeepSeek-V3 h 7168, bf16, 4096 tokens, top-8
+    assert float(EXP.a2a_bytes_per_layer(4096, 8, 7168, 2.0)) == 4096 * 8 * 7168 * 2
+    size = 100e6
+    # inside one NVLink domain: (n - 1)/n of the buffer at the NVLink bandwidth
+    assert float(EXP.all_to_all_s(size, 8, 8, 400e9, 50e9)) == pytest.approx(size * 7 / 8 / 400e9)
+    # 16 ranks over 2 nodes of 8: 8/16 leaves the node on each rank's NIC share, 7/16 stays
+    t = float(EXP.all_to_all_s(size, 16, 8, 400e9, 50e9))
+    assert t == pytest.approx(max(size * 7 / 16 / 400e9, size * 8 / 16 / 50e9))
+    assert float(EXP.all_to_all_s(size, 1, 8, 400e9, 50e9)) == 0.0
+
+
+def _inputs(**kw):
+    return stack_rows([build_inputs(Scenario(**{**DSV3, **kw}))[2]])
+
+
+@pytest.mark.parametrize("ep", [4, 8, 16])
+def test_more_ep_bandwidth_is_never_slower(ep):
+    inp = _inputs(ep=ep)
+    prev = None
+    for f in (0.25, 0.5, 1.0, 2.0, 4.0):
+        out = evaluate(inp.replace(inter_busbw_bytes_per_s=np.asarray(inp.inter_busbw_bytes_per_s) * f,
+                                   intra_busbw_bytes_per_s=np.asarray(inp.intra_busbw_bytes_per_s) * f),
+                       DEFAULT_PARAMS)
+        ep_s, step = float(out["ep_comm_exposed_s"][0]), float(out["step_s"][0])
+        assert ep_s > 0
+        if prev is not None:
+            assert ep_s <= prev[0] + 1e-15 and step <= prev[1] + 1e-12
+        prev = (ep_s, step)
+
+
+def test_ep_splits_the_experts_weights_and_optimizer_states():
+    r8 = simulate(Scenario(**{**DSV3, "ep": 8}))
+    r16 = simulate(Scenario(**{**DSV3, "ep": 16}))
+    assert r8.parallelism["ep"] == 8
+    w8, w16 = r8.memory_breakdown_bytes["weights"], r16.memory_breakdown_bytes["weights"]
+    assert w16 < w8
+    # the difference is the routed experts ep 16 no longer holds: 16 of 32 per MoE layer, bf16, on a stage of
+    # ceil(61 / 16) = 4 layers of which 58/61 are MoE layers (the first three of DeepSeek-V3 are dense)
+    h, fe = 7168, 2048
+    assert w8 - w16 == pytest.approx(4 * 58 / 61 * 16 * 3 * h * fe * 2, rel=1e-9)
+    assert sum(r16.breakdown_s.values()) == pytest.approx(r16.step_s, rel=1e-9)
+    assert r16.breakdown_s["ep_comm_exposed_s"] > 0
+
+
+def test_overlap_hides_the_all_to_all():
+    inp = _inputs(ep=16)
+    plain = evaluate(inp, DEFAULT_PARAMS)
+    hidden = evaluate(inp, DEFAULT_PARAMS.replace(ep_a2a_overlap_frac=1.0))
+    assert float(hidden["ep_comm_exposed_s"][0]) == 0.0 < float(plain["ep_comm_exposed_s"][0])
+
+
+def test_capacity_factor_pads_the_experts():
+    base = simulate(Scenario(**{**DSV3, "ep": 8}))
+    padded = simulate(Scenario(**{**DSV3, "ep": 8, "moe_capacity_factor": 2.0}))
+    assert padded.breakdown_s["compute_s"] > base.breakdown_s["compute_s"]
+
+
+def test_moe_errors_name_the_problem():
+    with pytest.raises(ScenarioError, match="not divisible by ep"):
+        simulate(Scenario(**{**DSV3, "ep": 3}))
+    with pytest.raises(ScenarioError, match="dense"):
+        simulate(Scenario(model="llama3-70b", gpu="h100-sxm", gpus=64, nodes=8, kind="zero1", tp=8, ep=8))
+    with pytest.raises(ScenarioError, match="dense"):
+        simulate(Scenario(model="llama3-70b", gpu="h100-sxm", gpus=64, nodes=8, kind="zero1", tp=8,
+                          moe_capacity_factor=1.25))
+
+
+def test_moe_flops_count_the_active_experts():
+    from gpusim.simulate import transformer_of
+    from gpusim.workload import get_workload
+
+    spec = transformer_of(get_workload("deepseek-v3"))
+    x = {"moe_frac": 1.0, "d_model": spec.d_model, "ffn_mats": 3.0, "top_k": spec.top_k, "n_experts": spec.n_experts,
+         "expert_ff_dim": spec.expert_ff_dim, "shared_ff_dim": spec.shared_ff_dim, "ff_dim": spec.ff_dim}
+    delta = float(EXP.moe_flop_delta_per_token(x))
+    h = spec.d_model
+    want = 2 * h * spec.n_experts + 6 * h * (spec.top_k * spec.expert_ff_dim + spec.shared_ff_dim) - 6 * h * spec.ff_dim
+    assert delta == pytest.approx(want)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--model", "deepseek-v3", "--ep", "3", "--pp", "16", "--uneven-pp"], "not divisible by ep"),
+    (["--model", "llama3-70b", "--ep", "8", "--tp", "8"], "dense"),
+    (["--model", "llama3-70b", "--tp", "8", "--cp", "4", "--seq-len", "8196"], "2 x cp"),
+])
+def test_cli_bad_moe_and_cp_input_exit_2(capsys, args, needle):
+    code = main(["predict", "--gpu", "h100-sxm", "--gpus", "256", "--nodes", "32", "--strategy", "zero1",
+                 "--micro-batch", "1", *args])
+    _, err = capsys.readouterr()
+    assert code == 2 and needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cli_predict_moe_json(capsys):
+    code = main(["predict", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--gpus", "256", "--nodes", "32",
+                 "--strategy", "zero1", "--micro-batch", "1", "--pp", "16", "--uneven-pp", "--ep", "8",
+                 "--recompute", "full", "--global-batch", "512", "--seq-len", "4096", "--json"])
+    d = json.loads(capsys.readouterr()[0])
+    assert code == 0
+    assert d["parallelism"]["ep"] == 8
+    assert "ep_comm_exposed_s" in d["breakdown_s"] and "cp_comm_exposed_s" in d["breakdown_s"]
+
+
+def test_ep_groups_that_straddle_nvl72_racks_pay_the_network():
+    # 64-rank EP groups on racks of 72: the group at ranks 64-127 has only 8 ranks in rack 0 (gcd(72, 64))
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256)) == 8
+    assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256)) == 8  # 8 tiles 72
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64)) == 64  # the whole job inside one rack
+    assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256)) == 8  # larger than an 8-GPU node
+
+
+def test_moe_layouts_refused_by_the_state_bound_really_do_not_fit(db):
+    from gpusim.search import RECOMPUTES, search_layouts
+
+    scn = Scenario(model="deepseek-v3", seq_len=4096, gpu="h100-sxm", gpus=128, nodes=16, kind="zero1",
+                   global_batch=256, per_gpu_batch=1)
+    res = search_layouts(scn, db=db, micro_batches=(1,), recomputes=("full",))
+    lay, out = res["layouts"], res["out"]
+    screened = np.flatnonzero(np.isfinite(out["memory_lower_bound_bytes"]))
+    assert len(screened)
+    for i in screened[:: max(1, len(screened) // 4)][:4]:
+        r = simulate(scn.with_changes(tp=int(lay["tp"][i]), pp=int(lay["pp"][i]), vp=int(lay["vp"][i]),
+                                      cp=int(lay["cp"][i]), ep=int(lay["ep"][i]), recompute=RECOMPUTES[int(lay["recompute"][i])],
+                                      uneven_pp=True), db=db)
+        assert r.memory_per_gpu_bytes >= float(out["memory_lower_bound_bytes"][i]) > r.memory_capacity_bytes
