@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpusim.errors import GpusimError, ScenarioError
+from gpusim.model import comm as C
 from gpusim.model import context as CTX
 from gpusim.model.llm import llm_terms
 from gpusim.model.step import evaluate
@@ -41,7 +42,14 @@ def _cp_x(cp, kind=CTX.RING, intra=300e9, inter=400e9 / 8 * 8):
 def test_ring_exposes_only_what_attention_cannot_hide():
     p = DEFAULT_PARAMS.replace(coll_base_latency_s=0.0)
     x = _cp_x(4)
-    send = 2 * 1024 * 2 * 1024 * 2 / 1 / 300e9  # one block (s/cp = 2048 tokens) over NVLink at tp 1
+    block = 2 * 1024 * 2 * 1024 * 2  # one block (s/cp = 2048 tokens of K and V) at tp 1, bf16
+    assert float(CTX.kv_block_bytes(1.0, 8192.0, 1024.0, 2.0, 1.0, 4.0)) == block
+    # one send of it over NVLink, as the collectives model prices it (protocol latency included)
+    send = float(C.collective_time_s(C.SEND_RECV, block, 2.0, 1.0, 300e9, 0.0, 300e9, 0.0, False,
+                                     base_latency_s=0.0, nvls_gain_frac=p.nvls_gain_frac,
+                                     nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
+                                     tuning=C.tuning_from_params(p))[0])
+    assert send >= block / 300e9
     f0, b0 = CTX.cp_layer_comm_s(x, p, attn_f_s=0.0, attn_b_s=0.0, kv_bytes_elem=2.0, tp=1.0, g=8.0)
     assert float(f0) == pytest.approx(3 * send, rel=1e-9)  # nothing to hide under: cp - 1 sends exposed
     assert float(b0) == pytest.approx(3 * 2 * send, rel=1e-9)
