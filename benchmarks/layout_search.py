@@ -16,7 +16,7 @@ def main(rows: int = 1_000_000) -> None:
     from gpusim.hwdb import load
     from gpusim.model.step import evaluate
     from gpusim.search import CHUNK_ROWS, Pins, _base_row, enumerate_layouts, layout_inputs
-    from gpusim.simulate import Scenario, resolve_hardware, resolve_workload
+    from gpusim.simulation import Scenario, resolve_hardware, resolve_workload
 
     db = load()
     scn = Scenario(model="llama3-70b", seq_len=8192, gpu="h100-sxm", gpus=1024, nodes=128, kind="zero1")

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 
 def _rows(n: int, db):
-    from gpusim.simulate import Scenario, build_inputs, stack_rows
+    from gpusim.simulation import Scenario, build_inputs, stack_rows
 
     scn = Scenario(model="llama3-70b", gpu="h100-sxm", gpus=512, nodes=64, precision="bf16", kind="zero1", tp=8,
                    pp=4, micro_batch=1, global_batch=512, seq_len=8192, recompute="selective")
@@ -60,7 +60,7 @@ def main() -> None:
     from gpusim.model.step import _llm_inputs, evaluate
     from gpusim.model.llm import llm_terms
     from gpusim.params import DEFAULT_PARAMS as P
-    from gpusim.simulate import simulate
+    from gpusim.simulation import simulate
 
     db = load()
     inp = _rows(args.rows, db)

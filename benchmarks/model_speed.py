@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 from gpusim.hwdb import load  # noqa: E402
 from gpusim.model.step import evaluate  # noqa: E402
 from gpusim.params import DEFAULT_PARAMS  # noqa: E402
-from gpusim.simulate import Scenario, build_inputs, simulate, stack_rows  # noqa: E402
+from gpusim.simulation import Scenario, build_inputs, simulate, stack_rows  # noqa: E402
 
 
 def grid(rows: int, model: str, seed: int = 0):

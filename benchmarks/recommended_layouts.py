@@ -11,7 +11,7 @@ import time
 def main() -> None:
     from gpusim.hwdb import load
     from gpusim.search import explain_best, search_layouts
-    from gpusim.simulate import Scenario, nvlink_domain_gpus, resolve_hardware
+    from gpusim.simulation import Scenario, nvlink_domain_gpus, resolve_hardware
 
     db = load()
     clusters = (("1024 x H100 (128 DGX H100)", dict(node="dgx-h100", gpus=1024, nodes=128)),

@@ -1,4 +1,4 @@
-"""Configurations per second of `gpusim.sweep.sweep` on one core, and the wall time of `gpusim plan`.
+"""Configurations per second of `gpusim.sweeps.sweep` on one core, and the wall time of `gpusim plan`.
 
     .venv/bin/python benchmarks/sweep.py [--model llama2-7b] [--repeats 2] [--skip-cli]
 
@@ -29,7 +29,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
 def big_sweep(model: str, db):
-    from gpusim.sweep import sweep
+    from gpusim.sweeps import sweep
 
     t0 = time.perf_counter()
     df = sweep(model, precisions=("amp_bf16", "fp8"), checkpointing=(False, True),
@@ -45,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from gpusim.hwdb import load
-    from gpusim.plan import plan
+    from gpusim.planning import plan
 
     db = load()
     big_sweep("resnet50", db)  # warm-up: imports, caches

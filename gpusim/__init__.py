@@ -23,13 +23,15 @@ _LAZY = {
     "get_workload": ("gpusim.workload", "get_workload"),
     "Strategy": ("gpusim.strategy", "Strategy"),
     "ModelParams": ("gpusim.params", "ModelParams"),
-    "Scenario": ("gpusim.simulate", "Scenario"),
-    "StepResult": ("gpusim.simulate", "StepResult"),
-    "simulate": ("gpusim.simulate", "simulate"),
-    "scaling_curve": ("gpusim.simulate", "scaling_curve"),
-    "collective": ("gpusim.simulate", "collective"),
-    "sweep": ("gpusim.sweep", "sweep"),
-    "plan": ("gpusim.plan", "plan"),
+    "Scenario": ("gpusim.simulation", "Scenario"),
+    "StepResult": ("gpusim.simulation", "StepResult"),
+    "simulate": ("gpusim.simulation", "simulate"),
+    "scaling_curve": ("gpusim.simulation", "scaling_curve"),
+    "collective": ("gpusim.simulation", "collective"),
+    "sweep": ("gpusim.sweeps", "sweep"),
+    "plan": ("gpusim.planning", "plan"),
+    "compare": ("gpusim.comparison", "compare"),
+    "search_layouts": ("gpusim.search", "search_layouts"),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -54,7 +54,7 @@ Blocks, equations and what each sets (every time is per operation; ``w`` = recor
    of the same steps gives 2.1 ms, the symmetric one 1.1 ms.
 
 **Held out**: every multi-rank DDP step with ``sync=True`` (gradients all-reduced). Nothing fitted above
-sees them; each is predicted with :func:`gpusim.simulate.simulate` on the calibrated machine from the
+sees them; each is predicted with :func:`gpusim.simulation.simulate` on the calibrated machine from the
 record's workload description (``Workload.custom``), per-rank batch, ranks, precision, bucket size and
 optimizer, with synthetic data. The median absolute error over them is the honest test of the whole
 model (``held-out DDP step error: median 7.3% (n=12)``). A second figure anchors each prediction on the
@@ -71,7 +71,7 @@ weighted residuals at the solution (in log-parameter space) and ``s^2`` the resi
 ``sum(r^2) / (m - p)``; the standard deviation of a parameter is its value times the square root of the
 diagonal (delta method). Parameters at a bound, or blocks with no more records than parameters, have no
 usable uncertainty (reported as null). :meth:`Calibration.interval` propagates the covariance through
-:func:`~gpusim.simulate.simulate` with sigma points: for each block, the step time at
+:func:`~gpusim.simulation.simulate` with sigma points: for each block, the step time at
 ``theta +- sqrt(lambda_k) v_k`` along each eigenvector of the covariance; the variance of ``log(step)``
 is the sum of the squared half-differences, and the interval is ``step x exp(+-z sd)``.
 
@@ -1123,7 +1123,7 @@ def ddp_scenario(rec, hw: dict, *, baseline_throughput: float | None = None):
     activation bytes are measured in the training dtype, while a Workload counts 16-bit activations
     (the model scales by ``ACT_ELEM_BYTES / 2``), so they are divided by that factor here.
     """
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
     from gpusim.strategy import ACT_ELEM_BYTES
     from gpusim.workload import Workload
 
@@ -1144,7 +1144,7 @@ def _baseline_key(rec) -> tuple:
 def fit_baselines(records, values: dict[str, float], env: Environment, db, base: ModelParams):
     """``train_frac``, the per-operator overhead and ``step_overhead_s`` from the one-rank DDP baselines."""
     from gpusim.model.step import evaluate
-    from gpusim.simulate import (
+    from gpusim.simulation import (
         resolve_hardware,
         resolve_workload,
         scenario_row,
@@ -1224,7 +1224,7 @@ def fit_baselines(records, values: dict[str, float], env: Environment, db, base:
 def predict_held_out(records, values: dict[str, float], env: Environment, db, params: ModelParams,
                      hardware: dict) -> dict:
     """Predict every multi-rank ``sync=True`` DDP step (none of them was fitted) and summarise the errors."""
-    from gpusim.simulate import simulate
+    from gpusim.simulation import simulate
 
     held = [r for r in records if r.bench == "ddp_step" and r.n_ranks > 1 and r.sync]
     base = {_baseline_key(r): r for r in records if r.bench == "ddp_step" and r.n_ranks == 1}
@@ -1525,11 +1525,11 @@ class Calibration:
     def interval(self, scenario, db, level: float = LEVEL) -> dict:
         """Interval of the step time and throughput from the fit's parameter uncertainty (sigma points).
 
-        ``scenario`` is a :class:`~gpusim.simulate.Scenario` (or dict) after :meth:`apply`, ``db`` the
+        ``scenario`` is a :class:`~gpusim.simulation.Scenario` (or dict) after :meth:`apply`, ``db`` the
         database :meth:`apply` returned. Returns ``{"step_s": (lo, hi), "throughput_samples_per_s": (lo, hi),
         "level": 0.9, "sd_log_step": ..., "contributions": {block: sd}}``.
         """
-        from gpusim.simulate import Scenario, simulate
+        from gpusim.simulation import Scenario, simulate
 
         scn = scenario if isinstance(scenario, Scenario) else Scenario.create(**scenario)
         z = _Z if abs(level - LEVEL) < 1e-12 else _normal_quantile(0.5 + level / 2.0)

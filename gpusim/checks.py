@@ -143,7 +143,7 @@ def bound_of(field_info, unit: str = "") -> Bound | None:
 @dataclass(frozen=True)
 class FieldBound:
     """An argparse ``type`` that checks a flag against a pydantic field's range (``"gpusim.strategy:Strategy"``,
-    ``"bucket_mib"``) or an entry of a table of bounds (``"gpusim.plan:INPUT_BOUNDS"``, ``"budget_usd"``),
+    ``"bucket_mib"``) or an entry of a table of bounds (``"gpusim.planning:INPUT_BOUNDS"``, ``"budget_usd"``),
     resolved when the flag is given (so ``--help`` stays fast), so that the API is the one source of the range."""
 
     model: str
@@ -157,7 +157,7 @@ class FieldBound:
 
         mod, _, name = self.model.partition(":")
         obj = getattr(importlib.import_module(mod), name)
-        if isinstance(obj, dict):  # a table of bounds, e.g. gpusim.plan:INPUT_BOUNDS
+        if isinstance(obj, dict):  # a table of bounds, e.g. gpusim.planning:INPUT_BOUNDS
             b = obj[self.field]
         else:  # a pydantic model: the field's constraints
             b = bound_of(obj.model_fields[self.field], self.unit) or Bound(unit=self.unit)

@@ -1,7 +1,7 @@
 """Bottlenecks and recommendations, from the model's own numbers.
 
 Every recommendation that proposes a change is backed by a what-if: the changed scenario is evaluated in
-the same vectorised model call as the scenario itself (see :func:`gpusim.simulate.simulate`), and the
+the same vectorised model call as the scenario itself (see :func:`gpusim.simulation.simulate`), and the
 predicted gain is reported beside the advice. Advice that needs no what-if (learning-rate scaling, NUMA
 pinning) follows from the scenario directly. The rules of thumb come from the two seed articles of the
 project (per-GPU utilisation above 80%, DDP instead of DataParallel, 4-8 loader workers per GPU with
@@ -32,8 +32,8 @@ ADDRESSES = {"use-ddp": "communication", "more-workers": "data-loading", "pin-me
 
 def max_useful_global_batch(wl) -> int:
     """The largest global batch a published recipe of the kind trains at (sources in
-    :data:`gpusim.plan.DEFAULT_MAX_TOKENS_PER_BATCH`): advice never proposes a larger one."""
-    from gpusim.plan import _default_max_global_batch
+    :data:`gpusim.planning.DEFAULT_MAX_TOKENS_PER_BATCH`): advice never proposes a larger one."""
+    from gpusim.planning import _default_max_global_batch
 
     return _default_max_global_batch(wl)
 
@@ -132,7 +132,7 @@ _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-s
 def llm_variant_scenarios(scn, hw, out) -> list[tuple[str, object]]:
     """What-ifs of an LLM layout: recomputation, more tp or pp, interleaving, a larger global batch, the
     distributed optimizer, sequence parallelism (each kept only if the layout check accepts it later)."""
-    from gpusim.simulate import nvlink_domain_gpus
+    from gpusim.simulation import nvlink_domain_gpus
 
     st = scn.strategy
     v: list[tuple[str, object]] = []
@@ -169,7 +169,7 @@ def llm_variant_scenarios(scn, hw, out) -> list[tuple[str, object]]:
 
 def llm_recommendations(scn, hw, res, variants, rec) -> None:
     """Advice for an LLM layout from its breakdown and what-ifs (``rec`` adds one recommendation)."""
-    from gpusim.simulate import nvlink_domain_gpus
+    from gpusim.simulation import nvlink_domain_gpus
 
     st = scn.strategy
     step = res.step_s
@@ -245,7 +245,7 @@ def explain_measurement(scn, res, measured_samples_per_s: float, *, db=None, par
     rate that would each bring the prediction down to the measurement on its own.
     """
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulate import simulate
+    from gpusim.simulation import simulate
 
     params = params or DEFAULT_PARAMS
     predicted = res.throughput_samples_per_s

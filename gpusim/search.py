@@ -206,7 +206,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
 
 def _base_row(scenario, hw, wl, params) -> dict:
     """The scenario's model row at tp = pp = cp = 1 (the layout fields are replaced per layout)."""
-    from gpusim.simulate import scenario_row
+    from gpusim.simulation import scenario_row
 
     base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, ep=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
                                  recompute="none", kind="zero1" if scenario.strategy.kind not in ("ddp", "zero1")
@@ -217,7 +217,7 @@ def _base_row(scenario, hw, wl, params) -> dict:
 def layout_inputs(base: dict, lay: dict[str, np.ndarray]):
     """:class:`~gpusim.model.step.StepInputs` for every layout on one hardware row: the base row's fields as
     ``(1,)`` (or ``(1, K)``) arrays that broadcast against the layouts' ``(N,)`` degrees."""
-    from gpusim.simulate import stack_rows
+    from gpusim.simulation import stack_rows
 
     return with_layouts(stack_rows([base]), lay, _model_layers(base))
 
@@ -244,7 +244,7 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
     from gpusim.hwdb import load
     from gpusim.model.step import evaluate
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulate import nvlink_domain_gpus, resolve_hardware, resolve_workload, transformer_of
+    from gpusim.simulation import nvlink_domain_gpus, resolve_hardware, resolve_workload, transformer_of
 
     db = db or load()
     params = params or DEFAULT_PARAMS
@@ -289,7 +289,7 @@ def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
     """Run the model on the layouts that pass the rules and are not over memory by
     :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
-    from gpusim.simulate import stack_rows
+    from gpusim.simulation import stack_rows
 
     if evaluate is None:
         from gpusim.model.step import evaluate
@@ -458,13 +458,13 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                      pins: Pins | None = None, max_global_batch: int | None = None, progress=None,
                      chunk_rows: int | None = None):
     """One row per (hardware option, node count): the best layout there, with the columns of
-    :data:`gpusim.sweep.COLUMNS` plus :data:`LAYOUT_COLUMNS`, or the reason none fits. All layouts of all
+    :data:`gpusim.sweeps.COLUMNS` plus :data:`LAYOUT_COLUMNS`, or the reason none fits. All layouts of all
     options go through the model in chunks of ``chunk_rows`` (one call each)."""
     import pandas as pd
 
     from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
-    from gpusim.simulate import nvlink_domain_gpus, scenario_row, stack_rows, transformer_of
-    from gpusim.sweep import COLUMNS, _resolve_hw, _scenario_for, resolve_precision
+    from gpusim.simulation import nvlink_domain_gpus, scenario_row, stack_rows, transformer_of
+    from gpusim.sweeps import COLUMNS, _resolve_hw, _scenario_for, resolve_precision
 
     spec = transformer_of(wl)
     pins = pins or Pins()
@@ -660,8 +660,8 @@ def layout_row_step_s(row, wl, option, db, params, *, ceiling_scale: float = 1.0
     ``params``, with the matmul ceilings (GEMMs and FlashAttention) scaled by ``ceiling_scale``: what the plan's
     sensitivity re-runs."""
     from gpusim.model.step import evaluate
-    from gpusim.simulate import resolve_hardware
-    from gpusim.sweep import _scenario_for
+    from gpusim.simulation import resolve_hardware
+    from gpusim.sweeps import _scenario_for
 
     scn = _scenario_for(wl, option, db, int(row["nodes"]), kind="zero1", precision=str(row["precision"]),
                         recompute="none", per_gpu_batch=1)

@@ -289,7 +289,7 @@ def _units_per_sample(unit: str, wl) -> float | None:
 
 
 def _predict_row(i: int, r: dict, db, params) -> RowResult:
-    from gpusim.simulate import Scenario, resolve_workload, simulate
+    from gpusim.simulation import Scenario, resolve_workload, simulate
 
     res = _base(i, r)
     kind = r["kind"]
@@ -347,7 +347,7 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
 
 
 def _predict_busbw(r: dict, res: RowResult, db, params) -> RowResult:
-    from gpusim.simulate import collective
+    from gpusim.simulation import collective
 
     gpu_id = GPU_MAP.get(r["gpu"])
     fabric = FABRIC_MAP.get(r["interconnect"])
@@ -372,7 +372,7 @@ def _predict_busbw(r: dict, res: RowResult, db, params) -> RowResult:
 
 def _anchor(results: list[RowResult], rows: list[dict], db, params_for) -> None:
     """Anchored predictions: multi-GPU rows with a measured one-GPU row of the same configuration."""
-    from gpusim.simulate import Scenario, simulate
+    from gpusim.simulation import Scenario, simulate
 
     def key(r: dict):
         return (r["source_id"], _system_key(r.get("notes") or ""), r["model"], r["gpu"], r["precision"],

@@ -98,7 +98,7 @@ def paper_flop_per_iteration(r: dict) -> float:
 
 
 def _scenario(r: dict, wl, tp: int, pp: int, vp: int, micro: int):
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     gpus = int(r["gpus"])
     return Scenario.create(workload=wl, node=NODE, gpus=gpus, nodes=max(1, gpus // int(r["gpus_per_node"])),
@@ -122,7 +122,7 @@ def _candidates(r: dict):
 
 def predict_row(r: dict, db, params) -> LLMRow:
     from gpusim.errors import GpusimError
-    from gpusim.simulate import simulate
+    from gpusim.simulation import simulate
 
     out = LLMRow(source_id=r["source_id"], model=r["model"], gpus=int(r["gpus"]), tp=int(r["tp"]), pp=int(r["pp"]),
                  vp=int(r["vp"] or 0), micro_batch=int(r["micro_batch"] or 0), global_batch=int(r["global_batch"]),

@@ -230,7 +230,7 @@ def _series(fig: go.Figure, curves: Mapping[str, Sequence[Mapping]], key: str, s
 
 
 def speedup_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "Speedup over one GPU") -> go.Figure:
-    """Speedup vs GPU count (log-log) for several curves (rows of :func:`gpusim.simulate.scaling_curve`),
+    """Speedup vs GPU count (log-log) for several curves (rows of :func:`gpusim.simulation.scaling_curve`),
     with the ideal (linear) line. Points whose memory does not fit are drawn as crosses."""
     fig = go.Figure()
     top = _series(fig, curves, "speedup", 1.0, "x")
@@ -454,7 +454,7 @@ def collective_bandwidth_figure(curves: Mapping[str, Sequence[Mapping]], *, titl
                                 value: str = "busbw_bytes_per_s",
                                 measured: Mapping[str, Sequence[Mapping]] | None = None) -> go.Figure:
     """Bus bandwidth (GB/s, nccl-tests definition) vs message size for the rows of
-    :func:`gpusim.simulate.collective`, one curve per label (the algorithm and protocol in the hover), and
+    :func:`gpusim.simulation.collective`, one curve per label (the algorithm and protocol in the hover), and
     optionally measured points (rows with ``bytes`` and ``busbw_bytes_per_s``, e.g. an nccl-tests output) as
     markers on top."""
     fig = go.Figure()

@@ -1,7 +1,7 @@
 """What the planner's pages draw, computed with gpusim's own API (no formulas of the model live here).
 
 - fabric and network variants of a scenario (Scenario fields, never numbers);
-- curves over GPU counts (:func:`gpusim.simulate.scaling_curve`, one vectorised call per variant);
+- curves over GPU counts (:func:`gpusim.simulation.scaling_curve`, one vectorised call per variant);
 - curves over the per-GPU batch (one vectorised model call for all batches);
 - the points of the GPU roofline and the ceilings of the communication roofline;
 - the expected all-reduce bandwidth of a parsed ``nvidia-smi topo -m``.
@@ -101,7 +101,7 @@ def fabric_changes(db, gpu_id: str, fabric: str) -> dict[str, Any]:
 
 
 def collective_fabric_kwargs(db, gpu_id: str, fabric: str) -> dict[str, Any]:
-    """``intra`` / ``intra_topology`` for :func:`gpusim.simulate.collective` (which takes no ``p2p``: the
+    """``intra`` / ``intra_topology`` for :func:`gpusim.simulation.collective` (which takes no ``p2p``: the
     host-staged link stands for "no peer-to-peer")."""
     ch = fabric_changes(db, gpu_id, fabric)
     if ch.get("p2p") is False:
@@ -138,7 +138,7 @@ def _gpu_id(scn, db) -> str:
 
 def _err(e: Exception) -> str:
     if isinstance(e, ValidationError):
-        from gpusim.simulate import format_validation_error
+        from gpusim.simulation import format_validation_error
 
         return format_validation_error(e)
     return str(e)
@@ -157,7 +157,7 @@ def gpu_counts(max_gpus: int, extra: Iterable[int] = ()) -> list[int]:
 
 def per_node_base(scn, gpus_per_node: int | None = None):
     """The scenario reduced to one node of ``gpus_per_node`` GPUs (default: the scenario's), the base from
-    which :func:`gpusim.simulate.scaling_curve` grows whole nodes."""
+    which :func:`gpusim.simulation.scaling_curve` grows whole nodes."""
     g = gpus_per_node or scn.gpus // scn.nodes
     return scn.with_changes(gpus=g, nodes=1)
 
@@ -201,9 +201,9 @@ def strategy_variants(scn, kinds: Sequence[str]) -> tuple[dict[str, Any], list[s
 
 def curves(variants: dict[str, Any], counts: Sequence[int], *, mode: str = "weak", global_batch: int | None = None,
            db=None, params: ModelParams | None = None) -> tuple[dict[str, list[dict]], list[str]]:
-    """One :func:`gpusim.simulate.scaling_curve` per variant. DataParallel curves stop at one node (it runs
+    """One :func:`gpusim.simulation.scaling_curve` per variant. DataParallel curves stop at one node (it runs
     in one process). Returns ``({label: rows}, [skipped with the reason])``."""
-    from gpusim.simulate import scaling_curve
+    from gpusim.simulation import scaling_curve
 
     out: dict[str, list[dict]] = {}
     skipped: list[str] = []
@@ -240,7 +240,7 @@ def batch_candidates(current: int, max_micro_batch: int | None = None, *, top: i
 def _modelled(scn, db, params):
     """The scenario without a measured baseline (it applies to one batch only), its hardware and workload."""
     from gpusim.hwdb import load
-    from gpusim.simulate import resolve_hardware, resolve_workload
+    from gpusim.simulation import resolve_hardware, resolve_workload
 
     db = db or load()
     params = params or DEFAULT_PARAMS
@@ -258,7 +258,7 @@ def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | N
     is left out here.
     """
     from gpusim.model.step import BOTTLENECKS, evaluate
-    from gpusim.simulate import (
+    from gpusim.simulation import (
         resolve_hardware,
         scenario_row,
         single_gpu_scenario,
@@ -297,7 +297,7 @@ def batch_curve(scn, batches: Sequence[int], *, db=None, params: ModelParams | N
 def rooflines(scn, *, db=None, params: ModelParams | None = None, fabrics: Sequence[str] = (),
               networks: Sequence[str] = ()) -> dict[str, Any]:
     """Everything the two roofline charts need, from one model evaluation of the scenario plus one
-    :func:`gpusim.simulate.collective` call per interconnect.
+    :func:`gpusim.simulation.collective` call per interconnect.
 
     GPU roofline: the layer groups of one micro-batch (FLOPs, bytes moved, time from the model's own
     roofline) as points, the datasheet and achievable ceilings, and the whole step (model FLOPs / step time).
@@ -311,7 +311,7 @@ def rooflines(scn, *, db=None, params: ModelParams | None = None, fabrics: Seque
         train_multiplier,
     )
     from gpusim.model.step import evaluate
-    from gpusim.simulate import (
+    from gpusim.simulation import (
         collective,
         roofline_by_kind,
         scenario_row,
@@ -442,7 +442,7 @@ def topology_allreduce(topo, gpu_id: str, *, db=None, params: ModelParams | None
     the same GPUs on their best other fabrics are added for reference.
     """
     from gpusim.hwdb import load
-    from gpusim.simulate import collective
+    from gpusim.simulation import collective
 
     db = db or load()
     n = topo.n_gpus
@@ -570,7 +570,7 @@ def held_out_label(r: dict, short: bool = False) -> str:
 
 def plan_scenario(config: dict, workload_kwargs: dict):
     """The Scenario of one configuration of a :func:`gpusim.plan` result (a ``configurations`` row)."""
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     return Scenario.create(**workload_kwargs, node=config["node"], gpu=config["gpu"], gpus=config["n_gpus"],
                            nodes=config["nodes"], kind=config["strategy"], precision=config["precision"],

@@ -11,7 +11,7 @@ from gpusim import units
 @st.cache_data(show_spinner=False, max_entries=32)
 def _search(key: str, _scenario, _db, _params, global_batch: int):
     from gpusim.search import explain_best, search_layouts, search_table
-    from gpusim.simulate import nvlink_domain_gpus, resolve_hardware
+    from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
 
     res = search_layouts(_scenario, db=_db, params=_params, global_batch=global_batch)
     domain = nvlink_domain_gpus(resolve_hardware(_scenario, _db))

@@ -22,7 +22,7 @@ upload = right.file_uploader("nccl-tests output to compare (text or -J JSON)", k
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _curves(key: str, _scn, _params, _db, names: tuple) -> dict:
-    from gpusim.simulate import collective
+    from gpusim.simulation import collective
 
     kw = dict(gpu=_scn.gpu, node=_scn.node, gpus=_scn.gpus, nodes=_scn.nodes, intra=_scn.intra, inter=_scn.inter,
               intra_topology=_scn.intra_topology, p2p=_scn.p2p, nics_per_node=_scn.nics_per_node,

@@ -1,10 +1,10 @@
 """Compare: pin the current scenario, change something in the sidebar, and see both side by side, with the
-change that explains most of the difference (gpusim.compare: every change evaluated by the model on its own)."""
+change that explains most of the difference (gpusim.comparison: every change evaluated by the model on its own)."""
 
 import streamlit as st
 
 from gpusim.app_pages import shell
-from gpusim.compare import FIGURES, change_text, compare, format_figure
+from gpusim.comparison import FIGURES, change_text, compare, format_figure
 
 PIN_KEY = "_pinned_scenario"
 

@@ -7,7 +7,7 @@ from gpusim import units, viz
 from gpusim.app_pages import shell
 from gpusim.errors import GpusimError
 from gpusim.parallelism import layout_grid, pipeline_schedule
-from gpusim.simulate import simulate, transformer_of
+from gpusim.simulation import simulate, transformer_of
 
 ctx = shell.require_scenario()
 scn = ctx.scenario
@@ -15,7 +15,7 @@ db = ctx.db
 st.markdown(f"#### Parallelism · {shell.scenario_title(ctx)}")
 
 with shell.guard("cannot read the model"):
-    from gpusim.simulate import resolve_workload
+    from gpusim.simulation import resolve_workload
 
     wl = resolve_workload(scn)
 spec = transformer_of(wl)

@@ -11,7 +11,7 @@ from gpusim import units, viz
 from gpusim.app_pages import shell
 
 st.markdown("#### Plan: what to rent or buy to train in time and on budget")
-if importlib.util.find_spec("gpusim.plan") is None:
+if importlib.util.find_spec("gpusim.planning") is None:
     st.info("The procurement planner (`gpusim.plan`) is not installed yet, so this page has nothing to show. "
             "When it lands, this page takes a deadline, a budget and the amount of training (tokens or samples) "
             "and draws the time-vs-cost Pareto chart, the table of best configurations and the bill of materials.",
@@ -207,7 +207,7 @@ bom = plan.get("bom")
 if bom:
     st.markdown(f"##### Bill of materials: {bom['nodes']} x {bom['node'] or 'node'} ({bom['gpus_per_node']} x "
                 f"{bom['gpu']} each)")
-    from gpusim.plan import bom_line
+    from gpusim.planning import bom_line
 
     for it in bom["items"]:  # the same sentences as `gpusim plan` prints (no raw keys)
         st.markdown(f"- {bom_line(it, warn=lambda t: f'**{t}**')}")

@@ -6,7 +6,7 @@ from gpusim import units, viz
 from gpusim.app_pages import shell
 from gpusim.app_pages.analysis import flat_dict
 from gpusim.errors import GpusimError
-from gpusim.simulate import simulate
+from gpusim.simulation import simulate
 
 ctx = shell.require_scenario()
 st.markdown(f"#### {shell.scenario_title(ctx)}")

@@ -403,7 +403,7 @@ def sidebar() -> Context:
     except GpusimError as e:
         ctx.error = str(e)
     except ValidationError as e:  # a what-if the scenario's own checks let through
-        from gpusim.simulate import format_validation_error
+        from gpusim.simulation import format_validation_error
 
         ctx.error = format_validation_error(e)
     with notes_box:
@@ -454,7 +454,7 @@ def guard(what: str = ""):
         st.error(f"{what}{': ' if what else ''}{ui_text(str(e))}", icon=":material/error:")
         st.stop()
     except ValidationError as e:
-        from gpusim.simulate import format_validation_error
+        from gpusim.simulation import format_validation_error
 
         st.error(f"{what}{': ' if what else ''}{ui_text(format_validation_error(e))}", icon=":material/error:")
         st.stop()

@@ -1,5 +1,5 @@
 """The planner's page state: widget keys (which are also the URL query names), their defaults, and how
-a state becomes a :class:`gpusim.simulate.Scenario`.
+a state becomes a :class:`gpusim.simulation.Scenario`.
 
 The keys are short because they travel in shared links (``?model=bert-large&gpus=16&fabric=pcie-cross-socket``).
 Numbers a person types are in the unit named by the key (``params_m``: millions of parameters,
@@ -139,7 +139,7 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
 
 
 def scenario_from_state(state: dict, db):
-    """The :class:`~gpusim.simulate.Scenario` a page state describes. Every problem (unknown ids, 3 GPUs on
+    """The :class:`~gpusim.simulation.Scenario` a page state describes. Every problem (unknown ids, 3 GPUs on
     2 nodes, DataParallel across nodes, a fabric the GPU lacks ...) raises a
     :class:`~gpusim.errors.GpusimError` whose message says how to fix it."""
     return resolve(state, db).scenario
@@ -173,7 +173,7 @@ def resolve(state: dict, db, *, calibration=None, params=None) -> Resolved:
     Raises :class:`~gpusim.errors.GpusimError` (with a message that names the sidebar's widgets) for every
     impossible state, including the calibrated machine without a calibration that describes one."""
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     s = {**DEFAULTS, **state}
     on_cal = s["hw"] == CALIBRATED

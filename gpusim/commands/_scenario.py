@@ -12,7 +12,7 @@ def scenario_type(field: str, unit: str = ""):
     """argparse type: the range of the Scenario field (checked when the flag is given)."""
     from gpusim.checks import FieldBound
 
-    return FieldBound("gpusim.simulate:Scenario", field, unit)
+    return FieldBound("gpusim.simulation:Scenario", field, unit)
 
 
 def strategy_type(field: str, unit: str = ""):
@@ -126,7 +126,7 @@ def scenario_kwargs(args) -> dict:
 def resolve(args):
     """(scenario, db, params, calibration-or-None) from the parsed flags; errors are GpusimError."""
     from gpusim.commands._common import load_db
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     db = load_db(args)
     kwargs = scenario_kwargs(args)

@@ -81,7 +81,7 @@ def cmd_comm(args) -> int:
     from gpusim import units
     from gpusim.commands._common import load_db, print_json, print_table
     from gpusim.errors import ScenarioError
-    from gpusim.simulate import collective
+    from gpusim.simulation import collective
 
     if args.gpus < 1 or args.nodes < 1:
         raise ScenarioError("--gpus and --nodes must be at least 1")

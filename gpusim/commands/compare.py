@@ -86,7 +86,7 @@ def parse_items(items: list[str], db, hwdb_dirs):
 
     from gpusim.checks import load_json
     from gpusim.commands._scenario import resolve
-    from gpusim.compare import scenario_from_json
+    from gpusim.comparison import scenario_from_json
     from gpusim.errors import ScenarioError
 
     if not items:
@@ -127,7 +127,7 @@ def parse_items(items: list[str], db, hwdb_dirs):
 
 def cmd_compare(args) -> int:
     from gpusim.commands._common import load_db, print_json
-    from gpusim.compare import compare
+    from gpusim.comparison import compare
 
     db = load_db(args)
     scns, names, params = parse_items(list(args.items or []), db, getattr(args, "hwdb", None))
@@ -143,8 +143,8 @@ def print_comparison(out: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from gpusim.compare import FIGURES, change_text, format_figure
-    from gpusim.compare import signed
+    from gpusim.comparison import FIGURES, change_text, format_figure
+    from gpusim.comparison import signed
 
     con = Console(width=max(110, Console().width), highlight=False)
     names, results, flats = out["names"], out["results"], out["inputs"]

@@ -16,10 +16,10 @@ exit status: 0 with a recommendation; 1 when nothing meets the constraints (the 
 
 
 def _plan(name: str, parse=None):
-    """argparse type: the range of plan()'s input ``name`` (gpusim.plan.INPUT_BOUNDS)."""
+    """argparse type: the range of plan()'s input ``name`` (gpusim.planning.INPUT_BOUNDS)."""
     from gpusim.checks import FieldBound
 
-    return FieldBound("gpusim.plan:INPUT_BOUNDS", name, parse=parse)
+    return FieldBound("gpusim.planning:INPUT_BOUNDS", name, parse=parse)
 
 
 def _gbyte_per_s(text: str) -> float:
@@ -167,7 +167,7 @@ def cmd_plan(args) -> int:
 
     from gpusim import units
     from gpusim.commands._common import load_db, print_json
-    from gpusim.plan import plan
+    from gpusim.planning import plan
 
     db = load_db(args)
     params, db, cal = _calibrated(args, db)
@@ -232,7 +232,7 @@ def cmd_plan(args) -> int:
 def _time_interval(cal, res, args, db) -> dict | None:
     """The recommended configuration's time to train, with the calibration's throughput interval applied to its
     training steps (checkpoints, evaluation and restarts keep their modelled time)."""
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     if not res.ok:
         return None
@@ -287,7 +287,7 @@ def print_plan(res, top: int = 20) -> None:
     from rich.table import Table
 
     from gpusim import units
-    from gpusim.plan import bom_line
+    from gpusim.planning import bom_line
 
     con = Console(width=max(150, Console().width), highlight=False)
     inp = res.inputs

@@ -43,7 +43,7 @@ def _interval(cal, scn, db, params):
 def cmd_predict(args) -> int:
     from gpusim.commands._common import print_json
     from gpusim.commands._scenario import resolve
-    from gpusim.simulate import simulate
+    from gpusim.simulation import simulate
 
 
     scn, db, params, cal = resolve(args)
@@ -145,7 +145,7 @@ def cmd_scale(args) -> int:
     from gpusim.commands._common import print_json, print_table
     from gpusim.commands._scenario import resolve
     from gpusim.errors import ScenarioError
-    from gpusim.simulate import scaling_curve
+    from gpusim.simulation import scaling_curve
 
     scn, db, params, _ = resolve(args)
     counts = None

@@ -32,7 +32,7 @@ def cmd_sweep(args) -> int:
     from gpusim.commands._scenario import resolve
     from gpusim.errors import ScenarioError
     from gpusim.search import Pins, explain_best, search_layouts, search_table
-    from gpusim.simulate import nvlink_domain_gpus, resolve_hardware
+    from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
 
     chosen_gb = not args.global_batch
     pinned = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "cp", "ep", "recompute")}
@@ -45,9 +45,9 @@ def cmd_sweep(args) -> int:
     args.strategy = "zero1" if args.strategy not in ("ddp", "zero1") else args.strategy
     scn, db, params, _ = resolve(args)
     if chosen_gb:  # the largest power of two within the plan's default limit (16M tokens, Llama 3 405B's batch)
-        from gpusim.plan import DEFAULT_MAX_TOKENS_PER_BATCH
+        from gpusim.planning import DEFAULT_MAX_TOKENS_PER_BATCH
         from gpusim.search import default_global_batch
-        from gpusim.simulate import resolve_workload
+        from gpusim.simulation import resolve_workload
 
         args.global_batch = default_global_batch(DEFAULT_MAX_TOKENS_PER_BATCH // int(resolve_workload(scn).tokens_per_sample))
         print(f"global batch {args.global_batch} sequences (the largest power of two within "

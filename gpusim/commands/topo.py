@@ -46,7 +46,7 @@ def scenario_fields(topo) -> dict:
 def cmd_topo(args) -> int:
     from gpusim import units
     from gpusim.commands._common import load_db, parse_flag, print_json
-    from gpusim.simulate import collective
+    from gpusim.simulation import collective
 
     topo = load_topology(args.file, args.p2p)
     summ = topo.summary()

@@ -87,7 +87,7 @@ class StepInputs:
     """Everything the model needs, as broadcastable float64/int/bool arrays (SI units).
 
     Per-scenario arrays have shape ``(n,)`` (or ``(1,)``); per-layer-group arrays ``(n, K)`` or ``(1, K)``.
-    Built by :func:`gpusim.simulate.build_inputs` for one scenario and by :mod:`gpusim.sweep` for grids.
+    Built by :func:`gpusim.simulation.build_inputs` for one scenario and by :mod:`gpusim.sweep` for grids.
     """
 
     # hardware

@@ -233,7 +233,7 @@ def test_every_page_runs_on_the_calibrated_machine(fixture):
 
 
 def test_plan_page_carries_the_interval_to_the_time_to_train():
-    pytest.importorskip("gpusim.plan")
+    pytest.importorskip("gpusim.planning")
     at = upload(run_app("calibration", {"model": "llama2-7b", "deadline_d": "30"}), H100)
     at.switch_page(PAGES["plan"]).run()
     no_trouble(at)
@@ -258,7 +258,7 @@ def test_a_calibration_without_a_machine_applies_to_database_gpus_only():
 
 
 def test_plan_page_says_a_cpu_calibration_does_not_transfer():
-    pytest.importorskip("gpusim.plan")
+    pytest.importorskip("gpusim.planning")
     at = upload(run_app("calibration", {"model": "llama2-7b", "deadline_d": "30"}), CPU_JSON)
     at.switch_page(PAGES["plan"]).run()
     no_trouble(at)

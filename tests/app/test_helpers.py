@@ -9,7 +9,7 @@ import pytest
 from gpusim.app_pages import analysis as A
 from gpusim.app_pages.state import DEFAULTS, scenario_from_state
 from gpusim.errors import GpusimError, ScenarioError
-from gpusim.simulate import simulate
+from gpusim.simulation import simulate
 
 
 def test_default_state_is_a_valid_scenario(db):

@@ -267,7 +267,7 @@ def test_topology_page_bad_text_is_a_message():
 # Plan (real when its module lands; a plain message until then). Calibration: test_calibration_page.py
 # --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("page, module", [("plan", "gpusim.plan")])
+@pytest.mark.parametrize("page, module", [("plan", "gpusim.planning")])
 def test_pending_pages_say_what_they_need(page, module):
     import importlib.util
 
@@ -287,8 +287,8 @@ def test_every_page_shows_server_time():
 # Plan (wired to gpusim.plan)
 # --------------------------------------------------------------------------------------------------
 
-needs_plan = pytest.mark.skipif(__import__("importlib.util").util.find_spec("gpusim.plan") is None,
-                                reason="gpusim.plan is not installed yet")
+needs_plan = pytest.mark.skipif(__import__("importlib.util").util.find_spec("gpusim.planning") is None,
+                                reason="gpusim.planning is not installed yet")
 
 
 def _plan_metrics(at) -> tuple[float, float, int]:

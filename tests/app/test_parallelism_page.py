@@ -8,7 +8,7 @@ from app_helpers import figures, metrics, no_trouble, parse_num, run_app
 from gpusim import viz
 from gpusim.model.llm import pipeline_step_s
 from gpusim.parallelism import layout_grid, pipeline_schedule
-from gpusim.simulate import Scenario
+from gpusim.simulation import Scenario
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

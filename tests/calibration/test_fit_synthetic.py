@@ -32,7 +32,7 @@ from gpusim.calibration import (
 )
 from gpusim.errors import CalibrationError
 from gpusim.profile import parse_record
-from gpusim.simulate import simulate
+from gpusim.simulation import simulate
 from gpusim.units import GIB, KIB, MIB
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -351,7 +351,7 @@ SCN = {"model": "resnet50", "gpu": None, "node": None, "gpus": 8, "nodes": None,
 
 @pytest.mark.timeout(120)
 def test_apply_without_gpu_points_at_the_calibrated_machine(gpu_cal, db):
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     kw, params, xdb = gpu_cal.apply(dict(SCN), db)
     assert kw["gpu"] == "calibrated-h100-sxm" and kw["node"] == gpu_cal.node_id
@@ -395,7 +395,7 @@ def test_apply_with_another_gpu_transfers_fractions_with_a_note(gpu_cal, cpu_cal
 
 @pytest.mark.timeout(120)
 def test_interval_brackets_the_prediction(gpu_cal, cpu_cal, db):
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     kw, params, xdb = gpu_cal.apply(dict(SCN), db)
     scn = Scenario.create(**{k: v for k, v in kw.items() if v is not None})

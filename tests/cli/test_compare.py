@@ -7,8 +7,8 @@ import json
 import pytest
 
 from gpusim.cli import main
-from gpusim.compare import compare
-from gpusim.simulate import Scenario, simulate
+from gpusim.comparison import compare
+from gpusim.simulation import Scenario, simulate
 
 BASE = ["--model", "resnet50", "--gpu", "a100-sxm4-80gb", "--gpus", "32", "--nodes", "4", "--inter", "eth-25g",
         "--per-gpu-batch", "64"]

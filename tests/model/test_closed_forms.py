@@ -9,7 +9,7 @@ import pytest
 from gpusim.model import comm as C
 from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes
 from gpusim.model.sync import expected_max_std_normal, straggler_s
-from gpusim.simulate import Scenario, simulate
+from gpusim.simulation import Scenario, simulate
 
 
 def _coll(kind, size, n, nodes=1, intra=100e9, hop=1e-6, inter=50e9, inter_hop=5e-6, nvls=False, algorithm=-1):
@@ -226,7 +226,7 @@ def test_scenario_errors_are_clear(db):
 
 def test_what_ifs_scale_a_measured_baseline_by_the_models_ratio(db):
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulate import _apply_baseline, _rescaled_override, _single_gpu, build_inputs, resolve_hardware, \
+    from gpusim.simulation import _apply_baseline, _rescaled_override, _single_gpu, build_inputs, resolve_hardware, \
         scenario_row
 
     scn = Scenario(model="resnet50", gpu="a100-sxm4-80gb", gpus=8, per_gpu_batch=64, baseline_throughput=1500.0)
@@ -245,7 +245,7 @@ def test_cpu_and_storage_come_from_a_node_never_from_code(db):
     import dataclasses
 
     from gpusim.errors import ScenarioError
-    from gpusim.simulate import resolve_hardware
+    from gpusim.simulation import resolve_hardware
 
     kw = dict(model="resnet50", gpu="a100-pcie-80gb", gpus=12, per_gpu_batch=64)
     hw = resolve_hardware(Scenario(**kw), db)

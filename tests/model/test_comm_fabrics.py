@@ -8,7 +8,7 @@ import pytest
 
 from gpusim.cli import main
 from gpusim.errors import ScenarioError
-from gpusim.simulate import collective
+from gpusim.simulation import collective
 
 
 def busbw(name, size, **kw):

@@ -16,7 +16,7 @@ from gpusim.model.step import evaluate
 from gpusim.params import DEFAULT_PARAMS
 from gpusim.search import (OK, R_BATCH, R_FLASH, R_MEMORY, R_SEQ, RECOMPUTES, Pins, _base_row, enumerate_layouts,
                            explain_best, layout_inputs, search_layouts)
-from gpusim.simulate import Scenario, build_inputs, resolve_hardware, resolve_workload, simulate, stack_rows
+from gpusim.simulation import Scenario, build_inputs, resolve_hardware, resolve_workload, simulate, stack_rows
 
 L70 = dict(model="llama3-70b", seq_len=8192, gpu="h100-sxm", gpus=64, nodes=8, kind="zero1", global_batch=128,
            per_gpu_batch=1)

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from gpusim.model.step import BOTTLENECK_SHARE_FRAC
-from gpusim.simulate import Scenario, simulate
+from gpusim.simulation import Scenario, simulate
 
 _LOSSES = (("comm_exposed_s", "communication"), ("data_wait_s", "data-loading"), ("optimizer_s", "optimizer"),
            ("sync_s", "stragglers"), ("overhead_s", "overhead"))

@@ -13,7 +13,7 @@ from gpusim.errors import ScenarioError
 from gpusim.model import experts as EXP
 from gpusim.model.step import evaluate
 from gpusim.params import DEFAULT_PARAMS
-from gpusim.simulate import Scenario, build_inputs, simulate, stack_rows
+from gpusim.simulation import Scenario, build_inputs, simulate, stack_rows
 
 DSV3 = dict(model="deepseek-v3", seq_len=4096, gpu="h100-sxm", gpus=256, nodes=32, kind="zero1", global_batch=512,
             per_gpu_batch=1, tp=1, pp=16, recompute="full", uneven_pp=True)
@@ -98,7 +98,7 @@ def test_moe_errors_name_the_problem():
 
 
 def test_moe_flops_count_the_active_experts():
-    from gpusim.simulate import transformer_of
+    from gpusim.simulation import transformer_of
     from gpusim.workload import get_workload
 
     spec = transformer_of(get_workload("deepseek-v3"))

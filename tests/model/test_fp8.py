@@ -9,7 +9,7 @@ import pytest
 from gpusim.cli import main
 from gpusim.errors import ScenarioError
 from gpusim.model import fp8 as FP8
-from gpusim.simulate import Scenario, simulate
+from gpusim.simulation import Scenario, simulate
 from gpusim.strategy import Strategy
 
 L70 = dict(model="llama3-70b", seq_len=8192, gpu="b200", gpus=64, nodes=8, kind="zero1", global_batch=128,
@@ -57,7 +57,7 @@ def test_fp8_gemms_at_the_fp8_ceiling_attention_in_bf16():
     """Doubling only the FP8 ceiling speeds the fp8 step up; the bf16 parts (attention, head) do not move."""
     from gpusim.model.step import evaluate
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulate import build_inputs, stack_rows
+    from gpusim.simulation import build_inputs, stack_rows
 
     inp = stack_rows([build_inputs(Scenario(**L70, precision="fp8"))[2]])
     base = float(evaluate(inp, DEFAULT_PARAMS)["compute_s"][0])

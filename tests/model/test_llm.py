@@ -17,7 +17,7 @@ from gpusim.model import comm as C
 from gpusim.model.llm import activation_bytes_per_layer, bubble_frac, pipeline_step_s, tp_volume_bytes_per_layer
 from gpusim.model.step import LLM_BREAKDOWN_KEYS, evaluate
 from gpusim.params import DEFAULT_PARAMS
-from gpusim.simulate import Scenario, build_inputs, simulate, stack_rows
+from gpusim.simulation import Scenario, build_inputs, simulate, stack_rows
 from gpusim.workload import TransformerSpec, build_from_spec
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpusim.model.step import BREAKDOWN_KEYS, evaluate
 from gpusim.params import DEFAULT_PARAMS
-from gpusim.simulate import Scenario, build_inputs, stack_rows
+from gpusim.simulation import Scenario, build_inputs, stack_rows
 
 WORKLOADS = ["resnet50", "bert-large", "gpt2", "vit-b-16", "llama2-7b", "gnmt", "vgg16"]
 GPUS = [("h100-sxm", "amp_bf16"), ("a100-sxm4-80gb", "amp_bf16"), ("v100-sxm2-16gb", "amp_fp16"),

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from gpusim.cli import main
-from gpusim.plan import plan
+from gpusim.planning import plan
 from gpusim.search import Pins
-from gpusim.simulate import Scenario, simulate
+from gpusim.simulation import Scenario, simulate
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpusim.errors import UnknownIdError
-from gpusim.plan import (CPU_W_PER_SOCKET, DRAM_W_PER_GIB, NETWORK_USD_PER_PORT, NIC_W, SERVER_BASE_USD,
+from gpusim.planning import (CPU_W_PER_SOCKET, DRAM_W_PER_GIB, NETWORK_USD_PER_PORT, NIC_W, SERVER_BASE_USD,
                          SERVER_OVERHEAD_FRAC, SYSTEM_OTHER_FRAC, PlanError, plan, recommend)
-from gpusim.simulate import Scenario, simulate
+from gpusim.simulation import Scenario, simulate
 
 SMALL = dict(strategies=("ddp", "zero3"), checkpointing=(False,), max_gpus=32)
 

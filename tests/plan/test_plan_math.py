@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpusim.plan import (PlanError, checkpoint_bytes, lr_advice, node_power_w, pareto_front, run_accounting,
+from gpusim.planning import (PlanError, checkpoint_bytes, lr_advice, node_power_w, pareto_front, run_accounting,
                          training_samples, young_interval_s)
 from gpusim.workload import get_workload
 

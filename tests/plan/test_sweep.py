@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from gpusim.errors import ScenarioError, UnknownIdError
-from gpusim.simulate import Scenario, simulate
-from gpusim.sweep import COLUMNS, HardwareOption, default_node_counts, hardware_options, not_offered_reason, sweep
+from gpusim.simulation import Scenario, simulate
+from gpusim.sweeps import COLUMNS, HardwareOption, default_node_counts, hardware_options, not_offered_reason, sweep
 
 
 @pytest.fixture(scope="module")
@@ -174,18 +174,26 @@ def test_explicit_options_and_fabric_override(db):
 
 
 def test_import_gpusim_does_not_import_pandas():
-    code = "import sys, gpusim, gpusim.sweep, gpusim.plan; print('pandas' in sys.modules)"
+    code = "import sys, gpusim, gpusim.sweeps, gpusim.planning; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
 
-def test_package_names_stay_callable_after_the_modules_are_imported():
-    code = ("import gpusim, gpusim.plan, gpusim.sweep; "
-            "print(callable(gpusim.plan), callable(gpusim.sweep), gpusim.plan.plan is gpusim.plan.plan)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+def test_public_functions_stay_callable_after_every_module_is_imported():
+    """No module of the package shares a name with a public function (importing the module would rebind the
+    package attribute to it: ``from gpusim import simulate`` then ``simulate(...)`` raised "'module' object is not
+    callable")."""
+    code = ("import pkgutil, importlib, gpusim\n"
+            "from gpusim import Scenario, simulate, sweep, plan, scaling_curve, collective\n"
+            "mods = {m.name for m in pkgutil.iter_modules(gpusim.__path__)}\n"
+            "for m in sorted(mods - {'__main__'}): importlib.import_module('gpusim.' + m)\n"
+            "clash = sorted(set(gpusim.__all__) & mods)\n"
+            "print(clash, all(callable(getattr(gpusim, n)) for n in ('simulate', 'sweep', 'plan', 'scaling_curve')),\n"
+            "      callable(simulate), simulate is gpusim.simulate)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "True", "True"]
+    assert out.stdout.split() == ["[]", "True", "True", "True"]
 
 
 def test_max_gpus_below_one_node_is_an_infeasible_row(db):

@@ -37,7 +37,7 @@ def test_subnormal_scale_is_refused_even_where_zero_is_allowed():
 
 
 def test_pydantic_models_reject_inf_nan_and_tiny_values_with_the_range():
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     for bad in ({"bucket_mib": math.inf}, {"slowest_gpu_speed_frac": 1e-320}, {"baseline_throughput": math.nan}):
         with pytest.raises(GpusimError, match="must be a finite number from"):

@@ -9,7 +9,7 @@
   to 100%: changes interact (a faster network matters more at more nodes), and the remainder is reported as
   the interaction.
 
-Scenarios come from :class:`gpusim.simulate.Scenario` objects, from keyword dicts, or from the JSON that
+Scenarios come from :class:`gpusim.simulation.Scenario` objects, from keyword dicts, or from the JSON that
 ``gpusim predict --json`` prints (its ``scenario`` object is the scenario it ran: :func:`scenario_from_json`).
 """
 
@@ -33,7 +33,7 @@ FIGURES = (("step_s", "step", "s", False), ("throughput_samples_per_s", "through
 
 def scenario_from_json(doc: Mapping[str, Any], source: str = "JSON") -> tuple[Any, str | None]:
     """``(Scenario, calibration file or None)`` from the object ``gpusim predict --json`` printed."""
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     scn = doc.get("scenario") if isinstance(doc, Mapping) else None
     if not isinstance(scn, Mapping):
@@ -80,7 +80,7 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
     ``interaction_samples_per_s`` (the part of the gap no single change explains).
     """
     from gpusim.hwdb import load
-    from gpusim.simulate import Scenario, simulate
+    from gpusim.simulation import Scenario, simulate
 
     if len(scenarios) < 2:
         raise ScenarioError("compare needs at least two scenarios")

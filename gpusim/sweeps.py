@@ -14,7 +14,7 @@ A sweep is the cross product of
 How it is evaluated, without a Python loop per configuration:
 
 1. each distinct (hardware option, GPUs per node, node count) is resolved once with
-   :func:`gpusim.simulate.resolve_hardware` and :func:`gpusim.simulate.hardware_row`, into one row of a
+   :func:`gpusim.simulation.resolve_hardware` and :func:`gpusim.simulation.hardware_row`, into one row of a
    hardware table; the workload's and each precision's fields are computed once;
 2. the configurations are index arrays into those tables (``np.repeat`` / ``np.tile``), gathered into the
    flat arrays of :class:`gpusim.model.step.StepInputs`;
@@ -30,7 +30,7 @@ GPUs, not 4", "h100-sxm has no fp32 ...", "DataParallel runs in one process on o
 columns are NaN where the model was not run.
 
 The result is a :class:`pandas.DataFrame` with unit-suffixed columns (see :data:`COLUMNS`); the numbers
-equal :func:`gpusim.simulate.simulate`'s for the same configuration (a test checks it), including
+equal :func:`gpusim.simulation.simulate`'s for the same configuration (a test checks it), including
 ``speedup`` and ``scaling_efficiency_frac`` against one GPU of the same node at the same per-GPU batch.
 
 pandas is imported inside :func:`sweep` only (it takes ~0.5 s), never at ``import gpusim``.
@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
-import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,7 +191,7 @@ def default_node_counts(gpus_per_node: int, max_gpus: int, max_nodes: int | None
 
 def resolve_precision(gpu, precision: str) -> str | None:
     """``"auto"`` to the first of :data:`AUTO_PRECISION_ORDER` the GPU has a peak for; other names pass."""
-    from gpusim.simulate import peak_for
+    from gpusim.simulation import peak_for
 
     if precision != "auto":
         return precision
@@ -230,7 +228,7 @@ class _HwTable:
 
 
 def _scenario_for(wl, opt: HardwareOption, db, n_nodes: int, **strategy):
-    from gpusim.simulate import Scenario
+    from gpusim.simulation import Scenario
 
     node_gpu = db.node(opt.node).gpu if opt.node else None
     return Scenario(workload=wl, node=opt.node, gpu=None if (opt.node and node_gpu == opt.gpu) else opt.gpu,
@@ -242,7 +240,7 @@ def _resolve_hw(wl, options, counts_per_option, db, params) -> _HwTable:
     link and its bus bandwidth do not depend on how many nodes), so one resolution at 2 nodes serves all."""
     from pydantic import ValidationError
 
-    from gpusim.simulate import format_validation_error, hardware_row, resolve_hardware
+    from gpusim.simulation import format_validation_error, hardware_row, resolve_hardware
 
     t = _HwTable([], [], [], [], [], [])
     for oi, opt in enumerate(options):
@@ -277,8 +275,8 @@ def _resolve_hw(wl, options, counts_per_option, db, params) -> _HwTable:
 def _precision_fields(wl, precisions: Sequence[str], hws: Sequence[Any], hw_fields: Sequence[str], optimizer: str,
                       bucket_mib: float, params) -> dict[str, dict]:
     """Per precision: every StepInputs field that is neither hardware nor per-configuration, taken from
-    :func:`gpusim.simulate.scenario_row` on a GPU that has the precision (arrays of shape ``(1, K)`` or scalars)."""
-    from gpusim.simulate import peak_for, scenario_row
+    :func:`gpusim.simulation.scenario_row` on a GPU that has the precision (arrays of shape ``(1, K)`` or scalars)."""
+    from gpusim.simulation import peak_for, scenario_row
 
     out: dict[str, dict] = {}
     for p in precisions:
@@ -444,12 +442,12 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         ``"auto"`` = as many as the node has cores per GPU (what the node's CPUs can feed).
     progress : called as ``progress(rows_done, rows_total)`` after every chunk.
     baseline : also evaluate one GPU of the same node at the same per-GPU batch, for ``speedup`` and
-        ``scaling_efficiency_frac`` (as :func:`gpusim.simulate.simulate` reports them).
+        ``scaling_efficiency_frac`` (as :func:`gpusim.simulation.simulate` reports them).
     """
     import pandas as pd
 
     from gpusim.hwdb import load
-    from gpusim.simulate import peak_for
+    from gpusim.simulation import peak_for
 
     db = db or load()
     params = params or DEFAULT_PARAMS
@@ -741,7 +739,7 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
               ck_vals, off_vals, prec_names, precf, params, chunk_rows, db, N):
     """Step time and throughput of one GPU of each row's node at the same strategy (dp -> ddp, as simulate does),
     precision and batch: distinct rows only."""
-    from gpusim.simulate import hardware_row, resolve_hardware
+    from gpusim.simulation import hardware_row, resolve_hardware
 
     # single-GPU hardware row per option
     single_rows = []
@@ -820,13 +818,3 @@ def _first_and_inverse(key: np.ndarray, size: int):
     slot[uniq] = np.arange(len(uniq))
     return first_of[uniq], slot[key]
 
-
-# ``gpusim.sweep`` names both this module and the function above (the package exports the function lazily). Once
-# the module is imported, Python binds ``gpusim.sweep`` to the module, so the module forwards calls to the
-# function: ``gpusim.sweep(...)`` works either way.
-class _CallableModule(types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,6 +1,6 @@
 """Procurement: what to rent or buy to train a model by a date, what it costs, and what to measure first.
 
-:func:`plan` sweeps every configuration the hardware database offers (:func:`gpusim.sweep.sweep`), turns each
+:func:`plan` sweeps every configuration the hardware database offers (:func:`gpusim.sweeps.sweep`), turns each
 step time into a whole training run, prices it, and answers with
 
 - per configuration: time to train (wall clock, with checkpoints, evaluation and failures), cost, energy,
@@ -33,8 +33,6 @@ Every constant below says where it comes from; estimates say so and can be overr
 from __future__ import annotations
 
 import math
-import sys
-import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -600,7 +598,7 @@ def best_per_hardware(df):
 
 def _plan_options(db, mode: str, gpus, nodes, pricing):
     """Hardware options for a mode and, per option, its mode."""
-    from gpusim.sweep import GENERIC_GPUS_PER_NODE, HardwareOption, hardware_options
+    from gpusim.sweeps import GENERIC_GPUS_PER_NODE, HardwareOption, hardware_options
 
     kinds = {"cloud": ("cloud-instance",), "purchase": ("server", "workstation", "rack")}
     out: list[tuple[Any, str]] = []
@@ -663,7 +661,7 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
     - amount: ``tokens`` (sequence models) or ``samples`` x ``epochs``;
     - constraints: ``deadline_s``, ``budget_usd``, ``max_global_batch`` (default: the largest published
       recipe's, see :data:`DEFAULT_MAX_TOKENS_PER_BATCH`), ``gpus`` / ``nodes`` (candidates), ``max_gpus``
-      (default :data:`gpusim.sweep.DEFAULT_MAX_GPUS`), ``mode`` ``"cloud"``, ``"purchase"`` or ``"both"``;
+      (default :data:`gpusim.sweeps.DEFAULT_MAX_GPUS`), ``mode`` ``"cloud"``, ``"purchase"`` or ``"both"``;
     - recipe: ``global_batch`` (accumulation reaches it; with ``reference_lr`` it anchors the learning-rate
       advice), ``strategies``, ``precisions``, ``checkpointing``, ``num_workers`` (``"auto"``: the node's cores
       per GPU feed the loader), ``optimizer``;
@@ -687,7 +685,7 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
 
     from gpusim.hwdb import load
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.sweep import DEFAULT_MAX_GPUS, DEFAULT_STRATEGIES, sweep
+    from gpusim.sweeps import DEFAULT_MAX_GPUS, DEFAULT_STRATEGIES, sweep
 
     t0 = time.perf_counter()
     db = db or load()
@@ -820,7 +818,7 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
                       layouts, pins):
     """[issue 12] The sweep's data-parallel rows plus, for a transformer language model, one row per hardware
     option and node count with the best Megatron layout there (gpusim.search.plan_layout_rows)."""
-    from gpusim.simulate import transformer_of
+    from gpusim.simulation import transformer_of
 
     if layouts is None:
         layouts = wl.sample_unit == "sequence" and transformer_of(wl) is not None
@@ -829,7 +827,7 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
     import pandas as pd
 
     from gpusim.search import LAYOUT_COLUMNS, default_global_batch, plan_layout_rows
-    from gpusim.sweep import default_node_counts
+    from gpusim.sweeps import default_node_counts
 
     done = {"n": int(df.attrs.get("model_rows", len(df)))}
 
@@ -1211,7 +1209,7 @@ def sensitivity(row, *, db, workload, params, inputs: Mapping[str, Any], options
     relative swing of time or cost, so the first is what to measure before signing. The "low" case is the
     pessimistic end of each range.
     """
-    from gpusim.sweep import HardwareOption, sweep
+    from gpusim.sweeps import HardwareOption, sweep
 
     base_t, base_c = float(row["time_to_train_s"]), float(row["cost_usd"])
     opt = HardwareOption(gpu=str(row["gpu"]), gpus_per_node=int(row["gpus_per_node"]),
@@ -1278,13 +1276,3 @@ def sensitivity(row, *, db, workload, params, inputs: Mapping[str, Any], options
     out.sort(key=lambda d: -d["swing_frac"])
     return out
 
-
-# ``gpusim.plan`` names both this module and the function above (the package exports the function lazily). Once
-# the module is imported, Python binds ``gpusim.plan`` to the module, so the module forwards calls to the function:
-# ``gpusim.plan(...)`` works either way.
-class _CallableModule(types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        return plan(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
