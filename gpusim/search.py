@@ -72,8 +72,9 @@ def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None
                                                                                capacity is not None)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
-            raise ScenarioError(f"{', '.join(moe_flags)} apply to mixture-of-experts models; this model is dense "
-                                f"(drop {', '.join('--' + f.replace('_', '-') for f in moe_flags)})")
+            flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
+            raise ScenarioError(f"{flags} {'applies' if len(moe_flags) == 1 else 'apply'} only to mixture-of-experts "
+                                f"models, and {getattr(spec, 'name', None) or 'this model'} is dense (drop {flags})")
         return
     problems = []
     E = int(spec.n_experts)
