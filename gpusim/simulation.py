@@ -379,7 +379,7 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     inter_bw = ov_bw.get("inter-node", float(inter_bw)) if hw.nodes > 1 else float(inter_bw)
     intra_hop = ov_lat.get("intra-node", intra_hop)
     inter_hop = ov_lat.get("inter-node", inter_hop)
-    return {
+    row = {
         "mem_bytes_per_s": hw.gpu.memory_bytes_per_s, "mem_capacity_bytes": hw.gpu.memory_bytes,
         "n_gpus": float(hw.n_gpus), "n_nodes": float(hw.nodes),
         "intra_busbw_bytes_per_s": float(intra_bw), "intra_hop_s": float(intra_hop),
@@ -394,6 +394,8 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "_ll_max": _ll_max(hw, params),
         "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
     }
+    row["ll_max_busbw_bytes_per_s"] = row["_ll_max"]  # the step model's copy
+    return row
 
 
 def _ll_max(hw: Hardware, params: ModelParams) -> float:
@@ -929,7 +931,10 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         row["inter_busbw_bytes_per_s"], row["inter_hop_s"], row["nvls"], base_latency_s=params.coll_base_latency_s,
         nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
         tree_busbw_frac=params.tree_busbw_frac, algorithm=forced,
-        protocol=-1 if protocol == "auto" else C.PROTOCOLS[protocol], sharp=row["_sharp"],
+        protocol=-1 if protocol == "auto" else C.PROTOCOLS[protocol],
+        # NCCL runs CollNet (SHARP) only when asked (NCCL_COLLNET_ENABLE=1 with the SHARP plugin; off by
+        # default), so the tuner's automatic choice leaves it out and --algorithm collnet forces it
+        sharp=row["_sharp"] and algorithm == "collnet",
         ll_max_busbw_bytes_per_s=row["_ll_max"], tuning=C.tuning_from_params(params))
     if not np.all(np.isfinite(t)):
         raise ScenarioError(f"{collective_name} cannot run with algorithm {algorithm!r} on this fabric "

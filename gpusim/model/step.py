@@ -139,6 +139,8 @@ class StepInputs:
     compute_override_s: np.ndarray  # NaN: model the compute; else the measured one-GPU micro-batch time
     slowest_speed_frac: np.ndarray
     # LLM layout (gpusim.layout) and the transformer's shape; the defaults are the data-parallel case
+    # NCCL's per-GPU cap on the LL protocol's bandwidth (llMaxBws)
+    ll_max_busbw_bytes_per_s: np.ndarray = _one(np.inf)
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
     tp: np.ndarray = _one()
     pp: np.ndarray = _one()
@@ -227,7 +229,8 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
             kind, size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
             c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"],
             base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
-            tree_busbw_frac=p.tree_busbw_frac, tuning=C.tuning_from_params(p))[0]
+            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=c["ll_max"],
+            tuning=C.tuning_from_params(p))[0]
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     if code in (DDP, ZERO1):
@@ -356,7 +359,8 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
-           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate}
+           "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
+           "ll_max": inp.ll_max_busbw_bytes_per_s}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)
@@ -472,7 +476,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
-             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "cp", "cp_kind", "ep", "expert_tp",
+             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac")
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]

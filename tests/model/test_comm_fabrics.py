@@ -129,3 +129,22 @@ def test_nvlink_domain_schema_rejects_a_domain_smaller_than_the_node(db):
 def test_a_board_gpu_beyond_its_node_asks_for_more_nodes(db):
     with pytest.raises(ScenarioError, match=r"holds 4 \(its NVLink domain spans 72 GPUs\); use --nodes 18"):
         collective("all_reduce", [1e6], gpu="gb200", gpus=72, nodes=1, db=db)
+
+
+
+def test_collnet_is_opt_in_as_in_nccl_and_the_ll_cap_reaches_the_step_model():
+    """NCCL runs CollNet (InfiniBand SHARP) only when it is enabled (NCCL_COLLNET_ENABLE=1 and the SHARP
+    plugin), so the automatic choice never picks it; forced on a SHARP fabric it runs and lifts a large
+    multi-node all-reduce above the ring/tree. NCCL's LL bandwidth cap is a hardware input of the step model."""
+    from gpusim.simulation import Scenario, build_inputs
+
+    auto = collective("all_reduce", [2**30], gpu="h100-sxm", gpus=64, nodes=8, inter="ib-ndr-400")
+    forced = collective("all_reduce", [2**30], gpu="h100-sxm", gpus=64, nodes=8, inter="ib-ndr-400",
+                        algorithm="collnet")
+    assert auto[0]["algorithm"] != "collnet" and forced[0]["algorithm"] == "collnet"
+    assert forced[0]["busbw_bytes_per_s"] > auto[0]["busbw_bytes_per_s"]
+    with pytest.raises(ScenarioError, match="cannot run"):
+        collective("all_reduce", [2**30], gpu="h100-sxm", gpus=64, nodes=8, inter="roce-400g", algorithm="collnet")
+    row = build_inputs(Scenario(model="bert-large", seq_len=128, gpu="h100-sxm", gpus=16, nodes=2,
+                                per_gpu_batch=8))[2]
+    assert 0 < row["ll_max_busbw_bytes_per_s"] < float("inf")
