@@ -172,21 +172,26 @@ def test_widget_change_reaches_the_url_and_the_numbers(server, browser):
     page.close()
 
 
+#: wide enough for every page's link in the top navigation (narrower windows fold the last ones into "N more")
+NAV_WIDTH = 1900
+
+
 def test_calibration_upload_reaches_every_page(server, browser, tmp_path):
     """Upload a calibration file on the Calibration page: its tables and figures draw (screenshot of the whole
     page), the Step page then shows the interval, and clearing brings the defaults back."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1150})
+    page = browser.new_page(viewport={"width": NAV_WIDTH, "height": 1150})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/calibration", timeout=60_000)
     _settle(page, 0)
+    page.wait_for_selector("text=No calibration in use", timeout=60_000)  # a cold server renders it late
     assert page.get_by_text("No calibration in use").first.is_visible()
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(CALIBRATION))
     page.wait_for_selector("text=In use on every page", timeout=60_000)
     _settle(page, 5)
     # the page is taller than the window and scrolls inside Streamlit's main block: grow the window to it
     height = page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": 1500, "height": min(max(int(height), 1150), 6000)})
+    page.set_viewport_size({"width": NAV_WIDTH, "height": min(max(int(height), 1150), 6000)})
     _settle(page, 5)
     shot = tmp_path / "screenshot-calibration.png"
     page.screenshot(path=str(shot), full_page=True)
@@ -198,7 +203,7 @@ def test_calibration_upload_reaches_every_page(server, browser, tmp_path):
     assert _charts_drawn(page, "calibration") >= 5
     assert shot.stat().st_size > 100_000, "screenshot looks blank"
     # every page uses it: the Step page runs on the calibrated machine and shows the interval as an error bar
-    page.set_viewport_size({"width": 1500, "height": 1150})
+    page.set_viewport_size({"width": NAV_WIDTH, "height": 1150})
     page.get_by_role("link", name="Step").first.click()
     page.wait_for_selector("text=(the calibrated machine)", timeout=60_000)
     _settle(page, 2)
