@@ -241,7 +241,9 @@ def llm_terms(x: dict, p) -> dict:
     layer_f = layer_f + moe["delta_f_s"]
     layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)
     ep_f, ep_b = moe["ep_f_s"], moe["ep_b_s"] + np.where(rc == FULL, moe["ep_f_s"], 0.0)
-    tp_nodes = np.maximum(1.0, tp / g)  # a tensor-parallel group forced across the NVLink domain
+    # a tensor-parallel group inside one NVLink domain runs at NVLink speed even across the compute trays of an
+    # NVL72 rack; one forced beyond the domain crosses the network
+    tp_nodes = np.maximum(1.0, tp / domain)
     act_bytes = T * h * e
     ag = coll(C.ALL_GATHER, act_bytes, tp, tp_nodes, intra, inter)
     ar = coll(C.ALL_REDUCE, act_bytes, tp, tp_nodes, intra, inter) if not np.all(sp) else 0.0
