@@ -87,7 +87,8 @@ class Layout:
             ok = [v for v in _divisors(n_layers // pp) if n_layers % (pp * v) == 0] if n_layers % pp == 0 else []
             problems.append(f"{n_layers} layers are not divisible by pp {pp} x vp {vp} = {pp * vp}"
                             + (f" (with pp {pp}, vp could be {', '.join(map(str, ok[:8]))})" if ok else
-                               f" (pp could be {', '.join(map(str, _divisors(n_layers, min(n_layers, 64))))})"))
+                               f" (pp could be {', '.join(map(str, _divisors(n_layers, min(n_layers, 64))))})")
+                            + "; --uneven-pp allows stages of unequal layers")
         if vp > 1 and pp == 1:
             problems.append("vp > 1 (interleaved schedule) needs pp > 1")
         if nvlink_domain_gpus and tp > nvlink_domain_gpus and not force_tp:

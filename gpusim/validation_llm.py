@@ -25,6 +25,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpusim import units
+
 NODE = "dgx-a100-80gb"
 GPU_ID = "a100-sxm4-80gb"
 TABLE5, TABLE1 = "KORTHIKANTI_2022_TAB5", "NARAYANAN_2021_TAB1"
@@ -154,7 +156,7 @@ def predict_row(r: dict, db, params) -> LLMRow:
     if r["kind"] == "step_time":
         out.predicted = res.step_s
     else:  # tflops_per_gpu as the paper counts them
-        out.predicted = paper_flop_per_iteration(r) / res.step_s / int(r["gpus"]) / 1e12
+        out.predicted = units.flop_per_s_to_tflop_per_s(paper_flop_per_iteration(r) / res.step_s / int(r["gpus"]))
     return out
 
 

@@ -28,6 +28,7 @@ def cmd_sweep(args) -> int:
     import sys
     import time
 
+    from gpusim import units
     from gpusim.commands._common import print_json, print_table
     from gpusim.commands._scenario import resolve
     from gpusim.errors import ScenarioError
@@ -47,8 +48,10 @@ def cmd_sweep(args) -> int:
     if chosen_gb:  # the largest power of two within the plan's default limit (16M tokens, Llama 3 405B's batch)
         from gpusim.planning import DEFAULT_MAX_TOKENS_PER_BATCH
         from gpusim.search import default_global_batch
-        from gpusim.simulation import resolve_workload
+        from gpusim.simulation import resolve_workload, transformer_of
 
+        if transformer_of(resolve_workload(scn)) is None:  # say it before choosing a batch for it
+            raise ScenarioError(f"the layout search needs a transformer; {scn.model or 'this workload'!r} is not one")
         args.global_batch = default_global_batch(DEFAULT_MAX_TOKENS_PER_BATCH // int(resolve_workload(scn).tokens_per_sample))
         print(f"global batch {args.global_batch} sequences (the largest power of two within "
               f"{DEFAULT_MAX_TOKENS_PER_BATCH / 2**20:.0f}M tokens; set --global-batch for your recipe's)",
@@ -73,7 +76,7 @@ def cmd_sweep(args) -> int:
     top = rows[: min(args.top, int(res["feasible"].sum()))]
     print_table([[r["tp"], r["cp"], r["pp"], r["vp"], r["ep"], r["dp"], r["micro_batch"], r["recompute"],
                   f"{r['tokens_per_s'] / scn.gpus:,.0f}", f"{r['mfu_frac']:.1%}", f"{r['bubble_frac']:.1%}",
-                  f"{r['memory_per_gpu_bytes'] / 2**30:.1f}"] for r in top],
+                  f"{r['memory_per_gpu_bytes'] / units.GIB:.1f}"] for r in top],
                 ["tp", "cp", "pp", "vp", "ep", "dp", "mb", "recompute", "tokens/s/GPU", "MFU", "bubble", "GiB/GPU"],
                 title=f"best layouts of {scn.model or 'the workload'} on {scn.gpus} GPUs, global batch "
                       f"{args.global_batch}")
