@@ -161,7 +161,7 @@ def ring_steps(collective, n):
 _NP = 4  # a choice is coded algorithm * _NP + protocol + 1 (protocol -1 = none)
 
 
-def _keep(t, code, cand_t, cand_code, ok=None, force=False):
+def _keep_choice(t, code, cand_t, cand_code, ok=None, force=False):
     """Running minimum: keep ``cand_t`` (coded ``cand_code``) where it is faster (or forced) and ``ok``."""
     better = (cand_t < t) if not force else np.isfinite(cand_t)
     if ok is not None:
@@ -169,15 +169,25 @@ def _keep(t, code, cand_t, cand_code, ok=None, force=False):
     return np.where(better, cand_t, t), np.where(better, cand_code, code)
 
 
+def _keep_time(t, code, cand_t, cand_code, ok=None, force=False):
+    """Running minimum of the times alone (the automatic choice, when nobody asks which candidate won)."""
+    return np.minimum(t, cand_t if ok is None else np.where(ok, cand_t, np.inf)), code
+
+
+
 def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                       inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac, nvls_latency_s,
                       tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False, ll_max_busbw_bytes_per_s=np.inf,
-                      tuning: Tuning | None = None):
+                      tuning: Tuning | None = None, time_only: bool = False):
     """Time of one collective and the (algorithm, protocol) NCCL's tuner would run.
 
     Arguments as :func:`collective_time_s`. Returns ``(time_s, algorithm_code, protocol_code)`` arrays
     (protocol codes from :data:`PROTOCOLS`; :data:`PROTO_NONE` for one rank and the forced hierarchical form).
+    ``time_only`` (automatic choice only): the running minimum of the times without tracking which candidate won
+    (what the step model needs; the codes come back as ``None``).
     """
+    time_only = time_only and algorithm == _AUTO
+    keep = _keep_time if time_only else _keep_choice
     tn = tuning or default_tuning()
     c = int(collective)
     s = np.asarray(size_bytes, dtype=np.float64)
@@ -220,7 +230,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             bwf = tn.ring_proto_frac[p]
             xfer = np.maximum(vol / bwf, s / ll_cap) if p == PROTO_LL else vol / bwf
             cand = base + tn.ring_base_s[p] + hop + xfer
-            t, code = _keep(t, code, cand, ALGO_P2P * _NP + p + 1)
+            t, code = keep(t, code, cand, ALGO_P2P * _NP + p + 1)
     else:
         # ring: (steps - inter_steps) hops inside nodes, inter_steps across
         steps = ring_steps(c, n)
@@ -237,7 +247,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             for p in protos:
                 cand = (base + tn.ring_base_s[p] + lat0 + intra_steps * x_intra_ring[p] + inter_steps * x_inter_ring[p]
                         + fs / proto_bw(ring_bw, p))
-                t, code = _keep(t, code, cand, ALGO_RING * _NP + p + 1)
+                t, code = keep(t, code, cand, ALGO_RING * _NP + p + 1)
 
         if c == ALL_REDUCE:
             nv = np.asarray(nvls, dtype=bool)
@@ -252,7 +262,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 # nccl_steps chunks on each channel
                 fill = 2.0 * tn.nvls_channels * tn.nccl_steps * chunk
                 cand = base + nvls_latency_s + f * (s + fill) / (intra * nvls_gain_frac)
-                t, code = _keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
+                t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:
                 # NCCL's double binary tree across nodes, chains inside
                 if not forced or algorithm == ALGO_TREE:
@@ -266,25 +276,27 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                         corr = _TREE_CORR[p][idx]
                         lat = lat0 + 2.0 * ((g - 1.0) * x_intra_tree[p] + log_nodes * x_inter_tree[p])
                         cand = base + tn.tree_base_s[p] + lat + fs / (tree_bw * tn.tree_proto_frac[p] * corr)
-                        t, code = _keep(t, code, cand, ALGO_TREE * _NP + p + 1, multi, forced)
+                        t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, multi, forced)
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
                     bw = np.minimum(intra * nvls_gain_frac, inter * tree_busbw_frac)
                     cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
-                    t, code = _keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
+                    t, code = keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
                 sh = np.asarray(sharp, dtype=bool)
                 if simple_ok and (not forced or algorithm == ALGO_COLLNET) and np.any(sh & multi):
                     bw = np.minimum(intra, 2.0 * inter * tn.collnet_busbw_frac)
                     cand = (base + 2.0 * (g - 1.0) * (ihop + x_intra_ring[PROTO_SIMPLE]) + ohop + tn.collnet_latency_s
                             + fs / bw)
-                    t, code = _keep(t, code, cand, ALGO_COLLNET * _NP + PROTO_SIMPLE + 1, sh & multi, forced)
+                    t, code = keep(t, code, cand, ALGO_COLLNET * _NP + PROTO_SIMPLE + 1, sh & multi, forced)
                 # hierarchical (two-level): forced only
                 if algorithm == ALGO_HIER:
                     hier_t = hierarchical_all_reduce_s(s, g, nodes, intra, ihop, inter, ohop, base)
-                    t, code = _keep(t, code, hier_t, ALGO_HIER * _NP, multi, True)
+                    t, code = keep(t, code, hier_t, ALGO_HIER * _NP, multi, True)
 
     single = n <= 1
+    if time_only:
+        return np.where(single, 0.0, t), None, None
     algo, proto = np.divmod(code, _NP)
     return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo), np.where(single, PROTO_NONE, proto - 1)
 
@@ -322,6 +334,14 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                                    tree_busbw_frac=tree_busbw_frac, algorithm=algorithm, protocol=protocol,
                                    sharp=sharp, ll_max_busbw_bytes_per_s=ll_max_busbw_bytes_per_s, tuning=tuning)
     return t, algo
+
+
+def collective_min_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
+                          inter_busbw_bytes_per_s, inter_hop_s, nvls, **kw):
+    """The time alone of :func:`collective_time_s` with the automatic choice (what the step model uses): the same
+    candidates, without tracking which one wins (faster on large arrays)."""
+    return collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
+                             inter_busbw_bytes_per_s, inter_hop_s, nvls, time_only=True, **kw)[0]
 
 
 def hierarchical_all_reduce_s(size_bytes, g, nodes, intra_busbw, intra_hop_s, inter_busbw_node, inter_hop_s,

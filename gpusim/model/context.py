@@ -81,11 +81,11 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
     cross = nodes > 1
 
     def coll(kind_code, size, ranks, nn, a, bw):
-        return C.collective_time_s(kind_code, size, ranks, nn, a, x["intra_hop_s"], bw, x["inter_hop_s"], x["nvls"],
+        return C.collective_min_time_s(kind_code, size, ranks, nn, a, x["intra_hop_s"], bw, x["inter_hop_s"], x["nvls"],
                                    base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
                                    nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
                                    ll_max_busbw_bytes_per_s=x.get("ll_max_busbw_bytes_per_s", np.inf),
-                                   tuning=C.tuning_from_params(p))[0]
+                                   tuning=C.tuning_from_params(p))
 
     block = kv_block_bytes(b, s, kv, kv_bytes_elem, tp, cp)
     ring_f = ring_b = ag = rs = 0.0

@@ -226,11 +226,11 @@ def llm_terms(x: dict, p) -> dict:
 
     # ---- TP communication per layer ----------------------------------------------------------------
     def coll(kind, size, ranks, nodes, intra, inter):
-        return C.collective_time_s(kind, size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"],
+        return C.collective_min_time_s(kind, size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"],
                                    x["nvls"], base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
                                    nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
                                    ll_max_busbw_bytes_per_s=x.get("ll_max_busbw_bytes_per_s", np.inf),
-                                   tuning=C.tuning_from_params(p))[0]
+                                   tuning=C.tuning_from_params(p))
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts

@@ -225,12 +225,12 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
     """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows."""
 
     def coll(kind, size, ranks=None, nn=None, inter=None):
-        return C.collective_time_s(
+        return C.collective_min_time_s(
             kind, size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
             c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"],
             base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
             tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=c["ll_max"],
-            tuning=C.tuning_from_params(p))[0]
+            tuning=C.tuning_from_params(p))
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     if code in (DDP, ZERO1):

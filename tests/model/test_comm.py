@@ -169,3 +169,17 @@ def test_tree_uses_nccls_mid_size_correction():
     f = C.bus_factor(C.ALL_REDUCE, 16)
     assert bw_term(2.0**20) == pytest.approx(f * 2**20 / (ring_bw * 0.5), rel=1e-3)
     assert bw_term(2.0**30) == pytest.approx(f * 2**30 / ring_bw, rel=1e-3)
+
+
+def test_the_step_models_time_only_path_is_the_automatic_choices_time():
+    """`collective_min_time_s` (the step model's path: no record of which candidate won) gives exactly the time of
+    the automatic choice, for every collective, over sizes, rank counts, nodes, NVLS, SHARP and the LL cap."""
+    sizes = np.geomspace(1.0, 2.0**34, 60)
+    for kind in C.COLLECTIVES.values():
+        for n, nodes, nvls, sharp, ll in ((1, 1, False, False, np.inf), (8, 1, True, False, 141e9),
+                                          (16, 2, True, True, 141e9), (64, 8, False, False, np.inf),
+                                          (2, 2, False, True, 45e9)):
+            args = (kind, sizes, n, nodes, 370e9, 0.47e-6, 360e9, 2.7e-6, nvls)
+            kw = {**KW, "sharp": sharp, "ll_max_busbw_bytes_per_s": ll}
+            full, _, _ = C.collective_choice(*args, **kw)
+            np.testing.assert_array_equal(C.collective_min_time_s(*args, **kw), full)
