@@ -61,15 +61,15 @@ BOTTLENECK_SHARE_FRAC = 0.25
 def bottleneck_codes(step_s, losses, dispatch_bound, fits):
     """Codes into :data:`BOTTLENECKS` by the rule of :data:`BOTTLENECK_SHARE_FRAC`. ``losses``: the non-compute
     parts as ``(code, seconds)`` in :data:`BOTTLENECKS` order (ties go to the first)."""
-    largest = np.zeros(np.shape(step_s), dtype=np.float64)
-    code = np.zeros(np.shape(step_s), dtype=np.int64)
+    shape = np.shape(step_s)
+    largest = np.zeros(shape, dtype=np.float64)
+    code = np.zeros(shape, dtype=np.int64)
     for c, part in losses:
-        bigger = np.asarray(part) > largest
-        code = np.where(bigger, c, code)
-        largest = np.maximum(largest, part)
-    compute_code = np.where(dispatch_bound, 1, 0)
-    out = np.where(largest >= BOTTLENECK_SHARE_FRAC * np.asarray(step_s), code, compute_code)
-    return np.where(fits, out, 7).astype(np.int64)
+        np.copyto(code, c, where=np.asarray(part) > largest)  # (in place: this runs on every row of a sweep)
+        np.maximum(largest, part, out=largest)
+    out = np.where(largest >= BOTTLENECK_SHARE_FRAC * np.asarray(step_s), code, np.asarray(dispatch_bound, dtype=np.int64))
+    np.copyto(out, 7, where=~np.asarray(fits, dtype=bool))
+    return out
 
 
 #: the breakdown of an LLM layout: the data-parallel part is named as such, and the terms of tensor and pipeline
