@@ -20,6 +20,8 @@ import numpy as np
 MIN_ROWS = 4096
 #: run directly when more than this fraction of the rows are distinct (nothing to save)
 MAX_DISTINCT_FRAC = 0.25
+#: rows sampled first to judge whether coding the columns can pay off
+SAMPLE_ROWS = 256
 
 
 def _codes(a: np.ndarray) -> tuple[np.ndarray, int]:
@@ -51,6 +53,10 @@ def distinct_rows(args, rows: int):
                if not (a[0] == a[-1] and np.all(a == a[0]))]
     if not varying:
         return np.zeros(rows, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    # a strided sample of rows that are nearly all distinct says the whole will be too: skip the coding's cost
+    sample = np.linspace(0, rows - 1, SAMPLE_ROWS).astype(np.int64)
+    if len(np.unique(np.stack([a[sample] for a in varying], axis=1), axis=0)) > 0.75 * SAMPLE_ROWS:
+        return None
     key, radix = None, 1
     for a in varying:
         codes, k = _codes(a)

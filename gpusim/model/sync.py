@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from gpusim.model.distinct import on_distinct_rows
+
 
 @functools.lru_cache(maxsize=1)
 def _expected_max_table():
@@ -33,7 +35,11 @@ def _expected_max_table():
 def expected_max_std_normal(n):
     """E[max of n i.i.d. standard normals] (0 for n = 1; 0.564 for 2; 1.424 for 8; 3.4 for 1e4)."""
     log_n, vals = _expected_max_table()
-    return np.interp(np.log(np.maximum(np.asarray(n, dtype=np.float64), 1.0)), log_n, vals)
+
+    def table(m):
+        return np.interp(np.log(np.maximum(np.asarray(m, dtype=np.float64), 1.0)), log_n, vals)
+
+    return on_distinct_rows(table, (n,)) if np.ndim(n) == 1 else table(n)  # (a sweep's rank counts repeat)
 
 
 def straggler_s(compute_s, n_ranks, jitter_frac, slowest_gpu_speed_frac):
