@@ -131,10 +131,13 @@ class GPU(_Sourced):
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "release_year", "memory_gib", "memory_gbyte_per_s", "dense_tflop_per_s", "peer_link", "pcie",
-        "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s", "microscaling")
+        "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s", "microscaling",
+        "compute_capability")
 
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: str = Field(min_length=3, description="e.g. pascal, volta, turing, ampere, ada, hopper, blackwell, cdna3")
+    compute_capability: str | None = Field(default=None, pattern=r"^[0-9]{1,2}\.[0-9]$",
+                                           description="NVIDIA CUDA compute capability, e.g. 8.0 (A100), 8.6 (GA10x)")
     market: Literal["datacenter", "workstation", "consumer"]
     form_factor: Literal["sxm", "pcie", "oam", "superchip"]
     release_year: int = Field(ge=2010, le=2030)

@@ -97,6 +97,12 @@ class ModelParams(BaseModel):
                  "blackwell": [141e9, 45e9, 35e9]},
         description="largest LL-protocol bus bandwidth per GPU architecture, for 1, 2 and more nodes (NVIDIA GPUs; "
                     "other architectures are not capped)")
+    ll128_compute_capabilities: list[str] = _F(
+        default=["7.0", "8.0", "9.0", "10.0", "12.0"],
+        description="NVIDIA compute capabilities on which NCCL enables the LL128 protocol by default (and only over "
+                    "NVLink inside the node); elsewhere it runs LL and Simple only")
+    ll128_amd_architectures: list[str] = _F(
+        default=["cdna2"], description="AMD architectures on which RCCL enables LL128 by default")
     nvls_channels: float = _F(default=16.0, ge=1, le=64, description="channels (SMs) an NVLS all-reduce runs on")
     nccl_steps: float = _F(default=8.0, ge=1, le=64, description="chunks in flight per channel (NCCL_STEPS)")
     nvls_chunk_bytes: float = _F(default=128.0 * units.KIB, gt=0, description="largest NVLS chunk")
@@ -240,6 +246,12 @@ PROVENANCE: dict[str, str] = {
     "ll_max_busbw_bytes_per_s": "NVIDIA NCCL src/graph/tuning.cc llMaxBws (GB/s; Volta {39, 39, 20.4}, Ampere "
                                 "{87.7, 22.5, 19.0}, Hopper {141, 45, 35} in NCCL 2.2x; NCCL 2.19 had 87.7 for Hopper "
                                 "too). Blackwell: Hopper's figures carried over (assumption)",
+    "ll128_compute_capabilities": "NVIDIA NCCL src/graph/tuning.cc ncclTopoTuneModel (2.2x): 'Enable LL128 by default "
+                                  "only on Volta/Ampere/Hopper/Blackwell+NVLink. Other cases are not tested and may cause "
+                                  "silent data corruption': typeIntra <= PATH_NVB, equal compute capabilities, and "
+                                  "minCompCap 70, 80, 90, 100 or 120 (so not 7.5, 8.6, 8.9 or 10.3)",
+    "ll128_amd_architectures": "ROCm RCCL src/graph/tuning.cc: 'Enable LL128 by default only on gfx90a' (MI200, CDNA2) "
+                               "with its tuning table",
     "nvls_channels": "NVIDIA NCCL src/enqueue.cc: 'NVLS should not need more than 16 channels to get peak BW' "
                      "(nc = comm->nvlsChannels, 16 by default on H100)",
     "nccl_steps": "NVIDIA NCCL src/include/device.h: NCCL_STEPS 8 (slots of a connection's buffer in flight)",

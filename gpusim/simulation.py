@@ -392,10 +392,28 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
         "_intra_path": int(path), "_inter_path": int(net_path),
         "_ll_max": _ll_max(hw, params),
+        "ll128": _ll128(hw, int(path), params),
         "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
     }
     row["ll_max_busbw_bytes_per_s"] = row["_ll_max"]  # the step model's copy
     return row
+
+
+_NVLINK_PATHS = frozenset(PATH_CODES[k] for k in ("nvswitch", "nvlink-mesh", "nvlink-bridge"))
+
+
+def _ll128(hw: Hardware, intra_path: int, params: ModelParams) -> bool:
+    """Whether NCCL (RCCL) runs the LL128 protocol here by default: on the GPU generations it was validated on, and
+    only where the ring inside the node runs over GPU links (NVLink, xGMI), not PCIe (``ModelParams`` has the
+    rule's source). A GPU entry without a compute capability keeps LL128."""
+    if intra_path != -1 and intra_path not in _NVLINK_PATHS:  # -1: one GPU per node, no ring inside it
+        return False
+    if hw.gpu.vendor == "nvidia":
+        cc = hw.gpu.compute_capability
+        return cc is None or cc in params.ll128_compute_capabilities
+    if hw.gpu.vendor == "amd":
+        return hw.gpu.architecture in params.ll128_amd_architectures
+    return True
 
 
 def _ll_max(hw: Hardware, params: ModelParams) -> float:
@@ -935,7 +953,7 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         # NCCL runs CollNet (SHARP) only when asked (NCCL_COLLNET_ENABLE=1 with the SHARP plugin; off by
         # default), so the tuner's automatic choice leaves it out and --algorithm collnet forces it
         sharp=row["_sharp"] and algorithm == "collnet",
-        ll_max_busbw_bytes_per_s=row["_ll_max"], tuning=C.tuning_from_params(params))
+        ll_max_busbw_bytes_per_s=row["_ll_max"], ll128=row["ll128"], tuning=C.tuning_from_params(params))
     if not np.all(np.isfinite(t)):
         raise ScenarioError(f"{collective_name} cannot run with algorithm {algorithm!r} on this fabric "
                             f"({hw.n_gpus} GPUs on {hw.nodes} node(s)); use --algorithm auto")

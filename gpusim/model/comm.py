@@ -180,7 +180,7 @@ def _keep_time(t, code, cand_t, cand_code, ok=None, force=False):
 def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                       inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac, nvls_latency_s,
                       tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False, ll_max_busbw_bytes_per_s=np.inf,
-                      tuning: Tuning | None = None, time_only: bool = False):
+                      ll128=True, tuning: Tuning | None = None, time_only: bool = False):
     """Time of one collective and the (algorithm, protocol) NCCL's tuner would run.
 
     Arguments as :func:`collective_time_s`. Returns ``(time_s, algorithm_code, protocol_code)`` arrays
@@ -205,6 +205,17 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     ohop = np.asarray(inter_hop_s, dtype=np.float64)
     forced = algorithm != _AUTO
     protos = (PROTO_LL, PROTO_LL128, PROTO_SIMPLE) if protocol == _AUTO else (protocol,)
+    # LL128 where NCCL enables it by default (asked for by name, as NCCL_PROTO=LL128 does, it runs anywhere)
+    l128 = np.asarray(ll128, dtype=bool) if protocol == _AUTO else np.asarray(True)
+    if not np.any(l128):
+        protos = tuple(q for q in protos if q != PROTO_LL128)
+    ok128 = None if np.all(l128) else l128
+
+    def okp(p, ok=None):
+        """Rows where protocol ``p`` may run (and ``ok``)."""
+        if p != PROTO_LL128 or ok128 is None:
+            return ok
+        return ok128 if ok is None else ok & ok128
     simple_ok = PROTO_SIMPLE in protos
     ll_cap = np.asarray(ll_max_busbw_bytes_per_s, dtype=np.float64)
     x_intra_ring, x_inter_ring = tn.hop_extra("intra", "ring"), tn.hop_extra("inter", "ring")
@@ -232,7 +243,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             bwf = tn.ring_proto_frac[p]
             xfer = np.maximum(vol / bwf, s / ll_cap) if p == PROTO_LL else vol / bwf
             cand = base + tn.ring_base_s[p] + hop + xfer
-            t, code = keep(t, code, cand, ALGO_P2P * _NP + p + 1)
+            t, code = keep(t, code, cand, ALGO_P2P * _NP + p + 1, okp(p))
     else:
         # ring: (steps - inter_steps) hops inside nodes, inter_steps across
         steps = ring_steps(c, n)
@@ -249,7 +260,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             for p in protos:
                 cand = (base + tn.ring_base_s[p] + lat0 + intra_steps * x_intra_ring[p] + inter_steps * x_inter_ring[p]
                         + fs / proto_bw(ring_bw, p))
-                t, code = keep(t, code, cand, ALGO_RING * _NP + p + 1)
+                t, code = keep(t, code, cand, ALGO_RING * _NP + p + 1, okp(p))
 
         if c == ALL_REDUCE:
             nv = np.asarray(nvls, dtype=bool)
@@ -278,7 +289,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                         corr = _TREE_CORR[p][idx]
                         lat = lat0 + 2.0 * ((g - 1.0) * x_intra_tree[p] + log_nodes * x_inter_tree[p])
                         cand = base + tn.tree_base_s[p] + lat + fs / (tree_bw * tn.tree_proto_frac[p] * corr)
-                        t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, multi, forced)
+                        t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, okp(p, multi))
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
                     bw = np.minimum(intra * nvls_gain_frac, inter * tree_busbw_frac)
@@ -306,7 +317,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
 def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                       inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac,
                       nvls_latency_s, tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False,
-                      ll_max_busbw_bytes_per_s=np.inf, tuning: Tuning | None = None):
+                      ll_max_busbw_bytes_per_s=np.inf, ll128=True, tuning: Tuning | None = None):
     """Time of one collective and the algorithm NCCL's tuner picks (min over algorithms and protocols).
 
     Parameters
@@ -334,7 +345,8 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                                    inter_busbw_bytes_per_s, inter_hop_s, nvls, base_latency_s=base_latency_s,
                                    nvls_gain_frac=nvls_gain_frac, nvls_latency_s=nvls_latency_s,
                                    tree_busbw_frac=tree_busbw_frac, algorithm=algorithm, protocol=protocol,
-                                   sharp=sharp, ll_max_busbw_bytes_per_s=ll_max_busbw_bytes_per_s, tuning=tuning)
+                                   sharp=sharp, ll_max_busbw_bytes_per_s=ll_max_busbw_bytes_per_s, ll128=ll128,
+                                   tuning=tuning)
     return t, algo
 
 
@@ -343,7 +355,7 @@ def collective_min_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_
     """The time alone of :func:`collective_time_s` with the automatic choice (what the step model uses): the same
     candidates, without tracking which one wins, evaluated once per distinct row of the per-row arguments
     (:func:`gpusim.model.distinct.on_distinct_rows`: a sweep's collectives repeat)."""
-    per_row = {k: kw.pop(k) for k in ("ll_max_busbw_bytes_per_s", "sharp") if k in kw}
+    per_row = {k: kw.pop(k) for k in ("ll_max_busbw_bytes_per_s", "sharp", "ll128") if k in kw}
 
     def one(size, ranks, nodes, intra, ihop, inter, ohop, nv, **rows):
         return collective_choice(collective, size, ranks, nodes, intra, ihop, inter, ohop, nv, time_only=True,

@@ -141,6 +141,7 @@ class StepInputs:
     # LLM layout (gpusim.layout) and the transformer's shape; the defaults are the data-parallel case
     # NCCL's per-GPU cap on the LL protocol's bandwidth (llMaxBws)
     ll_max_busbw_bytes_per_s: np.ndarray = _one(np.inf)
+    ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
     tp: np.ndarray = _one()
     pp: np.ndarray = _one()
@@ -229,7 +230,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
             kind, size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
             c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"],
             base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
-            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=c["ll_max"],
+            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=c["ll_max"], ll128=c["ll128"],
             tuning=C.tuning_from_params(p))
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
@@ -360,7 +361,7 @@ def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
-           "ll_max": inp.ll_max_busbw_bytes_per_s}
+           "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)
