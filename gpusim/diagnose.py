@@ -129,9 +129,11 @@ TP_COMM_FRAC = 0.10
 _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
 
 
-def llm_variant_scenarios(scn, hw, out) -> list[tuple[str, object]]:
-    """What-ifs of an LLM layout: recomputation, more tp or pp, interleaving, a larger global batch, the
-    distributed optimizer, sequence parallelism (each kept only if the layout check accepts it later)."""
+def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
+    """Every what-if :func:`llm_variant_scenarios` may choose for an LLM layout, before looking at its result:
+    recomputation, more tp or pp, interleaving, a larger global batch, the distributed optimizer, sequence
+    parallelism (each kept only if the layout check accepts it later). ``simulate()`` evaluates them with the
+    layout itself in one call and keeps those the result asks for."""
     from gpusim.simulation import nvlink_domain_gpus
 
     st = scn.strategy
@@ -143,28 +145,38 @@ def llm_variant_scenarios(scn, hw, out) -> list[tuple[str, object]]:
         except Exception:
             pass
 
-    step = float(out["step_s"][0])
-    fits = bool(out["fits_in_memory"][0])
-    if not fits:
-        if st.recompute_mode == "none":
-            add("llm-selective", recompute="selective")
-        if st.recompute_mode != "full":
-            add("llm-full", recompute="full")
-        if st.kind == "ddp":
-            add("llm-zero1", kind="zero1")
-        if st.tp > 1 and not st.sp_on:
-            add("llm-sp", sp=True)
-    if (not fits or float(out["tp_comm_exposed_s"][0]) < TP_COMM_FRAC * step) and 2 * st.tp <= nvlink_domain_gpus(hw):
+    if st.recompute_mode == "none":
+        add("llm-selective", recompute="selective")
+    if st.recompute_mode != "full":
+        add("llm-full", recompute="full")
+    if st.kind == "ddp":
+        add("llm-zero1", kind="zero1")
+    if st.tp > 1 and not st.sp_on:
+        add("llm-sp", sp=True)
+    if 2 * st.tp <= nvlink_domain_gpus(hw):
         add("llm-tp", tp=2 * st.tp)
-    if not fits:
-        add("llm-pp", pp=2 * st.pp)
-    if float(out["pp_bubble_s"][0]) > BUBBLE_FRAC * step:
-        add("llm-vp", vp=2 * st.vp)
-        gb = st.global_batch or int(round(float(out["dp_degree"][0]))) * st.per_gpu_batch * st.accum
-        add("llm-batch", global_batch=2 * gb)
-    if float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step and st.tp > 1:
+    add("llm-pp", pp=2 * st.pp)
+    add("llm-vp", vp=2 * st.vp)
+    dp = max(1, hw.n_gpus // (st.tp * st.pp * st.cp))
+    add("llm-batch", global_batch=2 * (st.global_batch or dp * st.per_gpu_batch * st.accum))
+    if st.tp > 1:
         add("llm-tp-half", tp=st.tp // 2, pp=st.pp * 2)
     return v
+
+
+def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, object]]:
+    """The what-ifs of :func:`llm_variant_candidates` that the layout's result (row 0 of ``out``) asks for: how to fit
+    when it does not; more tp while its communication is small; interleaving and a larger batch against a large
+    bubble; less tp when its communication is large."""
+    step = float(out["step_s"][0])
+    fits = bool(out["fits_in_memory"][0])
+    tp_small = float(out["tp_comm_exposed_s"][0]) < TP_COMM_FRAC * step
+    bubble = float(out["pp_bubble_s"][0]) > BUBBLE_FRAC * step
+    wanted = {"llm-selective": not fits, "llm-full": not fits, "llm-zero1": not fits, "llm-sp": not fits,
+              "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
+              "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step}
+    return [(name, vscn) for name, vscn in (candidates if candidates is not None else llm_variant_candidates(scn, hw))
+            if wanted[name]]
 
 
 def llm_recommendations(scn, hw, res, variants, rec) -> None:

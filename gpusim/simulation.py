@@ -669,45 +669,68 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     Raises :class:`~gpusim.errors.GpusimError` (unknown ids, impossible configurations) with a message
     that says how to fix it.
     """
-    from gpusim.diagnose import recommendations, variant_scenarios
+    from gpusim.diagnose import llm_variant_candidates, llm_variant_scenarios, recommendations, variant_scenarios
     from gpusim.hwdb import load
 
     scn = scenario if isinstance(scenario, Scenario) else Scenario.create(**scenario)
     db = db or load()
     params = params or DEFAULT_PARAMS
-    hw, wl, row = build_inputs(scn, db, params)
-    single_hw = resolve_hardware(_single_gpu(scn), db)
-    single_row = scenario_row(_single_gpu(scn), single_hw, wl, params)
+    hw, wl = resolve_hardware(scn, db), resolve_workload(scn)
+    hw_cache = {_hardware_key(scn): (hw, hardware_row(hw, params))}  # most what-ifs change only the strategy
+    row = scenario_row(scn, hw, wl, params, hw_row=hw_cache[_hardware_key(scn)][1])
+    single_row = _cached_row(_single_gpu(scn), wl, db, params, hw_cache)
 
     rows = [row, single_row]
     if scn.baseline_throughput:
         _apply_baseline(rows, scn, params)
 
-    first = evaluate(stack_rows(rows), params)
-    variants = variant_scenarios(scn, hw, wl, first, db) if recommend else []
-    var_rows = []
-    hw_cache = {_hardware_key(scn): (hw, hardware_row(hw, params))}  # most what-ifs change only the strategy
-    for name, vscn in variants:
-        try:
-            key = _hardware_key(vscn)
-            if key not in hw_cache:
-                vhw = resolve_hardware(vscn, db)
-                hw_cache[key] = (vhw, hardware_row(vhw, params))
-            vhw, vhw_row = hw_cache[key]
-            vrow = scenario_row(vscn, vhw, wl, params, hw_row=vhw_row)
-        except GpusimError:
-            continue
-        if scn.baseline_throughput:
-            vrow["compute_override_s"] = _rescaled_override(rows, vrow, params)
-        var_rows.append((name, vscn, vrow))
-    # rows are independent (vectorised equals one at a time): the what-ifs are evaluated on their own
-    out = _concat_rows(first, evaluate(stack_rows([r for _, _, r in var_rows]), params)) if var_rows else first
+    # an LLM layout's what-ifs do not depend on its result, only which of them are shown does: they are evaluated
+    # with the layout in one call (rows are independent: vectorised equals one at a time)
+    speculative = llm_variant_candidates(scn, hw) if recommend and scn.strategy.is_llm else []
+    spec_rows = _variant_rows(scn, speculative, rows, wl, db, params, hw_cache)
+    first = evaluate(stack_rows(rows + [r for _, _, r in spec_rows]), params)
+    if speculative:
+        wanted = {name for name, _ in llm_variant_scenarios(scn, hw, first, speculative)}
+        keep = [j for j, (name, _, _) in enumerate(spec_rows) if name in wanted]
+        var_rows = [spec_rows[j] for j in keep]
+        idx = list(range(len(rows))) + [len(rows) + j for j in keep]  # the layout, its one-GPU row, the wanted
+        total = len(rows) + len(spec_rows)
+        out = {k: np.broadcast_to(v, (total,))[idx] for k, v in first.items()}
+    else:
+        variants = variant_scenarios(scn, hw, wl, first, db) if recommend else []
+        var_rows = _variant_rows(scn, variants, rows, wl, db, params, hw_cache)
+        # rows are independent (vectorised equals one at a time): the what-ifs are evaluated on their own
+        out = _concat_rows(first, evaluate(stack_rows([r for _, _, r in var_rows]), params)) if var_rows else first
     res = _make_result(scn, hw, wl, out, 0, 1, row)
     if recommend:
         recs = recommendations(scn, hw, wl, res, [(name, vscn, _row_result(out, 2 + j))
                                                   for j, (name, vscn, _) in enumerate(var_rows)])
         res = dataclasses.replace(res, recommendations=tuple(recs))
     return res
+
+
+def _cached_row(scn: Scenario, wl, db, params: ModelParams, hw_cache: dict) -> dict:
+    """:func:`scenario_row` of ``scn``, its hardware resolved once per distinct hardware (``hw_cache``)."""
+    key = _hardware_key(scn)
+    if key not in hw_cache:
+        hw = resolve_hardware(scn, db)
+        hw_cache[key] = (hw, hardware_row(hw, params))
+    hw, hw_row = hw_cache[key]
+    return scenario_row(scn, hw, wl, params, hw_row=hw_row)
+
+
+def _variant_rows(scn: Scenario, variants, rows, wl, db, params: ModelParams, hw_cache: dict) -> list:
+    """``(name, scenario, row)`` of each what-if that builds (an impossible one is left out)."""
+    var_rows = []
+    for name, vscn in variants:
+        try:
+            vrow = _cached_row(vscn, wl, db, params, hw_cache)
+        except GpusimError:
+            continue
+        if scn.baseline_throughput:
+            vrow["compute_override_s"] = _rescaled_override(rows, vrow, params)
+        var_rows.append((name, vscn, vrow))
+    return var_rows
 
 
 _HARDWARE_FIELDS = ("gpu", "node", "gpus", "nodes", "intra", "intra_topology", "p2p", "inter", "nics_per_node",
