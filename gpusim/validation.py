@@ -297,7 +297,10 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
         if kind == "busbw":
             return _predict_busbw(r, res, db, params)
         if kind in ("mfu", "tflops_per_gpu") and r["source_id"].startswith("MEGATRON"):
-            res.reason = "tensor/pipeline model parallelism is not modelled (gpusim models data parallelism)"
+            # the same Megatron runs are in validation/llm_parallel.csv with their full layouts (tp, pp, vp, micro-
+            # and global batch): the LLM table below predicts them; these rows lack the layout
+            res.reason = ("a tensor/pipeline-parallel Megatron run without its layout here: predicted in the LLM "
+                          "layouts table (validation/llm_parallel.csv holds the same runs with their layouts)")
             return res
         if kind == "tflops_per_gpu":
             gpu_id = GPU_MAP.get(r["gpu"])
