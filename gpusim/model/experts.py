@@ -24,9 +24,10 @@ Technical Report" 2024 for shared and fine-grained experts):
   3.2.1, which hides the all-to-all of one micro-batch under the computation of another) a fraction
   ``ep_a2a_overlap_frac`` of it hides. Default 0: Megatron-Core's default.
 
-The all-to-all cost is one small function, :func:`all_to_all_s` (busbw factor ``(n - 1)/n``; the part that
-leaves an NVLink domain, ``(n - d)/n`` of each rank's buffer, goes over the rank's share of the NICs; inside the
-domain the NVSwitch gives full bandwidth), so it can be swapped for the collectives model's when that has one.
+The all-to-all is the collectives model's (:data:`gpusim.model.comm.ALL_TO_ALL`, NCCL's point-to-point
+all-to-all: busbw factor ``(n - 1)/n``, the ``(n - d)/n`` of each rank's buffer that leaves its group of ``d``
+fast-linked ranks goes over the rank's share of the NICs, the rest over NVLink), with the EP group's "nodes" being
+the NVLink domains it spans (:func:`a2a_fabric`: on a GB200 NVL72 rack the 4-GPU trays share one 72-GPU domain).
 
 Layers that are not MoE (DeepSeek-V3's first three) keep their dense FFN; a stage is charged the model's
 fraction of MoE layers (``moe_frac``), i.e. the MoE layers spread evenly over the stages.
@@ -56,17 +57,6 @@ def a2a_bytes_per_layer(tokens, top_k, d_model, elem_bytes):
     return _f(tokens) * _f(top_k) * _f(d_model) * elem_bytes
 
 
-def all_to_all_s(size_bytes, n, domain_ranks, intra_bytes_per_s, inter_bytes_per_s_per_rank, latency_s=0.0):
-    """All-to-all of ``size_bytes`` per rank over ``n`` ranks, ``domain_ranks`` of them in one NVLink domain:
-    ``latency + max(local / intra, remote / inter)`` with ``local = S (d - 1)/n`` and ``remote = S (n - d)/n``."""
-    n = _f(n)
-    d = np.minimum(_f(domain_ranks), n)
-    local = _f(size_bytes) * (d - 1.0) / n
-    remote = _f(size_bytes) * (n - d) / n
-    t = np.maximum(local / _f(intra_bytes_per_s), np.where(remote > 0, remote / _f(inter_bytes_per_s_per_rank), 0.0))
-    return np.where(n > 1, t + latency_s, 0.0)
-
-
 def ep_ranks_in_domain(ep, etp, domain, n_gpus):
     """EP ranks of the worst-placed rank's group that share its NVLink domain. Groups are ``ep x etp``
     consecutive ranks: inside one domain when the job fits in one or the groups tile the domains; when they
@@ -77,6 +67,18 @@ def ep_ranks_in_domain(ep, etp, domain, n_gpus):
     tiles = (n <= d) | (np.mod(d, span) == 0)
     piece = np.gcd(np.maximum(d, 1.0).astype(np.int64), np.maximum(span, 1.0).astype(np.int64)) / etp
     return np.where(span <= d, np.where(tiles, ep, np.maximum(piece, 1.0)), np.maximum(np.floor(d / etp), 1.0))
+
+
+def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):
+    """The EP group as :data:`gpusim.model.comm.ALL_TO_ALL` sees it: ``(n_nodes, inter_bytes_per_s)``.
+
+    comm's "node" is a group of fast-linked ranks, so ``n_nodes`` = the NVLink domains the worst-placed rank's EP
+    group spans, ``ep / r`` with ``r`` = :func:`ep_ranks_in_domain`; comm sends each rank's remote part through
+    ``inter / r``, so ``inter`` = the NIC bandwidth of those ``r`` ranks, ``r x`` one GPU's share of its node's NICs
+    (``inter_busbw_bytes_per_s / gpus_per_node``; an NVL72 tray's NICs serve its 4 GPUs, not the rack's 72).
+    """
+    r = ep_ranks_in_domain(ep, etp, domain, n_gpus)
+    return _f(ep) / r, _f(inter_busbw_bytes_per_s) / _f(gpus_per_node) * r
 
 
 def moe_params_per_rank(x: dict, tp):
@@ -97,7 +99,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
     dense FFN), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
     ``expert_params`` (the routed experts per rank, per layer: sharded over the expert-data-parallel group),
-    ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row."""
+    ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row. ``coll(kind, size, ranks, nodes[,
+    inter])`` is the collectives model's time on the row's fabric (``inter``: another inter-node bandwidth)."""
     moe_frac = _f(x.get("moe_frac", 0.0))
     zero = np.zeros(np.shape(moe_frac))
     if not np.any(moe_frac > 0):
@@ -147,10 +150,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     moe_b = router_b + experts_b + shared_b
     # all-to-all dispatch + combine (forward), twice that backward; expert-TP gathers and scatters the tokens
     size = a2a_bytes_per_layer(n_tok, k, h, e)
-    ranks_in_domain = ep_ranks_in_domain(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]))
-    inter_rank = _f(x["inter_busbw_bytes_per_s"]) / g
-    a2a = all_to_all_s(size, ep, ranks_in_domain, _f(x["intra_busbw_bytes_per_s"]), inter_rank,
-                       p.coll_base_latency_s)
+    a2a_nodes, a2a_inter = a2a_fabric(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]), g,
+                                      x["inter_busbw_bytes_per_s"])
+    a2a = coll(C.ALL_TO_ALL, size, ep, a2a_nodes, a2a_inter)
     etp_nodes = np.maximum(1.0, etp / domain)
     etp_comm = np.where(etp > 1, coll(C.REDUCE_SCATTER, routed_tokens * h * e, etp, etp_nodes)  # outputs
                         + coll(C.ALL_GATHER, routed_tokens * h * e, etp, etp_nodes), 0.0)  # inputs

@@ -32,13 +32,52 @@ def test_tokens_per_expert_closed_form():
 def test_all_to_all_volume_per_moe_layer_closed_form():
     # one dispatch: tokens x top-k x hidden x bytes; DeepSeek-V3 h 7168, bf16, 4096 tokens, top-8
     assert float(EXP.a2a_bytes_per_layer(4096, 8, 7168, 2.0)) == 4096 * 8 * 7168 * 2
-    size = 100e6
-    # inside one NVLink domain: (n - 1)/n of the buffer at the NVLink bandwidth
-    assert float(EXP.all_to_all_s(size, 8, 8, 400e9, 50e9)) == pytest.approx(size * 7 / 8 / 400e9)
-    # 16 ranks over 2 nodes of 8: 8/16 leaves the node on each rank's NIC share, 7/16 stays
-    t = float(EXP.all_to_all_s(size, 16, 8, 400e9, 50e9))
-    assert t == pytest.approx(max(size * 7 / 16 / 400e9, size * 8 / 16 / 50e9))
-    assert float(EXP.all_to_all_s(size, 1, 8, 400e9, 50e9)) == 0.0
+
+
+@pytest.mark.parametrize("ep, domain, gpus, g, want", [
+    (8, 8, 256, 8, (1, 400e9)),  # inside one DGX H100: one "node" of the collectives model
+    (16, 8, 256, 8, (2, 400e9)),  # two DGX H100: two nodes, each rank with 1/8 of its node's NICs
+    (64, 72, 256, 4, (8, 8 * 100e9)),  # NVL72 trays of 4: the worst group has 8 ranks in a rack (gcd(72, 64))
+    (64, 72, 64, 4, (1, 64 * 100e9)),  # the whole job inside one rack: NVLink only
+])
+def test_the_ep_group_as_the_collectives_model_sees_it(ep, domain, gpus, g, want):
+    nodes, inter = EXP.a2a_fabric(ep, 1, domain, gpus, g, 400e9)
+    assert (float(nodes), float(inter)) == pytest.approx(want)
+
+
+def test_all_to_all_is_the_collectives_models_bisection_bound_across_domains():
+    from gpusim.model import comm as C
+
+    # 64 EP ranks in 8 domains of 8: 7/64 of the buffer over NVLink, 56/64 over each rank's 50 GB/s NIC share
+    nodes, inter = EXP.a2a_fabric(64, 1, 8, 512, 8, 400e9)
+    t = C.collective_min_time_s(C.ALL_TO_ALL, 1e10, 64, nodes, 370e9, 0.5e-6, inter, 3e-6, False,
+                                base_latency_s=0.0, nvls_gain_frac=1.0, nvls_latency_s=0.0, tree_busbw_frac=1.0)
+    assert float(t) == pytest.approx(max(1e10 * 7 / 64 / 370e9, 1e10 * 56 / 64 / 50e9), rel=1e-3)
+
+
+@pytest.mark.parametrize("ep", [8, 16])
+def test_each_moe_layer_runs_six_all_to_alls_per_micro_batch_with_full_recomputation(ep):
+    from gpusim.model import comm as C
+
+    inp = _inputs(ep=ep)
+    out = evaluate(inp, DEFAULT_PARAMS)
+    x = {k: float(np.asarray(getattr(inp, k)).ravel()[0]) for k in
+         ("intra_busbw_bytes_per_s", "inter_busbw_bytes_per_s", "intra_hop_s", "inter_hop_s", "gpus_per_node",
+          "n_nodes", "moe_frac", "accum", "n_layers", "pp", "micro_batch", "seq_len", "top_k", "d_model")}
+    nodes, inter = EXP.a2a_fabric(ep, 1, x["gpus_per_node"], x["gpus_per_node"] * x["n_nodes"], x["gpus_per_node"],
+                                  x["inter_busbw_bytes_per_s"])
+    size = EXP.a2a_bytes_per_layer(x["micro_batch"] * x["seq_len"], x["top_k"], x["d_model"], 2.0)  # tp 1, bf16
+    one = C.collective_min_time_s(C.ALL_TO_ALL, size, ep, nodes, x["intra_busbw_bytes_per_s"], x["intra_hop_s"], inter,
+                                  x["inter_hop_s"], bool(np.asarray(inp.nvls).ravel()[0]),
+                                  base_latency_s=DEFAULT_PARAMS.coll_base_latency_s,
+                                  nvls_gain_frac=DEFAULT_PARAMS.nvls_gain_frac,
+                                  nvls_latency_s=DEFAULT_PARAMS.nvls_latency_s,
+                                  tree_busbw_frac=DEFAULT_PARAMS.tree_busbw_frac,
+                                  ll_max_busbw_bytes_per_s=float(np.asarray(inp.ll_max_busbw_bytes_per_s).ravel()[0]),
+                                  tuning=C.tuning_from_params(DEFAULT_PARAMS))
+    # dispatch + combine forward, both again for the recomputed forward and for the gradients
+    want = x["accum"] * x["n_layers"] / x["pp"] * x["moe_frac"] * 6.0 * float(one)
+    assert float(out["ep_comm_exposed_s"][0]) == pytest.approx(want, rel=1e-9)
 
 
 def _inputs(**kw):
