@@ -97,7 +97,8 @@ def moe_fields(spec, strategy) -> dict:
             "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
-            "moe_imbalance_frac": float(spec.moe_imbalance_frac)}
+            "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
+            else float(spec.moe_imbalance_frac)}
 
 
 def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:

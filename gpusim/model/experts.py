@@ -13,11 +13,13 @@ Technical Report" 2024 for shared and fine-grained experts):
   layer and micro-batch.
 - **Experts**: each rank holds ``E / ep`` experts, each split ``etp`` ways by expert tensor parallelism; the
   tokens per expert are ``n ep etp k / E`` (tokens per expert = tokens x top-k / experts), times the busiest
-  rank's load: ``1 + moe_imbalance_frac`` dropless, or the capacity factor when experts are padded to capacity
-  (GShard, Switch; Megatron ``--moe-expert-capacity-factor`` with ``--moe-pad-expert-input-to-capacity``). The
+  rank's load over the mean (:func:`busiest_rank_load`: the sampling spread of a router balanced in expectation,
+  or the capacity factor when experts are padded to capacity). The
   experts run as one grouped GEMM (Megatron ``--moe-grouped-gemm``, CUTLASS grouped GEMM) of ``E / ep``
   problems at their real shape ``(tokens per expert, f_e u / etp, h)`` and ``(tokens per expert, h, f_e / etp)``;
   with ``etp > 1`` the tokens are all-gathered and the outputs reduce-scattered over the etp group.
+- **Load imbalance**: every MoE layer's all-to-all waits for the busiest rank of the EP group, which computes
+  and receives more than the mean; see :func:`busiest_rank_load`.
 - **Shared experts** run on every token like a dense FFN of width ``n_shared f_s`` split over tp.
 - **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); with
   ``--moe-a2a-overlap`` style 1F1B overlap (Megatron-Core "EP A2A overlap", after DeepSeek-V3's DualPipe, section
@@ -50,6 +52,52 @@ def tokens_per_expert(tokens, top_k, n_experts, ep=1.0, etp=1.0):
     """Tokens each expert of one rank computes, balanced: ``tokens x ep x etp x top_k / experts`` (``tokens``:
     the tokens one rank routes)."""
     return _f(tokens) * _f(ep) * _f(etp) * _f(top_k) / _f(n_experts)
+
+
+def expected_max_std_normal(n):
+    """Expected maximum of ``n`` standard normal variables, the Gumbel limit with its first correction:
+    ``b + gamma / sqrt(2 ln n)`` with ``b = sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n))`` (Cramer 1946;
+    David and Nagaraja, "Order Statistics", 3rd ed. 2003, section 10.5); 0 for ``n <= 1``. Against the exact values
+    (numerical integration: 1.424 at n = 8, 2.344 at 64, 3.248 at 1024) it gives 1.522, 2.398, 3.278; the leading
+    term ``sqrt(2 ln n)`` alone (an upper bound for any n) gives 2.04, 2.88, 3.72."""
+    n = _f(n)
+    ln = np.log(np.maximum(n, 2.0))
+    r = np.sqrt(2.0 * ln)
+    return np.where(n > 1, r - (np.log(ln) + np.log(4.0 * np.pi)) / (2.0 * r) + np.euler_gamma / r, 0.0)
+
+
+def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan, imbalance_frac=np.nan):
+    """Token copies the busiest rank of an EP group computes and receives in one MoE layer, over the mean.
+
+    ``tokens``: the tokens one rank routes (per micro-batch); ``capacity``: the capacity factor (NaN: dropless);
+    ``imbalance_frac``: a user's figure (busiest / mean - 1) that overrides the mechanism (NaN: none).
+
+    **Mechanism.** Even a router balanced in expectation (GShard's auxiliary loss, Lepikhin et al. 2020 section 2.2;
+    Switch Transformer's, Fedus et al. 2021 section 2.2; DeepSeek-V3's auxiliary-loss-free bias, DeepSeek-AI 2024
+    section 2.1.2, which balances the experts over a batch, not each micro-batch) sends each token to a random
+    ``top_k``-subset of the ``E`` experts, so the copies that land on one rank's ``E / ep`` experts are a sum of
+    hypergeometric counts: mean ``mu = tokens x etp x top_k`` (the etp group gathers its ranks' tokens), variance
+    ``mu (1 - 1/ep)(E - k)/(E - 1)``. The ``ep`` loads sum to a constant, so they are ``sqrt(ep / (ep - 1))`` times
+    the deviations of ``ep`` iid normals from their mean, and the expected busiest load is
+    ``mu (1 + z_ep sqrt((E - k) / ((E - 1) mu)))`` with ``z_ep`` = :func:`expected_max_std_normal`. At the token
+    counts of LLM training this is 1-3%: a lower bound on the imbalance of a real router, whose expert
+    popularity also varies between batches and whose tokens of one sequence route alike (not modelled).
+
+    **Capacity.** With a capacity factor ``F`` the experts compute a fixed ``F x`` the mean, padded (GShard's and
+    Switch's static ``[E, C, h]`` dispatch; Megatron-Core ``--moe-expert-capacity-factor`` with
+    ``--moe-pad-expert-input-to-capacity``): load ``F``, which caps the imbalance (tokens beyond it are dropped) and
+    pads below it. Dropless routing (MegaBlocks, Gale et al. 2022; Megatron-Core's default) computes every token:
+    the load above. The step waits for the busiest rank at every MoE layer (its grouped GEMMs and the all-to-all
+    volume it receives), so the factor applies to both.
+    """
+    E, k = _f(n_experts), _f(top_k)
+    mu = _f(tokens) * _f(etp) * k
+    spread = np.sqrt(np.maximum(E - k, 0.0) / np.maximum((E - 1.0) * mu, 1e-300))
+    sampled = 1.0 + expected_max_std_normal(ep) * spread
+    user = _f(imbalance_frac)
+    load = np.where(np.isfinite(user), 1.0 + user, sampled)
+    cap = _f(capacity)
+    return np.where(np.isfinite(cap), cap, load)
 
 
 def a2a_bytes_per_layer(tokens, top_k, d_model, elem_bytes):
@@ -111,7 +159,6 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     fe, fs, fd = _f(x["expert_ff_dim"]), _f(x["shared_ff_dim"]), _f(x["ff_dim"])
     up = _f(x["ffn_mats"]) - 1.0
     ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
-    load = np.where(np.isfinite(_f(x["moe_capacity"])), _f(x["moe_capacity"]), 1.0 + _f(x["moe_imbalance_frac"]))
 
     def linear(m_rows, n_out, k_in, batch=1.0):
         fw = gemm(m_rows, n_out, k_in, batch)
@@ -130,6 +177,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     router_f = r_f + score_bytes / mem_rate
     router_b = r_b + 2.0 * score_bytes / mem_rate
     # routed experts: grouped GEMM over the E / ep local experts at the busiest rank's load
+    load = busiest_rank_load(n_tok, k, E, ep, etp, x["moe_capacity"], x["moe_imbalance_frac"])
     tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
     local = E / ep
     x_up_f, x_up_b = linear(tpe, fe * up / etp, h, local)
@@ -149,7 +197,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     moe_f = router_f + experts_f + shared_f
     moe_b = router_b + experts_b + shared_b
     # all-to-all dispatch + combine (forward), twice that backward; expert-TP gathers and scatters the tokens
-    size = a2a_bytes_per_layer(n_tok, k, h, e)
+    size = a2a_bytes_per_layer(n_tok, k, h, e) * load  # what the busiest rank receives (dispatch), sends (combine)
     a2a_nodes, a2a_inter = a2a_fabric(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]), g,
                                       x["inter_busbw_bytes_per_s"])
     a2a = coll(C.ALL_TO_ALL, size, ep, a2a_nodes, a2a_inter)
