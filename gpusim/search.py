@@ -33,9 +33,17 @@ from gpusim import units
 from gpusim.errors import ScenarioError
 
 RECOMPUTES = ("none", "selective", "full")
-#: layouts per model call: blocks whose temporaries stay in the CPU caches (measured: 64k rows per call run
-#: ~1.5x faster per row than one 512k-row call on the development machine; benchmarks/layout_search.py)
-CHUNK_ROWS = 65536
+#: layouts per model call: blocks whose temporaries stay in the CPU caches (measured with benchmarks/layout_search.py
+#: on a 2-core AMD EPYC with 1 MiB of L2 per core: 16k rows per call run 1.1-1.5M layouts per CPU-second, 32k
+#: 0.9-1.1M, 64k 0.8-0.9M, 128k 0.6M; below 8k the per-call cost of ~2 ms dominates)
+CHUNK_ROWS = 16384
+
+
+def chunks(n: int, rows: int = CHUNK_ROWS) -> list[slice]:
+    """``n`` rows as the fewest blocks of at most ``rows``, of equal size (no small tail block)."""
+    k = max(1, -(-int(n) // max(int(rows), 1)))
+    edges = np.linspace(0, int(n), k + 1).astype(np.int64)
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 #: micro-batches the search tries (sequences per micro-batch; LLM recipes use 1-4 at 4k-8k tokens)
 MICRO_BATCHES = (1, 2, 4, 8)
 #: largest context-parallel degree tried (Llama 3 used cp 16 at 128k tokens)
@@ -97,7 +105,8 @@ def moe_fields(spec, strategy) -> dict:
             "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
-            "moe_imbalance_frac": float(spec.moe_imbalance_frac)}
+            "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
+            else float(spec.moe_imbalance_frac)}
 
 
 def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
@@ -303,8 +312,8 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
             "dp_comm_exposed_s", "optimizer_s", "bottleneck_code")
     out = {k: np.full(N, np.nan) for k in keys}
     one = stack_rows([base])
-    for c0 in range(0, len(ok), CHUNK_ROWS):  # blocks the model evaluates whole (no concatenation of its outputs)
-        sel = ok[c0:c0 + CHUNK_ROWS]
+    for block in chunks(len(ok)):  # blocks the model evaluates whole (no concatenation of its outputs)
+        sel = ok[block]
         res = evaluate(with_layouts(one, {k: v[sel] for k, v in lay.items()}, _model_layers(base)), params)
         for k in keys:
             out[k][sel] = np.broadcast_to(res[k], (len(sel),))
@@ -445,14 +454,19 @@ def _varying_fields(inp) -> dict[str, np.ndarray]:
     return out
 
 
-def _best_per_owner(score, owner, H: int) -> np.ndarray:
-    """Index of the highest ``score`` for each owner ``0..H-1`` (-1 for an owner without rows)."""
-    order = np.lexsort((-score, owner))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = owner[order][1:] != owner[order][:-1]
+def _best_per_segment(score, segs, H: int) -> np.ndarray:
+    """Index of the highest ``score`` (the first of equals) in each segment ``(owner, start, end)`` of consecutive
+    rows, per owner ``0..H-1`` (-1 for an owner without rows)."""
     best = np.full(H, -1, dtype=np.int64)
-    best[owner[order[first]]] = order[first]
+    for h, a, b in segs:
+        best[h] = a + int(np.argmax(score[a:b]))
     return best
+
+
+#: the base-row fields :func:`state_lower_bound_bytes` reads (its result is shared by hardware rows that agree on them)
+_BOUND_FIELDS = ("layer_params", "strategy", "weight_bytes_per_param", "grad_bytes_per_param", "master_bytes_per_param",
+                 "opt_state_bytes_per_param", "moe_frac", "d_model", "n_experts", "expert_tp", "ffn_mats",
+                 "expert_ff_dim", "shared_ff_dim", "ff_dim")
 
 
 def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,
@@ -499,8 +513,13 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         base_rows[h] = {**b, **ht.rows[h]}
         prec[h] = pr
     # ---- every layout of every hardware row ------------------------------------------------------------
+    # Enumerated once per (GPUs, NVLink domain); the lower bound of the states once per enumeration and the base-row
+    # fields it reads. Only the layouts that pass the rules and the bound are gathered: the rows the model runs on,
+    # one contiguous segment per hardware row.
     enum_cache: dict = {}
-    parts, segs, N = [], [], 0
+    bound_cache: dict = {}
+    picks, segs, N, M = [], [], 0, 0
+    least_mem = np.full(H, np.nan)  # the least memory any layout needs (the bound where the bound refused it)
     for h in range(H):
         if base_rows[h] is None:
             continue
@@ -508,34 +527,40 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         k = (n, dom)
         if k not in enum_cache:
             try:
-                enum_cache[k] = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                                                  n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
-                            n_experts=int(getattr(spec, "n_experts", 0) or 0),
-                                                  global_batch=global_batch, flash=bool(spec.flash_attention),
-                                                  pins=pins)
+                full = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                                         n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
+                                         n_experts=int(getattr(spec, "n_experts", 0) or 0),
+                                         global_batch=global_batch, flash=bool(spec.flash_attention), pins=pins)
+                passed = np.flatnonzero(full["reason"] == OK)
+                enum_cache[k] = (len(full["tp"]), {c: v[passed] for c, v in full.items()})
             except ScenarioError as e:
                 enum_cache[k] = str(e)
-        lay = enum_cache[k]
-        if isinstance(lay, str):
-            why_not[h] = lay
+        if isinstance(enum_cache[k], str):
+            why_not[h] = enum_cache[k]
             continue
-        parts.append(lay)
-        segs.append((h, N, N + len(lay["tp"])))  # each hardware row's layouts are one contiguous segment
-        N += len(lay["tp"])
+        n_all, cand = enum_cache[k]
+        N += n_all
+        bkey = (k, *(base_rows[h].get(f) for f in _BOUND_FIELDS))
+        if bkey not in bound_cache:
+            bound_cache[bkey] = state_lower_bound_bytes({f: base_rows[h][f] for f in _BOUND_FIELDS
+                                                         if f in base_rows[h]}, cand)
+        bound = np.broadcast_to(bound_cache[bkey], cand["tp"].shape)
+        over = bound > ht.gpu[h].memory_bytes
+        if over.any():
+            least_mem[h] = bound[over].min()
+        keep = np.flatnonzero(~over)
+        if len(keep):
+            picks.append((k, keep))
+            segs.append((h, M, M + len(keep)))
+            M += len(keep)
     keys = ("step_s", "throughput_samples_per_s", "throughput_per_gpu_samples_per_s", "mfu_frac", "gpu_util_frac",
             "memory_per_gpu_bytes", "max_micro_batch", "fits_in_memory", "bottleneck_code", *BREAKDOWN_KEYS,
             "comm_total_s", "loader_supply_samples_per_s", "pp_bubble_s", "cp_comm_exposed_s",
             "ep_comm_exposed_s")
-    if N:
-        lay = {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
+    if M:
+        lay = {c: np.concatenate([enum_cache[k][1][c][keep] for k, keep in picks]) for c in enum_cache[picks[0][0]][1]}
         owner = np.concatenate([np.full(e_ - s_, h, dtype=np.int64) for h, s_, e_ in segs])
-        # layouts over memory by their layers' states alone are refused without the model (a lower bound)
-        bound = np.empty(N)
-        for h, s_, e_ in segs:
-            bound[s_:e_] = state_lower_bound_bytes(base_rows[h], {k: v[s_:e_] for k, v in lay.items()})
-        cap_row = np.array([ht.gpu[h].memory_bytes for h in range(H)], dtype=np.float64)[owner]
-        over = (lay["reason"] == OK) & (bound > cap_row)
-        run = np.flatnonzero((lay["reason"] == OK) & ~over)
+        cap_row = np.array([ht.gpu[h].memory_bytes for h in range(H)], dtype=np.float64)
         present = [h for h, _, _ in segs]
         stacked = stack_rows([base_rows[h] for h in present])
         varying = _varying_fields(stacked)
@@ -545,43 +570,44 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         row_of[present] = np.arange(len(present))
 
         def run_model(sel):
-            inp = stacked.replace(**{k: v[row_of[owner[sel]]] for k, v in varying.items()})
-            return evaluate(with_layouts(inp, {k: v[sel] for k, v in lay.items()}, float(spec.n_layers)), params)
+            """The model on rows ``sel`` (a slice: views of the layouts, or indices)."""
+            rows = row_of[owner[sel]]
+            inp = stacked.replace(**{c: v[rows] for c, v in varying.items()})
+            return evaluate(with_layouts(inp, {c: v[sel] for c, v in lay.items()}, float(spec.n_layers)), params)
 
         # every layout: only what picks the best; the chosen rows' full outputs are evaluated again below
-        thr = np.full(N, -np.inf)
-        mem = np.full(N, np.nan)
-        for c0 in range(0, len(run), chunk_rows):
-            sel = run[c0:c0 + chunk_rows]
-            res = run_model(sel)
-            fit = np.broadcast_to(res["fits_in_memory"], (len(sel),))
-            thr[sel] = np.where(fit, np.broadcast_to(res["throughput_samples_per_s"], (len(sel),)), -np.inf)
-            mem[sel] = np.broadcast_to(res["memory_per_gpu_bytes"], (len(sel),))
+        thr = np.full(M, -np.inf)
+        mem = np.full(M, np.nan)
+        for block in chunks(M, chunk_rows):
+            res = run_model(block)
+            n_b = block.stop - block.start
+            fit = np.broadcast_to(res["fits_in_memory"], (n_b,))
+            thr[block] = np.where(fit, np.broadcast_to(res["throughput_samples_per_s"], (n_b,)), -np.inf)
+            mem[block] = np.broadcast_to(res["memory_per_gpu_bytes"], (n_b,))
             if progress is not None:
-                progress(min(c0 + chunk_rows, len(run)), len(run))
+                progress(block.stop, M)
         ok = np.isfinite(thr)
         # best per hardware row, then the best whose degrees differ from it (the next best other layout)
-        best_of = _best_per_owner(thr, owner, H)
-        key = np.zeros(N, dtype=np.int64)
-        for k in DEGREES:
-            key = key * 4096 + lay[k]
+        best_of = _best_per_segment(thr, segs, H)
+        key = np.zeros(M, dtype=np.int64)
+        for c in DEGREES:
+            key = key * 4096 + lay[c]
         other = key != key[best_of[owner]]
-        second_of = _best_per_owner(np.where(other, thr, -np.inf), owner, H)
-        least_mem = np.full(H, np.nan)
-        ran = lay["reason"] == OK
-        np.fmin.at(least_mem, owner[ran], np.where(over, bound, mem)[ran])
+        second_of = _best_per_segment(np.where(other, thr, -np.inf), segs, H)
+        for h, a, b in segs:
+            least_mem[h] = np.fmin(least_mem[h], np.fmin.reduce(mem[a:b]))
         # the chosen layouts (each row's best and next best other) with all their outputs, as a small table
         chosen = np.unique(np.concatenate([best_of[best_of >= 0], second_of[second_of >= 0]]))
         chosen = chosen[ok[chosen]]
         at = {int(i): j for j, i in enumerate(chosen)}
-        small = {"layouts": {k: v[chosen] for k, v in lay.items()}, "out": {}}
+        small = {"layouts": {c: v[chosen] for c, v in lay.items()}, "out": {}}
         if len(chosen):
             res = run_model(chosen)
-            o = {k: np.broadcast_to(res[k], (len(chosen),)) for k in keys}
+            o = {c: np.broadcast_to(res[c], (len(chosen),)) for c in keys}
             small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"],
-                            "headroom_bytes": cap_row[chosen] - o["memory_per_gpu_bytes"]}
+                            "headroom_bytes": cap_row[owner[chosen]] - o["memory_per_gpu_bytes"]}
     else:
-        lay, ok, best_of, second_of, least_mem = None, None, np.full(H, -1), np.full(H, -1), np.full(H, np.nan)
+        lay, ok, best_of, second_of = None, None, np.full(H, -1), np.full(H, -1)
         at, small = {}, {"layouts": {}, "out": {}}
     # ---- the one-GPU reference of each best layout (same micro-batch and recomputation): speedup, efficiency --
     single = np.full(H, np.nan)

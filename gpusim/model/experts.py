@@ -13,20 +13,23 @@ Technical Report" 2024 for shared and fine-grained experts):
   layer and micro-batch.
 - **Experts**: each rank holds ``E / ep`` experts, each split ``etp`` ways by expert tensor parallelism; the
   tokens per expert are ``n ep etp k / E`` (tokens per expert = tokens x top-k / experts), times the busiest
-  rank's load: ``1 + moe_imbalance_frac`` dropless, or the capacity factor when experts are padded to capacity
-  (GShard, Switch; Megatron ``--moe-expert-capacity-factor`` with ``--moe-pad-expert-input-to-capacity``). The
+  rank's load over the mean (:func:`busiest_rank_load`: the sampling spread of a router balanced in expectation,
+  or the capacity factor when experts are padded to capacity). The
   experts run as one grouped GEMM (Megatron ``--moe-grouped-gemm``, CUTLASS grouped GEMM) of ``E / ep``
   problems at their real shape ``(tokens per expert, f_e u / etp, h)`` and ``(tokens per expert, h, f_e / etp)``;
   with ``etp > 1`` the tokens are all-gathered and the outputs reduce-scattered over the etp group.
+- **Load imbalance**: every MoE layer's all-to-all waits for the busiest rank of the EP group, which computes
+  and receives more than the mean; see :func:`busiest_rank_load`.
 - **Shared experts** run on every token like a dense FFN of width ``n_shared f_s`` split over tp.
 - **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); with
   ``--moe-a2a-overlap`` style 1F1B overlap (Megatron-Core "EP A2A overlap", after DeepSeek-V3's DualPipe, section
   3.2.1, which hides the all-to-all of one micro-batch under the computation of another) a fraction
   ``ep_a2a_overlap_frac`` of it hides. Default 0: Megatron-Core's default.
 
-The all-to-all cost is one small function, :func:`all_to_all_s` (busbw factor ``(n - 1)/n``; the part that
-leaves an NVLink domain, ``(n - d)/n`` of each rank's buffer, goes over the rank's share of the NICs; inside the
-domain the NVSwitch gives full bandwidth), so it can be swapped for the collectives model's when that has one.
+The all-to-all is the collectives model's (:data:`gpusim.model.comm.ALL_TO_ALL`, NCCL's point-to-point
+all-to-all: busbw factor ``(n - 1)/n``, the ``(n - d)/n`` of each rank's buffer that leaves its group of ``d``
+fast-linked ranks goes over the rank's share of the NICs, the rest over NVLink), with the EP group's "nodes" being
+the NVLink domains it spans (:func:`a2a_fabric`: on a GB200 NVL72 rack the 4-GPU trays share one 72-GPU domain).
 
 Layers that are not MoE (DeepSeek-V3's first three) keep their dense FFN; a stage is charged the model's
 fraction of MoE layers (``moe_frac``), i.e. the MoE layers spread evenly over the stages.
@@ -51,20 +54,55 @@ def tokens_per_expert(tokens, top_k, n_experts, ep=1.0, etp=1.0):
     return _f(tokens) * _f(ep) * _f(etp) * _f(top_k) / _f(n_experts)
 
 
+def expected_max_std_normal(n):
+    """Expected maximum of ``n`` standard normal variables, the Gumbel limit with its first correction:
+    ``b + gamma / sqrt(2 ln n)`` with ``b = sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n))`` (Cramer 1946;
+    David and Nagaraja, "Order Statistics", 3rd ed. 2003, section 10.5); 0 for ``n <= 1``. Against the exact values
+    (numerical integration: 1.424 at n = 8, 2.344 at 64, 3.248 at 1024) it gives 1.522, 2.398, 3.278; the leading
+    term ``sqrt(2 ln n)`` alone (an upper bound for any n) gives 2.04, 2.88, 3.72."""
+    n = _f(n)
+    ln = np.log(np.maximum(n, 2.0))
+    r = np.sqrt(2.0 * ln)
+    return np.where(n > 1, r - (np.log(ln) + np.log(4.0 * np.pi)) / (2.0 * r) + np.euler_gamma / r, 0.0)
+
+
+def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan, imbalance_frac=np.nan):
+    """Token copies the busiest rank of an EP group computes and receives in one MoE layer, over the mean.
+
+    ``tokens``: the tokens one rank routes (per micro-batch); ``capacity``: the capacity factor (NaN: dropless);
+    ``imbalance_frac``: a user's figure (busiest / mean - 1) that overrides the mechanism (NaN: none).
+
+    **Mechanism.** Even a router balanced in expectation (GShard's auxiliary loss, Lepikhin et al. 2020 section 2.2;
+    Switch Transformer's, Fedus et al. 2021 section 2.2; DeepSeek-V3's auxiliary-loss-free bias, DeepSeek-AI 2024
+    section 2.1.2, which balances the experts over a batch, not each micro-batch) sends each token to a random
+    ``top_k``-subset of the ``E`` experts, so the copies that land on one rank's ``E / ep`` experts are a sum of
+    hypergeometric counts: mean ``mu = tokens x etp x top_k`` (the etp group gathers its ranks' tokens), variance
+    ``mu (1 - 1/ep)(E - k)/(E - 1)``. The ``ep`` loads sum to a constant, so they are ``sqrt(ep / (ep - 1))`` times
+    the deviations of ``ep`` iid normals from their mean, and the expected busiest load is
+    ``mu (1 + z_ep sqrt((E - k) / ((E - 1) mu)))`` with ``z_ep`` = :func:`expected_max_std_normal`. At the token
+    counts of LLM training this is 1-3%: a lower bound on the imbalance of a real router, whose expert
+    popularity also varies between batches and whose tokens of one sequence route alike (not modelled).
+
+    **Capacity.** With a capacity factor ``F`` the experts compute a fixed ``F x`` the mean, padded (GShard's and
+    Switch's static ``[E, C, h]`` dispatch; Megatron-Core ``--moe-expert-capacity-factor`` with
+    ``--moe-pad-expert-input-to-capacity``): load ``F``, which caps the imbalance (tokens beyond it are dropped) and
+    pads below it. Dropless routing (MegaBlocks, Gale et al. 2022; Megatron-Core's default) computes every token:
+    the load above. The step waits for the busiest rank at every MoE layer (its grouped GEMMs and the all-to-all
+    volume it receives), so the factor applies to both.
+    """
+    E, k = _f(n_experts), _f(top_k)
+    mu = _f(tokens) * _f(etp) * k
+    spread = np.sqrt(np.maximum(E - k, 0.0) / np.maximum((E - 1.0) * mu, 1e-300))
+    sampled = 1.0 + expected_max_std_normal(ep) * spread
+    user = _f(imbalance_frac)
+    load = np.where(np.isfinite(user), 1.0 + user, sampled)
+    cap = _f(capacity)
+    return np.where(np.isfinite(cap), cap, load)
+
+
 def a2a_bytes_per_layer(tokens, top_k, d_model, elem_bytes):
     """Bytes one rank puts into one dispatch (or combine) all-to-all: ``tokens x top_k x h x e``."""
     return _f(tokens) * _f(top_k) * _f(d_model) * elem_bytes
-
-
-def all_to_all_s(size_bytes, n, domain_ranks, intra_bytes_per_s, inter_bytes_per_s_per_rank, latency_s=0.0):
-    """All-to-all of ``size_bytes`` per rank over ``n`` ranks, ``domain_ranks`` of them in one NVLink domain:
-    ``latency + max(local / intra, remote / inter)`` with ``local = S (d - 1)/n`` and ``remote = S (n - d)/n``."""
-    n = _f(n)
-    d = np.minimum(_f(domain_ranks), n)
-    local = _f(size_bytes) * (d - 1.0) / n
-    remote = _f(size_bytes) * (n - d) / n
-    t = np.maximum(local / _f(intra_bytes_per_s), np.where(remote > 0, remote / _f(inter_bytes_per_s_per_rank), 0.0))
-    return np.where(n > 1, t + latency_s, 0.0)
 
 
 def ep_ranks_in_domain(ep, etp, domain, n_gpus):
@@ -77,6 +115,18 @@ def ep_ranks_in_domain(ep, etp, domain, n_gpus):
     tiles = (n <= d) | (np.mod(d, span) == 0)
     piece = np.gcd(np.maximum(d, 1.0).astype(np.int64), np.maximum(span, 1.0).astype(np.int64)) / etp
     return np.where(span <= d, np.where(tiles, ep, np.maximum(piece, 1.0)), np.maximum(np.floor(d / etp), 1.0))
+
+
+def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):
+    """The EP group as :data:`gpusim.model.comm.ALL_TO_ALL` sees it: ``(n_nodes, inter_bytes_per_s)``.
+
+    comm's "node" is a group of fast-linked ranks, so ``n_nodes`` = the NVLink domains the worst-placed rank's EP
+    group spans, ``ep / r`` with ``r`` = :func:`ep_ranks_in_domain`; comm sends each rank's remote part through
+    ``inter / r``, so ``inter`` = the NIC bandwidth of those ``r`` ranks, ``r x`` one GPU's share of its node's NICs
+    (``inter_busbw_bytes_per_s / gpus_per_node``; an NVL72 tray's NICs serve its 4 GPUs, not the rack's 72).
+    """
+    r = ep_ranks_in_domain(ep, etp, domain, n_gpus)
+    return _f(ep) / r, _f(inter_busbw_bytes_per_s) / _f(gpus_per_node) * r
 
 
 def moe_params_per_rank(x: dict, tp):
@@ -97,7 +147,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
     dense FFN), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
     ``expert_params`` (the routed experts per rank, per layer: sharded over the expert-data-parallel group),
-    ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row."""
+    ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row. ``coll(kind, size, ranks, nodes[,
+    inter])`` is the collectives model's time on the row's fabric (``inter``: another inter-node bandwidth)."""
     moe_frac = _f(x.get("moe_frac", 0.0))
     zero = np.zeros(np.shape(moe_frac))
     if not np.any(moe_frac > 0):
@@ -108,7 +159,6 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     fe, fs, fd = _f(x["expert_ff_dim"]), _f(x["shared_ff_dim"]), _f(x["ff_dim"])
     up = _f(x["ffn_mats"]) - 1.0
     ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
-    load = np.where(np.isfinite(_f(x["moe_capacity"])), _f(x["moe_capacity"]), 1.0 + _f(x["moe_imbalance_frac"]))
 
     def linear(m_rows, n_out, k_in, batch=1.0):
         fw = gemm(m_rows, n_out, k_in, batch)
@@ -127,6 +177,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     router_f = r_f + score_bytes / mem_rate
     router_b = r_b + 2.0 * score_bytes / mem_rate
     # routed experts: grouped GEMM over the E / ep local experts at the busiest rank's load
+    load = busiest_rank_load(n_tok, k, E, ep, etp, x["moe_capacity"], x["moe_imbalance_frac"])
     tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
     local = E / ep
     x_up_f, x_up_b = linear(tpe, fe * up / etp, h, local)
@@ -146,11 +197,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     moe_f = router_f + experts_f + shared_f
     moe_b = router_b + experts_b + shared_b
     # all-to-all dispatch + combine (forward), twice that backward; expert-TP gathers and scatters the tokens
-    size = a2a_bytes_per_layer(n_tok, k, h, e)
-    ranks_in_domain = ep_ranks_in_domain(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]))
-    inter_rank = _f(x["inter_busbw_bytes_per_s"]) / g
-    a2a = all_to_all_s(size, ep, ranks_in_domain, _f(x["intra_busbw_bytes_per_s"]), inter_rank,
-                       p.coll_base_latency_s)
+    size = a2a_bytes_per_layer(n_tok, k, h, e) * load  # what the busiest rank receives (dispatch), sends (combine)
+    a2a_nodes, a2a_inter = a2a_fabric(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]), g,
+                                      x["inter_busbw_bytes_per_s"])
+    a2a = coll(C.ALL_TO_ALL, size, ep, a2a_nodes, a2a_inter)
     etp_nodes = np.maximum(1.0, etp / domain)
     etp_comm = np.where(etp > 1, coll(C.REDUCE_SCATTER, routed_tokens * h * e, etp, etp_nodes)  # outputs
                         + coll(C.ALL_GATHER, routed_tokens * h * e, etp, etp_nodes), 0.0)  # inputs

@@ -181,7 +181,7 @@ class StepInputs:
     expert_ff_dim: np.ndarray = _one(0.0)
     shared_ff_dim: np.ndarray = _one(0.0)
     moe_capacity: np.ndarray = _one(np.nan)  # capacity factor (experts padded to it); NaN: dropless
-    moe_imbalance_frac: np.ndarray = _one(0.0)
+    moe_imbalance_frac: np.ndarray = _one(np.nan)  # busiest EP rank / mean - 1; NaN: from routing statistics
     # [issue 12] FP8 (gpusim.model.fp8): recipe code, the FP8 matmul ceiling (NaN: a fraction of the peak) and the
     # 16-bit peak the rest of the model runs at (NaN: peak_flop_per_s)
     fp8_mode: np.ndarray = _one(0)

@@ -82,9 +82,9 @@ class TransformerSpec:
     router_bias : the router's linear layer has a bias (GPT-OSS; DeepSeek-V3's score-correction bias).
     moe_capacity_factor : expert capacity as a multiple of the balanced load (GShard/Switch token
         dropping: experts compute ``capacity_factor x`` the routed tokens, padded); None: dropless.
-    moe_imbalance_frac : expected load of the busiest expert over the balanced load, minus 1, for a
-        model of expert-parallel step time (0: balanced). Kept here for the parallelism model; it does not
-        change FLOPs per token.
+    moe_imbalance_frac : the busiest expert-parallel rank's load over the balanced load, minus 1, as a
+        user's override (None: from the routing statistics, :func:`gpusim.model.experts.busiest_rank_load`).
+        Kept here for the parallelism model; it does not change FLOPs per token.
 
     Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora_rank > 0`` turns it on):
 
@@ -155,7 +155,7 @@ class TransformerSpec:
     dense_layers: tuple[int, ...] = ()
     router_bias: bool = False
     moe_capacity_factor: float | None = None
-    moe_imbalance_frac: float = 0.0
+    moe_imbalance_frac: float | None = None
     # --- multi-head latent attention
     q_lora_rank: int | None = None
     kv_lora_rank: int = 0

@@ -173,6 +173,12 @@ def test_search_meets_the_quality_bar_llama3_70b_on_64_h100():
     res = search_layouts(scn)
     best = float(res["out"]["tokens_per_s"][res["best"]])
     assert best >= ref.tokens_per_s
+    # and at least the reference degrees at their own best micro-batch and recomputation (the search pinned to them)
+    pinned = search_layouts(scn, pins=Pins(tp=4, pp=4, cp=2, vp=5))
+    ref_best = float(pinned["out"]["tokens_per_s"][pinned["best"]])
+    assert ref_best >= ref.tokens_per_s
+    gap = best / ref_best - 1.0
+    assert gap >= 0.0, f"the search's best is {gap:.1%} from tp 4 pp 4 cp 2 vp 5"
     assert "faster than the next best" in explain_best(res, 8)
 
 

@@ -32,13 +32,102 @@ def test_tokens_per_expert_closed_form():
 def test_all_to_all_volume_per_moe_layer_closed_form():
     # one dispatch: tokens x top-k x hidden x bytes; DeepSeek-V3 h 7168, bf16, 4096 tokens, top-8
     assert float(EXP.a2a_bytes_per_layer(4096, 8, 7168, 2.0)) == 4096 * 8 * 7168 * 2
-    size = 100e6
-    # inside one NVLink domain: (n - 1)/n of the buffer at the NVLink bandwidth
-    assert float(EXP.all_to_all_s(size, 8, 8, 400e9, 50e9)) == pytest.approx(size * 7 / 8 / 400e9)
-    # 16 ranks over 2 nodes of 8: 8/16 leaves the node on each rank's NIC share, 7/16 stays
-    t = float(EXP.all_to_all_s(size, 16, 8, 400e9, 50e9))
-    assert t == pytest.approx(max(size * 7 / 16 / 400e9, size * 8 / 16 / 50e9))
-    assert float(EXP.all_to_all_s(size, 1, 8, 400e9, 50e9)) == 0.0
+
+
+@pytest.mark.parametrize("ep, domain, gpus, g, want", [
+    (8, 8, 256, 8, (1, 400e9)),  # inside one DGX H100: one "node" of the collectives model
+    (16, 8, 256, 8, (2, 400e9)),  # two DGX H100: two nodes, each rank with 1/8 of its node's NICs
+    (64, 72, 256, 4, (8, 8 * 100e9)),  # NVL72 trays of 4: the worst group has 8 ranks in a rack (gcd(72, 64))
+    (64, 72, 64, 4, (1, 64 * 100e9)),  # the whole job inside one rack: NVLink only
+])
+def test_the_ep_group_as_the_collectives_model_sees_it(ep, domain, gpus, g, want):
+    nodes, inter = EXP.a2a_fabric(ep, 1, domain, gpus, g, 400e9)
+    assert (float(nodes), float(inter)) == pytest.approx(want)
+
+
+def test_all_to_all_is_the_collectives_models_bisection_bound_across_domains():
+    from gpusim.model import comm as C
+
+    # 64 EP ranks in 8 domains of 8: 7/64 of the buffer over NVLink, 56/64 over each rank's 50 GB/s NIC share
+    nodes, inter = EXP.a2a_fabric(64, 1, 8, 512, 8, 400e9)
+    t = C.collective_min_time_s(C.ALL_TO_ALL, 1e10, 64, nodes, 370e9, 0.5e-6, inter, 3e-6, False,
+                                base_latency_s=0.0, nvls_gain_frac=1.0, nvls_latency_s=0.0, tree_busbw_frac=1.0)
+    assert float(t) == pytest.approx(max(1e10 * 7 / 64 / 370e9, 1e10 * 56 / 64 / 50e9), rel=1e-3)
+
+
+@pytest.mark.parametrize("ep", [8, 16])
+def test_each_moe_layer_runs_six_all_to_alls_per_micro_batch_with_full_recomputation(ep):
+    from gpusim.model import comm as C
+
+    inp = _inputs(ep=ep)
+    out = evaluate(inp, DEFAULT_PARAMS)
+    x = {k: float(np.asarray(getattr(inp, k)).ravel()[0]) for k in
+         ("intra_busbw_bytes_per_s", "inter_busbw_bytes_per_s", "intra_hop_s", "inter_hop_s", "gpus_per_node",
+          "n_nodes", "moe_frac", "accum", "n_layers", "pp", "micro_batch", "seq_len", "top_k", "d_model",
+          "n_experts")}
+    nodes, inter = EXP.a2a_fabric(ep, 1, x["gpus_per_node"], x["gpus_per_node"] * x["n_nodes"], x["gpus_per_node"],
+                                  x["inter_busbw_bytes_per_s"])
+    tokens = x["micro_batch"] * x["seq_len"]  # tp 1, cp 1
+    # bf16, the busiest rank's volume
+    size = (EXP.a2a_bytes_per_layer(tokens, x["top_k"], x["d_model"], 2.0)
+            * EXP.busiest_rank_load(tokens, x["top_k"], x["n_experts"], ep))
+    one = C.collective_min_time_s(C.ALL_TO_ALL, size, ep, nodes, x["intra_busbw_bytes_per_s"], x["intra_hop_s"], inter,
+                                  x["inter_hop_s"], bool(np.asarray(inp.nvls).ravel()[0]),
+                                  base_latency_s=DEFAULT_PARAMS.coll_base_latency_s,
+                                  nvls_gain_frac=DEFAULT_PARAMS.nvls_gain_frac,
+                                  nvls_latency_s=DEFAULT_PARAMS.nvls_latency_s,
+                                  tree_busbw_frac=DEFAULT_PARAMS.tree_busbw_frac,
+                                  ll_max_busbw_bytes_per_s=float(np.asarray(inp.ll_max_busbw_bytes_per_s).ravel()[0]),
+                                  tuning=C.tuning_from_params(DEFAULT_PARAMS))
+    # dispatch + combine forward, both again for the recomputed forward and for the gradients
+    want = x["accum"] * x["n_layers"] / x["pp"] * x["moe_frac"] * 6.0 * float(one)
+    assert float(out["ep_comm_exposed_s"][0]) == pytest.approx(want, rel=1e-9)
+
+
+def test_expected_maximum_of_normals_closed_form():
+    assert float(EXP.expected_max_std_normal(1)) == 0.0
+    # n = 64: sqrt(2 ln 64) = 2.8841, ln ln 64 = 1.4267, ln 4 pi = 2.5310: 2.8841 - 3.9577 / 5.7682 + 0.5772 / 2.8841
+    assert float(EXP.expected_max_std_normal(64)) == pytest.approx(2.3983, abs=1e-4)
+    # within 7% of the exact expected maxima (numerical integration) from 8 ranks on, closer as n grows
+    for n, exact in ((8, 1.4236), (16, 1.7660), (64, 2.3437), (256, 2.8269), (1024, 3.2482)):
+        assert exact <= float(EXP.expected_max_std_normal(n)) <= 1.07 * exact
+
+
+def test_busiest_rank_load_hand_worked():
+    # DeepSeek-V3 (256 experts, top-8), 4096 tokens per rank, ep 64: mu = 4096 x 8 = 32768 copies per rank,
+    # spread sqrt(248 / (255 x 32768)) = 0.0054479, z_64 = 2.3983: 1 + 2.3983 x 0.0054479 = 1.013066
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64)) == pytest.approx(1.013066, abs=2e-6)
+    # one rank: nothing to wait for; every expert on every token: no spread
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=1)) == 1.0
+    assert float(EXP.busiest_rank_load(4096, 8, 8, ep=8)) == 1.0
+    # a user's figure overrides the mechanism
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64, imbalance_frac=0.3)) == pytest.approx(1.3)
+
+
+def test_more_tokens_per_expert_bring_the_load_closer_to_balanced():
+    loads = EXP.busiest_rank_load(np.array([64.0, 256, 1024, 4096, 16384]), 8, 256, ep=32)
+    assert np.all(np.diff(loads) < 0) and np.all(loads > 1.0)
+    # the spread falls as 1 / sqrt(tokens)
+    assert (loads[0] - 1) / (loads[2] - 1) == pytest.approx(4.0)
+    # more ranks to wait for: busier
+    assert np.all(np.diff(EXP.busiest_rank_load(1024, 8, 256, ep=np.array([2.0, 8, 32, 128]))) > 0)
+
+
+def test_capacity_factor_caps_the_load():
+    # an imbalance above the capacity is dropped; below it the experts are padded to capacity
+    assert float(EXP.busiest_rank_load(64, 8, 256, ep=64, capacity=1.0)) == 1.0
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64, imbalance_frac=0.5, capacity=1.25)) == 1.25
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64, capacity=1.25)) == 1.25
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64)) < 1.25
+
+
+def test_the_busiest_rank_paces_the_step():
+    inp = _inputs(ep=16)
+    sampled = evaluate(inp, DEFAULT_PARAMS)
+    balanced = evaluate(inp.replace(moe_imbalance_frac=np.zeros(1)), DEFAULT_PARAMS)
+    skewed = evaluate(inp.replace(moe_imbalance_frac=np.full(1, 0.5)), DEFAULT_PARAMS)
+    for k in ("compute_s", "ep_comm_exposed_s", "step_s"):
+        assert float(balanced[k][0]) < float(sampled[k][0]) < float(skewed[k][0])
 
 
 def _inputs(**kw):

@@ -101,3 +101,32 @@ def test_one_progress_bar_over_the_sweep_and_the_layout_search(db):
     done, total = calls[-1]
     assert done == total and total > res.table.attrs.get("model_rows", 0)
     assert all(b[0] >= a[0] for a, b in zip(calls, calls[1:]))  # never goes back
+
+
+def test_each_plan_row_holds_the_best_layout_the_search_finds_there(llm_plan, db):
+    from gpusim.search import search_layouts
+
+    df = llm_plan.table
+    rows = df[(df["layout"].astype(str) != "") & df["feasible"]]
+    assert len(rows) >= 2
+    for _, r in rows.iloc[[0, -1]].iterrows():
+        scn = Scenario(model="llama3-70b", node=str(r["node"]), gpus=int(r["n_gpus"]), nodes=int(r["nodes"]),
+                       kind="zero1", precision=str(r["precision"]), global_batch=int(r["global_batch"]))
+        res = search_layouts(scn, db=db)
+        best = res["best"]
+        assert float(res["out"]["throughput_samples_per_s"][best]) == pytest.approx(
+            float(r["throughput_samples_per_s"]), rel=1e-9)
+
+
+def test_the_plan_is_the_same_in_any_block_size(db, monkeypatch):
+    import gpusim.search as S
+
+    def run():
+        t = plan("llama3-70b", tokens=1e12, gpus=["h100-sxm"], max_gpus=64, db=db, with_sensitivity=False,
+                 strategies=("zero3",), checkpointing=(False,)).table
+        return t[t["layout"].astype(str) != ""][["layout", "step_s", "reason", "layout_why"]].reset_index(drop=True)
+
+    whole = run()
+    monkeypatch.setattr(S, "CHUNK_ROWS", 777)
+    assert run().equals(whole)
+    assert [(s.start, s.stop) for s in S.chunks(10, 4)] == [(0, 3), (3, 6), (6, 10)]
