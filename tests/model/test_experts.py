@@ -84,19 +84,11 @@ def test_each_moe_layer_runs_six_all_to_alls_per_micro_batch_with_full_recomputa
     assert float(out["ep_comm_exposed_s"][0]) == pytest.approx(want, rel=1e-9)
 
 
-def test_expected_maximum_of_normals_closed_form():
-    assert float(EXP.expected_max_std_normal(1)) == 0.0
-    # n = 64: sqrt(2 ln 64) = 2.8841, ln ln 64 = 1.4267, ln 4 pi = 2.5310: 2.8841 - 3.9577 / 5.7682 + 0.5772 / 2.8841
-    assert float(EXP.expected_max_std_normal(64)) == pytest.approx(2.3983, abs=1e-4)
-    # within 7% of the exact expected maxima (numerical integration) from 8 ranks on, closer as n grows
-    for n, exact in ((8, 1.4236), (16, 1.7660), (64, 2.3437), (256, 2.8269), (1024, 3.2482)):
-        assert exact <= float(EXP.expected_max_std_normal(n)) <= 1.07 * exact
-
-
 def test_busiest_rank_load_hand_worked():
     # DeepSeek-V3 (256 experts, top-8), 4096 tokens per rank, ep 64: mu = 4096 x 8 = 32768 copies per rank,
-    # spread sqrt(248 / (255 x 32768)) = 0.0054479, z_64 = 2.3983: 1 + 2.3983 x 0.0054479 = 1.013066
-    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64)) == pytest.approx(1.013066, abs=2e-6)
+    # spread sqrt(248 / (255 x 32768)) = 0.0054479, z_64 = 2.3437 (expected maximum of 64 standard normals, David &
+    # Nagaraja's tables): 1 + 2.3437 x 0.0054479 = 1.012768
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64)) == pytest.approx(1.012768, abs=5e-6)
     # one rank: nothing to wait for; every expert on every token: no spread
     assert float(EXP.busiest_rank_load(4096, 8, 256, ep=1)) == 1.0
     assert float(EXP.busiest_rank_load(4096, 8, 8, ep=8)) == 1.0
