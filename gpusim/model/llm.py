@@ -52,6 +52,7 @@ from gpusim.model import comm as C
 from gpusim.model import context as CTX
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model.distinct import per_distinct
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -126,7 +127,18 @@ _STACK_ROWS = 4096
 
 
 def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
-    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays."""
+    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays (evaluated once per
+    distinct combination of shapes and GPU: :func:`gpusim.model.distinct.per_distinct`)."""
+    nc = len(ms)
+
+    def columns(*a):
+        return tuple(_gemm_columns_all(a[:nc], a[nc:2 * nc], a[2 * nc:3 * nc], a[3 * nc:4 * nc], *a[4 * nc:], p))
+
+    return list(per_distinct(columns, [*ms, *ns, *ks, *bs, ceiling, hbm, sms, elem_bytes]))
+
+
+def _gemm_columns_all(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
+    """:func:`_gemm_columns` on every row."""
     kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s)
     rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms))
     if rows > _STACK_ROWS:
@@ -225,12 +237,19 @@ def llm_terms(x: dict, p) -> dict:
     layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
+    tuning = C.tuning_from_params(p)
+
+    def coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max):
+        return C.collective_min_time_s(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls,
+                                       base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
+                                       nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
+                                       ll_max_busbw_bytes_per_s=ll_max, tuning=tuning)
+
     def coll(kind, size, ranks, nodes, intra, inter):
-        return C.collective_min_time_s(kind, size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"],
-                                   x["nvls"], base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
-                                   nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
-                                   ll_max_busbw_bytes_per_s=x.get("ll_max_busbw_bytes_per_s", np.inf),
-                                   tuning=C.tuning_from_params(p))
+        """One collective's time, evaluated once per distinct message size, group and fabric."""
+        return per_distinct(lambda *a: coll_rows(kind, *a),
+                            [size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"], x["nvls"],
+                             x.get("ll_max_busbw_bytes_per_s", np.inf)])
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts
