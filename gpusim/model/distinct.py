@@ -40,33 +40,89 @@ def _column_codes(a: np.ndarray, max_k: int):
     return codes, k
 
 
-def group_rows(arrays, rows: int, max_groups: int):
-    """Rows with equal values in every array of ``arrays`` (each broadcastable to ``(rows,)``).
+def _combine(code, radix, c, k, max_groups):
+    """Mixed-radix ``code * k + c``, renumbered to the combinations that occur when the radix passes ``max_groups``."""
+    code = code * k + c
+    radix *= k
+    if radix <= max_groups:
+        return code, radix
+    if radix <= 4 * code.shape[0]:
+        present = np.flatnonzero(np.bincount(code, minlength=radix))
+        if present.size > max_groups:
+            return None, 0
+        lut = np.zeros(radix, dtype=np.intp)
+        lut[present] = np.arange(present.size)
+        return lut[code], present.size
+    uniq, code = np.unique(code, return_inverse=True)
+    return (code, uniq.size) if uniq.size <= max_groups else (None, 0)
 
-    Returns ``(inverse, reps)``: the group of each row (``(rows,)`` integers) and one row of each group, or ``None``
-    when there are more than ``max_groups`` groups.
-    """
-    code, radix, seen = None, 1, set()
-    for a in arrays:
-        a = np.asarray(a)
-        if a.ndim == 0 or a.shape[0] == 1 or id(a) in seen:
-            continue
-        seen.add(id(a))
-        c, k = _column_codes(a, max_groups + 1)
-        if k == 0:
-            return None
-        if c is None:
-            continue
-        if code is None:
-            code, radix = c, k
-            continue
-        code = code * k + c
-        radix *= k
-        if radix > max_groups:  # renumber the combinations that occur
-            uniq, code = np.unique(code, return_inverse=True)
-            if uniq.size > max_groups:
-                return None
-            radix = uniq.size
+
+class Distinct:
+    """Groups rows by the values of arrays, remembering each array's codes and each tuple's groups (by identity),
+    so that the functions of one model evaluation that share inputs find their groups once. Hold one per
+    evaluation: it keeps the arrays it has seen alive."""
+
+    def __init__(self, max_frac: float = 0.25):
+        self.max_frac = max_frac
+        self._codes: dict[int, tuple] = {}
+        self._groups: dict[tuple, tuple | None] = {}
+
+    def _column(self, a, max_groups):
+        hit = self._codes.get(id(a))
+        if hit is None:
+            hit = (a, *_column_codes(a, max_groups + 1))
+            self._codes[id(a)] = hit
+        return hit[1], hit[2]
+
+    def group_rows(self, arrays, rows: int):
+        """``(inverse, reps)`` as :func:`group_rows`, or ``None`` when more than ``max_frac`` of the rows differ."""
+        key = tuple(id(a) for a in arrays)
+        if key in self._groups:
+            return self._groups[key]
+        max_groups = max(1, int(self.max_frac * rows))
+        code, radix, seen, out = None, 1, set(), None
+        for a in arrays:
+            if a.ndim == 0 or a.shape[0] == 1 or id(a) in seen:
+                continue
+            seen.add(id(a))
+            c, k = self._column(a, max_groups)
+            if k == 0:
+                break
+            if c is None:
+                continue
+            if code is None:
+                code, radix = c, k
+            else:
+                code, radix = _combine(code, radix, c, k, max_groups)
+                if code is None:
+                    break
+        else:
+            out = _groups_of(code, radix, rows)
+        self._groups[key] = out
+        return out
+
+    def __call__(self, fn, arrays: list):
+        """``fn(*arrays)`` once per distinct row of ``arrays``, gathered back to every row (see :func:`per_distinct`)."""
+        arrs = [np.asarray(a) for a in arrays]
+        rows = max((a.shape[0] for a in arrs if a.ndim >= 1), default=1)
+        if rows < MIN_ROWS or any(a.ndim > 1 for a in arrs):
+            return fn(*arrs)
+        groups = self.group_rows(arrs, rows)
+        if groups is None:
+            return fn(*arrs)
+        inverse, reps = groups
+        out = fn(*(a[reps] if a.ndim == 1 and a.shape[0] == rows else a for a in arrs))
+
+        def back(v):
+            v = np.asarray(v)
+            if v.ndim == 0 or (v.shape[0] == 1 and reps.size != 1):
+                return np.broadcast_to(v, (rows,) + v.shape[1:])
+            return v[inverse]
+
+        return tuple(back(v) for v in out) if isinstance(out, tuple) else back(out)
+
+
+def _groups_of(code, radix, rows):
     if code is None:
         return np.zeros(rows, dtype=np.intp), np.zeros(1, dtype=np.intp)
     present = np.flatnonzero(np.bincount(code, minlength=radix))
@@ -79,6 +135,15 @@ def group_rows(arrays, rows: int, max_groups: int):
     return lut[code], rep_of_code[present]
 
 
+def group_rows(arrays, rows: int, max_groups: int):
+    """Rows with equal values in every array of ``arrays`` (each broadcastable to ``(rows,)``).
+
+    Returns ``(inverse, reps)``: the group of each row (``(rows,)`` integers) and one row of each group, or ``None``
+    when there are more than ``max_groups`` groups.
+    """
+    return Distinct((max_groups + 0.5) / rows).group_rows([np.asarray(a) for a in arrays], rows)
+
+
 def per_distinct(fn, arrays: list, *, max_frac: float = 0.25):
     """``fn(*arrays)`` evaluated once per distinct row of ``arrays`` and gathered back to every row.
 
@@ -86,22 +151,4 @@ def per_distinct(fn, arrays: list, *, max_frac: float = 0.25):
     or a tuple of arrays broadcastable to ``(rows,)``. Falls back to ``fn(*arrays)`` for few rows or when more than
     ``max_frac`` of the rows are distinct.
     """
-    arrs = [np.asarray(a) for a in arrays]
-    rows = max((a.shape[0] for a in arrs if a.ndim >= 1), default=1)
-    if rows < MIN_ROWS or any(a.ndim > 1 for a in arrs):
-        return fn(*arrs)
-    groups = group_rows(arrs, rows, max(1, int(max_frac * rows)))
-    if groups is None:
-        return fn(*arrs)
-    inverse, reps = groups
-    out = fn(*(a[reps] if a.ndim == 1 and a.shape[0] == rows else a for a in arrs))
-
-    def back(v):
-        v = np.asarray(v)
-        if v.ndim == 0:
-            return np.broadcast_to(v, (rows,))
-        if v.shape[0] == 1 and reps.size != 1:
-            return np.broadcast_to(v, (rows,) + v.shape[1:])
-        return v[inverse]
-
-    return tuple(back(v) for v in out) if isinstance(out, tuple) else back(out)
+    return Distinct(max_frac)(fn, arrays)

@@ -52,7 +52,7 @@ from gpusim.model import comm as C
 from gpusim.model import context as CTX
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
-from gpusim.model.distinct import per_distinct
+from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -127,18 +127,7 @@ _STACK_ROWS = 4096
 
 
 def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
-    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays (evaluated once per
-    distinct combination of shapes and GPU: :func:`gpusim.model.distinct.per_distinct`)."""
-    nc = len(ms)
-
-    def columns(*a):
-        return tuple(_gemm_columns_all(a[:nc], a[nc:2 * nc], a[2 * nc:3 * nc], a[3 * nc:4 * nc], *a[4 * nc:], p))
-
-    return list(per_distinct(columns, [*ms, *ns, *ks, *bs, ceiling, hbm, sms, elem_bytes]))
-
-
-def _gemm_columns_all(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
-    """:func:`_gemm_columns` on every row."""
+    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays."""
     kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s)
     rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms))
     if rows > _STACK_ROWS:
@@ -150,6 +139,35 @@ def _gemm_columns_all(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
     t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
                     batch=B, **kw)
     return [t[..., j] for j in range(nc)]
+
+
+def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, *, p) -> tuple:
+    """Seconds of the 17 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
+
+    Linear layers ``(n_out, k_in)``: QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
+    forward ``(T, n, k)``, data gradient ``(T, k, n)`` and weight gradient ``(k, n)`` reduced over the ``T`` tokens
+    (columns 0-14), then Megatron's unfused attention ``Q K^T`` and ``A V`` batched over the ``b a / t`` local
+    heads (15, 16). [issue 12] FP8 (:mod:`gpusim.model.fp8`): the four linear layers' GEMMs (columns 0-11) on FP8
+    operands at the FP8 matmul ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
+    """
+    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
+    heads_local = b * a / tp
+    d_head = q / a
+    ms, ns, ks, bs = [], [], [], []
+    for n_out, k_in in linears:
+        ms += [T, T, k_in]
+        ns += [n_out, k_in, n_out]
+        ks += [k_in, n_out, T]
+        bs += [1.0, 1.0, 1.0]
+    ms += [s, s]
+    ns += [s, d_head]
+    ks += [d_head, s]
+    bs += [heads_local, heads_local]
+    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p)
+    if np.any(fp8 > 0):
+        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p)
+        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
+    return tuple(t)
 
 
 def llm_terms(x: dict, p) -> dict:
@@ -174,31 +192,14 @@ def llm_terms(x: dict, p) -> dict:
     g = _f(x["gpus_per_node"])
     cp = _f(x.get("cp", 1.0))  # [issue 12] context parallelism: each rank holds s / cp tokens of a sequence
     T = b * s / cp
-    d_head = q / a
-
-    # ---- every GEMM of a layer, the LM head and the attention core, in one call (columns) ------------
-    # linear layers (n_out, k_in): QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
-    # forward (T, n, k), data gradient (T, k, n) and weight gradient (k, n) reduced over the T tokens
-    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
     heads_local = b * a / tp
-    ms, ns, ks, bs = [], [], [], []
-    for n_out, k_in in linears:
-        ms += [T, T, k_in]
-        ns += [n_out, k_in, n_out]
-        ks += [k_in, n_out, T]
-        bs += [1.0, 1.0, 1.0]
-    ms += [s, s]  # Megatron's unfused attention: Q K^T and A V, batched over the local heads
-    ns += [s, d_head]
-    ks += [d_head, s]
-    bs += [heads_local, heads_local]
-    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p)
-    # [issue 12] FP8 (gpusim.model.fp8): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8
-    # matmul ceiling; the LM head and the attention core stay in bf16
+
+    # ---- every GEMM of a layer, the LM head and the attention core: once per distinct shape and GPU ----------
     fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
     ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
-    if np.any(fp8 > 0):
-        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p)
-        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
+    dist = Distinct()
+    t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,
+                                                       ceil8])
 
     def gemm_lin(mm, nn, kk, batch=1.0):
         """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
@@ -247,7 +248,7 @@ def llm_terms(x: dict, p) -> dict:
 
     def coll(kind, size, ranks, nodes, intra, inter):
         """One collective's time, evaluated once per distinct message size, group and fabric."""
-        return per_distinct(lambda *a: coll_rows(kind, *a),
+        return dist(lambda *a: coll_rows(kind, *a),
                             [size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"], x["nvls"],
                              x.get("ll_max_busbw_bytes_per_s", np.inf)])
 

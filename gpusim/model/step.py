@@ -38,6 +38,7 @@ import numpy as np
 from gpusim.model import comm as C
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
+from gpusim.model.distinct import Distinct
 from gpusim.model.llm import llm_terms, stage_state_bytes
 from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes, n_blocks
 from gpusim.model.sync import straggler_s
@@ -224,13 +225,20 @@ def _rows(v, idx, rows):
 def _strategy_comm(code: int, c: dict, p: ModelParams):
     """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows."""
 
-    def coll(kind, size, ranks=None, nn=None, inter=None):
+    tuning = C.tuning_from_params(p)
+    dist = Distinct()
+
+    def coll_rows(kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls, ll_max):
         return C.collective_min_time_s(
-            kind, size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
-            c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"],
+            kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls,
             base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
-            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=c["ll_max"],
-            tuning=C.tuning_from_params(p))
+            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=ll_max, tuning=tuning)
+
+    def coll(kind, size, ranks=None, nn=None, inter=None):
+        """One collective's time, evaluated once per distinct message size, group and fabric."""
+        return dist(lambda *a: coll_rows(kind, *a),
+                    [size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
+                     c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"], c["ll_max"]])
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     if code in (DDP, ZERO1):
