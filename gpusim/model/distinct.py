@@ -18,22 +18,43 @@ import numpy as np
 MIN_ROWS = 512
 
 
+#: integer-valued columns spanning at most this many values are coded by counting (degrees, codes, flags)
+_COUNT_SPAN = 4096
+
+
 def _column_codes(a: np.ndarray, max_k: int):
     """``(codes, k)``: an integer code per row for the ``k`` distinct values of the 1-D ``a``; ``(None, 1)`` when
     ``a`` is constant; ``(None, 0)`` when it has more than ``max_k`` values or values that equal nothing (NaN)."""
-    first = a[0]
-    idx = np.flatnonzero(a != first)
-    if idx.size == 0:
-        return None, 1 if first == first else 0
+    if a.dtype.kind == "b":
+        a = a.view(np.uint8)
+    lo, hi = a.min(), a.max()
+    if lo == hi:
+        return None, 1
+    if lo != lo or hi != hi:  # NaN
+        return None, 0
+    if hi - lo <= _COUNT_SPAN:
+        if a.dtype.kind in "iu":
+            ai = (a - lo).astype(np.intp, copy=False)
+        else:
+            shifted = a - lo
+            ai = shifted.astype(np.intp)
+            if not np.array_equal(ai, shifted):
+                ai = None
+        if ai is not None:
+            present = np.flatnonzero(np.bincount(ai, minlength=int(hi - lo) + 1))
+            if present.size > max_k:
+                return None, 0
+            lut = np.zeros(int(hi - lo) + 1, dtype=np.intp)
+            lut[present] = np.arange(present.size)
+            return lut[ai], present.size
     codes = np.zeros(a.shape[0], dtype=np.intp)
+    idx = np.flatnonzero(a != a[0])
     k = 1
     while idx.size:
         if k >= max_k:
             return None, 0
         rest = a[idx]
         same = rest == rest[0]
-        if not same[0]:  # NaN
-            return None, 0
         codes[idx[same]] = k
         idx = idx[~same]
         k += 1
@@ -116,7 +137,7 @@ class Distinct:
         def back(v):
             v = np.asarray(v)
             if v.ndim == 0 or (v.shape[0] == 1 and reps.size != 1):
-                return np.broadcast_to(v, (rows,) + v.shape[1:])
+                return v  # the same for every row: broadcasts as it would have
             return v[inverse]
 
         return tuple(back(v) for v in out) if isinstance(out, tuple) else back(out)

@@ -171,6 +171,20 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
 
 
 def llm_terms(x: dict, p) -> dict:
+    """:func:`llm_rows_terms` evaluated once per distinct row of ``x`` (a sweep's rows repeat a few layouts and
+    shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values."""
+    keys = list(x)
+    names: list[str] = []
+
+    def rows_terms(*values):
+        out = llm_rows_terms(dict(zip(keys, values)), p)
+        names[:] = out
+        return tuple(out.values())
+
+    return dict(zip(names, Distinct()(rows_terms, [x[k] for k in keys])))
+
+
+def llm_rows_terms(x: dict, p) -> dict:
     """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
 
     ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,

@@ -69,3 +69,15 @@ def test_evaluate_in_blocks_equals_one_block(db, monkeypatch):
     for key in ("step_s", "tp_comm_exposed_s", "pp_p2p_exposed_s", "memory_per_gpu_bytes"):
         np.testing.assert_allclose(direct[key], blocked[key], rtol=1e-13, err_msg=key)
     assert whole["step_s"][0] == pytest.approx(S.evaluate(stack_rows(rows[:1]), DEFAULT_PARAMS)["step_s"][0], rel=1e-13)
+
+
+@pytest.mark.parametrize("col", [
+    np.arange(2000) % 3 == 0,  # bool: counted
+    (np.arange(2000) % 5).astype(np.int64) - 2,  # int: counted from its minimum
+    (np.arange(2000) % 4) * 0.5 + 1.0,  # non-integer floats: compared value by value
+    (np.arange(2000) % 3) * 1e7,  # integers spanning more than a count: compared value by value
+])
+def test_column_codes_of_every_kind(col):
+    inv, reps = D.group_rows([col], col.shape[0], 100)
+    np.testing.assert_array_equal(col[reps][inv], col)
+    assert reps.size == np.unique(col).size
