@@ -167,6 +167,8 @@ class StepInputs:
     ceiling_flop_per_s: np.ndarray = _one(np.nan)  # measured best-shape matmul rate; NaN: a fraction of the peak
     sm_count: np.ndarray = _one()
     grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
+    gemm_serial_epilogue: np.ndarray = _one(False)  # the GPU's GEMM kernels run the epilogue after the main loop
+    tp_async_bwd: np.ndarray = _one(True)  # backward TP collectives beside the gradient GEMMs (Megatron's default)
     # [issue 12] context parallelism (gpusim.model.context) and an uneven pipeline split's model layers
     cp: np.ndarray = _one()
     cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
@@ -515,7 +517,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
-             "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac")
     x = {k: getattr(inp, k) for k in names}
