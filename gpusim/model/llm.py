@@ -132,23 +132,32 @@ _STACK_ROWS = 4096
 
 
 def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, srcs=None, serial=False) -> list:
-    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) writing outs[j] and reading srcs[j] bytes per output
-    element, for every row, as a list of arrays; ``serial``: the GPU's epilogue reads its source after the main loop
+    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays. ``outs`` / ``srcs``:
+    bytes written / read per output element, arrays whose last axis is the GEMM ``j`` (default: ``elem_bytes``
+    written, nothing read); ``serial``: the GPU's epilogue reads its source after the main loop
     (:mod:`gpusim.model.gemm`)."""
-    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s)
-    outs = [elem_bytes] * len(ms) if outs is None else outs
-    srcs = [0.0] * len(ms) if srcs is None else srcs
-    rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, *outs, *srcs, ceiling, hbm, sms, serial))
-    if rows > _STACK_ROWS:
-        return [gemm_time_s(m, n, k, ceiling, hbm, sms, elem_bytes=elem_bytes, batch=b, out_bytes=o, src_bytes=r,
-                            serial_epilogue=serial, **kw)
-                for m, n, k, b, o, r in zip(ms, ns, ks, bs, outs, srcs)]
-    cols = np.broadcast_arrays(*ms, *ns, *ks, *bs, *outs, *srcs)
+    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
+              serial_epilogue=serial)
     nc = len(ms)
-    M, N, K, B, O, R = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(6))
+    outs = np.asarray(elem_bytes)[..., None] if outs is None else outs
+    srcs = np.zeros(1) if srcs is None else srcs
+    rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms, serial))
+    if rows > _STACK_ROWS:
+        o = np.broadcast_to(outs, np.shape(outs)[:-1] + (nc,))
+        r = np.broadcast_to(srcs, np.shape(srcs)[:-1] + (nc,))
+        return [gemm_time_s(m, n, k, ceiling, hbm, sms, elem_bytes=elem_bytes, batch=b, out_bytes=o[..., j],
+                            src_bytes=r[..., j], **kw)
+                for j, (m, n, k, b) in enumerate(zip(ms, ns, ks, bs))]
+    cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
+    M, N, K, B = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(4))
+    kw["serial_epilogue"] = np.asarray(serial)[..., None]
     t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
-                    batch=B, out_bytes=O, src_bytes=R, serial_epilogue=np.asarray(serial)[..., None], **kw)
+                    batch=B, out_bytes=outs, src_bytes=srcs, **kw)
     return [t[..., j] for j in range(nc)]
+
+
+#: the weight-gradient GEMMs among the 17 columns of :func:`layer_gemm_times_s`
+_WGRAD_COLUMN = np.array([False, False, True] * 5 + [False, False])
 
 
 def beside_gemm_s(comm_s, gemm_s, slowdown_frac):
@@ -195,26 +204,24 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
     heads_local = b * a / tp
     d_head = q / a
-    fused = np.asarray(fused_wgrad, dtype=bool)
-    wgrad_out, wgrad_src = np.where(fused, 4.0, e), np.where(fused, 4.0, 0.0)  # fp32 main gradient, or 16-bit
-    ms, ns, ks, bs, outs, srcs = [], [], [], [], [], []
+    fused = np.asarray(fused_wgrad, dtype=bool)[..., None]
+    # bytes per output element: a weight gradient accumulated into the fp32 main gradient reads and writes 4
+    outs = np.where(_WGRAD_COLUMN & fused, 4.0, np.asarray(e)[..., None])
+    srcs = np.where(_WGRAD_COLUMN & fused, 4.0, 0.0)
+    ms, ns, ks, bs = [], [], [], []
     for n_out, k_in in linears:
         ms += [T, T, k_in]
         ns += [n_out, k_in, n_out]
         ks += [k_in, n_out, T]
         bs += [1.0, 1.0, 1.0]
-        outs += [e, e, wgrad_out]
-        srcs += [0.0, 0.0, wgrad_src]
     ms += [s, s]
     ns += [s, d_head]
     ks += [d_head, s]
     bs += [heads_local, heads_local]
-    outs += [e, e]
-    srcs += [0.0, 0.0]
     t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p, outs, srcs, serial_epilogue)
     if np.any(fp8 > 0):
         t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p,
-                           [_f(1.0), _f(1.0), wgrad_out] * 4, srcs[:12], serial_epilogue)
+                           np.where(_WGRAD_COLUMN & fused, 4.0, 1.0)[..., :12], srcs[..., :12], serial_epilogue)
         t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
     return tuple(t)
 
