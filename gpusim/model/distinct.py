@@ -20,6 +20,8 @@ MIN_ROWS = 512
 
 #: integer-valued columns spanning at most this many values are coded by counting (degrees, codes, flags)
 _COUNT_SPAN = 4096
+#: other columns are coded by one comparison pass per value up to this many values, then by sorting
+_COMPARE_VALUES = 32
 
 
 def _column_codes(a: np.ndarray, max_k: int):
@@ -51,8 +53,9 @@ def _column_codes(a: np.ndarray, max_k: int):
     idx = np.flatnonzero(a != a[0])
     k = 1
     while idx.size:
-        if k >= max_k:
-            return None, 0
+        if k >= min(max_k, _COMPARE_VALUES):  # many values: one sort instead of a pass per value
+            uniq, codes = np.unique(a, return_inverse=True)
+            return (codes.reshape(-1), uniq.size) if uniq.size <= max_k else (None, 0)
         rest = a[idx]
         same = rest == rest[0]
         codes[idx[same]] = k

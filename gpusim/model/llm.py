@@ -231,16 +231,17 @@ def llm_terms(x: dict, p) -> dict:
     shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values."""
     keys = list(x)
     names: list[str] = []
+    dist = Distinct()  # shared with the inner groupings: a column found too varied here is not coded again there
 
     def rows_terms(*values):
-        out = llm_rows_terms(dict(zip(keys, values)), p)
+        out = llm_rows_terms(dict(zip(keys, values)), p, dist=dist)
         names[:] = out
         return tuple(out.values())
 
-    return dict(zip(names, Distinct()(rows_terms, [x[k] for k in keys])))
+    return dict(zip(names, dist(rows_terms, [x[k] for k in keys])))
 
 
-def llm_rows_terms(x: dict, p) -> dict:
+def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
 
     ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
@@ -267,7 +268,7 @@ def llm_rows_terms(x: dict, p) -> dict:
     # ---- every GEMM of a layer, the LM head and the attention core: once per distinct shape and GPU ----------
     fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
     ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
-    dist = Distinct()
+    dist = Distinct() if dist is None else dist
     serial = np.asarray(x.get("gemm_serial_epilogue", False), dtype=bool)
     fused_wgrad = np.asarray(x["grad_accum_fusion"], dtype=bool)
     t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,

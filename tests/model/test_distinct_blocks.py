@@ -81,3 +81,19 @@ def test_column_codes_of_every_kind(col):
     inv, reps = D.group_rows([col], col.shape[0], 100)
     np.testing.assert_array_equal(col[reps][inv], col)
     assert reps.size == np.unique(col).size
+
+
+def test_many_distinct_values_are_sorted_not_scanned():
+    """A column of 65,536 distinct floats is coded (or rejected) by one sort, not a pass per value."""
+    import time
+
+    a = np.random.default_rng(3).random(65536) * 1e9
+    t0 = time.process_time()
+    assert D.group_rows([a], a.size, a.size // 4) is None
+    inv, reps = D.group_rows([a], a.size, a.size)
+    assert time.process_time() - t0 < 2.0
+    np.testing.assert_array_equal(a[reps][inv], a)
+    b = np.repeat(np.random.default_rng(4).random(100), 50)  # 100 values: past the comparison passes
+    inv, reps = D.group_rows([b], b.size, 1000)
+    assert reps.size == 100
+    np.testing.assert_array_equal(b[reps][inv], b)
