@@ -526,7 +526,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
         "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
-        "grad_accum_fusion": st.grad_accum_fusion,
+        "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
         "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
@@ -535,6 +535,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,
         "layer_params": float(spec.layer_params()), "embed_params": float(embed),
         "ceiling_flop_per_s": math.nan if ceiling is None else ceiling, "sm_count": float(hw.gpu.sm_count or 1),
+        "gemm_serial_epilogue": hw.gpu.architecture not in params.gemm_epilogue_overlap_archs,
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,

@@ -150,6 +150,11 @@ class Strategy(FiniteModel):
                                                               "fp32 main gradients inside the GEMM (Megatron "
                                                               "--gradient-accumulation-fusion) rather than by a "
                                                               "separate add per micro-batch")
+    tp_async_bwd: bool = Field(default=True, description="LLM layouts: the backward pass's tensor-parallel "
+                                                         "collectives run beside the weight- and data-gradient GEMMs "
+                                                         "(Megatron-LM's asynchronous all-reduce / all-gather / "
+                                                         "reduce-scatter; --no-async-tensor-model-parallel-allreduce "
+                                                         "turns it off)")
 
     @model_validator(mode="before")
     @classmethod

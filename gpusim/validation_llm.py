@@ -15,6 +15,10 @@ The software differed in one way the model represents: the SC'21 code (April 202
 Megatron's DDP), while the 2022 code fuses that add into the weight-gradient GEMM
 (``--gradient-accumulation-fusion``, apex ``fused_weight_gradient_mlp_cuda``); the Table 1 rows are therefore
 predicted with ``grad_accum_fusion=False`` (an assumption about the software of the time, stated in the output).
+The same holds for the backward pass's tensor-parallel collectives: the 2022 code launches them asynchronously beside
+the gradient GEMMs (``ColumnParallelLinearWithAsyncAllreduce`` and, with sequence parallelism,
+``ColumnParallelLinearWithSequenceParallelism`` in megatron/mpu/layers.py, early 2022), the SC'21 code all-reduced
+synchronously (``copy_to_tensor_model_parallel_region``): ``tp_async_bwd=False`` for the Table 1 rows.
 """
 
 from __future__ import annotations
@@ -107,7 +111,7 @@ def _scenario(r: dict, wl, tp: int, pp: int, vp: int, micro: int):
                            kind="ddp", precision=r["precision"], tp=tp, pp=pp, vp=vp, micro_batch=micro,
                            global_batch=int(r["global_batch"]), recompute=r["recompute"],
                            sp=r["sequence_parallel"].strip().lower() == "true", overlap_grad_reduce=False,
-                           grad_accum_fusion=r["source_id"] != TABLE1)
+                           grad_accum_fusion=r["source_id"] != TABLE1, tp_async_bwd=r["source_id"] != TABLE1)
 
 
 def _candidates(r: dict):

@@ -49,8 +49,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpusim.model.distinct import on_distinct_rows
-
 ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, REDUCE, SEND_RECV, ALL_TO_ALL = range(7)
 COLLECTIVES = {"all_reduce": ALL_REDUCE, "reduce_scatter": REDUCE_SCATTER, "all_gather": ALL_GATHER,
                "broadcast": BROADCAST, "reduce": REDUCE, "send_recv": SEND_RECV, "all_to_all": ALL_TO_ALL}
@@ -353,16 +351,10 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
 def collective_min_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                           inter_busbw_bytes_per_s, inter_hop_s, nvls, **kw):
     """The time alone of :func:`collective_time_s` with the automatic choice (what the step model uses): the same
-    candidates, without tracking which one wins, evaluated once per distinct row of the per-row arguments
-    (:func:`gpusim.model.distinct.on_distinct_rows`: a sweep's collectives repeat)."""
-    per_row = {k: kw.pop(k) for k in ("ll_max_busbw_bytes_per_s", "sharp", "ll128") if k in kw}
-
-    def one(size, ranks, nodes, intra, ihop, inter, ohop, nv, **rows):
-        return collective_choice(collective, size, ranks, nodes, intra, ihop, inter, ohop, nv, time_only=True,
-                                 **rows, **kw)[0]
-
-    return on_distinct_rows(one, (size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
-                                  inter_busbw_bytes_per_s, inter_hop_s, nvls), per_row)
+    candidates, without tracking which one wins (faster on large arrays; callers evaluate it once per distinct row,
+    :mod:`gpusim.model.distinct`)."""
+    return collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
+                             inter_busbw_bytes_per_s, inter_hop_s, nvls, time_only=True, **kw)[0]
 
 
 def hierarchical_all_reduce_s(size_bytes, g, nodes, intra_busbw, intra_hop_s, inter_busbw_node, inter_hop_s,

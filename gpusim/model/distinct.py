@@ -1,116 +1,178 @@
-"""Evaluate a pure element-wise function once per distinct row of its per-row arguments.
+"""Evaluate an elementwise function once per distinct combination of the inputs that vary across rows.
 
-A sweep of a million scenarios holds far fewer distinct collectives: the ranks and nodes of a collective take a
-handful of values (GPU counts are powers of two or multiples of a node), the link figures one per hardware row and
-the message sizes one per model and bucket. The collective model costs some eighty array operations a call; finding
-the distinct rows costs about ten, so :func:`on_distinct_rows` codes the arguments that vary per row, evaluates the
-function on one representative row per distinct combination and spreads the results back. The results are the same
-numbers bit for bit (the same operations on the same values); where nearly every row is distinct the function runs
-on the full arrays as before.
+A sweep is a grid: each varying column holds a few distinct values (degrees 1, 2, 4, 8; micro-batches 1, 2, 4), so
+an expensive elementwise function of a few columns (a GEMM's time from its shape and the GPU, a collective's time from
+its message size, group and fabric) takes far fewer distinct values than there are rows. :func:`per_distinct` finds
+the distinct combinations (integer codes per column, combined in mixed radix), evaluates the function on one
+representative row of each, and gathers the results back to every row. The function must be elementwise (row ``i``
+of its result depends only on row ``i`` of its inputs); the result is then identical to evaluating it on all rows.
 
-Integer-valued columns with a small range (rank and node counts, flags) are coded by their value; other columns by
-:func:`pandas.factorize` (a hash table, linear time; ``numpy.unique`` sorts).
+Pure numpy; no state.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: below this many rows the function runs directly (finding distinct rows would cost more than it saves)
-MIN_ROWS = 4096
-#: run directly when more than this fraction of the rows are distinct (nothing to save)
-MAX_DISTINCT_FRAC = 0.25
-#: rows sampled first to judge whether coding the columns can pay off
-SAMPLE_ROWS = 256
+#: below this many rows a function is evaluated directly (finding the groups would cost more than it saves)
+MIN_ROWS = 512
 
 
-def _codes(a: np.ndarray) -> tuple[np.ndarray, int]:
-    """Codes ``0..k-1`` of a 1-D array's values and ``k`` (codes need not all occur)."""
-    if a.dtype == bool:
-        return a.astype(np.int64), 2
-    if a.dtype.kind in "iu":
-        ai = a.astype(np.int64, copy=False)
-    else:
-        with np.errstate(invalid="ignore"):
-            ai = a.astype(np.int64)
-        if not np.array_equal(ai, a):  # fractional, huge, inf or NaN values: hash them
-            ai = None
-    if ai is not None:
-        lo, hi = int(ai.min()), int(ai.max())
-        if hi - lo < max(4 * len(a), 1 << 16):
-            return ai - lo, hi - lo + 1
-    import pandas as pd  # a dependency of gpusim; imported here, as only float columns need it
-
-    codes, uniques = pd.factorize(a, use_na_sentinel=False)
-    return codes.astype(np.int64, copy=False), len(uniques)
+#: integer-valued columns spanning at most this many values are coded by counting (degrees, codes, flags)
+_COUNT_SPAN = 4096
+#: other columns are coded by one comparison pass per value up to this many values, then by sorting
+_COMPARE_VALUES = 32
 
 
-def distinct_rows(args, rows: int):
-    """``(inverse, representatives)`` of the distinct rows over the ``(rows,)``-shaped arrays in ``args``:
-    row ``i`` equals row ``representatives[inverse[i]]`` in every argument. ``None`` when not worth it."""
-    # a column that repeats one value (a hardware row broadcast to a sweep) distinguishes nothing
-    varying = [a for a in (np.asarray(a) for a in args if np.shape(a) == (rows,))
-               if not (a[0] == a[-1] and np.all(a == a[0]))]
-    if not varying:
-        return np.zeros(rows, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    # a strided sample of rows that are nearly all distinct says the whole will be too: skip the coding's cost
-    sample = np.linspace(0, rows - 1, SAMPLE_ROWS).astype(np.int64)
-    if len(np.unique(np.stack([a[sample] for a in varying], axis=1), axis=0)) > 0.75 * SAMPLE_ROWS:
-        return None
-    key, radix = None, 1
-    for a in varying:
-        codes, k = _codes(a)
-        if key is None:
-            key, radix = codes, k
-            continue
-        if radix * k >= 1 << 62:  # keep the mixed-radix key in int64: compress what there is first
-            key, radix = _compress(key, radix)
-        key = key + codes * radix
-        radix *= k
-    inverse, m = _compress(key, radix)
-    if m > MAX_DISTINCT_FRAC * rows:
-        return None
-    representatives = np.empty(m, dtype=np.int64)
-    representatives[inverse] = np.arange(rows)
-    return inverse, representatives
+def _column_codes(a: np.ndarray, max_k: int):
+    """``(codes, k)``: an integer code per row for the ``k`` distinct values of the 1-D ``a``; ``(None, 1)`` when
+    ``a`` is constant; ``(None, 0)`` when it has more than ``max_k`` values or values that equal nothing (NaN)."""
+    if a.dtype.kind == "b":
+        a = a.view(np.uint8)
+    lo, hi = a.min(), a.max()
+    if lo == hi:
+        return None, 1
+    if lo != lo or hi != hi:  # NaN
+        return None, 0
+    if hi - lo <= _COUNT_SPAN:
+        if a.dtype.kind in "iu":
+            ai = (a - lo).astype(np.intp, copy=False)
+        else:
+            shifted = a - lo
+            ai = shifted.astype(np.intp)
+            if not np.array_equal(ai, shifted):
+                ai = None
+        if ai is not None:
+            present = np.flatnonzero(np.bincount(ai, minlength=int(hi - lo) + 1))
+            if present.size > max_k:
+                return None, 0
+            lut = np.zeros(int(hi - lo) + 1, dtype=np.intp)
+            lut[present] = np.arange(present.size)
+            return lut[ai], present.size
+    codes = np.zeros(a.shape[0], dtype=np.intp)
+    idx = np.flatnonzero(a != a[0])
+    k = 1
+    while idx.size:
+        if k >= min(max_k, _COMPARE_VALUES):  # many values: one sort instead of a pass per value
+            uniq, codes = np.unique(a, return_inverse=True)
+            return (codes.reshape(-1), uniq.size) if uniq.size <= max_k else (None, 0)
+        rest = a[idx]
+        same = rest == rest[0]
+        codes[idx[same]] = k
+        idx = idx[~same]
+        k += 1
+    return codes, k
 
 
-def _compress(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
-    """Dense codes ``0..m-1`` of an int64 key with values below ``radix``, and ``m``."""
-    if radix <= max(4 * len(key), 1 << 16):
-        present = np.flatnonzero(np.bincount(key, minlength=radix))
-        lookup = np.empty(radix, dtype=np.int64)
-        lookup[present] = np.arange(len(present))
-        return lookup[key], len(present)
-    import pandas as pd
+def _combine(code, radix, c, k, max_groups):
+    """Mixed-radix ``code * k + c``, renumbered to the combinations that occur when the radix passes ``max_groups``."""
+    code = code * k + c
+    radix *= k
+    if radix <= max_groups:
+        return code, radix
+    if radix <= 4 * code.shape[0]:
+        present = np.flatnonzero(np.bincount(code, minlength=radix))
+        if present.size > max_groups:
+            return None, 0
+        lut = np.zeros(radix, dtype=np.intp)
+        lut[present] = np.arange(present.size)
+        return lut[code], present.size
+    uniq, code = np.unique(code, return_inverse=True)
+    return (code, uniq.size) if uniq.size <= max_groups else (None, 0)
 
-    codes, uniques = pd.factorize(key)
-    return codes.astype(np.int64, copy=False), len(uniques)
+
+class Distinct:
+    """Groups rows by the values of arrays, remembering each array's codes and each tuple's groups (by identity),
+    so that the functions of one model evaluation that share inputs find their groups once. Hold one per
+    evaluation: it keeps the arrays it has seen alive."""
+
+    def __init__(self, max_frac: float = 0.25):
+        self.max_frac = max_frac
+        self._codes: dict[int, tuple] = {}
+        self._groups: dict[tuple, tuple | None] = {}
+
+    def _column(self, a, max_groups):
+        hit = self._codes.get(id(a))
+        if hit is None:
+            hit = (a, *_column_codes(a, max_groups + 1))
+            self._codes[id(a)] = hit
+        return hit[1], hit[2]
+
+    def group_rows(self, arrays, rows: int):
+        """``(inverse, reps)`` as :func:`group_rows`, or ``None`` when more than ``max_frac`` of the rows differ."""
+        key = tuple(id(a) for a in arrays)
+        if key in self._groups:
+            return self._groups[key]
+        max_groups = max(1, int(self.max_frac * rows))
+        code, radix, seen, out = None, 1, set(), None
+        for a in arrays:
+            if a.ndim == 0 or a.shape[0] == 1 or id(a) in seen:
+                continue
+            seen.add(id(a))
+            c, k = self._column(a, max_groups)
+            if k == 0:
+                break
+            if c is None:
+                continue
+            if code is None:
+                code, radix = c, k
+            else:
+                code, radix = _combine(code, radix, c, k, max_groups)
+                if code is None:
+                    break
+        else:
+            out = _groups_of(code, radix, rows)
+        self._groups[key] = out
+        return out
+
+    def __call__(self, fn, arrays: list):
+        """``fn(*arrays)`` once per distinct row of ``arrays``, gathered back to every row (see :func:`per_distinct`)."""
+        arrs = [np.asarray(a) for a in arrays]
+        rows = max((a.shape[0] for a in arrs if a.ndim >= 1), default=1)
+        if rows < MIN_ROWS or any(a.ndim > 1 for a in arrs):
+            return fn(*arrs)
+        groups = self.group_rows(arrs, rows)
+        if groups is None:
+            return fn(*arrs)
+        inverse, reps = groups
+        out = fn(*(a[reps] if a.ndim == 1 and a.shape[0] == rows else a for a in arrs))
+
+        def back(v):
+            v = np.asarray(v)
+            if v.ndim == 0 or (v.shape[0] == 1 and reps.size != 1):
+                return v  # the same for every row: broadcasts as it would have
+            return v[inverse]
+
+        return tuple(back(v) for v in out) if isinstance(out, tuple) else back(out)
 
 
-def on_distinct_rows(fn, args: tuple, kwargs: dict | None = None):
-    """``fn(*args, **kwargs)`` for an element-wise ``fn`` of broadcastable 0-d / 1-d arrays, evaluated once per
-    distinct row (the arguments in ``kwargs`` may vary per row too). Returns what ``fn`` returns (an array or a
-    tuple of arrays)."""
-    kwargs = kwargs or {}
-    shapes = [np.shape(a) for a in args] + [np.shape(v) for v in kwargs.values()]
-    if any(len(s) > 1 for s in shapes):
-        return fn(*args, **kwargs)
-    rows = max((s[0] for s in shapes if s), default=0)
-    if rows < MIN_ROWS or any(s and s[0] not in (1, rows) for s in shapes):
-        return fn(*args, **kwargs)
-    found = distinct_rows(list(args) + list(kwargs.values()), rows)
-    if found is None:
-        return fn(*args, **kwargs)
-    inverse, rep = found
+def _groups_of(code, radix, rows):
+    if code is None:
+        return np.zeros(rows, dtype=np.intp), np.zeros(1, dtype=np.intp)
+    present = np.flatnonzero(np.bincount(code, minlength=radix))
+    rep_of_code = np.empty(radix, dtype=np.intp)
+    rep_of_code[code] = np.arange(code.shape[0])  # some row of each combination (all its rows are equal)
+    if present.size == radix:
+        return code, rep_of_code
+    lut = np.zeros(radix, dtype=np.intp)
+    lut[present] = np.arange(present.size)
+    return lut[code], rep_of_code[present]
 
-    def small(a):
-        return np.asarray(a)[rep] if np.shape(a) == (rows,) else a
 
-    out = fn(*(small(a) for a in args), **{k: small(v) for k, v in kwargs.items()})
+def group_rows(arrays, rows: int, max_groups: int):
+    """Rows with equal values in every array of ``arrays`` (each broadcastable to ``(rows,)``).
 
-    def spread(o):
-        o = np.asarray(o)
-        return o[inverse] if np.shape(o) == (len(rep),) else np.broadcast_to(o, (rows,)).copy()
+    Returns ``(inverse, reps)``: the group of each row (``(rows,)`` integers) and one row of each group, or ``None``
+    when there are more than ``max_groups`` groups.
+    """
+    return Distinct((max_groups + 0.5) / rows).group_rows([np.asarray(a) for a in arrays], rows)
 
-    return tuple(spread(o) for o in out) if isinstance(out, tuple) else spread(out)
+
+def per_distinct(fn, arrays: list, *, max_frac: float = 0.25):
+    """``fn(*arrays)`` evaluated once per distinct row of ``arrays`` and gathered back to every row.
+
+    ``arrays`` are 0-d or 1-D (``(1,)`` or ``(rows,)``) numeric arrays; ``fn`` is elementwise and returns one array
+    or a tuple of arrays broadcastable to ``(rows,)``. Falls back to ``fn(*arrays)`` for few rows or when more than
+    ``max_frac`` of the rows are distinct.
+    """
+    return Distinct(max_frac)(fn, arrays)

@@ -11,6 +11,18 @@ for. Each tile walks ``k`` in steps; its prologue and epilogue cost about ``k_ha
 ``k / (k + k_half)`` of its steady rate: short reductions (the attention ``Q K^T`` with ``k = d_head``, a
 row-parallel GEMM split by a large ``tp``) run below peak.
 
+**The epilogue.** After its main loop a tile writes its output; when it accumulates into the output (``beta = 1``,
+e.g. a weight gradient added to an fp32 main gradient by Megatron-LM's ``--gradient-accumulation-fusion``: 4 bytes
+read and 4 written per element) it first reads it. On Ampere and older GPUs cuBLAS and CUTLASS 2.x kernels run the
+epilogue after the main loop in the same thread block (CUTLASS, "Efficient GEMM in CUDA", docs/efficient_gemm.md:
+the main loop, then the epilogue, which loads the source matrix and stores the result), one large tile per SM: the
+loads of the source wait on memory after the wave's FLOPs, while the stores drain under the next tile's main loop
+(a store does not hold its thread block). So there ``t = max(flop, inputs + writes) + source reads``. Hopper's
+warp-specialized kernels load the source with TMA in a producer warp ahead of the math (CUTLASS 3
+``sm90_gemm_tma_warpspecialized_pingpong.hpp`` and its TMA epilogue; cuBLAS 12 on H100): there the reads are one
+more stream of the roofline. The difference matters for GEMMs with a short reduction and a large accumulated output,
+such as a weight gradient over one micro-batch of 2048 tokens.
+
 The ceiling is the GPU's measured *maximum achievable matmul FLOPS* at the best shape (hwdb
 ``achievable_matmul_tflop_per_s``, from stas00/ml-engineering's MAMF table) or, for a GPU without that
 measurement, ``gemm_ceiling_frac`` of the datasheet peak. A GEMM is also bounded by reading its operands and
@@ -46,10 +58,14 @@ def wave_efficiency_frac(m, n, sm_count, batch=1.0):
 
 
 def gemm_time_s(m, n, k, ceiling_flop_per_s, mem_bytes_per_s, sm_count, *, elem_bytes, k_half, mem_eff_frac,
-                kernel_tail_s, batch=1.0):
-    """Seconds for ``batch`` GEMMs of ``(m, n, k)``: ``max(flop / achievable, bytes / bandwidth) + tail``.
+                kernel_tail_s, batch=1.0, out_bytes=None, src_bytes=0.0, serial_epilogue=False):
+    """Seconds for ``batch`` GEMMs of ``(m, n, k)``: the FLOPs at the achievable rate against the bytes at the memory
+    bandwidth, plus the kernel tail.
 
-    ``achievable = ceiling * wave_efficiency * k / (k + k_half)``; ``bytes = elem_bytes (m k + k n + m n)``.
+    ``achievable = ceiling * wave_efficiency * k / (k + k_half)``; the GEMM reads ``elem_bytes (m k + k n)`` of inputs
+    and writes ``out_bytes m n`` (default ``elem_bytes``) and, accumulating into its output, reads ``src_bytes m n``
+    (default 0). With ``serial_epilogue`` (broadcastable bool; module docstring)
+    ``t = max(flop, inputs + writes) + source``, else ``t = max(flop, inputs + writes + source)``.
     """
     m = np.asarray(m, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -57,13 +73,20 @@ def gemm_time_s(m, n, k, ceiling_flop_per_s, mem_bytes_per_s, sm_count, *, elem_
     flop = 2.0 * m * n * k * batch
     rate = ceiling_flop_per_s * wave_efficiency_frac(m, n, sm_count, batch) * (k / (k + k_half))
     t_flop = flop / rate
-    t_mem = elem_bytes * (m * k + k * n + m * n) * batch / (mem_bytes_per_s * mem_eff_frac)
-    return np.maximum(t_flop, t_mem) + kernel_tail_s
+    bw = mem_bytes_per_s * mem_eff_frac
+    mn = m * n * batch
+    t_mem = (elem_bytes * (m * k + k * n) * batch + (elem_bytes if out_bytes is None else out_bytes) * mn) / bw
+    if not np.any(src_bytes):
+        return np.maximum(t_flop, t_mem) + kernel_tail_s
+    t_src = src_bytes * mn / bw
+    serial = np.asarray(serial_epilogue, dtype=bool)
+    return np.where(serial, np.maximum(t_flop, t_mem) + t_src, np.maximum(t_flop, t_mem + t_src)) + kernel_tail_s
 
 
 def gemm_efficiency_frac(m, n, k, peak_flop_per_s, ceiling_flop_per_s, mem_bytes_per_s, sm_count, *, elem_bytes,
-                         k_half, mem_eff_frac, kernel_tail_s, batch=1.0):
+                         k_half, mem_eff_frac, kernel_tail_s, batch=1.0, src_bytes=0.0, serial_epilogue=False):
     """Achieved fraction of the datasheet peak of one GEMM shape (what a GEMM sweep measures)."""
     t = gemm_time_s(m, n, k, ceiling_flop_per_s, mem_bytes_per_s, sm_count, elem_bytes=elem_bytes, k_half=k_half,
-                    mem_eff_frac=mem_eff_frac, kernel_tail_s=kernel_tail_s, batch=batch)
+                    mem_eff_frac=mem_eff_frac, kernel_tail_s=kernel_tail_s, batch=batch, src_bytes=src_bytes,
+                    serial_epilogue=serial_epilogue)
     return 2.0 * np.asarray(m, dtype=np.float64) * n * k * batch / (t * peak_flop_per_s)

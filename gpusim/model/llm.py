@@ -8,7 +8,9 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   QKV ``(T, (q + 2 kv)/t, h)``, attention output ``(T, h, q/t)``, FFN up ``(T, f u / t, h)`` with ``u`` = 2
   for a gated (SwiGLU) FFN, FFN down ``(T, h, f/t)``, vocab-parallel LM head ``(T, V/t, h)``. Each GEMM's
   time comes from :func:`gpusim.model.gemm.gemm_time_s`; the backward pass does the data-gradient GEMM
-  ``(T, k, n)`` and the weight-gradient GEMM ``(k, n, T)`` (same FLOPs, other tiles and reduction length).
+  ``(T, k, n)`` and the weight-gradient GEMM ``(k, n, T)`` (same FLOPs, other tiles and reduction length), which
+  with gradient-accumulation fusion reads and writes the fp32 main gradient in its epilogue (serial after the main
+  loop on pre-Hopper GPUs: :mod:`gpusim.model.gemm`).
 - **Attention core**: without FlashAttention, batched ``Q K^T`` ``(s, s, d_head)`` and ``A V`` ``(s, d_head, s)``
   over ``b a / t`` heads, and softmax + dropout over ``b a s^2 / t`` scores by their bytes (Megatron's fused
   scale-mask-softmax). With FlashAttention (Dao, "FlashAttention-2", 2023) one fused kernel: ``4 b s^2 q / t``
@@ -19,9 +21,12 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   embeddings; the backward moves about twice the forward bytes.
 - **TP communication** (Narayanan et al. SC'21 section 3.3; Korthikanti et al. 2022 section 4.2.2): per layer
   two all-reduces of ``T h`` activations in the forward pass and two in the backward; with sequence
-  parallelism each all-reduce becomes a reduce-scatter plus an all-gather of the same total volume. Full
-  recomputation runs the forward all-reduces again. ``tp_overlap_frac`` of it hides under GEMMs (Transformer
-  Engine's userbuffer overlap); the rest is exposed.
+  parallelism each all-reduce becomes a reduce-scatter plus an all-gather of the same total volume, and the
+  backward all-gathers each column-parallel GEMM's input once more. The forward's collectives are on the critical
+  path; in the backward Megatron-LM (2022) runs the all-reduces, reduce-scatters and extra all-gathers beside the
+  gradient GEMMs (:func:`tp_backward_s`; ``tp_async_bwd``, off for the SC'21 code). Full recomputation runs the
+  forward's collectives again. ``tp_overlap_frac`` of all of it hides under GEMMs (Transformer Engine's
+  userbuffer overlap); the rest is exposed.
 - **Pipeline** (Narayanan et al. SC'21 section 2.2): with ``m`` micro-batches, 1F1B (``vp = 1``) or the
   interleaved schedule with ``vp`` chunks per stage, the steady state runs at the pace of the slowest stage
   and warm-up plus cool-down cross the other stages once each, ``1/vp`` of a stage at a time:
@@ -52,6 +57,7 @@ from gpusim.model import comm as C
 from gpusim.model import context as CTX
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
@@ -125,22 +131,117 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
 _STACK_ROWS = 4096
 
 
-def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p) -> list:
-    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays."""
-    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s)
-    rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms))
-    if rows > _STACK_ROWS:
-        return [gemm_time_s(m, n, k, ceiling, hbm, sms, elem_bytes=elem_bytes, batch=b, **kw)
-                for m, n, k, b in zip(ms, ns, ks, bs)]
-    cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
+def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, srcs=None, serial=False) -> list:
+    """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays. ``outs`` / ``srcs``:
+    bytes written / read per output element, arrays whose last axis is the GEMM ``j`` (default: ``elem_bytes``
+    written, nothing read); ``serial``: the GPU's epilogue reads its source after the main loop
+    (:mod:`gpusim.model.gemm`)."""
+    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
+              serial_epilogue=serial)
     nc = len(ms)
+    outs = np.asarray(elem_bytes)[..., None] if outs is None else outs
+    srcs = np.zeros(1) if srcs is None else srcs
+    rows = max(np.size(v) for v in (*ms, *ns, *ks, *bs, ceiling, hbm, sms, serial))
+    if rows > _STACK_ROWS:
+        o = np.broadcast_to(outs, np.shape(outs)[:-1] + (nc,))
+        r = np.broadcast_to(srcs, np.shape(srcs)[:-1] + (nc,))
+        return [gemm_time_s(m, n, k, ceiling, hbm, sms, elem_bytes=elem_bytes, batch=b, out_bytes=o[..., j],
+                            src_bytes=r[..., j], **kw)
+                for j, (m, n, k, b) in enumerate(zip(ms, ns, ks, bs))]
+    cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
     M, N, K, B = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(4))
+    kw["serial_epilogue"] = np.asarray(serial)[..., None]
     t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
-                    batch=B, **kw)
+                    batch=B, out_bytes=outs, src_bytes=srcs, **kw)
     return [t[..., j] for j in range(nc)]
 
 
+#: the weight-gradient GEMMs among the 17 columns of :func:`layer_gemm_times_s`
+_WGRAD_COLUMN = np.array([False, False, True] * 5 + [False, False])
+
+
+def beside_gemm_s(comm_s, gemm_s, slowdown_frac):
+    """Exposed seconds of a collective launched beside a GEMM: what outlasts the GEMM, plus the GEMM's slowdown while
+    they share the SMs and memory (``slowdown_frac`` of the overlapped time; ModelParams.overlap_slowdown_frac)."""
+    return np.maximum(comm_s - gemm_s, 0.0) + slowdown_frac * np.minimum(comm_s, gemm_s)
+
+
+def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_up_s, wgrad_up_s, slowdown_frac):
+    """Exposed seconds of one layer's tensor-parallel collectives in the backward pass (one micro-batch).
+
+    ``ar``, ``ag``, ``rs``: one all-reduce, all-gather, reduce-scatter of the layer's ``T h`` activations. Without
+    sequence parallelism the backward all-reduces the input gradients of the two column-parallel GEMMs (QKV, FFN up);
+    with it the backward all-gathers the output gradients of the two row-parallel GEMMs (the backward of their
+    reduce-scatters), all-gathers the column-parallel GEMMs' inputs again for their weight gradients (only the local
+    shard was kept; Korthikanti et al. 2022 section 4.2.2) and reduce-scatters their input gradients. Megatron-LM's
+    2022 code (megatron/mpu/layers.py ``ColumnParallelLinearWithAsyncAllreduce``,
+    ``ColumnParallelLinearWithSequenceParallelism``; ``async_bwd``) launches the all-reduce, or the reduce-scatter,
+    asynchronously and runs the weight-gradient GEMM beside it, and the extra all-gather beside the data-gradient
+    GEMM (:func:`beside_gemm_s`); the row-parallel all-gathers stay on the critical path. Without ``async_bwd``
+    (the SC'21 code) every collective is exposed.
+    """
+    sp = np.asarray(sp, dtype=bool)
+    sync = np.where(sp, 4.0 * ag + 2.0 * rs, 2.0 * ar)
+    beside = np.where(sp, 2.0 * ag + beside_gemm_s(ag, dgrad_qkv_s, slowdown_frac)
+                      + beside_gemm_s(ag, dgrad_up_s, slowdown_frac) + beside_gemm_s(rs, wgrad_qkv_s, slowdown_frac)
+                      + beside_gemm_s(rs, wgrad_up_s, slowdown_frac),
+                      beside_gemm_s(ar, wgrad_qkv_s, slowdown_frac) + beside_gemm_s(ar, wgrad_up_s, slowdown_frac))
+    return np.where(np.asarray(async_bwd, dtype=bool), beside, sync)
+
+
+def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
+                       serial_epilogue, *, p) -> tuple:
+    """Seconds of the 17 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
+
+    Linear layers ``(n_out, k_in)``: QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
+    forward ``(T, n, k)``, data gradient ``(T, k, n)`` and weight gradient ``(k, n)`` reduced over the ``T`` tokens
+    (columns 0-14), then Megatron's unfused attention ``Q K^T`` and ``A V`` batched over the ``b a / t`` local
+    heads (15, 16). A weight gradient with ``fused_wgrad`` (gradient-accumulation fusion) accumulates into the fp32
+    main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e``. [issue 12] FP8
+    (:mod:`gpusim.model.fp8`): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8 matmul ceiling
+    where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
+    """
+    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
+    heads_local = b * a / tp
+    d_head = q / a
+    fused = np.asarray(fused_wgrad, dtype=bool)[..., None]
+    # bytes per output element: a weight gradient accumulated into the fp32 main gradient reads and writes 4
+    outs = np.where(_WGRAD_COLUMN & fused, 4.0, np.asarray(e)[..., None])
+    srcs = np.where(_WGRAD_COLUMN & fused, 4.0, 0.0)
+    ms, ns, ks, bs = [], [], [], []
+    for n_out, k_in in linears:
+        ms += [T, T, k_in]
+        ns += [n_out, k_in, n_out]
+        ks += [k_in, n_out, T]
+        bs += [1.0, 1.0, 1.0]
+    ms += [s, s]
+    ns += [s, d_head]
+    ks += [d_head, s]
+    bs += [heads_local, heads_local]
+    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p, outs, srcs, serial_epilogue)
+    if np.any(fp8 > 0):
+        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p,
+                           np.where(_WGRAD_COLUMN & fused, 4.0, 1.0)[..., :12], srcs[..., :12], serial_epilogue)
+        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
+    return tuple(t)
+
+
 def llm_terms(x: dict, p) -> dict:
+    """:func:`llm_rows_terms` evaluated once per distinct row of ``x`` (a sweep's rows repeat a few layouts and
+    shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values."""
+    keys = list(x)
+    names: list[str] = []
+    dist = Distinct()  # shared with the inner groupings: a column found too varied here is not coded again there
+
+    def rows_terms(*values):
+        out = llm_rows_terms(dict(zip(keys, values)), p, dist=dist)
+        names[:] = out
+        return tuple(out.values())
+
+    return dict(zip(names, dist(rows_terms, [x[k] for k in keys])))
+
+
+def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
 
     ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
@@ -162,35 +263,21 @@ def llm_terms(x: dict, p) -> dict:
     g = _f(x["gpus_per_node"])
     cp = _f(x.get("cp", 1.0))  # [issue 12] context parallelism: each rank holds s / cp tokens of a sequence
     T = b * s / cp
-    d_head = q / a
-
-    # ---- every GEMM of a layer, the LM head and the attention core, in one call (columns) ------------
-    # linear layers (n_out, k_in): QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
-    # forward (T, n, k), data gradient (T, k, n) and weight gradient (k, n) reduced over the T tokens
-    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
     heads_local = b * a / tp
-    ms, ns, ks, bs = [], [], [], []
-    for n_out, k_in in linears:
-        ms += [T, T, k_in]
-        ns += [n_out, k_in, n_out]
-        ks += [k_in, n_out, T]
-        bs += [1.0, 1.0, 1.0]
-    ms += [s, s]  # Megatron's unfused attention: Q K^T and A V, batched over the local heads
-    ns += [s, d_head]
-    ks += [d_head, s]
-    bs += [heads_local, heads_local]
-    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p)
-    # [issue 12] FP8 (gpusim.model.fp8): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8
-    # matmul ceiling; the LM head and the attention core stay in bf16
+
+    # ---- every GEMM of a layer, the LM head and the attention core: once per distinct shape and GPU ----------
     fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
     ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
-    if np.any(fp8 > 0):
-        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p)
-        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
+    dist = Distinct() if dist is None else dist
+    serial = np.asarray(x.get("gemm_serial_epilogue", False), dtype=bool)
+    fused_wgrad = np.asarray(x["grad_accum_fusion"], dtype=bool)
+    t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,
+                                                       ceil8, fused_wgrad, serial])
 
     def gemm_lin(mm, nn, kk, batch=1.0):
         """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
-        kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch)
+        kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch,
+                  serial_epilogue=serial)
         g16 = gemm_time_s(mm, nn, kk, ceil_rate, hbm, sms, elem_bytes=e, **kw)
         if not np.any(fp8 > 0):
             return g16
@@ -225,12 +312,19 @@ def llm_terms(x: dict, p) -> dict:
     layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
+    tuning = C.tuning_from_params(p)
+
+    def coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
+        return C.collective_min_time_s(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls,
+                                       base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
+                                       nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
+                                       ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning)
+
     def coll(kind, size, ranks, nodes, intra, inter):
-        return C.collective_min_time_s(kind, size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"],
-                                   x["nvls"], base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
-                                   nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
-                                   ll_max_busbw_bytes_per_s=x.get("ll_max_busbw_bytes_per_s", np.inf),
-                                   tuning=C.tuning_from_params(p))
+        """One collective's time, evaluated once per distinct message size, group and fabric."""
+        return dist(lambda *a: coll_rows(kind, *a),
+                            [size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"], x["nvls"],
+                             x.get("ll_max_busbw_bytes_per_s", np.inf), x.get("ll128", True)])
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts
@@ -251,7 +345,9 @@ def llm_terms(x: dict, p) -> dict:
     one = np.where(sp, rs + ag, ar)  # one all-reduce, or its RS + AG with sequence parallelism
     exposed = 1.0 - p.tp_overlap_frac
     tp_f = 2.0 * one * exposed
-    tp_b = (2.0 + 2.0 * (rc == FULL)) * one * exposed
+    tp_b = (tp_backward_s(ar, ag, rs, sp, x["tp_async_bwd"], dgrad_qkv_s=t[1], wgrad_qkv_s=t[2], dgrad_up_s=t[7],
+                          wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac)
+            + 2.0 * (rc == FULL) * one) * exposed  # full recomputation runs the forward's collectives again
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
@@ -309,7 +405,10 @@ def llm_terms(x: dict, p) -> dict:
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
                                             elem_bytes=e)  # [issue 12] s / cp tokens (cp needs FlashAttention)
-    kept = kept + moe["delta_act_bytes"]  # [issue 12] MoE layers keep router scores, dispatched tokens, experts'
+    # [issue 12] MoE layers keep router scores, dispatched tokens, experts' activations; under full recomputation a
+    # layer keeps only its input (the MoE part is recomputed with the rest), so only the layer being recomputed
+    # holds them
+    kept = kept + np.where(rc == FULL, 0.0, moe["delta_act_bytes"])
     full = full + moe["delta_act_bytes"]
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)

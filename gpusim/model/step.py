@@ -38,6 +38,7 @@ import numpy as np
 from gpusim.model import comm as C
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
+from gpusim.model.distinct import Distinct
 from gpusim.model.llm import llm_terms, stage_state_bytes
 from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes, n_blocks
 from gpusim.model.sync import straggler_s
@@ -167,6 +168,8 @@ class StepInputs:
     ceiling_flop_per_s: np.ndarray = _one(np.nan)  # measured best-shape matmul rate; NaN: a fraction of the peak
     sm_count: np.ndarray = _one()
     grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
+    gemm_serial_epilogue: np.ndarray = _one(False)  # the GPU's GEMM kernels run the epilogue after the main loop
+    tp_async_bwd: np.ndarray = _one(True)  # backward TP collectives beside the gradient GEMMs (Megatron's default)
     # [issue 12] context parallelism (gpusim.model.context) and an uneven pipeline split's model layers
     cp: np.ndarray = _one()
     cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
@@ -225,13 +228,20 @@ def _rows(v, idx, rows):
 def _strategy_comm(code: int, c: dict, p: ModelParams):
     """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows."""
 
-    def coll(kind, size, ranks=None, nn=None, inter=None):
+    tuning = C.tuning_from_params(p)
+    dist = Distinct()
+
+    def coll_rows(kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
         return C.collective_min_time_s(
-            kind, size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
-            c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"],
+            kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls,
             base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
-            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=c["ll_max"], ll128=c["ll128"],
-            tuning=C.tuning_from_params(p))
+            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning)
+
+    def coll(kind, size, ranks=None, nn=None, inter=None):
+        """One collective's time, evaluated once per distinct message size, group and fabric."""
+        return dist(lambda *a: coll_rows(kind, *a),
+                    [size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
+                     c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"], c["ll_max"], c["ll128"]])
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     if code in (DDP, ZERO1):
@@ -278,8 +288,40 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
     raise ValueError(f"unknown strategy code {code}")
 
 
+#: rows evaluated at a time. A model evaluation makes a few hundred temporaries of one float64 per row; at a million
+#: rows each is 8 MB, far beyond the CPU caches, and every one is fresh memory the allocator must fault in. In blocks
+#: of this many rows (0.5 MB per temporary) the temporaries of one block are freed and reused by the next, and most
+#: operands are still in the L2/L3 cache: about twice the rows per second at 10^6 rows (benchmarks/llm_speed.py).
+BLOCK_ROWS = 65536
+
+
+def n_rows(inp: StepInputs) -> int:
+    """Rows (scenarios) of ``inp``: the longest leading dimension of its arrays (1 when all broadcast)."""
+    return max((np.shape(getattr(inp, f.name))[0] for f in fields(inp) if np.ndim(getattr(inp, f.name)) >= 1),
+               default=1)
+
+
 def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
-    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end)."""
+    """Evaluate every scenario in ``inp``. Returns a dict of arrays (see the keys at the end of
+    :func:`_evaluate_block`), one row per scenario; more than :data:`BLOCK_ROWS` rows are evaluated block by block
+    (the same elementwise formulas, so the result does not depend on the block size)."""
+    rows = n_rows(inp)
+    if rows <= BLOCK_ROWS:
+        return _evaluate_block(inp, p)
+    out: dict[str, np.ndarray] = {}
+    for start in range(0, rows, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, rows)
+        part = _evaluate_block(inp.take(slice(start, stop)), p)
+        for key, v in part.items():
+            v = np.asarray(v)
+            if key not in out:
+                out[key] = np.empty((rows,) + v.shape[1:], dtype=v.dtype)
+            out[key][start:stop] = v if v.ndim else v[None]  # a block-constant scalar broadcasts over its rows
+    return out
+
+
+def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
+    """:func:`evaluate` on at most :data:`BLOCK_ROWS` rows."""
     s = np.asarray(inp.strategy)
     n = np.asarray(inp.n_gpus, dtype=np.float64)
     nodes = np.asarray(inp.n_nodes, dtype=np.float64)
@@ -476,8 +518,8 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
-             "embed_params", "grad_accum_fusion", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
-             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "cp", "cp_kind", "ep", "expert_tp",
+             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac")
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]

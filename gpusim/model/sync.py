@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from gpusim.model.distinct import on_distinct_rows
+from gpusim.model.distinct import per_distinct
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,7 +39,7 @@ def expected_max_std_normal(n):
     def table(m):
         return np.interp(np.log(np.maximum(np.asarray(m, dtype=np.float64), 1.0)), log_n, vals)
 
-    return on_distinct_rows(table, (n,)) if np.ndim(n) == 1 else table(n)  # (a sweep's rank counts repeat)
+    return per_distinct(table, [n]) if np.ndim(n) == 1 else table(n)  # (a sweep's rank counts repeat)
 
 
 def straggler_s(compute_s, n_ranks, jitter_frac, slowest_gpu_speed_frac):

@@ -1,78 +1,54 @@
-"""Evaluating once per distinct row gives the same numbers as evaluating every row."""
+"""Evaluating once per distinct row gives the same numbers as evaluating every row (collectives, stragglers)."""
 
 import numpy as np
-import pytest
 
 from gpusim.model import comm as C
-from gpusim.model.distinct import MIN_ROWS, distinct_rows, on_distinct_rows
+from gpusim.model.distinct import per_distinct
+from gpusim.model.sync import expected_max_std_normal
 from gpusim.params import DEFAULT_PARAMS
 
 
-def _calls():
+def test_floats_inf_nan_and_flags_group_exactly():
+    rng = np.random.default_rng(1)
+    rows = 50_000
+    a = 2.0 ** rng.integers(0, 11, rows)
+    b = rng.choice([0.5, 1e9, np.inf], rows)
+    c = rng.random(rows) < 0.5
     calls = []
 
-    def fn(a, b, c=0.0):
+    def fn(a, b, c):
         calls.append(np.shape(a))
         return a * 2.0 + b - c, a > b
 
-    return fn, calls
-
-
-def test_same_result_and_smaller_call_on_repeating_rows():
-    rng = np.random.default_rng(1)
-    rows = 50_000
-    a = 2.0 ** rng.integers(0, 11, rows)  # integer-valued: coded by value
-    b = rng.choice([0.5, 1e9, np.inf, np.nan], rows)  # floats, inf and NaN: hashed
-    c = rng.random(rows) < 0.5
-    fn, calls = _calls()
-    got = on_distinct_rows(fn, (a, b), {"c": c})
-    want = fn(a, b, c=c)
-    assert calls[0][0] <= 11 * 4 * 2  # evaluated on the distinct rows only
+    got = per_distinct(fn, [a, b, c])
+    want = fn(a, b, c)
+    assert calls[0][0] <= 11 * 3 * 2  # evaluated on the distinct rows only
     for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)  # bit for bit, NaN in the same places
+        np.testing.assert_array_equal(g, w)
 
 
-def test_broadcast_arguments_pass_through_and_rows_are_mapped_back():
-    rows = MIN_ROWS * 2
-    a = np.tile([1.0, 3.0, 7.0], rows // 3 + 1)[:rows]
-    fn, calls = _calls()
-    got = on_distinct_rows(fn, (a, np.asarray([2.0])))
-    assert calls[0] == (3,)
-    np.testing.assert_array_equal(got[0], a * 2.0 + 2.0)
-    inv, rep = distinct_rows([a], rows)
-    np.testing.assert_array_equal(a[rep][inv], a)
+def test_stragglers_expected_maximum_per_distinct_rank_count():
+    n = np.tile([1.0, 2.0, 8.0, 1024.0], 5000)
+    np.testing.assert_array_equal(expected_max_std_normal(n), np.concatenate(
+        [expected_max_std_normal(np.array([1.0, 2.0, 8.0, 1024.0]))] * 5000))
 
 
-@pytest.mark.parametrize("rows", [10, MIN_ROWS * 2])
-def test_runs_directly_when_small_or_all_distinct(rows):
-    a = np.arange(rows, dtype=np.float64) + 0.5  # every row distinct
-    fn, calls = _calls()
-    got = on_distinct_rows(fn, (a, 1.0))
-    assert calls == [(rows,)]
-    np.testing.assert_array_equal(got[0], a * 2.0 + 1.0)
-
-
-def test_two_dimensional_arguments_run_directly():
-    a = np.ones((MIN_ROWS * 2, 3))
-    fn, calls = _calls()
-    on_distinct_rows(fn, (a, 1.0))
-    assert calls == [a.shape]
-
-
-def test_collective_time_alone_equals_the_full_choice_on_a_sweep():
-    """The step model's collective (time alone, on distinct rows) is the tuner's full choice row by row."""
+def test_collective_time_alone_equals_the_full_choice_on_a_sweep_grouped_or_not():
+    """The step model's collective (time alone, grouped per distinct row) is the tuner's full choice row by row."""
     rng = np.random.default_rng(7)
     rows = 40_000
     n = 2.0 ** rng.integers(0, 11, rows)
     nodes = np.maximum(1.0, n / 8)
     size = rng.choice([1e3, 3.3e5, 2.6e7, 1.7e9], rows)
-    tn = C.tuning_from_params(DEFAULT_PARAMS)
-    kw = dict(base_latency_s=DEFAULT_PARAMS.coll_base_latency_s, nvls_gain_frac=DEFAULT_PARAMS.nvls_gain_frac,
-              nvls_latency_s=DEFAULT_PARAMS.nvls_latency_s, tree_busbw_frac=DEFAULT_PARAMS.tree_busbw_frac,
-              tuning=tn, ll_max_busbw_bytes_per_s=np.where(rng.random(rows) < 0.5, 5e10, np.inf))
-    intra = 3.6e11
-    args = (size, n, nodes, intra, 2e-6, 4e11, 5e-6, np.asarray([True]))
+    ll_max = np.where(rng.random(rows) < 0.5, 5e10, np.inf)
+    ll128 = rng.random(rows) < 0.5
+    p = DEFAULT_PARAMS
+    kw = dict(base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
+              tree_busbw_frac=p.tree_busbw_frac, tuning=C.tuning_from_params(p))
+    args = [size, n, nodes, np.asarray(3.6e11), np.asarray(2e-6), np.asarray(4e11), np.asarray(5e-6),
+            np.asarray([True])]
     for coll in (C.ALL_REDUCE, C.ALL_GATHER, C.REDUCE_SCATTER, C.SEND_RECV, C.ALL_TO_ALL):
-        fast = C.collective_min_time_s(coll, *args, **kw)
-        full, _, _ = C.collective_choice(coll, *args, **kw)
-        np.testing.assert_array_equal(fast, full)
+        full, _, _ = C.collective_choice(coll, *args, ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, **kw)
+        grouped = per_distinct(lambda *a: C.collective_min_time_s(coll, *a[:8], ll_max_busbw_bytes_per_s=a[8],
+                                                                  ll128=a[9], **kw), args + [ll_max, ll128])
+        np.testing.assert_array_equal(grouped, full)

@@ -236,3 +236,20 @@ def test_moe_layouts_refused_by_the_state_bound_really_do_not_fit(db):
                                       cp=int(lay["cp"][i]), ep=int(lay["ep"][i]), recompute=RECOMPUTES[int(lay["recompute"][i])],
                                       uneven_pp=True), db=db)
         assert r.memory_per_gpu_bytes >= float(out["memory_lower_bound_bytes"][i]) > r.memory_capacity_bytes
+
+
+def test_full_recomputation_keeps_only_each_moe_layers_input():
+    """Under full recomputation a layer keeps its input alone, MoE or not: the router scores, dispatched tokens and
+    experts' activations are recomputed with the rest of the layer (only the layer being recomputed holds them)."""
+    from gpusim.model.llm import llm_terms
+    from gpusim.model.step import _llm_inputs
+
+    _, _, row = build_inputs(Scenario.create(**DSV3), None)
+    inp = stack_rows([row])
+    x = _llm_inputs(inp, np.asarray(inp.n_gpus) / np.asarray(inp.n_nodes), DEFAULT_PARAMS)
+    moe = llm_terms(x, DEFAULT_PARAMS)
+    dense = llm_terms({**x, "moe_frac": np.zeros(1)}, DEFAULT_PARAMS)
+    np.testing.assert_allclose(moe["act_layer_bytes"], dense["act_layer_bytes"], rtol=1e-12)
+    # DeepSeek-V3's own layout (2,048 GPUs, pp 16, ep 64; DeepSeek-AI 2024 section 3.1) fits an 80 GB GPU
+    own = simulate({**DSV3, "gpus": 2048, "nodes": 256, "ep": 64, "global_batch": 1024}, recommend=False)
+    assert own.fits_in_memory

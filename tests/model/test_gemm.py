@@ -56,3 +56,32 @@ def test_hwdb_ceilings_come_from_the_mamf_table(db):
     # a GPU the table does not cover falls back to a ModelParams fraction of its peak
     assert db.gpu("rtx-4090").achievable_matmul_flop_per_s("bf16") is None
     assert 0.5 < DEFAULT_PARAMS.gemm_ceiling_frac < 0.9
+
+
+def test_an_accumulating_epilogue_reads_its_output_after_the_main_loop_on_ampere():
+    """Weight gradient over 2048 tokens into an fp32 main gradient (20480 x 7680): with a serial epilogue (Ampere)
+    the 4-byte source read follows the FLOPs; overlapped (Hopper) it is one more stream of the roofline."""
+    ceiling, hbm, sms = 271.2e12, 2.039e12, 108
+    m, n, k = 20480.0, 7680.0, 2048.0
+    kw = dict(KW, out_bytes=4.0, src_bytes=4.0)
+    overlapped = float(gemm_time_s(m, n, k, ceiling, hbm, sms, **kw))
+    serial = float(gemm_time_s(m, n, k, ceiling, hbm, sms, serial_epilogue=True, **kw))
+    src_s = 4.0 * m * n / (hbm * 0.7)
+    assert serial == pytest.approx(overlapped + src_s)  # compute-bound: the overlapped read hides under the FLOPs
+    # no source (beta = 0): the epilogue's writes drain under the next tile either way, as before
+    plain = dict(KW)
+    assert float(gemm_time_s(m, n, k, ceiling, hbm, sms, serial_epilogue=True, **plain)) == pytest.approx(
+        float(gemm_time_s(m, n, k, ceiling, hbm, sms, **plain)))
+    # vectorised over the flag
+    both = gemm_time_s(m, n, k, ceiling, hbm, sms, serial_epilogue=np.array([False, True]), **kw)
+    np.testing.assert_allclose(both, [overlapped, serial])
+
+
+def test_the_epilogue_overlaps_on_hopper_and_blackwell_only(db):
+    from gpusim.simulation import Scenario, build_inputs
+
+    for gpu, node, serial in (("a100-sxm4-80gb", "dgx-a100-80gb", True), ("h100-sxm", None, False)):
+        scn = Scenario(model="llama2-7b", gpu=gpu, node=node, gpus=8, tp=8, micro_batch=1, global_batch=8,
+                       seq_len=2048, precision="bf16")
+        assert bool(build_inputs(scn, db)[2]["gemm_serial_epilogue"]) is serial
+    assert set(DEFAULT_PARAMS.gemm_epilogue_overlap_archs) == {"hopper", "blackwell"}

@@ -60,7 +60,7 @@ def test_interleaved_bubble_is_pp_minus_one_over_vp_m():
 def test_tp_volume_per_layer_is_four_all_reduces_of_the_activations(db):
     # Narayanan et al. SC'21: 2 all-reduces forward, 2 backward, of b s h elements each
     assert float(tp_volume_bytes_per_layer(2048, 12288, 2, 8)) == pytest.approx(2 * 2 * 7 / 8 * 2048 * 12288 * 2)
-    scn = _scn(recompute="selective", pp=1, vp=1, gpus=8, nodes=1, global_batch=1)
+    scn = _scn(recompute="selective", pp=1, vp=1, gpus=8, nodes=1, global_batch=1, tp_async_bwd=False)
     out = evaluate(stack_rows([_row(db, scn)]), DEFAULT_PARAMS)
     row = _row(db, scn)
     one_ar = C.collective_time_s(C.ALL_REDUCE, 2048 * 12288 * 2.0, 8, 1, row["intra_busbw_bytes_per_s"],
@@ -71,6 +71,11 @@ def test_tp_volume_per_layer_is_four_all_reduces_of_the_activations(db):
                                  tree_busbw_frac=DEFAULT_PARAMS.tree_busbw_frac)[0]
     # 96 layers x 4 all-reduces, plus the embedding's and the head's one each way
     assert float(out["tp_comm_exposed_s"][0]) == pytest.approx(float(one_ar) * (96 * 4 + 2))
+    # Megatron 2022: the two backward all-reduces run beside the (longer) weight-gradient GEMMs, costing their slowdown
+    out = evaluate(stack_rows([_row(db, scn.model_copy(update={"strategy": scn.strategy.model_copy(
+        update={"tp_async_bwd": True})}))]), DEFAULT_PARAMS)
+    slow = DEFAULT_PARAMS.overlap_slowdown_frac
+    assert float(out["tp_comm_exposed_s"][0]) == pytest.approx(float(one_ar) * (96 * (2 + 2 * slow) + 2))
 
 
 @pytest.mark.parametrize("t", [1, 2, 8])
@@ -269,3 +274,22 @@ def test_many_rows_take_the_column_path_with_the_same_numbers(db):
     for key in ("step_s", "tp_comm_exposed_s", "pp_bubble_s", "memory_per_gpu_bytes"):
         np.testing.assert_allclose(big[key][:2], small[key], rtol=1e-12)
         np.testing.assert_allclose(big[key][-2:], small[key], rtol=1e-12)
+
+
+def test_backward_tp_collectives_beside_the_gradient_gemms():
+    """Closed forms of tp_backward_s: synchronous (SC'21) every collective exposed, the extra all-gather of
+    sequence parallelism included; asynchronous (Megatron 2022) a collective shorter than its GEMM costs only the
+    GEMM's slowdown, a longer one also what outlasts the GEMM; the row-parallel all-gathers stay exposed."""
+    from gpusim.model.llm import beside_gemm_s, tp_backward_s
+
+    ar, ag, rs, slow = 0.8e-3, 0.4e-3, 0.4e-3, 0.5
+    g = dict(dgrad_qkv_s=1e-3, wgrad_qkv_s=1e-3, dgrad_up_s=1.2e-3, wgrad_up_s=1.2e-3, slowdown_frac=slow)
+    assert float(tp_backward_s(ar, ag, rs, False, False, **g)) == pytest.approx(2 * ar)
+    assert float(tp_backward_s(ar, ag, rs, True, False, **g)) == pytest.approx(4 * ag + 2 * rs)
+    assert float(tp_backward_s(ar, ag, rs, False, True, **g)) == pytest.approx(2 * slow * ar)
+    assert float(tp_backward_s(ar, ag, rs, True, True, **g)) == pytest.approx(2 * ag + slow * (2 * ag + 2 * rs))
+    # a collective longer than its GEMM: the excess is exposed, the GEMM slowed for the rest
+    assert float(beside_gemm_s(3e-3, 1e-3, slow)) == pytest.approx(2e-3 + slow * 1e-3)
+    # vectorised over the flags
+    np.testing.assert_allclose(tp_backward_s(ar, ag, rs, np.array([False, True]), np.array([True, False]), **g),
+                               [2 * slow * ar, 4 * ag + 2 * rs])

@@ -25,7 +25,7 @@ def test_every_row_is_predicted_and_fits(results):
 def test_table5_step_times(results):
     s = V.summarize(results)[V.TABLE5]
     assert s["predicted"] == 8
-    assert s["mean_ape"] <= 0.06 and s["max_ape"] <= 0.10
+    assert s["mean_ape"] <= 0.035 and s["max_ape"] <= 0.08  # the bar (1.7% and 4.4% when written)
 
 
 def test_table1_tflops_per_gpu(results):
