@@ -236,8 +236,9 @@ PROVENANCE: dict[str, str] = {
                           "weight-gradient GEMM's fp32 accumulation read after the main loop on Ampere "
                           "(gemm_epilogue_overlap_archs; Table 5 mean 4.3% -> 2.0%, max 8.9% -> 4.4%) and the "
                           "backward TP collectives beside the gradient GEMMs (Strategy.tp_async_bwd, off for the "
-                          "SC'21 rows like the fusion; Table 5 mean 2.0% -> 1.7%; Table 4 per layer within 2.2% for "
-                          "all five variants, from +5% for the non-sp ones). Table 1 is unchanged (median 5.0%)",
+                          "SC'21 rows like the fusion; Table 5 mean 2.0% -> 1.7%). Table 4's per-layer times were used as "
+                          "recalled from the paper, not from a file in this repository (unverified; they are not a "
+                          "test). Table 1 is unchanged (median 5.0%)",
     "layer_kind_eff_frac": "engineering estimate: convolutions and attention reach a lower fraction of peak than "
                            "large GEMMs (calibrate with a DDP-step profile)",
     "mem_eff_frac": "engineering estimate: eager PyTorch elementwise and normalisation kernels (forward and backward) "
