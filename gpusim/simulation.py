@@ -492,19 +492,22 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
-    from gpusim.search import check_cp, check_ep, padded_layers  # [issue 12] cp and ep rules, uneven stages
+    from gpusim.search import check_cp, check_dualpipe, check_ep, padded_layers  # [issue 12] cp, ep, uneven
 
     check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
              domain=nvlink_domain_gpus(hw))
     model_par = st.tp * st.pp * st.cp
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
+             ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
              dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
-    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
+    lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,
                                global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
                                n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
+    check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
+    return spec, lay
 
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
@@ -655,6 +658,7 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
                                 accum=max(1, st.global_batch // (st.per_gpu_batch * scn.gpus)))
     if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
         return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, ep=1, expert_tp=1, global_batch=None, accum=1,
+                                ep_overlap="none",  # [issue 12] (no pipeline, no all-to-all to overlap)
                                 recompute=scn.strategy.recompute_mode)
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
 
