@@ -22,6 +22,7 @@ from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
 from gpusim.model.context import CP_KINDS
+from gpusim.workload.flops import model_fwd_flop_per_sample
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
                                  intra_node_busbw)
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
@@ -442,7 +443,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
     row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
     row.update({
         "peak_flop_per_s": peak_for(hw.gpu, pr),
-        "params": float(workload.params), "fwd_flop_per_sample": float(workload.fwd_flop_per_sample),
+        "params": float(workload.params), "fwd_flop_per_sample": model_fwd_flop_per_sample(workload),  # MFU's count
         "act_bytes_per_sample": float(workload.act_bytes_per_sample),
         "act_ckpt_bytes_per_sample": float(workload.act_ckpt_bytes_per_sample),
         "act_block_bytes_per_sample": _block_bytes(workload),
