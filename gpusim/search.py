@@ -551,6 +551,8 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
 
     spec = transformer_of(wl)
     pins = pins or Pins()
+    if pins.moe_options() and not getattr(spec, "n_experts", 0):  # [issue 12] an error, not a reason on every row
+        check_ep(spec, ep=1, **pins.moe_options())
     chunk_rows = chunk_rows or CHUNK_ROWS
     seq = int(wl.tokens_per_sample)
     ht = _resolve_hw(wl, options, counts_per_option, db, params)
@@ -688,7 +690,12 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                           sp=np.zeros(len(bi), dtype=bool), recompute=lay["recompute"][bi],
                           n_layers=np.full(len(bi), float(spec.n_layers)),
                           model_layers=np.full(len(bi), float(spec.n_layers)), llm=np.ones(len(bi), dtype=bool))
-        single[with_best] = evaluate(one, params)["step_s"] / lay["micro_batch"][bi]  # seconds per sequence
+        one = one.replace(ep_overlap=np.zeros(len(bi)))  # [issue 12] (one GPU: no pipeline, no all-to-all)
+        res1 = evaluate(one, params)
+        # a one-GPU reference that does not fit in one GPU's memory is no reference: speedup and efficiency n/a
+        # (NaN) rather than a 300% "efficiency" against a GPU that cannot hold the model (a 671B MoE)
+        single[with_best] = np.where(np.asarray(res1["fits_in_memory"], dtype=bool),
+                                     res1["step_s"] / lay["micro_batch"][bi], np.nan)  # seconds per sequence
     # ---- one table row per hardware row --------------------------------------------------------------------
     recs = []
     for h in range(H):
