@@ -134,6 +134,10 @@ class ModelParams(BaseModel):
     ep_a2a_overlap_frac: float = _F(default=0.0, ge=0, le=1,
                                     description="fraction of the MoE dispatch/combine all-to-alls hidden under another "
                                                 "micro-batch's compute (0: Megatron-Core's default, no A2A overlap)")
+    ep_comm_sms: float = _F(default=20.0, ge=0, le=1024,
+                            description="SMs the expert-parallel communication kernels hold while they run under "
+                                        "another micro-batch's compute (ep_overlap 1f1b / dualpipe): that compute "
+                                        "runs on the rest")
     pp_p2p_overlap_frac: float = _F(default=0.0, ge=0, le=1,
                                     description="fraction of the steady-state pipeline sends hidden under compute "
                                                 "(Megatron-LM --overlap-p2p-comm; 0 = off, its default)")
@@ -218,6 +222,9 @@ PROVENANCE: dict[str, str] = {
     "ep_a2a_overlap_frac": "Megatron-Core's default runs the token dispatcher's all-to-alls on the compute stream "
                            "(exposed); DeepSeek-V3's DualPipe (DeepSeek-AI 2024, section 3.2.1) and Megatron-Core's "
                            "EP A2A overlap hide nearly all of it under another micro-batch's compute: set ~1 for those",
+    "ep_comm_sms": "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', section 3.2.2: 20 of the H800's 132 SMs are "
+                   "dedicated to the dispatch/combine communication while it overlaps computation (DeepEP's "
+                   "normal kernels default to the same 20)",
     "pp_p2p_overlap_frac": "Megatron-LM's default (--overlap-p2p-comm off): sends and receives between stages "
                            "block the schedule",
     "gemm_ceiling_flop_per_s": "set by calibration (the GEMM sweep's fitted ceiling per precision); empty by default: "

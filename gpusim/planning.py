@@ -1104,7 +1104,8 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
     if r.get("layout"):  # [issue 12] why this layout beats the next best on the same hardware
         reasons.append(f"layout {r['layout_why']}")
     eff = r["scaling_efficiency_frac"]
-    reasons.append((f"scaling efficiency {eff:.0%}, " if eff == eff else "") + f"MFU {r['mfu_frac']:.0%}, bottleneck: "
+    reasons.append((f"scaling efficiency {eff:.0%}, " if eff == eff else "scaling efficiency n/a (one GPU cannot "
+                    "hold the model: no one-GPU reference), " if r.get("layout") else "") + f"MFU {r['mfu_frac']:.0%}, bottleneck: "
                    f"{r['bottleneck']}; {goodput_text(r)}")
     reasons.append(f"memory per GPU {r['memory_per_gpu_bytes'] / units.GIB:.1f} of "
                    f"{r['memory_capacity_bytes'] / units.GIB:.0f} GiB")

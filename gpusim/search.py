@@ -23,6 +23,7 @@ highest tokens per second (ties: less memory).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -53,8 +54,9 @@ REASONS = ("", "tp does not divide the attention heads", "the K/V heads cannot b
            "tp crosses the NVLink domain", "the sequence is not divisible by 2 x cp (load-balanced ring)",
            "cp needs FlashAttention", "vp needs pp > 1",
            "micro-batch x dp does not divide the global batch",
-           "interleaving needs the micro-batches per step to be a multiple of pp", "does not fit in GPU memory")
-OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_MEMORY = range(len(REASONS))
+           "interleaving needs the micro-batches per step to be a multiple of pp",
+           "dualpipe needs an even pp, vp 1 and an even number of micro-batches >= pp", "does not fit in GPU memory")
+OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_DUALPIPE, R_MEMORY = range(len(REASONS))
 
 
 def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None) -> None:
@@ -73,11 +75,14 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
 
 
 def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
+             ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
              dp: int | None = None) -> None:
     """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
     The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
     moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
-                                                                               capacity is not None)) if on]
+                                                                               capacity is not None),
+                                 ("ep_overlap", ep_overlap != "none"), ("moe_dispatcher", moe_dispatcher != "alltoall"),
+                                 ("ep_fp8_dispatch", ep_fp8_dispatch)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
             flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
@@ -96,12 +101,39 @@ def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None
         raise ScenarioError(f"impossible expert parallelism (ep {ep}, expert-tp {expert_tp}): " + "; ".join(problems))
 
 
+def check_dualpipe(ep_overlap: str, *, pp: int, vp: int, n_micro: int) -> None:
+    """DualPipe's rules (the search's R_DUALPIPE): an even number of stages, no interleaving, an even number of
+    micro-batches, at least pp (DeepSeek-V3 section 3.2.1; deepseek-ai/DualPipe: "the pipeline stages and
+    micro-batches be divisible by 2", fed from both ends); raises ScenarioError."""
+    if ep_overlap != "dualpipe":
+        return
+    problems = []
+    if pp < 2 or pp % 2:
+        problems.append(f"an even number of pipeline stages (pp 2, 4, ...; got pp {pp})")
+    if vp > 1:
+        problems.append(f"no interleaving (vp 1; got vp {vp})")
+    if n_micro % 2 or n_micro < pp:
+        problems.append(f"an even number of micro-batches per step, at least pp = {pp} (got {n_micro}: raise "
+                        f"--global-batch or lower --micro-batch)")
+    if problems:
+        raise ScenarioError("dualpipe needs " + "; ".join(problems) + " (--ep-overlap 1f1b overlaps the all-to-all "
+                            "without DualPipe)")
+
+
 def moe_fields(spec, strategy) -> dict:
     """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""
     if not getattr(spec, "n_experts", 0):
         return {}
+    from gpusim.model.dualpipe import EP_OVERLAPS
+    from gpusim.model.experts import DISPATCHERS
+
     cap = strategy.moe_capacity_factor if strategy.moe_capacity_factor is not None else spec.moe_capacity_factor
+    groups = getattr(spec, "moe_n_groups", None)
+    limit = getattr(spec, "moe_topk_groups", None)
     return {"ep": float(strategy.ep), "expert_tp": float(strategy.expert_tp),
+            "ep_overlap": EP_OVERLAPS[strategy.ep_overlap], "moe_dispatcher": DISPATCHERS[strategy.moe_dispatcher],
+            "ep_fp8_dispatch": bool(strategy.ep_fp8_dispatch),
+            "moe_n_groups": float(groups or 1), "moe_topk_groups": float(limit) if limit else float("inf"),
             "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
@@ -152,6 +184,30 @@ class Pins:
     ep: int | None = None
     micro_batch: int | None = None
     recompute: str | None = None
+    # [issue 12] the MoE all-to-all's options (not searched: None is the default system's, Megatron-Core's)
+    ep_overlap: str | None = None
+    moe_dispatcher: str | None = None
+    ep_fp8_dispatch: bool | None = None
+
+    def moe_options(self) -> dict:
+        """The MoE options set here, as Strategy fields."""
+        return {k: v for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")
+                if (v := getattr(self, k)) not in (None, False, "none", "alltoall")}
+
+    def moe_option_fields(self) -> dict:
+        """The row fields (gpusim.model.step.StepInputs) of :meth:`moe_options`."""
+        from gpusim.model.dualpipe import EP_OVERLAPS
+        from gpusim.model.experts import DISPATCHERS
+
+        o = self.moe_options()
+        out = {}
+        if "ep_overlap" in o:
+            out["ep_overlap"] = EP_OVERLAPS[o["ep_overlap"]]
+        if "moe_dispatcher" in o:
+            out["moe_dispatcher"] = DISPATCHERS[o["moe_dispatcher"]]
+        if "ep_fp8_dispatch" in o:
+            out["ep_fp8_dispatch"] = True
+        return out
 
 
 def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, n_kv_heads: int, seq_len: int,
@@ -163,6 +219,9 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     n, L = int(n_gpus), int(n_layers)
     if pins.ep not in (None, 1) and not n_experts:
         raise ScenarioError(f"ep {pins.ep} applies to mixture-of-experts models; this model is dense (drop --ep)")
+    if pins.moe_options() and not n_experts:
+        flags = ", ".join("--" + k.replace("_", "-") for k in pins.moe_options())
+        raise ScenarioError(f"{flags} applies to mixture-of-experts models; this model is dense (drop {flags})")
 
     def pick(pin, values):
         return [pin] if pin is not None else values
@@ -206,7 +265,9 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
               ((tp > domain) & (pins.tp is None), R_DOMAIN),
               ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
               ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
-              ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE))
+              ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE),
+              ((pins.ep_overlap == "dualpipe") & ((pp % 2 != 0) | (vp > 1) | (n_micro % 2 != 0) | (n_micro < pp)),
+               R_DUALPIPE))
     for bad, code in reversed(checks):  # the first rule broken wins
         reason = np.where(bad, code, reason)
     layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
@@ -214,14 +275,18 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
             "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
 
 
-def _base_row(scenario, hw, wl, params) -> dict:
-    """The scenario's model row at tp = pp = cp = 1 (the layout fields are replaced per layout)."""
+def _base_row(scenario, hw, wl, params, pins: Pins | None = None) -> dict:
+    """The scenario's model row at tp = pp = cp = 1 (the layout fields are replaced per layout), with the MoE
+    options of ``pins`` (the scenario's where ``pins`` leaves them unset)."""
     from gpusim.simulation import scenario_row
 
+    st = scenario.strategy
+    opts = Pins(**{k: getattr(st, k) for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")}
+                | (pins or Pins()).moe_options())
     base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, ep=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
-                                 recompute="none", kind="zero1" if scenario.strategy.kind not in ("ddp", "zero1")
-                                 else scenario.strategy.kind)
-    return scenario_row(base, hw, wl, params)
+                                 recompute="none", kind="zero1" if st.kind not in ("ddp", "zero1") else st.kind,
+                                 ep_overlap="none")  # (DualPipe's rules hold per layout: see enumerate_layouts)
+    return {**scenario_row(base, hw, wl, params), **opts.moe_option_fields()}
 
 
 def layout_inputs(base: dict, lay: dict[str, np.ndarray]):
@@ -267,12 +332,15 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
     gb = int(global_batch or scenario.strategy.global_batch or 0)
     if gb < 1:
         raise ScenarioError("the layout search holds the global batch fixed: give --global-batch (sequences per step)")
+    pins = pins or Pins()
+    if pins.ep_overlap is None and scenario.strategy.ep_overlap != "none":
+        pins = dataclasses.replace(pins, ep_overlap=scenario.strategy.ep_overlap)
     lay = enumerate_layouts(n_gpus=hw.n_gpus, domain=nvlink_domain_gpus(hw), n_layers=spec.n_layers,
                             n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
-                            global_batch=gb, flash=bool(spec.flash_attention), pins=pins or Pins(),
+                            global_batch=gb, flash=bool(spec.flash_attention), pins=pins,
                             micro_batches=micro_batches, recomputes=recomputes)
-    return evaluate_layouts(lay, _base_row(scenario, hw, wl, params), hw.gpu.memory_bytes, params, evaluate)
+    return evaluate_layouts(lay, _base_row(scenario, hw, wl, params, pins), hw.gpu.memory_bytes, params, evaluate)
 
 
 def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
@@ -483,6 +551,8 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
 
     spec = transformer_of(wl)
     pins = pins or Pins()
+    if pins.moe_options() and not getattr(spec, "n_experts", 0):  # [issue 12] an error, not a reason on every row
+        check_ep(spec, ep=1, **pins.moe_options())
     chunk_rows = chunk_rows or CHUNK_ROWS
     seq = int(wl.tokens_per_sample)
     ht = _resolve_hw(wl, options, counts_per_option, db, params)
@@ -510,7 +580,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         if isinstance(b, str):
             why_not[h] = b
             continue
-        base_rows[h] = {**b, **ht.rows[h]}
+        base_rows[h] = {**b, **ht.rows[h], **pins.moe_option_fields()}  # [issue 12] MoE options
         prec[h] = pr
     # ---- every layout of every hardware row ------------------------------------------------------------
     # Enumerated once per (GPUs, NVLink domain); the lower bound of the states once per enumeration and the base-row
@@ -620,7 +690,12 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                           sp=np.zeros(len(bi), dtype=bool), recompute=lay["recompute"][bi],
                           n_layers=np.full(len(bi), float(spec.n_layers)),
                           model_layers=np.full(len(bi), float(spec.n_layers)), llm=np.ones(len(bi), dtype=bool))
-        single[with_best] = evaluate(one, params)["step_s"] / lay["micro_batch"][bi]  # seconds per sequence
+        one = one.replace(ep_overlap=np.zeros(len(bi)))  # [issue 12] (one GPU: no pipeline, no all-to-all)
+        res1 = evaluate(one, params)
+        # a one-GPU reference that does not fit in one GPU's memory is no reference: speedup and efficiency n/a
+        # (NaN) rather than a 300% "efficiency" against a GPU that cannot hold the model (a 671B MoE)
+        single[with_best] = np.where(np.asarray(res1["fits_in_memory"], dtype=bool),
+                                     res1["step_s"] / lay["micro_batch"][bi], np.nan)  # seconds per sequence
     # ---- one table row per hardware row --------------------------------------------------------------------
     recs = []
     for h in range(H):

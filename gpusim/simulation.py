@@ -22,6 +22,7 @@ from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, IntraTopology, Link, Node
 from gpusim.model import comm as C
 from gpusim.model.context import CP_KINDS
+from gpusim.workload.flops import model_fwd_flop_per_sample
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
                                  intra_node_busbw)
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
@@ -442,7 +443,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
     row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
     row.update({
         "peak_flop_per_s": peak_for(hw.gpu, pr),
-        "params": float(workload.params), "fwd_flop_per_sample": float(workload.fwd_flop_per_sample),
+        "params": float(workload.params), "fwd_flop_per_sample": model_fwd_flop_per_sample(workload),  # MFU's count
         "act_bytes_per_sample": float(workload.act_bytes_per_sample),
         "act_ckpt_bytes_per_sample": float(workload.act_ckpt_bytes_per_sample),
         "act_block_bytes_per_sample": _block_bytes(workload),
@@ -492,19 +493,22 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
-    from gpusim.search import check_cp, check_ep, padded_layers  # [issue 12] cp and ep rules, uneven stages
+    from gpusim.search import check_cp, check_dualpipe, check_ep, padded_layers  # [issue 12] cp, ep, uneven
 
     check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
              domain=nvlink_domain_gpus(hw))
     model_par = st.tp * st.pp * st.cp
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
+             ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
              dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
-    return spec, Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
+    lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,
                                global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
                                n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
+    check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
+    return spec, lay
 
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
@@ -656,6 +660,7 @@ def single_gpu_scenario(scn: Scenario) -> Scenario:
                                 accum=max(1, st.global_batch // (st.per_gpu_batch * scn.gpus)))
     if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
         return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, ep=1, expert_tp=1, global_batch=None, accum=1,
+                                ep_overlap="none",  # [issue 12] (no pipeline, no all-to-all to overlap)
                                 recompute=scn.strategy.recompute_mode)
     return scn.with_changes(gpus=1, nodes=1, kind=kind)
 

@@ -141,6 +141,18 @@ class Strategy(FiniteModel):
     moe_capacity_factor: float | None = Field(default=None, gt=0, le=64, description="MoE expert capacity as a "
                                               "multiple of the balanced load (experts padded to it); default the "
                                               "model's (dropless)")
+    # [issue 12] how the expert-parallel all-to-all runs (gpusim.model.dualpipe, gpusim.model.experts)
+    ep_overlap: Literal["none", "1f1b", "dualpipe"] = Field(
+        default="none", description="MoE all-to-all schedule: none (Megatron-Core's default: on the compute stream), "
+        "1f1b (Megatron-Core --overlap-moe-expert-parallel-comm: under another micro-batch's compute in 1F1B's steady "
+        "state) or dualpipe (DeepSeek-V3's bidirectional pipeline: every chunk overlapped, a smaller bubble, two "
+        "copies of the parameters)")
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
+        default="alltoall", description="MoE token dispatcher: alltoall (Megatron-Core's default: one NCCL "
+        "all-to-all of every token copy) or deepep (DeepSeek-V3 / DeepEP: once per node over InfiniBand, forwarded "
+        "over NVLink)")
+    ep_fp8_dispatch: bool = Field(default=False, description="MoE dispatch in FP8 with 1x128 scales when the layers "
+                                  "train in fp8 (DeepSeek-V3 section 3.3; combine stays bf16)")
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")
@@ -187,7 +199,8 @@ class Strategy(FiniteModel):
     def is_llm(self) -> bool:
         """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
-                or self.moe_capacity_factor is not None or self.recompute is not None)
+                or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
+                or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch)
 
     @property
     def micro_batch(self) -> int:

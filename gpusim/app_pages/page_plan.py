@@ -143,7 +143,9 @@ if best:
     c[0].metric("Time to train", units.format_duration(best["time_to_train_s"]), help=band_text or None)
     c[1].metric("Cost", shell.fmt_usd(best["cost_usd"]), help=f"{best['cost_usd']:,.0f} USD")
     c[2].metric(f"GPUs ({best['gpu']})", f"{best['n_gpus']:,}", help=f"{best['nodes']} x {best['node']}")
-    c[3].metric("Scaling efficiency", f"{best['scaling_efficiency_frac']:.0%}")
+    eff = best.get("scaling_efficiency_frac")
+    c[3].metric("Scaling efficiency", "n/a" if eff is None or eff != eff else f"{eff:.0%}",
+                help="n/a: one GPU cannot hold the model, so there is no one-GPU reference")
     c[4].metric("MFU", f"{best['mfu_frac']:.0%}")
     c[5].metric("Goodput", f"{best['goodput_frac']:.0%}", help="useful training time / wall time, after "
                                                               "checkpoints, evaluation and expected failures")

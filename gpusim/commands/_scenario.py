@@ -95,15 +95,32 @@ def add_layout_args(p) -> None:
     g.add_argument("--moe-capacity-factor", type=strategy_type("moe_capacity_factor"),
                    help="expert capacity as a multiple of the balanced load (tokens beyond it dropped, experts "
                         "padded to it); default the model's (dropless)")
+    add_moe_args(g)
     g.add_argument("--cp-comm", choices=("ring", "all-gather"),
                    help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
 
 
+#: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
+MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")
+
+
+def add_moe_args(g) -> None:
+    """The MoE all-to-all's flags (predict, sweep, plan): schedule, dispatcher, FP8 dispatch."""
+    g.add_argument("--ep-overlap", choices=("none", "1f1b", "dualpipe"),
+                   help="MoE all-to-all schedule: none (default, Megatron-Core's), 1f1b (Megatron-Core "
+                        "--overlap-moe-expert-parallel-comm) or dualpipe (DeepSeek-V3's bidirectional pipeline)")
+    g.add_argument("--moe-dispatcher", choices=("alltoall", "deepep"),
+                   help="MoE token dispatcher: alltoall (default, one NCCL all-to-all) or deepep (DeepSeek-V3: "
+                        "once per node over InfiniBand, forwarded over NVLink, node-limited routing)")
+    g.add_argument("--ep-fp8-dispatch", action="store_true", default=None,
+                   help="with --precision fp8: dispatch in FP8 (1x128 scales), combine in bf16 (DeepSeek-V3)")
+
+
 def layout_kwargs(args) -> dict:
     out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm",
-                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor")}
+                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor", *MOE_OPTIONS)}
     if getattr(args, "force_tp", False):
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):

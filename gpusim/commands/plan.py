@@ -33,7 +33,7 @@ def register(sub) -> None:
 
     from gpusim import units
     from gpusim.checks import Bound
-    from gpusim.commands._scenario import scenario_type, strategy_type
+    from gpusim.commands._scenario import add_moe_args, scenario_type, strategy_type
 
     p = sub.add_parser(
         "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
@@ -106,6 +106,7 @@ def register(sub) -> None:
     for flag, what in (("--tp", "tensor-parallel degree"), ("--pp", "pipeline stages"), ("--vp", "chunks per stage"),
                        ("--cp", "context-parallel degree"), ("--ep", "expert-parallel degree")):
         lg.add_argument(flag, type=strategy_type(flag[2:]), help=f"pin the {what} of the layout search")
+    add_moe_args(lg)  # [issue 12]
     lg.add_argument("--no-layout-search", action="store_true", help="data-parallel strategies only")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
@@ -187,7 +188,10 @@ def cmd_plan(args) -> int:
         kw["checkpointing"] = (False,)
     if args.workers is not None:
         kw["num_workers"] = args.workers
-    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep") if getattr(args, k, None) is not None}
+    from gpusim.commands._scenario import MOE_OPTIONS
+
+    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep", *MOE_OPTIONS)
+            if getattr(args, k, None) is not None}
     if pins:  # [issue 12]
         from gpusim.search import Pins
 

@@ -36,10 +36,13 @@ def cmd_sweep(args) -> int:
     from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
 
     chosen_gb = not args.global_batch
-    pinned = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "cp", "ep", "recompute")}
+    from gpusim.commands._scenario import MOE_OPTIONS
+
+    searched = ("tp", "pp", "vp", "cp", "ep", "recompute", *MOE_OPTIONS)  # [issue 12] MoE options ride on the pins
+    pinned = {k: getattr(args, k, None) for k in searched}
     pins = Pins(micro_batch=args.per_gpu_batch, **pinned)
     # the scenario itself is built at tp = pp = cp = 1 (the search replaces the degrees)
-    for k in ("tp", "pp", "vp", "cp", "ep", "recompute"):
+    for k in searched:
         setattr(args, k, None)
     if args.per_gpu_batch is None:
         args.per_gpu_batch = 1

@@ -21,10 +21,20 @@ Technical Report" 2024 for shared and fine-grained experts):
 - **Load imbalance**: every MoE layer's all-to-all waits for the busiest rank of the EP group, which computes
   and receives more than the mean; see :func:`busiest_rank_load`.
 - **Shared experts** run on every token like a dense FFN of width ``n_shared f_s`` split over tp.
-- **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); with
-  ``--moe-a2a-overlap`` style 1F1B overlap (Megatron-Core "EP A2A overlap", after DeepSeek-V3's DualPipe, section
-  3.2.1, which hides the all-to-all of one micro-batch under the computation of another) a fraction
-  ``ep_a2a_overlap_frac`` of it hides. Default 0: Megatron-Core's default.
+- **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); a fixed fraction
+  ``ep_a2a_overlap_frac`` of it (a calibration's figure, default 0) hides here. The schedules that hide it under
+  another micro-batch's compute (Megatron-Core's EP A2A overlap, DeepSeek-V3's DualPipe) are the scenario's
+  ``ep_overlap`` and act on the step (:mod:`gpusim.model.dualpipe`).
+- **Dispatcher** (``moe_dispatcher``): Megatron-Core's default ``alltoall`` dispatcher sends every token copy
+  to its expert's rank with one NCCL all-to-all. DeepSeek-V3's (section 3.2.2; its open-source DeepEP library,
+  Megatron-Core ``--moe-token-dispatcher-type flex --moe-enable-deepep``) is hierarchical: a token goes over
+  InfiniBand once per node it is routed to (to the GPU of the same in-node index), and is forwarded over NVLink
+  to the experts there, the two overlapped: :func:`hierarchical_dispatch_s`. With node-limited routing
+  (DeepSeek-V3 section 2.1.2: at most ``M = 4`` nodes per token, the config's ``topk_group`` of ``n_group``
+  groups) the nodes hit are at most ``M``.
+- **FP8 dispatch** (``ep_fp8_dispatch``, DeepSeek-V3 section 3.3): when the layers train in FP8 the dispatch
+  (forward) and the activation gradients before the down-projections (backward) travel in FP8 with one fp32
+  scale per 1x128 tile; both combines stay in bf16.
 
 The all-to-all is the collectives model's (:data:`gpusim.model.comm.ALL_TO_ALL`, NCCL's point-to-point
 all-to-all: busbw factor ``(n - 1)/n``, the ``(n - d)/n`` of each rank's buffer that leaves its group of ``d``
@@ -93,6 +103,59 @@ def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan
 def a2a_bytes_per_layer(tokens, top_k, d_model, elem_bytes):
     """Bytes one rank puts into one dispatch (or combine) all-to-all: ``tokens x top_k x h x e``."""
     return _f(tokens) * _f(top_k) * _f(d_model) * elem_bytes
+
+
+DISPATCHERS = {"alltoall": 0, "deepep": 1}
+ALLTOALL, DEEPEP = 0, 1
+#: bytes per element of an FP8 dispatch: E4M3 + one fp32 scale per 1x128 tile (DeepSeek-V3 section 3.3.2)
+FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128.0
+
+
+def expected_distinct_nodes(top_k, n_experts, n_nodes, max_nodes=np.inf):
+    """Expected number of distinct nodes a token's ``top_k`` experts fall on, ``E`` experts spread evenly over
+    ``N`` nodes, the experts a uniform ``k``-subset: ``N (1 - C(E - E/N, k) / C(E, k))`` (the chance a node holds
+    none of the ``k``, by linearity of expectation), at most ``max_nodes`` (node-limited routing, DeepSeek-V3
+    section 2.1.2). ``C(E - E/N, k) / C(E, k) = prod_{i<k} (E - E/N - i) / (E - i)``, evaluated with log-gamma."""
+    from scipy.special import gammaln
+
+    k, E, N = _f(top_k), _f(n_experts), np.maximum(_f(n_nodes), 1.0)
+    rest = E - E / N  # experts on the other nodes
+    with np.errstate(invalid="ignore"):
+        log_none = gammaln(rest + 1.0) - gammaln(rest - k + 1.0) - gammaln(E + 1.0) + gammaln(E - k + 1.0)
+    p_none = np.where(rest >= k, np.exp(log_none), 0.0)
+    return np.minimum(N * (1.0 - p_none), np.maximum(_f(max_nodes), 1.0))
+
+
+def max_nodes_of_groups(topk_groups, n_groups, n_nodes):
+    """Nodes a token may reach when it may use ``topk_groups`` of ``n_groups`` expert groups (DeepSeek-V3's
+    ``topk_group`` of ``n_group``) and the EP group spans ``n_nodes`` nodes: a group spans ``n_nodes / n_groups``
+    nodes when there are more nodes than groups, one otherwise (groups aligned with nodes, as V3's 8 groups on
+    its 8-node EP group). ``inf`` (no limit) where ``topk_groups`` is not finite."""
+    M, G, N = _f(topk_groups), np.maximum(_f(n_groups), 1.0), _f(n_nodes)
+    return np.where(np.isfinite(M), M * np.maximum(N / G, 1.0), np.inf)
+
+
+def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_bytes, ep, n_nodes, max_nodes,
+                            nic_bytes_per_s):
+    """One hierarchical (DeepEP-style) dispatch or combine of one rank: ``(time_s, ib_bytes, nvlink_bytes)``.
+
+    DeepSeek-V3 section 3.2.2: a token is sent over InfiniBand once to every *other* node it is routed to (the
+    expected distinct nodes of :func:`expected_distinct_nodes` times ``(N - 1)/N``, the own node's share being
+    reached over NVLink), ``tokens x that x h x e`` bytes through the GPU's share of the NICs; on arrival (and for
+    the own node) its copies are forwarded over NVLink to the GPUs of their experts, ``tokens k h e (r - 1)/r`` per
+    GPU for ``r = ep / N`` EP ranks per node. DeepEP overlaps the two (a token forwarded while the next arrives),
+    so the time is the larger. ``coll(kind, size, ranks, nodes[, inter])`` is the collectives model: the
+    InfiniBand part is a :data:`~gpusim.model.comm.SEND_RECV` of the deduplicated bytes on the NIC share, the
+    NVLink part an in-node :data:`~gpusim.model.comm.ALL_TO_ALL` over the ``r`` ranks."""
+    N = np.maximum(_f(n_nodes), 1.0)
+    r = _f(ep) / N
+    per_copy = _f(tokens) * _f(d_model) * elem_bytes
+    remote_nodes = expected_distinct_nodes(top_k, n_experts, N, max_nodes) * (N - 1.0) / N
+    ib_bytes = per_copy * remote_nodes
+    nvl_bytes = per_copy * _f(top_k)
+    ib = np.where(N > 1, coll(C.SEND_RECV, ib_bytes, 2.0, 2.0, _f(nic_bytes_per_s)), 0.0)
+    nvl = coll(C.ALL_TO_ALL, nvl_bytes, r, 1.0)
+    return np.maximum(ib, nvl), np.where(N > 1, ib_bytes, 0.0), nvl_bytes * (r - 1.0) / np.maximum(r, 1.0)
 
 
 def ep_ranks_in_domain(ep, etp, domain, n_gpus):
@@ -186,11 +249,27 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     shared_b = np.where(has_shared, s_up_b + s_dn_b + 2.0 * s_act, 0.0)
     moe_f = router_f + experts_f + shared_f
     moe_b = router_b + experts_b + shared_b
-    # all-to-all dispatch + combine (forward), twice that backward; expert-TP gathers and scatters the tokens
-    size = a2a_bytes_per_layer(n_tok, k, h, e) * load  # what the busiest rank receives (dispatch), sends (combine)
+    # all-to-all dispatch + combine (forward), the same backward (their gradients); expert-TP gathers and scatters
+    # the tokens. What the busiest rank receives (dispatch) and sends (combine) is ``load`` times the mean.
     a2a_nodes, a2a_inter = a2a_fabric(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]), g,
                                       x["inter_busbw_bytes_per_s"])
-    a2a = coll(C.ALL_TO_ALL, size, ep, a2a_nodes, a2a_inter)
+    fp8_disp = np.asarray(x.get("ep_fp8_dispatch", False), dtype=bool) & (np.asarray(x.get("fp8_mode", 0)) > 0)
+    e_disp = np.where(fp8_disp, FP8_DISPATCH_BYTES, e)
+    hier = (np.asarray(x.get("moe_dispatcher", ALLTOALL)) == DEEPEP) & (a2a_nodes > 1)
+    max_nodes = max_nodes_of_groups(x.get("moe_topk_groups", np.inf), x.get("moe_n_groups", 1.0), a2a_nodes)
+
+    def one_a2a(elem):
+        flat = coll(C.ALL_TO_ALL, a2a_bytes_per_layer(n_tok, k, h, elem) * load, ep, a2a_nodes, a2a_inter)
+        if not np.any(hier):
+            return flat
+        tree, _, _ = hierarchical_dispatch_s(coll, tokens=n_tok * load, top_k=k, n_experts=E, d_model=h,
+                                             elem_bytes=elem, ep=ep, n_nodes=a2a_nodes,
+                                             max_nodes=max_nodes, nic_bytes_per_s=a2a_inter / (ep / a2a_nodes))
+        return np.where(hier, tree, flat)
+
+    a2a_combine = one_a2a(e)
+    a2a_dispatch = np.where(fp8_disp, one_a2a(e_disp), a2a_combine) if np.any(fp8_disp) else a2a_combine
+    a2a = 0.5 * (a2a_dispatch + a2a_combine)
     etp_nodes = np.maximum(1.0, etp / domain)
     etp_comm = np.where(etp > 1, coll(C.REDUCE_SCATTER, routed_tokens * h * e, etp, etp_nodes)  # outputs
                         + coll(C.ALL_GATHER, routed_tokens * h * e, etp, etp_nodes), 0.0)  # inputs

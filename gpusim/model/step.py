@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from gpusim.model import comm as C
+from gpusim.model import dualpipe as EPO
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
 from gpusim.model.distinct import Distinct
@@ -185,6 +186,14 @@ class StepInputs:
     shared_ff_dim: np.ndarray = _one(0.0)
     moe_capacity: np.ndarray = _one(np.nan)  # capacity factor (experts padded to it); NaN: dropless
     moe_imbalance_frac: np.ndarray = _one(np.nan)  # busiest EP rank / mean - 1; NaN: from routing statistics
+    # [issue 12] the all-to-all's schedule (gpusim.model.dualpipe.EP_OVERLAPS), dispatcher
+    # (gpusim.model.experts.DISPATCHERS), node-limited routing (topk_group of n_group groups; inf: no limit) and
+    # FP8 dispatch
+    ep_overlap: np.ndarray = _one(0)
+    moe_dispatcher: np.ndarray = _one(0)
+    moe_topk_groups: np.ndarray = _one(np.inf)
+    moe_n_groups: np.ndarray = _one(1.0)
+    ep_fp8_dispatch: np.ndarray = _one(False)
     # [issue 12] FP8 (gpusim.model.fp8): recipe code, the FP8 matmul ceiling (NaN: a fraction of the peak) and the
     # 16-bit peak the rest of the model runs at (NaN: peak_flop_per_s)
     fp8_mode: np.ndarray = _one(0)
@@ -374,6 +383,10 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
             lt = llm_terms(_llm_inputs(inp, g, p), p)
+        if np.any(np.asarray(inp.ep_overlap) > 0):  # [issue 12] EP A2A overlap / DualPipe (gpusim.model.dualpipe)
+            lt = {**lt, **EPO.step_terms(inp.ep_overlap, lt, pp=pp, vp=inp.vp, n_micro=k,
+                                         sm_frac=p.ep_comm_sms / np.asarray(inp.sm_count, dtype=np.float64),
+                                         p2p_overlap_frac=p.pp_p2p_overlap_frac)}
         # a data-parallel group takes every tp-th rank (Megatron's rank order tp, dp, pp): its members share a
         # node as far as the node holds them, and the node's tp groups share its NICs
         dp_per_node = np.minimum(dp, np.maximum(g / tp, 1.0))
@@ -520,7 +533,8 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
-             "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac")
+             "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
+             "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch")
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))
@@ -549,6 +563,9 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
     for name, params_key, act_key in (("first", "first_params", "act_first_bytes"),
                                       ("last", "last_params", "act_last_bytes")):
         w, gr, o = stage_state_bytes(lt[params_key], stage, dp, **kw)
+        # [issue 12] DualPipe keeps two copies of the parameters (and their gradients): DeepSeek-V3 Table 2
+        copies = np.where(np.asarray(inp.ep_overlap) == EPO.DUALPIPE, EPO.PARAM_COPIES, 1.0)
+        w, gr = w * copies, gr * copies
         # [issue 12] routed experts' optimizer states shard over the expert-data-parallel group only,
         # dp x cp x tp / (ep x etp) ranks (Megatron-Core's expert data parallelism), not over dp x cp
         edp = np.maximum(dp * np.asarray(inp.tp, dtype=np.float64)
@@ -556,7 +573,9 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
         o = o + np.where(stage >= 1, lt["expert_params_per_stage"] * (inp.master_bytes_per_param
                                                                        + inp.opt_state_bytes_per_param)
                          * (1.0 / edp - 1.0 / np.maximum(dp, 1.0)), 0.0)
-        stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": lt[act_key],
+        act = lt[act_key] * (EPO.activation_mult(inp.ep_overlap, inp.pp) if name == "first" else 1.0)  # [issue 12]
+        # (DualPipe's first stage holds PP + 1 micro-batches; its rank's reverse-direction last stage is counted so)
+        stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": act,
                         "buffers": 0.0 * w, "overhead": overhead + 0.0 * w}
         stages[name]["total"] = sum(stages[name].values())
     first_fuller = stages["first"]["total"] >= stages["last"]["total"]

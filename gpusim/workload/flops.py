@@ -37,11 +37,23 @@ def _matmul_weights_per_token(spec: TransformerSpec) -> float:
         attn = 2 * h * spec.q_dim + 2 * h * spec.kv_dim
     n_mm = 3 if spec.gated_ffn else 2
     dense_ffn = n_mm * h * spec.ff_dim
-    moe_ffn = (n_mm * h * (spec.top_k * spec.expert_ff_dim * (spec.moe_capacity_factor or 1.0) + spec.shared_ff_dim)
+    # model FLOPs count the routed tokens only: capacity padding is work the hardware does, not the model's
+    moe_ffn = (n_mm * h * (spec.top_k * spec.expert_ff_dim + spec.shared_ff_dim)
                + h * spec.n_experts + (h if spec.shared_expert_gate and spec.n_shared_experts else 0.0))
     L_moe = spec.n_moe_layers
     head = h * spec.padded_vocab if spec.head == "lm" else 0.0
     return L * attn + (L - L_moe) * dense_ffn + L_moe * moe_ffn + head
+
+
+def model_fwd_flop_per_sample(workload) -> float:
+    """Forward model FLOPs of one sample of ``workload``: its FLOPs without the experts' capacity padding (a
+    capacity factor ``F`` pads the experts' GEMMs to ``F x`` the routed tokens, GShard/Switch: hardware work, not
+    model FLOPs, so MFU does not rise with ``F``). Equal to ``fwd_flop_per_sample`` for every other workload."""
+    cf = getattr(getattr(workload, "transformer", None), "moe_capacity_factor", None)
+    if not cf:
+        return float(workload.fwd_flop_per_sample)
+    experts = sum(g.fwd_flop_per_sample for g in workload.layers if g.name == "experts")
+    return float(workload.fwd_flop_per_sample - experts * (1.0 - 1.0 / cf))
 
 
 def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[str, float | str]:

@@ -226,6 +226,9 @@ def _deepseek(c: _Cfg, v3: bool) -> dict[str, Any]:
                     first_k_dense=c.int("first_k_dense_replace", 0, minimum=0, why="no dense layers first"),
                     moe_layer_freq=c.int("moe_layer_freq", 1, why="every layer after the dense ones"),
                     router_bias=v3)   # DeepSeek-V3's gate carries e_score_correction_bias
+        groups = c.opt_int("n_group")
+        if groups and groups > 1:  # group-limited routing (DeepSeek-V2/V3 "device/node-limited routing")
+            spec.update(moe_n_groups=groups, moe_topk_groups=c.int("topk_group"))
     if c.int("num_nextn_predict_layers", 0, minimum=0, why="no multi-token prediction module") and v3:
         c.assumptions.append("num_nextn_predict_layers: the multi-token-prediction module is not counted "
                              "(DeepSeek-V3's 671B excludes its 14B MTP weights)")

@@ -85,6 +85,10 @@ class TransformerSpec:
     moe_imbalance_frac : the busiest expert-parallel rank's load over the balanced load, minus 1, as a
         user's override (None: from the routing statistics, :func:`gpusim.model.experts.busiest_rank_load`).
         Kept here for the parallelism model; it does not change FLOPs per token.
+    moe_n_groups, moe_topk_groups : node-limited (group-limited) routing: the experts form ``moe_n_groups`` groups
+        and a token's top-k are chosen within its best ``moe_topk_groups`` (DeepSeek-V3's ``n_group`` 8 and
+        ``topk_group`` 4, section 2.1.2: at most 4 nodes per token). None: no limit. Used by the hierarchical
+        dispatcher (:func:`gpusim.model.experts.hierarchical_dispatch_s`); no effect on FLOPs.
 
     Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora_rank > 0`` turns it on):
 
@@ -156,6 +160,8 @@ class TransformerSpec:
     router_bias: bool = False
     moe_capacity_factor: float | None = None
     moe_imbalance_frac: float | None = None
+    moe_n_groups: int | None = None
+    moe_topk_groups: int | None = None
     # --- multi-head latent attention
     q_lora_rank: int | None = None
     kv_lora_rank: int = 0

@@ -74,3 +74,15 @@ def test_capacity_factor_pads_expert_work():
     padded = build_from_spec(dataclasses.replace(spec, moe_capacity_factor=1.25))
     assert _group(padded, "experts") == pytest.approx(1.25 * _group(w, "experts"), rel=1e-12)
     assert padded.params == w.params
+
+
+def test_capacity_padding_is_not_model_flops():
+    """[issue 12] Padding to capacity is hardware work: the 6N count and the MFU numerator count the routed tokens."""
+    from gpusim.workload.flops import model_fwd_flop_per_sample
+
+    spec = TransformerSpec(4, 64, 4, 100, 32, d_ff=128, gated_ffn=True, n_experts=8, top_k=2, flash_attention=True)
+    w = build_from_spec(spec)
+    padded = build_from_spec(dataclasses.replace(spec, moe_capacity_factor=1.25))
+    assert flops_per_token(padded.transformer) == flops_per_token(w.transformer)
+    assert model_fwd_flop_per_sample(padded) == pytest.approx(w.fwd_flop_per_sample, rel=1e-12)
+    assert padded.fwd_flop_per_sample > w.fwd_flop_per_sample  # (the hardware still computes the padding)

@@ -1,0 +1,177 @@
+"""[issue 12] The MoE all-to-all's schedule (ep_overlap: none | 1f1b | dualpipe), the hierarchical (DeepEP-style)
+dispatcher with node-limited routing, and FP8 dispatch: closed forms, properties through the model, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpusim.cli import main
+from gpusim.errors import ScenarioError
+from gpusim.model import dualpipe as EPO
+from gpusim.model import experts as EXP
+from gpusim.simulation import Scenario, simulate
+
+DSV3 = dict(model="deepseek-v3", seq_len=4096, gpu="h100-sxm", gpus=512, nodes=64, kind="zero1", global_batch=512,
+            per_gpu_batch=1, tp=1, pp=8, ep=64, recompute="full", uneven_pp=True, precision="fp8")
+
+
+# ---- closed forms ------------------------------------------------------------------------------------------------
+def test_expected_distinct_nodes_closed_form():
+    # DeepSeek-V3 on its 8-node EP group: 256 experts, 32 per node, top-8:
+    # 8 (1 - C(224, 8) / C(256, 8)) = 8 (1 - prod_{i<8} (224 - i) / (256 - i))
+    p_none = math.prod((224 - i) / (256 - i) for i in range(8))
+    assert float(EXP.expected_distinct_nodes(8, 256, 8)) == pytest.approx(8 * (1 - p_none), rel=1e-12)
+    assert float(EXP.expected_distinct_nodes(8, 256, 8)) == pytest.approx(5.295, abs=0.001)  # (0.875^8: 5.25)
+    # with the node limit M = 4 (topk_group 4 of n_group 8): at most 4
+    assert float(EXP.expected_distinct_nodes(8, 256, 8, 4)) == 4.0
+    # one node: one; top-1: one; k experts on k or more nodes of one expert each: k
+    assert float(EXP.expected_distinct_nodes(8, 256, 1)) == pytest.approx(1.0)
+    assert float(EXP.expected_distinct_nodes(1, 256, 8)) == pytest.approx(1.0)
+    assert float(EXP.expected_distinct_nodes(4, 8, 8)) == pytest.approx(4.0)
+
+
+def test_node_limit_of_groups():
+    # V3's 8 groups on 8 nodes: 4 nodes; on 16 nodes a group spans 2: 8 nodes; no limit: inf
+    assert float(EXP.max_nodes_of_groups(4, 8, 8)) == 4.0
+    assert float(EXP.max_nodes_of_groups(4, 8, 16)) == 8.0
+    assert float(EXP.max_nodes_of_groups(4, 8, 2)) == 4.0
+    assert math.isinf(float(EXP.max_nodes_of_groups(np.inf, 1, 8)))
+
+
+def _coll_bytes(kind, size, ranks, nodes, inter=None):
+    """A stand-in for the collectives model: returns the bytes (what the dispatcher hands it)."""
+    return np.asarray(size, dtype=np.float64)
+
+
+def test_deduplicated_dispatch_volume_hand_worked():
+    # 4096 tokens, h 7168, bf16, top-8 of 256 experts on 8 nodes of 8 EP ranks, node limit 4: each token crosses
+    # InfiniBand to min(4, 5.25) x 7/8 = 3.5 other nodes, not 8 x 7/8 = 7 copies (flat all-to-all)
+    t, ib, nvl = EXP.hierarchical_dispatch_s(_coll_bytes, tokens=4096, top_k=8, n_experts=256, d_model=7168,
+                                             elem_bytes=2.0, ep=64, n_nodes=8, max_nodes=4, nic_bytes_per_s=50e9)
+    assert float(ib) == pytest.approx(4096 * 3.5 * 7168 * 2)
+    assert float(nvl) == pytest.approx(4096 * 8 * 7168 * 2 * 7 / 8)
+    flat_remote = 4096 * 8 * 7168 * 2 * 56 / 64
+    assert float(ib) == pytest.approx(flat_remote / 2)
+
+
+def test_fp8_dispatch_bytes():
+    # E4M3 plus one fp32 scale per 1x128 tile (DeepSeek-V3 section 3.3.2)
+    assert EXP.FP8_DISPATCH_BYTES == 1.0 + 4.0 / 128.0
+    assert float(EXP.a2a_bytes_per_layer(4096, 8, 7168, EXP.FP8_DISPATCH_BYTES)) == 4096 * 8 * 7168 * 1.03125
+
+
+def test_overlapped_pair_closed_form():
+    # comm 1 s under 4 s of compute with 20/132 of the SMs: all hidden, compute slowed by 20/132 of the 1 s
+    s = 20 / 132
+    exp, interf = EPO.overlapped_s(1.0, 4.0, s)
+    assert (float(exp), float(interf)) == pytest.approx((0.0, s))
+    # comm 10 s over 4 s of compute: the pair takes the communication's 10 s (4 s of compute hides 4 / (1 - s))
+    exp, interf = EPO.overlapped_s(10.0, 4.0, s)
+    assert float(exp) + float(interf) + 4.0 == pytest.approx(10.0)
+
+
+def test_dualpipe_bubble_closed_form():
+    # (PP/2 - 1)(F&B + B - 3W) with PP 16, F&B 3, B 2, W 1: 7 x 2 = 14 (1F1B: 15 x 3 = 45)
+    assert float(EPO.dualpipe_bubble_s(3.0, 2.0, 1.0, 16)) == 14.0
+    assert float(EPO.dualpipe_bubble_s(3.0, 2.0, 1.0, 2)) == 0.0
+
+
+def test_paired_fraction():
+    # 1F1B: pp - 1 warm-up forwards and cool-down backwards of the first stage run unpaired; pp 1: one
+    assert float(EPO.paired_frac(EPO.ONE_F_ONE_B, 16, 1, 64)) == pytest.approx(49 / 64)
+    assert float(EPO.paired_frac(EPO.ONE_F_ONE_B, 1, 1, 8)) == pytest.approx(7 / 8)
+    assert float(EPO.paired_frac(EPO.DUALPIPE, 16, 1, 64)) == 1.0
+    assert float(EPO.paired_frac(EPO.NONE, 16, 1, 64)) == 0.0
+
+
+# ---- properties ----------------------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 16), per_node=st.integers(1, 64), N=st.integers(1, 32), M=st.integers(1, 40))
+def test_node_limit_never_increases_inter_node_bytes(k, per_node, N, M):
+    E = per_node * N
+    k = min(k, E)
+    free = float(EXP.expected_distinct_nodes(k, E, N))
+    limited = float(EXP.expected_distinct_nodes(k, E, N, M))
+    assert limited <= free + 1e-12
+    assert free <= min(k, N) + 1e-9
+    if M >= N:
+        assert limited == free
+
+
+def _step(**kw):
+    return simulate(Scenario(**{**DSV3, **kw}))
+
+
+def test_overlap_is_never_slower_than_none():
+    none = _step()
+    one = _step(ep_overlap="1f1b")
+    dual = _step(ep_overlap="dualpipe")
+    assert one.step_s <= none.step_s
+    assert dual.step_s <= none.step_s
+    assert dual.breakdown_s["ep_comm_exposed_s"] < none.breakdown_s["ep_comm_exposed_s"]
+    assert dual.breakdown_s["pp_bubble_s"] < none.breakdown_s["pp_bubble_s"]
+    assert sum(dual.breakdown_s.values()) == pytest.approx(dual.step_s)
+    # DualPipe holds two copies of the parameters
+    assert dual.memory_per_gpu_bytes > none.memory_per_gpu_bytes
+
+
+def test_deepep_and_fp8_dispatch_never_slower_across_nodes():
+    flat = _step()
+    deep = _step(moe_dispatcher="deepep")
+    fp8 = _step(moe_dispatcher="deepep", ep_fp8_dispatch=True)
+    assert deep.breakdown_s["ep_comm_exposed_s"] < flat.breakdown_s["ep_comm_exposed_s"]
+    assert fp8.breakdown_s["ep_comm_exposed_s"] < deep.breakdown_s["ep_comm_exposed_s"]
+    # FP8 dispatch needs the layers in FP8: in bf16 the flag changes nothing
+    bf = _step(precision="bf16", moe_dispatcher="deepep")
+    bf8 = _step(precision="bf16", moe_dispatcher="deepep", ep_fp8_dispatch=True)
+    assert bf8.step_s == bf.step_s
+
+
+def test_deepep_inside_one_node_is_the_flat_all_to_all():
+    kw = dict(gpus=64, nodes=8, ep=8, pp=8, global_batch=64)
+    assert _step(**kw, moe_dispatcher="deepep").step_s == _step(**kw).step_s
+
+
+def test_the_config_reads_group_limited_routing():
+    from gpusim.simulation import resolve_workload, transformer_of
+
+    spec = transformer_of(resolve_workload(Scenario(**DSV3)))
+    assert (spec.moe_n_groups, spec.moe_topk_groups) == (8, 4)
+
+
+def test_the_search_takes_the_schedule_and_its_rules():
+    from gpusim.search import R_DUALPIPE, Pins, search_layouts
+
+    scn = Scenario(**{**DSV3, "ep_overlap": "none"})
+    res = search_layouts(scn, pins=Pins(ep=64, pp=8, ep_overlap="dualpipe", recompute="full", micro_batch=1))
+    assert res["best"] is not None
+    none = search_layouts(scn, pins=Pins(ep=64, pp=8, recompute="full", micro_batch=1))
+    assert np.nanmin(res["out"]["step_s"]) <= np.nanmin(none["out"]["step_s"])
+    odd = search_layouts(scn, pins=Pins(ep=64, ep_overlap="dualpipe", recompute="full", micro_batch=1))
+    lay = odd["layouts"]
+    bad = (lay["pp"] % 2 == 1) | (lay["vp"] > 1)
+    assert np.all((lay["reason"][bad] == R_DUALPIPE) | (lay["reason"][bad] < R_DUALPIPE))
+
+
+# ---- bad input --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("flags, words", [
+    (["--model", "llama3-8b", "--tp", "2", "--ep-overlap", "1f1b"], "mixture-of-experts"),
+    (["--model", "llama3-8b", "--tp", "2", "--moe-dispatcher", "deepep"], "mixture-of-experts"),
+    (["--model", "deepseek-v3", "--pp", "1", "--ep", "8", "--ep-overlap", "dualpipe"], "even number of pipeline"),
+])
+def test_bad_input_is_one_message_and_exit_2(flags, words, capsys):
+    rc = main(["predict", *flags, "--gpu", "h100-sxm", "--gpus", "8", "--micro-batch", "1", "--global-batch", "8",
+               "--seq-len", "4096"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert words in err
+
+
+def test_dualpipe_micro_batch_rule():
+    with pytest.raises(ScenarioError, match="even number of micro-batches"):
+        _step(ep_overlap="dualpipe", global_batch=7 * 64)  # 7 micro-batches per step on dp 64
