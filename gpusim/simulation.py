@@ -518,9 +518,9 @@ def check_memory_saving(spec, st) -> None:
     mods = st.recompute_modules or ()
     if "mla_up_proj" in mods and not getattr(spec, "mla", False):
         problems.append(f"--recompute-modules mla_up_proj needs multi-head latent attention (DeepSeek-V2/V3); "
-                        f"{spec.name or 'this model'} has none")
+                        f"{getattr(spec, 'name', None) or 'this model'} has none")
     if "moe_act" in mods and not getattr(spec, "n_experts", 0):
-        problems.append(f"--recompute-modules moe_act needs a mixture-of-experts model; {spec.name or 'this model'} "
+        problems.append(f"--recompute-modules moe_act needs a mixture-of-experts model; {getattr(spec, 'name', None) or 'this model'} "
                         f"is dense")
     if st.fp8_activations and st.precision not in ("fp8", "mxfp8"):
         problems.append(f"--fp8-activations keeps activations in FP8 and needs --precision fp8 or mxfp8, not "
