@@ -27,7 +27,7 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  intra_node_busbw)
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
-from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_STATE_BYTES,
+from gpusim.strategy import (opt_state_bytes, opt_traffic_bytes, ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_STATE_BYTES,
                              OPT_TRAFFIC_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy)
 
 _STRATEGY_FIELDS = set(Strategy.model_fields)
@@ -458,8 +458,8 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "num_workers": -1.0 if st.num_workers is None else float(st.num_workers), "pin_memory": st.pin_memory,
         "act_scale": ACT_ELEM_BYTES[pr] / 2.0, "weight_bytes_per_param": WEIGHT_BYTES[pr],
         "grad_bytes_per_param": GRAD_BYTES[pr], "gather_bytes_per_param": GATHER_BYTES[pr],
-        "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": OPT_STATE_BYTES[st.optimizer],
-        "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer],
+        "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": opt_state_bytes(st.optimizer, st.opt_state_dtype),
+        "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype),
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
     })
     if st.is_llm:
@@ -508,7 +508,40 @@ def scenario_layout(scn: Scenario, hw: Hardware, workload):
                                n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
     check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
+    check_memory_saving(spec, st)
     return spec, lay
+
+
+def check_memory_saving(spec, st) -> None:
+    """[issue 12] The memory-saving options need what they act on; raises ScenarioError naming the fix."""
+    problems = []
+    mods = st.recompute_modules or ()
+    if "mla_up_proj" in mods and not getattr(spec, "mla", False):
+        problems.append(f"--recompute-modules mla_up_proj needs multi-head latent attention (DeepSeek-V2/V3); "
+                        f"{getattr(spec, 'name', None) or 'this model'} has none")
+    if "moe_act" in mods and not getattr(spec, "n_experts", 0):
+        problems.append(f"--recompute-modules moe_act needs a mixture-of-experts model; {getattr(spec, 'name', None) or 'this model'} "
+                        f"is dense")
+    if st.fp8_activations and st.precision not in ("fp8", "mxfp8"):
+        problems.append(f"--fp8-activations keeps activations in FP8 and needs --precision fp8 or mxfp8, not "
+                        f"{st.precision}")
+    if problems:
+        raise ScenarioError("; ".join(problems))
+
+
+def memory_saving_fields(spec, st) -> dict:
+    """[issue 12] Row fields of the recomputed modules and the FP8 activation cache (gpusim.model.llm), and MLA's
+    up-projection shapes (zero without MLA): the latents' widths and the up-projections' output widths."""
+    mods = st.recompute_modules or ()
+    out = {"recompute_norms": "layernorm" in mods, "recompute_mla_up": "mla_up_proj" in mods,
+           "recompute_moe_act": "moe_act" in mods, "fp8_act": bool(st.fp8_activations)}
+    if getattr(spec, "mla", False):
+        a = float(spec.n_heads)
+        ql = float(spec.q_lora_rank or 0)
+        out |= {"mla_q_lora": ql, "mla_kv_lora": float(spec.kv_lora_rank),
+                "mla_q_up": a * (spec.qk_nope_head_dim + spec.qk_rope_head_dim) if ql else 0.0,
+                "mla_kv_up": a * (spec.qk_nope_head_dim + spec.v_head_dim)}
+    return out
 
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
@@ -543,7 +576,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,
-        "opt_traffic_bytes_per_param": OPT_TRAFFIC_BYTES[st.optimizer] + MEGATRON_OPT_EXTRA_BYTES[pr],
+        "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype) + MEGATRON_OPT_EXTRA_BYTES[pr],
+        **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
     }
 

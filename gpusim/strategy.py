@@ -52,6 +52,19 @@ Recompute = Literal["none", "selective", "full"]
 - ``full``: only each layer's input is kept; the whole layer's forward runs again in the backward pass.
 """
 
+RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"]
+"""Modules recomputed in the backward pass instead of keeping their outputs (Megatron-Core
+``--recompute-granularity selective --recompute-modules ...``; DeepSeek-V3 technical report section 3.2.3):
+
+- ``core_attn``: the attention core (= ``recompute selective``).
+- ``layernorm``: the two norms of each layer: their outputs (the QKV and FFN-up GEMM inputs) are not kept, only
+  their inputs; the norms run again (memory-bound) in the backward pass.
+- ``mla_up_proj``: multi-head latent attention's up-projections: Q, K, V are not kept, only the compressed latents;
+  the up-projection GEMMs run again in the backward pass.
+- ``moe_act``: the routed experts' activation function (SwiGLU): its output (the down-projection input) is not
+  kept, only its input; it runs again in the backward pass.
+"""
+
 #: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
 #: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient
 #: buffer (write 4), the gradient norm for clipping (read 4), copying the fp32 master weights into the 16-bit model
@@ -93,10 +106,25 @@ MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16
 
 #: optimizer state bytes per parameter (fp32 states): Adam keeps m and v; SGD with momentum keeps one buffer.
 OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momentum": 4}
+#: bytes per element of the optimizer's states by their dtype (Megatron-Core ``--use-precision-aware-optimizer
+#: --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``; DeepSeek-V3 section 3.3.2 tracks AdamW's moments in BF16); the
+#: fp32 master weights and main gradients stay fp32
+OPT_STATE_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
 #: bytes the optimizer step reads and writes per parameter (fp32 param, grad, states; fused/foreach
 #: kernels): Adam reads p, g, m, v and writes p, m, v = 7 x 4 bytes; SGD-momentum reads p, g, m and
 #: writes p, m = 5 x 4; plain SGD reads p, g and writes p = 3 x 4.
 OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20}
+
+
+def opt_state_bytes(optimizer: str, dtype: str = "fp32") -> float:
+    """Optimizer-state bytes per parameter with states of ``dtype`` (:data:`OPT_STATE_DTYPE_BYTES`)."""
+    return OPT_STATE_BYTES[optimizer] * OPT_STATE_DTYPE_BYTES[dtype] / 4.0
+
+
+def opt_traffic_bytes(optimizer: str, dtype: str = "fp32") -> float:
+    """Bytes the optimizer step moves per parameter: :data:`OPT_TRAFFIC_BYTES` less what narrower states save (each
+    state is read once and written once)."""
+    return OPT_TRAFFIC_BYTES[optimizer] - 2.0 * (OPT_STATE_BYTES[optimizer] - opt_state_bytes(optimizer, dtype))
 
 
 class Strategy(FiniteModel):
@@ -153,6 +181,15 @@ class Strategy(FiniteModel):
         "over NVLink)")
     ep_fp8_dispatch: bool = Field(default=False, description="MoE dispatch in FP8 with 1x128 scales when the layers "
                                   "train in fp8 (DeepSeek-V3 section 3.3; combine stays bf16)")
+    # [issue 12] memory-saving mechanisms (DeepSeek-V3 sections 3.2.3 and 3.3.2; Megatron-Core's interface)
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None, description="modules recomputed in the backward pass (Megatron-Core --recompute-modules): "
+        "core_attn, layernorm, mla_up_proj, moe_act (see RecomputeModule); core_attn is recompute selective")
+    fp8_activations: bool = Field(default=False, description="with fp8: the linear layers' inputs kept for the "
+                                  "backward pass in FP8 with fine-grained scales, and the SwiGLU inputs too "
+                                  "(DeepSeek-V3 section 3.3.2); the attention output projection's input stays 16-bit")
+    opt_state_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description="dtype of the optimizer's states "
+                                                     "(Adam's moments); master weights and gradients stay fp32")
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")
@@ -181,6 +218,16 @@ class Strategy(FiniteModel):
             data["precision"], recipe = PRECISION_ALIASES[data["precision"]]
             if recipe:
                 data["fp8_recipe"] = recipe
+        mods = data.get("recompute_modules") if isinstance(data, dict) else None
+        if mods is not None:  # [issue 12] core_attn is gpusim's selective recomputation
+            data = dict(data)
+            mods = tuple(dict.fromkeys(mods))
+            if "core_attn" in mods:
+                if data.get("recompute") not in (None, "selective"):
+                    raise ValueError(f"recompute_modules core_attn is recompute selective, not {data['recompute']!r}")
+                data["recompute"] = "selective"
+                mods = tuple(m for m in mods if m != "core_attn")
+            data["recompute_modules"] = mods
         return data
 
     @model_validator(mode="after")
@@ -190,6 +237,9 @@ class Strategy(FiniteModel):
         if self.is_llm and self.kind in ("dp", "fsdp-hybrid"):
             raise ValueError(f"tensor/pipeline parallelism runs with ddp, zero1 (distributed optimizer) or FSDP, "
                              f"not {self.kind!r}")
+        if self.recompute_modules and self.recompute_mode == "full":
+            raise ValueError(f"recompute_modules {' '.join(self.recompute_modules)} with full recomputation: full "
+                             f"recomputation already recomputes every module (use --recompute none or selective)")
         if self.pp > 1 and self.kind not in PIPELINE_STRATEGIES:
             raise ValueError(f"pipeline parallelism (pp {self.pp}) combines with ddp or zero1 (Megatron's distributed "
                              f"optimizer), not {self.kind!r}: use --strategy zero1")
@@ -200,7 +250,8 @@ class Strategy(FiniteModel):
         """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
-                or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch)
+                or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or bool(self.recompute_modules)
+                or self.fp8_activations)
 
     @property
     def micro_batch(self) -> int:

@@ -96,6 +96,7 @@ def add_layout_args(p) -> None:
                    help="expert capacity as a multiple of the balanced load (tokens beyond it dropped, experts "
                         "padded to it); default the model's (dropless)")
     add_moe_args(g)
+    add_memory_args(g)
     g.add_argument("--cp-comm", choices=("ring", "all-gather"),
                    help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
@@ -118,9 +119,27 @@ def add_moe_args(g) -> None:
                    help="with --precision fp8: dispatch in FP8 (1x128 scales), combine in bf16 (DeepSeek-V3)")
 
 
+#: [issue 12] memory-saving options (Strategy fields of the same names)
+MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype")
+
+
+def add_memory_args(g) -> None:
+    """Memory-saving flags (DeepSeek-V3 sections 3.2.3 and 3.3.2, Megatron-Core's names)."""
+    g.add_argument("--recompute-modules", nargs="+", choices=("core_attn", "layernorm", "mla_up_proj", "moe_act"),
+                   help="modules recomputed in the backward pass (Megatron-Core --recompute-modules): core_attn "
+                        "(= --recompute selective), layernorm, mla_up_proj (MLA models), moe_act (MoE models)")
+    g.add_argument("--fp8-activations", action="store_true", default=None,
+                   help="with --precision fp8/mxfp8: keep the linear layers' and SwiGLU's inputs for the backward "
+                        "pass in FP8 with fine-grained scales (DeepSeek-V3 section 3.3.2)")
+    g.add_argument("--opt-state-dtype", choices=("fp32", "bf16"),
+                   help="dtype of Adam's moments (default fp32; bf16 as DeepSeek-V3 and Megatron-Core "
+                        "--exp-avg-dtype/--exp-avg-sq-dtype bf16); master weights and gradients stay fp32")
+
+
 def layout_kwargs(args) -> dict:
     out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm",
-                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor", *MOE_OPTIONS)}
+                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor", *MOE_OPTIONS,
+                                         *MEMORY_OPTIONS)}
     if getattr(args, "force_tp", False):
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):

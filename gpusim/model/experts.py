@@ -52,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpusim.model import comm as C
+from gpusim.model import fp8 as FP8
 from gpusim.model.sync import expected_max_std_normal
 
 
@@ -282,9 +283,33 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     dense_keep = T / tp * e * fd * (up + 1.0)
     moe_keep = (n_tok * E * 4.0 + 2.0 * routed_tokens * h * e + routed_tokens * e * fe / etp * (up + 1.0)
                 + T / tp * e * fs * (up + 1.0))
-    return {"delta_f_s": moe_frac * (moe_f - dense_f), "delta_b_s": moe_frac * (moe_b - dense_b),
+    delta_act = moe_frac * (moe_keep - dense_keep)
+    delta_f, delta_b = moe_frac * (moe_f - dense_f), moe_frac * (moe_b - dense_b)
+    # [issue 12] memory saving (gpusim.model.llm.activation_bytes_per_layer): with the FP8 activation cache the
+    # dispatched tokens (the experts' up-projection input), the SwiGLU inputs and the down-projection inputs of the
+    # routed and shared experts are kept at ``c`` bytes (DeepSeek-V3 section 3.3.2; the experts' outputs awaiting the
+    # combine stay 16-bit); ``moe_act`` (Megatron-Core --recompute-modules moe_act, DeepSeek-V3 section 3.3.2
+    # "recompute its output") keeps no routed SwiGLU output and runs the SwiGLU again in the backward pass. The
+    # dense FFN's saving, which gpusim.model.llm took for every layer, is given back for the MoE layers.
+    rc_full = np.asarray(x.get("recompute", 0)) == 2
+    fp8_mode = np.asarray(x.get("fp8_mode", 0))
+    fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8_mode > 0)
+    moe_act = np.asarray(x.get("recompute_moe_act", False), dtype=bool) & ~rc_full
+    if np.any(fp8_act) or np.any(moe_act):
+        c = FP8.act_cache_bytes(fp8_mode, fp8_act, e)
+        fe_local = fe / etp
+        moe_saved = (routed_tokens * h * (e - c) + routed_tokens * fe_local * ((e - c) * up + np.where(moe_act, e, e - c))
+                     + T / tp * fs * (e - c) * (up + 1.0))
+        dense_saved = T / tp * fd * (e - c) * (up + 1.0)
+        delta_act = delta_act - moe_frac * (moe_saved - dense_saved)
+        # forward: the SwiGLU inputs quantised (read e, write c) where cached in FP8; backward: moe_act's SwiGLU again
+        cast = np.where(fp8_act, (routed_tokens * fe_local + T / tp * (fs - fd)) * up * (e + c) / mem_rate, 0.0)
+        delta_f = delta_f + moe_frac * cast
+        delta_b = delta_b + moe_frac * np.where(moe_act, x_act / mem_rate + p.kernel_tail_s, 0.0) \
+            + np.where(rc_full, moe_frac * cast, 0.0)
+    return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
-            "expert_params": expert_params, "delta_act_bytes": moe_frac * (moe_keep - dense_keep),
+            "expert_params": expert_params, "delta_act_bytes": delta_act,
             "tokens_per_expert": tpe, "a2a_s": a2a}
 
 

@@ -40,6 +40,10 @@ MODES = {"delayed": DELAYED, "current": CURRENT}
 CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0}
 #: FP8 copies of the weights kept per parameter (rowwise + transpose), and MXFP8's scales
 WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0}
+#: bytes per element of an activation kept for the backward pass in FP8 (``fp8_act``): one byte plus the fine-grained
+#: scales, one fp32 per 1x128 tile (DeepSeek-V3 section 3.3.1/3.3.2, its recipe under per-tensor fp8 too: the
+#: conservative choice) or one E8M0 per 32 elements with MXFP8
+ACT_CACHE_BYTES = {DELAYED: 1.0 + 4.0 / 128.0, CURRENT: 1.0 + 4.0 / 128.0, MX: 1.0 + 1.0 / 32.0}
 #: cast kernels per layer and pass (four linear inputs forward, four output gradients backward)
 CASTS_PER_LAYER = 4.0
 
@@ -72,6 +76,14 @@ def weight_cast_s(mode, params_local, mem_rate):
     if not np.any(np.asarray(mode) > 0):
         return 0.0
     return np.where(np.asarray(mode) > 0, _f(params_local) * cast_bytes_per_elem(mode) / mem_rate, 0.0)
+
+
+def act_cache_bytes(mode, fp8_act, elem_bytes):
+    """Bytes per element of a linear layer's input kept for the backward pass: :data:`ACT_CACHE_BYTES` where the row
+    caches activations in FP8 (``fp8_act`` and an FP8 recipe), else ``elem_bytes`` (16-bit)."""
+    m = np.asarray(mode)
+    c8 = np.where(m == MX, ACT_CACHE_BYTES[MX], ACT_CACHE_BYTES[DELAYED])
+    return np.where(np.asarray(fp8_act, dtype=bool) & (m > 0), c8, _f(elem_bytes))
 
 
 def weight_copy_bytes_per_param(mode):

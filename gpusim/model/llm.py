@@ -96,11 +96,26 @@ def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
     return 2.0 * 2.0 * (t - 1.0) / t * _f(tokens) * d_model * elem_bytes
 
 
-def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute, *, dropout, flash, elem_bytes=2.0):
+def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute, *, dropout, flash, elem_bytes=2.0,
+                               norms=False, mla_up=False, mla_latent=0.0, mla_q=False, cache_bytes=None):
     """Korthikanti et al. 2022 activation bytes of one layer and one micro-batch, generalised (module docstring).
 
     Returns ``(kept, full)``: the bytes kept for the backward pass under ``recompute`` and the bytes without
     recomputation (a layer holds ``full`` while it is recomputed).
+
+    [issue 12] Memory-saving mechanisms (DeepSeek-V3 technical report, arXiv 2412.19437, sections 3.2.3 and 3.3.2;
+    Megatron-Core ``--recompute-modules``), each only subtracting what it does not keep:
+
+    - ``norms`` (recompute the norms): the two norms' outputs, which are the QKV and FFN-up GEMM inputs, are not kept
+      (``2 e s b h``, ``/t`` with sequence parallelism); the norms' inputs stay.
+    - ``mla_up`` (recompute MLA's up-projections): K and V (and Q where the query is low-rank, ``mla_q``) are not
+      kept, ``e s b (2 kv + q)/t``; the latents they are computed from are, ``e s b mla_latent`` (16-bit: the inputs
+      of the latents' norms, the conservative choice).
+    - ``cache_bytes`` (FP8 activation cache, bytes per element; None: ``elem_bytes``): the linear layers' inputs still
+      kept (the QKV and FFN-up inputs where the norms are not recomputed, the FFN-down input) and the
+      activation-function (SwiGLU) input are kept at ``cache_bytes``; the attention output projection's input stays
+      16-bit (DeepSeek keeps it in a 12-bit E5M6 format, modelled as 16-bit: the conservative choice), as do the
+      norms' inputs, Q, K, V and the softmax statistics.
     """
     t = _f(tp)
     e = elem_bytes
@@ -120,6 +135,15 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
     scores = np.where(np.asarray(flash, dtype=bool), 4.0 * sb * a / t,  # softmax statistics (fp32)
                       sb * _f(s) * a / t * (e + drop * (1.0 + e)))  # softmax output, dropout mask and output
     full = replicated * rep + sharded + scores
+    if np.any(norms) or np.any(mla_up) or cache_bytes is not None:  # [issue 12] (nothing subtracted by default)
+        c = e if cache_bytes is None else _f(cache_bytes)
+        gemm_in = np.where(np.asarray(norms, dtype=bool), 0.0, c)  # QKV and FFN-up inputs: the norms' outputs
+        saved = (sb * h * rep * 2.0 * (e - gemm_in)
+                 + np.where(np.asarray(mla_up, dtype=bool),
+                            e * sb / t * (2.0 * kv + np.where(np.asarray(mla_q, dtype=bool), q, 0.0))
+                            - e * sb * rep * _f(mla_latent), 0.0)
+                 + sb / t * (e - c) * f * (up_mats + 1.0))  # activation-function input and FFN-down input
+        full = full - saved
     rc = np.asarray(recompute)
     layer_input = e * sb * h * rep
     kept = np.where(rc == FULL, layer_input, np.where(rc == SELECTIVE, full - scores, full))
@@ -308,6 +332,27 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
                                      domain=_f(x.get("nvlink_domain_gpus", g)))
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
+    # [issue 12] modules recomputed in the backward pass (not under full recomputation, which reruns everything):
+    # the two norms by their bytes, MLA's up-projection GEMMs (FP8 where the row is); the FP8 activation cache
+    # quantises the activation-function input in the forward pass (read 16-bit, write FP8; the linear layers'
+    # inputs are cached from the FP8 copies their GEMMs already make: no extra pass)
+    partial = rc != FULL
+    norms_on = np.asarray(x.get("recompute_norms", False), dtype=bool) & partial
+    mla_on = np.asarray(x.get("recompute_mla_up", False), dtype=bool) & partial & (_f(x.get("mla_kv_lora", 0.0)) > 0)
+    fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8 > 0)
+    cache = FP8.act_cache_bytes(fp8, fp8_act, e) if np.any(fp8_act) else None
+    ql, kvl = _f(x.get("mla_q_lora", 0.0)), _f(x.get("mla_kv_lora", 0.0))
+    if np.any(norms_on):
+        recompute_s = recompute_s + np.where(norms_on, T * h * rep * 2.0 * 2.0 * e / mem_rate
+                                             + 2.0 * p.kernel_tail_s, 0.0)
+    if np.any(mla_on):
+        kv_up = gemm_lin(T, _f(x["mla_kv_up"]) / tp, np.maximum(kvl, 1.0))
+        q_up = np.where(ql > 0, gemm_lin(T, np.maximum(_f(x["mla_q_up"]), 1.0) / tp, np.maximum(ql, 1.0)), 0.0)
+        recompute_s = recompute_s + np.where(mla_on, kv_up + q_up, 0.0)
+    if cache is not None:
+        act_cast = np.where(fp8_act, T * f * up / tp * (e + cache) / mem_rate + p.kernel_tail_s, 0.0)
+        layer_f = layer_f + act_cast
+        recompute_s = recompute_s + np.where(rc == FULL, act_cast, 0.0)
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
     layer_b = layer_b + cast_b  # [issue 12]
 
@@ -404,7 +449,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
 
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
-                                            elem_bytes=e)  # [issue 12] s / cp tokens (cp needs FlashAttention)
+                                            elem_bytes=e, norms=norms_on, mla_up=mla_on, mla_latent=ql + kvl,
+                                            mla_q=ql > 0, cache_bytes=cache)  # [issue 12] s / cp tokens (cp needs FlashAttention)
     # [issue 12] MoE layers keep router scores, dispatched tokens, experts' activations; under full recomputation a
     # layer keeps only its input (the MoE part is recomputed with the rest), so only the layer being recomputed
     # holds them

@@ -199,6 +199,16 @@ class StepInputs:
     fp8_mode: np.ndarray = _one(0)
     fp8_ceiling_flop_per_s: np.ndarray = _one(np.nan)
     peak16_flop_per_s: np.ndarray = _one(np.nan)
+    # [issue 12] memory-saving mechanisms (gpusim.model.llm): modules recomputed in the backward pass, the FP8
+    # activation cache, and MLA's latent widths and up-projection output widths (0: no MLA)
+    recompute_norms: np.ndarray = _one(False)
+    recompute_mla_up: np.ndarray = _one(False)
+    recompute_moe_act: np.ndarray = _one(False)
+    fp8_act: np.ndarray = _one(False)
+    mla_q_lora: np.ndarray = _one(0.0)
+    mla_kv_lora: np.ndarray = _one(0.0)
+    mla_q_up: np.ndarray = _one(0.0)
+    mla_kv_up: np.ndarray = _one(0.0)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -534,7 +544,9 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
-             "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch")
+             "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch",
+             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
+             "mla_q_up", "mla_kv_up")  # [issue 12]
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))

@@ -1,0 +1,120 @@
+"""[issue 12] Memory-saving mechanisms (DeepSeek-V3 sections 3.2.3 and 3.3.2; Megatron-Core --recompute-modules):
+recomputed norms and MLA up-projections, the routed experts' SwiGLU recomputed, the FP8 activation cache, BF16
+optimizer moments. Closed forms on a hand-worked layer, properties through the model, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim.cli import main
+from gpusim.errors import ScenarioError
+from gpusim.model import fp8 as FP8
+from gpusim.model.llm import activation_bytes_per_layer
+from gpusim.simulation import Scenario, simulate
+from gpusim.strategy import opt_state_bytes, opt_traffic_bytes
+
+# a hand-worked layer: 4 tokens, h 8, 2 heads, q = kv = 8, gated FFN of 16 (2 up matrices), bf16, FlashAttention
+LAYER = dict(s=4, b=1, h=8, a=2, q=8, kv=8, f=16, up_mats=2, tp=1, sp=False, recompute=0)
+KW = dict(dropout=0.0, flash=True, elem_bytes=2.0)
+
+
+def _kept(**kw):
+    return float(activation_bytes_per_layer(**LAYER, **KW, **kw)[0])
+
+
+def test_recomputed_norms_drop_their_outputs():
+    # the QKV and FFN-up GEMM inputs (the norms' outputs): 2 x 2 bytes x 4 tokens x 8 = 128 bytes
+    assert _kept() - _kept(norms=True) == pytest.approx(128.0)
+
+
+def test_fp8_cache_closed_form():
+    c = 1.0 + 4.0 / 128.0  # one byte + an fp32 scale per 1x128 tile
+    # QKV and FFN-up inputs (2 x 4 x 8 elements) and the SwiGLU input + FFN-down input (4 x 16 x 3) at c bytes
+    saved = 2 * 4 * 8 * (2 - c) + 4 * 16 * 3 * (2 - c)
+    assert _kept() - _kept(cache_bytes=c) == pytest.approx(saved)
+    # with the norms recomputed only the FFN part is left to cache
+    assert _kept(norms=True) - _kept(norms=True, cache_bytes=c) == pytest.approx(4 * 16 * 3 * (2 - c))
+    assert float(FP8.act_cache_bytes(FP8.DELAYED, True, 2.0)) == c
+    assert float(FP8.act_cache_bytes(FP8.MX, True, 2.0)) == 1.0 + 1.0 / 32.0
+    assert float(FP8.act_cache_bytes(FP8.NONE, True, 2.0)) == 2.0  # bf16 rows: no FP8 cache
+
+
+def test_mla_up_projection_recompute_closed_form():
+    # K, V and Q (2 kv + q = 24 wide) not kept, the latents (6 wide) kept: 2 x 4 x (24 - 6) = 144 bytes
+    assert _kept() - _kept(mla_up=True, mla_latent=6.0, mla_q=True) == pytest.approx(144.0)
+
+
+def test_full_recomputation_ignores_the_modules():
+    full = dict(LAYER, recompute=2)
+    base = float(activation_bytes_per_layer(**full, **KW)[0])
+    assert float(activation_bytes_per_layer(**full, **KW, norms=True, cache_bytes=1.03)[0]) == base
+
+
+def test_bf16_moments():
+    assert opt_state_bytes("adam", "bf16") == 4.0 and opt_state_bytes("adam") == 8.0
+    assert opt_traffic_bytes("adam", "bf16") == 28.0 - 8.0 and opt_traffic_bytes("adam") == 28.0
+
+
+# ---- properties through the model ---------------------------------------------------------------------------
+DSV3 = dict(model="deepseek-v3", seq_len=4096, gpu="h100-sxm", gpus=512, nodes=64, kind="zero1", global_batch=512,
+            per_gpu_batch=1, tp=1, pp=8, ep=64, recompute="none", uneven_pp=True, precision="fp8")
+LLAMA = dict(model="llama3-8b", seq_len=4096, gpu="h100-sxm", gpus=8, kind="zero1", global_batch=64, per_gpu_batch=1,
+             tp=2, pp=2, recompute="none", precision="fp8")
+OPTIONS = [dict(recompute_modules=("layernorm",)), dict(recompute_modules=("mla_up_proj",)),
+           dict(recompute_modules=("moe_act",)), dict(fp8_activations=True), dict(opt_state_dtype="bf16"),
+           dict(recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True,
+                opt_state_dtype="bf16")]
+
+
+def _run(base, **kw):
+    r = simulate(Scenario.create(**base, **kw))
+    return r.memory_per_gpu_bytes, r.step_s
+
+
+@pytest.mark.parametrize("opts", OPTIONS)
+def test_each_option_saves_memory_and_recomputation_costs_time(opts):
+    mem0, t0 = _run(DSV3)
+    mem, t = _run(DSV3, **opts)
+    assert mem < mem0
+    if "opt_state_dtype" not in opts:  # (narrower moments also move fewer bytes in the optimizer step)
+        assert t >= t0
+
+
+@pytest.mark.parametrize("opts", [dict(recompute_modules=("layernorm",)), dict(fp8_activations=True)])
+def test_dense_model_and_selective(opts):
+    for rc in ("none", "selective"):
+        mem0, t0 = _run(dict(LLAMA, recompute=rc))
+        mem, t = _run(dict(LLAMA, recompute=rc), **opts)
+        assert mem < mem0 and t >= t0
+
+
+def test_core_attn_is_selective():
+    a = simulate(Scenario.create(**dict(LLAMA, recompute=None), recompute_modules=("core_attn",)))
+    b = simulate(Scenario.create(**dict(LLAMA, recompute="selective")))
+    assert a.step_s == b.step_s and a.memory_per_gpu_bytes == b.memory_per_gpu_bytes
+
+
+# ---- bad input --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw, needle", [
+    (dict(LLAMA, recompute_modules=("mla_up_proj",)), "multi-head latent attention"),
+    (dict(LLAMA, recompute_modules=("moe_act",)), "mixture-of-experts"),
+    (dict(LLAMA, precision="bf16", fp8_activations=True), "--precision fp8"),
+    (dict(LLAMA, recompute="full", recompute_modules=("layernorm",)), "full recomputation"),
+])
+def test_bad_input(kw, needle):
+    with pytest.raises(ScenarioError, match=needle):
+        simulate(Scenario.create(**kw))
+
+
+@pytest.mark.parametrize("extra", [["--recompute-modules", "mla_up_proj"], ["--precision", "bf16", "--fp8-activations"],
+                                   ["--recompute-modules", "mlp"], ["--opt-state-dtype", "fp16"]])
+def test_bad_flags_exit_2(capsys, extra):
+    args = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "2", "--micro-batch", "1",
+            "--seq-len", "4096", "--precision", "fp8", *extra]
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    assert "Traceback" not in capsys.readouterr().err
