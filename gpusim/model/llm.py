@@ -97,7 +97,8 @@ def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
 
 
 def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute, *, dropout, flash, elem_bytes=2.0,
-                               norms=False, mla_up=False, mla_latent=0.0, mla_q=False, cache_bytes=None):
+                               norms=False, mla_up=False, mla_latent=0.0, mla_q=False, cache_bytes=None, mla=False,
+                               v_width=None):
     """Korthikanti et al. 2022 activation bytes of one layer and one micro-batch, generalised (module docstring).
 
     Returns ``(kept, full)``: the bytes kept for the backward pass under ``recompute`` and the bytes without
@@ -116,7 +117,15 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
       activation-function (SwiGLU) input are kept at ``cache_bytes``; the attention output projection's input stays
       16-bit (DeepSeek keeps it in a 12-bit E5M6 format, modelled as 16-bit: the conservative choice), as do the
       norms' inputs, Q, K, V and the softmax statistics.
+
+    Multi-head latent attention (``mla``): the values are ``v_width`` wide (heads x v_head_dim), as is the output
+    projection's input, and the latents the up-projections read are kept, ``e s b mla_latent`` (DeepSeek-V2 section
+    2.1.2); recomputing the up-projections (``mla_up``) then drops Q (with a query latent), K and V only.
     """
+    v_width = q if v_width is None else v_width
+    mla = np.asarray(mla, dtype=bool)
+    v_store = np.where(mla, v_width, kv)  # V for A V (grouped-query attention: the key/value heads' width)
+    o_in = np.where(mla, v_width, q)  # the attention output projection's input
     t = _f(tp)
     e = elem_bytes
     sb = _f(s) * b
@@ -128,20 +137,20 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
                            + e + e      # QKV GEMM input, FFN up GEMM input
                            + 2.0 * drop)  # two dropout masks (1 byte per element)
     sharded = sb / t * (e * (q + kv)     # Q and K for Q K^T
-                        + e * kv         # V for A V
-                        + e * q          # attention output projection input
+                        + e * v_store    # V for A V
+                        + e * o_in       # attention output projection input
                         + e * f * up_mats  # activation-function input
                         + e * f)         # FFN down GEMM input
+    latents = np.where(mla, e * sb * rep * _f(mla_latent), 0.0)  # MLA: the up-projections' inputs
     scores = np.where(np.asarray(flash, dtype=bool), 4.0 * sb * a / t,  # softmax statistics (fp32)
                       sb * _f(s) * a / t * (e + drop * (1.0 + e)))  # softmax output, dropout mask and output
-    full = replicated * rep + sharded + scores
+    full = replicated * rep + sharded + scores + latents
     if np.any(norms) or np.any(mla_up) or cache_bytes is not None:  # [issue 12] (nothing subtracted by default)
         c = e if cache_bytes is None else _f(cache_bytes)
         gemm_in = np.where(np.asarray(norms, dtype=bool), 0.0, c)  # QKV and FFN-up inputs: the norms' outputs
         saved = (sb * h * rep * 2.0 * (e - gemm_in)
                  + np.where(np.asarray(mla_up, dtype=bool),
-                            e * sb / t * (2.0 * kv + np.where(np.asarray(mla_q, dtype=bool), q, 0.0))
-                            - e * sb * rep * _f(mla_latent), 0.0)
+                            e * sb / t * (kv + v_store + np.where(np.asarray(mla_q, dtype=bool), q, 0.0)), 0.0)
                  + sb / t * (e - c) * f * (up_mats + 1.0))  # activation-function input and FFN-down input
         full = full - saved
     rc = np.asarray(recompute)
@@ -180,8 +189,8 @@ def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, s
     return [t[..., j] for j in range(nc)]
 
 
-#: the weight-gradient GEMMs among the 17 columns of :func:`layer_gemm_times_s`
-_WGRAD_COLUMN = np.array([False, False, True] * 5 + [False, False])
+#: the weight-gradient GEMMs among the 23 columns of :func:`layer_gemm_times_s` (17-22: MLA's up-projections)
+_WGRAD_COLUMN = np.array([False, False, True] * 5 + [False, False] + [False, False, True] * 2)
 
 
 def beside_gemm_s(comm_s, gemm_s, slowdown_frac):
@@ -214,7 +223,7 @@ def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_
 
 
 def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
-                       serial_epilogue, *, p) -> tuple:
+                       serial_epilogue, o=None, q_lora=0.0, kv_a=0.0, kv_lora=0.0, kv_up=0.0, *, p) -> tuple:
     """Seconds of the 17 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
 
     Linear layers ``(n_out, k_in)``: QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
@@ -224,8 +233,23 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e``. [issue 12] FP8
     (:mod:`gpusim.model.fp8`): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8 matmul ceiling
     where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
+
+    [issue 12] Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora > 0``): the query and the joint key/value are
+    projected down to latents of ``q_lora`` and ``kv_a`` = ``kv_lora`` + the shared rotary key width (replicated over
+    the TP ranks; column 0, one GEMM of their summed width; without a query latent the query projection ``q / t``
+    joins it), then up: the query ``q_lora -> q / t`` (columns 17-19, zero without a query latent) and the keys and
+    values ``kv_lora -> kv_up / t`` (columns 20-22); the attention's output projection reads ``o`` (the value width
+    over heads: ``heads x v_head_dim``) and ``A V`` produces ``o / a`` per head (DeepSeek-AI, "DeepSeek-V2", 2024,
+    section 2.1.2). Without MLA columns 17-22 are zero and ``o = q``.
     """
-    linears = (((q + 2.0 * kv) / tp, h), (h, q / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
+    o = q if o is None else o
+    mla = _f(kv_lora) > 0
+    has_ql = mla & (_f(q_lora) > 0)
+    qkv_out = np.where(mla, np.where(has_ql, q_lora, q / tp) + kv_a, (q + 2.0 * kv) / tp)
+    ones = np.ones(np.shape(mla))
+    linears = ((qkv_out, h), (h, o / tp), (f * up / tp, h), (h, f / tp), (V / tp, h))
+    mla_linears = ((np.where(has_ql, q / tp, ones), np.where(has_ql, q_lora, ones)),
+                   (np.where(mla, kv_up / tp, ones), np.where(mla, kv_lora, ones)))
     heads_local = b * a / tp
     d_head = q / a
     fused = np.asarray(fused_wgrad, dtype=bool)[..., None]
@@ -239,14 +263,30 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
         ks += [k_in, n_out, T]
         bs += [1.0, 1.0, 1.0]
     ms += [s, s]
-    ns += [s, d_head]
+    ns += [s, o / a]
     ks += [d_head, s]
     bs += [heads_local, heads_local]
-    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p, outs, srcs, serial_epilogue)
+    any_mla = bool(np.any(mla))
+    if any_mla:
+        for n_out, k_in in mla_linears:
+            ms += [T, T, k_in]
+            ns += [n_out, k_in, n_out]
+            ks += [k_in, n_out, T]
+            bs += [1.0, 1.0, 1.0]
+    lin = [*range(12), *range(17, len(ms))]  # the linear layers' GEMMs (FP8 where the row trains in FP8)
+    t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p, outs[..., :len(ms)], srcs[..., :len(ms)],
+                      serial_epilogue)
     if np.any(fp8 > 0):
-        t8 = _gemm_columns(ms[:12], ns[:12], ks[:12], bs[:12], ceil8, hbm, sms, _f(1.0), p,
-                           np.where(_WGRAD_COLUMN & fused, 4.0, 1.0)[..., :12], srcs[..., :12], serial_epilogue)
-        t = [np.where(fp8 > 0, t8[j], t[j]) for j in range(12)] + t[12:]
+        t8 = _gemm_columns([ms[j] for j in lin], [ns[j] for j in lin], [ks[j] for j in lin], [bs[j] for j in lin],
+                           ceil8, hbm, sms, _f(1.0), p, np.where(_WGRAD_COLUMN & fused, 4.0, 1.0)[..., lin],
+                           srcs[..., lin], serial_epilogue)
+        for i, j in enumerate(lin):
+            t[j] = np.where(fp8 > 0, t8[i], t[j])
+    if any_mla:
+        for j, on in zip(range(17, 23), (has_ql,) * 3 + (mla,) * 3):
+            t[j] = np.where(on, t[j], 0.0)
+    else:
+        t += [np.zeros(np.shape(t[0]))] * 6
     return tuple(t)
 
 
@@ -295,8 +335,14 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     dist = Distinct() if dist is None else dist
     serial = np.asarray(x.get("gemm_serial_epilogue", False), dtype=bool)
     fused_wgrad = np.asarray(x["grad_accum_fusion"], dtype=bool)
+    # [issue 12] multi-head latent attention: latents down, keys/values (and queries) up, values of their own width
+    ql, kvl = _f(x.get("mla_q_lora", 0.0)), _f(x.get("mla_kv_lora", 0.0))
+    mla = kvl > 0
+    vd = _f(x.get("v_dim", np.nan))
+    o = np.where(mla & np.isfinite(vd), vd, q)  # the attention output's width (A V, the output projection's input)
+    kva, kvu = _f(x.get("mla_kv_a", 0.0)), _f(x.get("mla_kv_up", 0.0))
     t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,
-                                                       ceil8, fused_wgrad, serial])
+                                                       ceil8, fused_wgrad, serial, o, ql, kva, kvl, kvu])
 
     def gemm_lin(mm, nn, kk, batch=1.0):
         """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
@@ -306,13 +352,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         if not np.any(fp8 > 0):
             return g16
         return np.where(fp8 > 0, gemm_time_s(mm, nn, kk, ceil8, hbm, sms, elem_bytes=1.0, **kw), g16)
-    gemm_f = t[0] + t[3] + t[6] + t[9]
-    gemm_b = t[1] + t[2] + t[4] + t[5] + t[7] + t[8] + t[10] + t[11]
+    gemm_f = t[0] + t[3] + t[6] + t[9] + t[17] + t[20]
+    gemm_b = t[1] + t[2] + t[4] + t[5] + t[7] + t[8] + t[10] + t[11] + t[18] + t[19] + t[21] + t[22]
     head_f, head_b = t[12], t[13] + t[14]
     bmm = t[15] + t[16]
 
     mem_rate = hbm * p.mem_eff_frac
-    attn_flop = 4.0 * b * s * s * q / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
+    attn_flop = 2.0 * b * s * s * (q + o) / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
     flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
@@ -341,7 +387,6 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     mla_on = np.asarray(x.get("recompute_mla_up", False), dtype=bool) & partial & (_f(x.get("mla_kv_lora", 0.0)) > 0)
     fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8 > 0)
     cache = FP8.act_cache_bytes(fp8, fp8_act, e) if np.any(fp8_act) else None
-    ql, kvl = _f(x.get("mla_q_lora", 0.0)), _f(x.get("mla_kv_lora", 0.0))
     if np.any(norms_on):
         recompute_s = recompute_s + np.where(norms_on, T * h * rep * 2.0 * 2.0 * e / mem_rate
                                              + 2.0 * p.kernel_tail_s, 0.0)
@@ -450,7 +495,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
                                             elem_bytes=e, norms=norms_on, mla_up=mla_on, mla_latent=ql + kvl,
-                                            mla_q=ql > 0, cache_bytes=cache)  # [issue 12] s / cp tokens (cp needs FlashAttention)
+                                            mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o)  # [issue 12] s / cp tokens (cp needs FlashAttention)
     # [issue 12] MoE layers keep router scores, dispatched tokens, experts' activations; under full recomputation a
     # layer keeps only its input (the MoE part is recomputed with the rest), so only the layer being recomputed
     # holds them
@@ -467,9 +512,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
     # (``n_layers`` padded); the model FLOPs count the model's own layers
     L = _f(x.get("model_layers", x["n_layers"]))
+    # [issue 12] MLA: the down- and up-projections instead of Q, K, V (DeepSeek-V2 section 2.1.2)
+    qkv_flop = np.where(mla, 2.0 * s * (h * (np.where(ql > 0, ql, q) + kva) + ql * np.where(ql > 0, q, 0.0)
+                                         + kvl * kvu),
+                        2.0 * s * h * (q + 2.0 * kv))
     flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
-                    + 2.0 * s * h * (q + 2.0 * kv) + 2.0 * s * q * h + 2.0 * s * h * f * (up + 1.0)
-                    + 4.0 * s * s * q) + 2.0 * s * h * V
+                    + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
+                    + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
     return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,

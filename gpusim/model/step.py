@@ -209,6 +209,8 @@ class StepInputs:
     mla_kv_lora: np.ndarray = _one(0.0)
     mla_q_up: np.ndarray = _one(0.0)
     mla_kv_up: np.ndarray = _one(0.0)
+    mla_kv_a: np.ndarray = _one(0.0)  # MLA's key/value down-projection width (latent + shared rotary key)
+    v_dim: np.ndarray = _one(np.nan)  # value width over heads where it differs from the query's (MLA); NaN: q_dim
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -546,7 +548,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
-             "mla_q_up", "mla_kv_up")  # [issue 12]
+             "mla_q_up", "mla_kv_up", "mla_kv_a", "v_dim")  # [issue 12]
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))

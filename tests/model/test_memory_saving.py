@@ -41,8 +41,12 @@ def test_fp8_cache_closed_form():
 
 
 def test_mla_up_projection_recompute_closed_form():
-    # K, V and Q (2 kv + q = 24 wide) not kept, the latents (6 wide) kept: 2 x 4 x (24 - 6) = 144 bytes
-    assert _kept() - _kept(mla_up=True, mla_latent=6.0, mla_q=True) == pytest.approx(144.0)
+    mla = dict(mla=True, mla_latent=6.0, v_width=4.0)  # values 4 wide (heads x v_head_dim), latents 6 wide
+    # MLA keeps the latents the up-projections read (2 x 4 x 6 = 48 bytes) and its values and the output
+    # projection's input at the value width: against q = kv = 8, 2 x 4 x (6 - 4 - 4) = -16 bytes
+    assert _kept(**mla) - _kept() == pytest.approx(-16.0)
+    # recomputing the up-projections drops K, V and Q (8 + 4 + 8 = 20 wide): 2 x 4 x 20 = 160 bytes
+    assert _kept(**mla) - _kept(mla_up=True, mla_q=True, **mla) == pytest.approx(160.0)
 
 
 def test_full_recomputation_ignores_the_modules():
