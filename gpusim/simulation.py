@@ -539,7 +539,6 @@ def memory_saving_fields(spec, st) -> dict:
         a = float(spec.n_heads)
         ql = float(spec.q_lora_rank or 0)
         out |= {"mla_q_lora": ql, "mla_kv_lora": float(spec.kv_lora_rank),
-                "mla_q_up": a * (spec.qk_nope_head_dim + spec.qk_rope_head_dim) if ql else 0.0,
                 "mla_kv_up": a * (spec.qk_nope_head_dim + spec.v_head_dim),
                 "mla_kv_a": float(spec.kv_lora_rank + spec.qk_rope_head_dim), "v_dim": float(spec.v_dim)}
     return out

@@ -55,6 +55,7 @@ import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model import context as CTX
+from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model.distinct import Distinct
@@ -110,8 +111,7 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
     - ``norms`` (recompute the norms): the two norms' outputs, which are the QKV and FFN-up GEMM inputs, are not kept
       (``2 e s b h``, ``/t`` with sequence parallelism); the norms' inputs stay.
     - ``mla_up`` (recompute MLA's up-projections): K and V (and Q where the query is low-rank, ``mla_q``) are not
-      kept, ``e s b (2 kv + q)/t``; the latents they are computed from are, ``e s b mla_latent`` (16-bit: the inputs
-      of the latents' norms, the conservative choice).
+      kept, ``e s b (kv + v + q)/t``; the latents they are computed from are kept either way (below).
     - ``cache_bytes`` (FP8 activation cache, bytes per element; None: ``elem_bytes``): the linear layers' inputs still
       kept (the QKV and FFN-up inputs where the norms are not recomputed, the FFN-down input) and the
       activation-function (SwiGLU) input are kept at ``cache_bytes``; the attention output projection's input stays
@@ -224,15 +224,15 @@ def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_
 
 def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
                        serial_epilogue, o=None, q_lora=0.0, kv_a=0.0, kv_lora=0.0, kv_up=0.0, *, p) -> tuple:
-    """Seconds of the 17 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
+    """Seconds of the 23 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
 
     Linear layers ``(n_out, k_in)``: QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
     forward ``(T, n, k)``, data gradient ``(T, k, n)`` and weight gradient ``(k, n)`` reduced over the ``T`` tokens
     (columns 0-14), then Megatron's unfused attention ``Q K^T`` and ``A V`` batched over the ``b a / t`` local
     heads (15, 16). A weight gradient with ``fused_wgrad`` (gradient-accumulation fusion) accumulates into the fp32
     main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e``. [issue 12] FP8
-    (:mod:`gpusim.model.fp8`): the four linear layers' GEMMs (columns 0-11) on FP8 operands at the FP8 matmul ceiling
-    where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
+    (:mod:`gpusim.model.fp8`): the linear layers' GEMMs (columns 0-11 and 17-22) on FP8 operands at the FP8 matmul
+    ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
 
     [issue 12] Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora > 0``): the query and the joint key/value are
     projected down to latents of ``q_lora`` and ``kv_a`` = ``kv_lora`` + the shared rotary key width (replicated over
@@ -384,16 +384,14 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # inputs are cached from the FP8 copies their GEMMs already make: no extra pass)
     partial = rc != FULL
     norms_on = np.asarray(x.get("recompute_norms", False), dtype=bool) & partial
-    mla_on = np.asarray(x.get("recompute_mla_up", False), dtype=bool) & partial & (_f(x.get("mla_kv_lora", 0.0)) > 0)
+    mla_on = np.asarray(x.get("recompute_mla_up", False), dtype=bool) & partial & mla
     fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8 > 0)
     cache = FP8.act_cache_bytes(fp8, fp8_act, e) if np.any(fp8_act) else None
     if np.any(norms_on):
         recompute_s = recompute_s + np.where(norms_on, T * h * rep * 2.0 * 2.0 * e / mem_rate
                                              + 2.0 * p.kernel_tail_s, 0.0)
-    if np.any(mla_on):
-        kv_up = gemm_lin(T, _f(x["mla_kv_up"]) / tp, np.maximum(kvl, 1.0))
-        q_up = np.where(ql > 0, gemm_lin(T, np.maximum(_f(x["mla_q_up"]), 1.0) / tp, np.maximum(ql, 1.0)), 0.0)
-        recompute_s = recompute_s + np.where(mla_on, kv_up + q_up, 0.0)
+    if np.any(mla_on):  # the up-projections' forward GEMMs again (columns 17 and 20; zero without a query latent)
+        recompute_s = recompute_s + np.where(mla_on, t[17] + t[20], 0.0)
     if cache is not None:
         act_cast = np.where(fp8_act, T * f * up / tp * (e + cache) / mem_rate + p.kernel_tail_s, 0.0)
         layer_f = layer_f + act_cast
@@ -519,7 +517,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
                     + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
                     + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
-    return {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
+    out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
@@ -529,6 +527,12 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
             "act_first_bytes": act_first, "act_last_bytes": act_last, "act_layer_bytes": kept,
             "model_fwd_flop_per_sample": flop_fwd, "layers_per_stage": lps,
             "tp_one_collective_s": one, "p2p_one_s": p2p_one}
+    overlap = np.asarray(x.get("ep_overlap", 0))
+    if np.any(overlap > 0):  # [issue 12] EP A2A overlap / DualPipe: the schedule's exposed all-to-all, sends, bubble
+        out.update(EPO.step_terms(overlap, out, pp=pp, vp=vp, n_micro=m, sm_frac=p.ep_comm_sms / sms,
+                                  p2p_overlap_frac=p.pp_p2p_overlap_frac))
+        out["act_first_bytes"] = act_first * EPO.activation_mult(overlap, pp)  # DualPipe: PP + 1 micro-batches
+    return out
 
 
 def stage_state_bytes(params_local, shard_stage, dp, *, weight_bytes, grad_bytes, master_bytes, opt_bytes):

@@ -207,7 +207,6 @@ class StepInputs:
     fp8_act: np.ndarray = _one(False)
     mla_q_lora: np.ndarray = _one(0.0)
     mla_kv_lora: np.ndarray = _one(0.0)
-    mla_q_up: np.ndarray = _one(0.0)
     mla_kv_up: np.ndarray = _one(0.0)
     mla_kv_a: np.ndarray = _one(0.0)  # MLA's key/value down-projection width (latent + shared rotary key)
     v_dim: np.ndarray = _one(np.nan)  # value width over heads where it differs from the query's (MLA); NaN: q_dim
@@ -395,10 +394,6 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
             lt = llm_terms(_llm_inputs(inp, g, p), p)
-        if np.any(np.asarray(inp.ep_overlap) > 0):  # [issue 12] EP A2A overlap / DualPipe (gpusim.model.dualpipe)
-            lt = {**lt, **EPO.step_terms(inp.ep_overlap, lt, pp=pp, vp=inp.vp, n_micro=k,
-                                         sm_frac=p.ep_comm_sms / np.asarray(inp.sm_count, dtype=np.float64),
-                                         p2p_overlap_frac=p.pp_p2p_overlap_frac)}
         # a data-parallel group takes every tp-th rank (Megatron's rank order tp, dp, pp): its members share a
         # node as far as the node holds them, and the node's tp groups share its NICs
         dp_per_node = np.minimum(dp, np.maximum(g / tp, 1.0))
@@ -546,9 +541,9 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
-             "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch",
+             "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
-             "mla_q_up", "mla_kv_up", "mla_kv_a", "v_dim")  # [issue 12]
+             "mla_kv_up", "mla_kv_a", "v_dim")  # [issue 12]
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))
@@ -587,9 +582,8 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
         o = o + np.where(stage >= 1, lt["expert_params_per_stage"] * (inp.master_bytes_per_param
                                                                        + inp.opt_state_bytes_per_param)
                          * (1.0 / edp - 1.0 / np.maximum(dp, 1.0)), 0.0)
-        act = lt[act_key] * (EPO.activation_mult(inp.ep_overlap, inp.pp) if name == "first" else 1.0)  # [issue 12]
-        # (DualPipe's first stage holds PP + 1 micro-batches; its rank's reverse-direction last stage is counted so)
-        stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": act,
+        # (DualPipe's first stage holds PP + 1 micro-batches: gpusim.model.llm counts it in act_first_bytes)
+        stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": lt[act_key],
                         "buffers": 0.0 * w, "overhead": overhead + 0.0 * w}
         stages[name]["total"] = sum(stages[name].values())
     first_fuller = stages["first"]["total"] >= stages["last"]["total"]
