@@ -525,6 +525,9 @@ def check_memory_saving(spec, st) -> None:
     if st.fp8_activations and st.precision not in ("fp8", "mxfp8"):
         problems.append(f"--fp8-activations keeps activations in FP8 and needs --precision fp8 or mxfp8, not "
                         f"{st.precision}")
+    if st.ep_fp8_dispatch and st.precision not in ("fp8", "mxfp8"):
+        problems.append(f"--ep-fp8-dispatch dispatches the FP8 copies the expert GEMMs read and needs --precision "
+                        f"fp8 or mxfp8, not {st.precision}")
     if problems:
         raise ScenarioError("; ".join(problems))
 

@@ -54,6 +54,7 @@ import numpy as np
 from gpusim.model import comm as C
 from gpusim.model import fp8 as FP8
 from gpusim.model.sync import expected_max_std_normal
+from gpusim.strategy import RECOMPUTE_CODES
 
 
 def _f(a):
@@ -291,7 +292,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # combine stay 16-bit); ``moe_act`` (Megatron-Core --recompute-modules moe_act, DeepSeek-V3 section 3.3.2
     # "recompute its output") keeps no routed SwiGLU output and runs the SwiGLU again in the backward pass. The
     # dense FFN's saving, which gpusim.model.llm took for every layer, is given back for the MoE layers.
-    rc_full = np.asarray(x.get("recompute", 0)) == 2
+    rc_full = np.asarray(x.get("recompute", 0)) == RECOMPUTE_CODES["full"]
     fp8_mode = np.asarray(x.get("fp8_mode", 0))
     fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8_mode > 0)
     moe_act = np.asarray(x.get("recompute_moe_act", False), dtype=bool) & ~rc_full
