@@ -223,8 +223,7 @@ PROVENANCE: dict[str, str] = {
                            "(exposed); DeepSeek-V3's DualPipe (DeepSeek-AI 2024, section 3.2.1) and Megatron-Core's "
                            "EP A2A overlap hide nearly all of it under another micro-batch's compute: set ~1 for those",
     "ep_comm_sms": "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', section 3.2.2: 20 of the H800's 132 SMs are "
-                   "dedicated to the dispatch/combine communication while it overlaps computation (DeepEP's "
-                   "normal kernels default to the same 20)",
+                   "dedicated to the dispatch/combine communication while it overlaps computation",
     "pp_p2p_overlap_frac": "Megatron-LM's default (--overlap-p2p-comm off): sends and receives between stages "
                            "block the schedule",
     "gemm_ceiling_flop_per_s": "set by calibration (the GEMM sweep's fitted ceiling per precision); empty by default: "

@@ -27,8 +27,8 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  intra_node_busbw)
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, LLM_BREAKDOWN_KEYS, StepInputs, evaluate
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
-from gpusim.strategy import (opt_state_bytes, opt_traffic_bytes, ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_STATE_BYTES,
-                             OPT_TRAFFIC_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy)
+from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy,
+                             opt_state_bytes, opt_traffic_bytes)
 
 _STRATEGY_FIELDS = set(Strategy.model_fields)
 #: the CLI's and DESIGN.md's flat names for strategy fields
@@ -718,9 +718,10 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     scn = scenario if isinstance(scenario, Scenario) else Scenario.create(**scenario)
     db = db or load()
     params = params or DEFAULT_PARAMS
-    hw, wl = resolve_hardware(scn, db), resolve_workload(scn)
-    hw_cache = {_hardware_key(scn): (hw, hardware_row(hw, params))}  # most what-ifs change only the strategy
-    row = scenario_row(scn, hw, wl, params, hw_row=hw_cache[_hardware_key(scn)][1])
+    wl = resolve_workload(scn)
+    hw_cache: dict = {}  # hardware resolved once per distinct hardware: most what-ifs change only the strategy
+    row = _cached_row(scn, wl, db, params, hw_cache)
+    hw = hw_cache[_hardware_key(scn)][0]
     single_row = _cached_row(_single_gpu(scn), wl, db, params, hw_cache)
 
     rows = [row, single_row]

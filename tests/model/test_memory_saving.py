@@ -4,7 +4,6 @@ optimizer moments. Closed forms on a hand-worked layer, properties through the m
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from gpusim.cli import main
