@@ -11,7 +11,7 @@
 
 The rows repeat about 540 distinct layouts, as a sweep's grid does; the model evaluates each distinct row once
 (:mod:`gpusim.model.distinct`) and ``evaluate`` works in blocks of 65,536 rows. Rows that are all distinct take the
-direct path: about 0.6-0.7 million per second through ``evaluate`` on the development machine.
+direct path: ``--all-distinct`` gives every row its own inter-node bandwidth to measure that case.
 
 numpy runs these element-wise operations on one thread; OMP_NUM_THREADS=1 keeps BLAS from using more. Times are
 CPU time of this process (``time.process_time``), which on a shared, loaded machine is closer to what one core
@@ -58,6 +58,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--all-distinct", action="store_true",
+                    help="every row its own inter-node bandwidth (nothing repeats: the direct path)")
     args = ap.parse_args()
 
     from gpusim.hwdb import load
@@ -68,6 +70,9 @@ def main() -> None:
 
     db = load()
     inp = _rows(args.rows, db)
+    if args.all_distinct:
+        bw = np.asarray(inp.inter_busbw_bytes_per_s, dtype=np.float64)
+        inp = inp.replace(inter_busbw_bytes_per_s=bw * np.linspace(0.5, 1.5, args.rows))
     g = np.asarray(inp.n_gpus) / np.asarray(inp.n_nodes)
     x = _llm_inputs(inp, g, P)
     best_terms, best_eval = [], []
