@@ -23,7 +23,7 @@ _LAZY = {
     "get_workload": ("gpusim.workload", "get_workload"),
     "Strategy": ("gpusim.strategy", "Strategy"),
     "ModelParams": ("gpusim.params", "ModelParams"),
-    "Scenario": ("gpusim.simulation", "Scenario"),
+    "Scenario": ("gpusim.scenario", "Scenario"),
     "StepResult": ("gpusim.simulation", "StepResult"),
     "simulate": ("gpusim.simulation", "simulate"),
     "scaling_curve": ("gpusim.simulation", "scaling_curve"),

@@ -111,7 +111,7 @@ measured = shell.number_input(st, "Measured throughput of this multi-GPU job (sa
                               help="gpusim sizes what would explain the difference from its prediction, each candidate "
                                    "solved with the model (a throttled GPU, slow gradient exchange, a slow loader)")
 if measured:
-    from gpusim.diagnose import explain_measurement
+    from gpusim.measurement import explain_measurement
 
     with shell.guard("cannot explain this measurement"):
         gap = explain_measurement(ctx.scenario, res, float(measured), db=ctx.db, params=ctx.params)

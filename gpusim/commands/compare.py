@@ -54,7 +54,7 @@ class _RawItems(argparse.ArgumentParser):
 def _scenario_parser():
     import argparse
 
-    from gpusim.cli import _Parser
+    from gpusim.commands._common import Parser as _Parser
     from gpusim.commands._scenario import add_scenario_args
 
     p = _Parser(prog="gpusim compare", add_help=False, argument_default=None)

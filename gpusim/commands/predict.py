@@ -51,7 +51,7 @@ def cmd_predict(args) -> int:
     interval = _interval(cal, scn, db, params)
     gap = None
     if args.measured_throughput is not None:
-        from gpusim.diagnose import explain_measurement
+        from gpusim.measurement import explain_measurement
 
         gap = explain_measurement(scn, res, args.measured_throughput, db=db, params=params)
     if args.json:
