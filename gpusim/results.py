@@ -139,8 +139,13 @@ class PlanAnswer:
         return jsonable(d)
 
     def to_frame(self):
-        """The configurations (best per hardware and node count; every one with ``every``)."""
-        return self.plan.configurations(every=self.every)
+        """The configurations (best per hardware and node count; every one with ``every``), the JSON's columns
+        first (:data:`gpusim.planning.CONFIG_COLUMNS`)."""
+        from gpusim.planning import CONFIG_COLUMNS
+
+        df = self.plan.configurations(every=self.every)
+        cols = [c for c in CONFIG_COLUMNS if c in df.columns]
+        return df[cols + [c for c in df.columns if c not in cols]].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
