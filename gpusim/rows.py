@@ -86,7 +86,7 @@ def implied_nodes(db, *, gpus: int, gpu: str | None = None, node: str | None = N
     GPUs per node of the node template (``node``), or of the GPU's own board for an SXM/OAM/superchip part (the
     node :func:`resolve_hardware` would insist on); None when one node holds them, when the count does not divide
     evenly (the scenario's own error then names the fix) or when nothing says (a PCIe card)."""
-    if gpus <= 1:
+    if gpus <= 1 or not (gpu or node):
         return None
     if node:
         per_node = db.node(node).gpus_per_node

@@ -163,3 +163,9 @@ def test_compare_moe_flags_are_taken(capsys):
     code, out, err = run(capsys, "compare", *base, "--ep", "8", "--vs", "--ep", "4", "--json")
     assert code == 0, err
     assert [r["parallelism"]["ep"] for r in json.loads(out)["results"]] == [8, 4]
+
+
+def test_an_empty_gpu_id_is_a_clean_error(capsys):
+    # found by benchmarks/fuzz_cli.py: `--gpu ""` was an internal error (exit 3)
+    code, out, err = run(capsys, "predict", "--model", "resnet50", "--gpu", "", "--gpus", "8", "--per-gpu-batch", "64")
+    assert code == 2 and "give a GPU" in err
