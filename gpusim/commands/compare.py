@@ -217,6 +217,8 @@ def print_comparison(out: dict) -> None:
                 effect = f"{signed(c['effect_samples_per_s'])} samples/s"
             con.print(f"  {change_text(c)}: {effect}{share}{note}")
         if g["explains_most"] is not None and len(g["changes"]) > 1:
+            gap = g["gap_samples_per_s"]
+            joint = (f"{g['interaction_samples_per_s'] / gap:+.0%} of the gap" if llm and gap
+                     else f"{signed(g['interaction_samples_per_s'])} samples/s")
             con.print(f"  -> [bold]{change_text(g['explains_most'])}[/] explains most of the gap; the changes "
-                      f"together add {signed(g['interaction_samples_per_s'])} "
-                      "samples/s beyond the sum of their separate effects")
+                      f"together add {joint} beyond the sum of their separate effects")
