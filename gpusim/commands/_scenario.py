@@ -188,15 +188,20 @@ def resolve(args):
             if kwargs.get(key) is None:
                 kwargs[key] = value
     kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("p2p",)}
-    if kwargs.get("per_gpu_batch") is None and is_llm_run(args):
-        kwargs["per_gpu_batch"] = 1  # [issue 20] an LLM layout: Megatron's usual micro-batch of one sequence
-    elif kwargs.get("per_gpu_batch") is None and getattr(args, "batch_required", False):
-        # [issue 20] the model is checked first (a typo is the error to show), then the batch it needs
+    if kwargs.get("per_gpu_batch") is None and (is_llm_run(args) or getattr(args, "batch_required", False)):
+        # [issue 20] the model is checked first (a typo is the error to show), then the batch it needs: an LLM
+        # layout (a layout flag, or --global-batch for a transformer) takes Megatron's usual micro-batch of one
+        # sequence; a data-parallel run must say its per-GPU batch
+        from gpusim.rules import transformer_of
         from gpusim.workload import get_workload
 
-        get_workload(kwargs["model"], seq_len=kwargs.get("seq_len"))
-        raise ScenarioError("give the per-GPU batch: --per-gpu-batch B (samples per GPU per step; for an LLM "
-                            "layout --micro-batch B with --global-batch G)")
+        wl = get_workload(kwargs["model"], seq_len=kwargs.get("seq_len"))
+        layout = any(getattr(args, k, None) is not None for k in LLM_FLAGS if k != "global_batch")
+        if layout or (getattr(args, "global_batch", None) is not None and transformer_of(wl) is not None):
+            kwargs["per_gpu_batch"] = 1
+        elif getattr(args, "batch_required", False):
+            raise ScenarioError("give the per-GPU batch: --per-gpu-batch B (samples per GPU per step; for an LLM "
+                                "layout --micro-batch B with --global-batch G)")
     if "nodes" not in kwargs and kwargs.get("gpus"):  # [issue 20] the node template says how many GPUs a node holds
         from gpusim.errors import GpusimError
         from gpusim.rows import implied_nodes

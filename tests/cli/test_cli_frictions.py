@@ -169,3 +169,12 @@ def test_an_empty_gpu_id_is_a_clean_error(capsys):
     # found by benchmarks/fuzz_cli.py: `--gpu ""` was an internal error (exit 3)
     code, out, err = run(capsys, "predict", "--model", "resnet50", "--gpu", "", "--gpus", "8", "--per-gpu-batch", "64")
     assert code == 2 and "give a GPU" in err
+
+
+def test_a_global_batch_alone_does_not_make_a_cnn_an_llm_layout(capsys):
+    code, out, err = run(capsys, "predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch",
+                         "1024")
+    assert code == 2 and "--per-gpu-batch" in err
+    code, out, err = run(capsys, "predict", *LLM, "--json")  # a transformer with --global-batch: micro-batch 1
+    assert code == 0, err
+    assert json.loads(out)["scenario"]["strategy"]["per_gpu_batch"] == 1
