@@ -108,14 +108,16 @@ def run(path: str | os.PathLike | None = None, *, db=None, params=None) -> list[
             raise GpusimError(f"row {i + 2} of {path or default_csv()}: bad value ({e}); see validation/README.md") \
                 from None
         out.append(res)
-        key = (r["collective"], r["gpu"], r["node"], res.gpus, res.nodes, r["inter"] or None,
-               int(r["nics_per_node"]) if r["nics_per_node"] else None)
+        key = (r["collective"], r["gpu"], r["node"], res.gpus, res.nodes, r.get("intra") or None,
+               r.get("intra_topology") or None, r["inter"] or None,
+               int(r["nics_per_node"]) if r["nics_per_node"] else None, r.get("algorithm_forced") or "auto")
         groups.setdefault(key, []).append(res)
-    for (coll, gpu, node, gpus, nodes, inter, nics), members in groups.items():
+    for (coll, gpu, node, gpus, nodes, intra, topo, inter, nics, algo), members in groups.items():
         sizes = [m.size_bytes for m in members]
         try:
-            pred = collective(coll, sizes, gpu=gpu or None, node=node or None, gpus=gpus, nodes=nodes, inter=inter,
-                              nics_per_node=nics, db=db, params=_params_for(params, gpu))
+            pred = collective(coll, sizes, gpu=gpu or None, node=node or None, gpus=gpus, nodes=nodes, intra=intra,
+                              intra_topology=topo, inter=inter, nics_per_node=nics, algorithm=algo, db=db,
+                              params=_params_for(params, gpu))
         except GpusimError as e:
             for m in members:
                 m.error = f"{type(e).__name__}: {e}"
