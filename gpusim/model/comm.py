@@ -288,7 +288,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 # buffer once per direction between two nodes, about twice beyond (interior nodes of the double binary
                 # tree), where a ring sends factor x S; NCCL's rules say the same (tuning.cc: the tree's bandwidth is
                 # bwIntra for nNodes <= 2, bwInter beyond; NVLS-tree's network term bwInter, halved beyond 2 nodes)
-                tree_net = f / np.where(nodes <= 2.0, 1.0, 2.0)
+                tree_net = np.where(f > 0, f, 1.0) / np.where(nodes <= 2.0, 1.0, 2.0)  # f = 0: one rank (time 0)
                 # NCCL's double binary tree across nodes, chains inside
                 if not forced or algorithm == ALGO_TREE:
                     _, e = np.frexp(np.maximum(s, 64.0) / 64.0)
