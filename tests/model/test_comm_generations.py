@@ -19,8 +19,9 @@ from gpusim.hwdb import load
 from gpusim.model import comm as C
 from gpusim.model.fabric import nccl_nvlink_gbyte_per_s_per_link, nccl_nvswitch_busbw
 from gpusim.params import DEFAULT_PARAMS as P
-from gpusim.simulation import collective, hardware_row, resolve_hardware
-from gpusim.simulation import Scenario
+from gpusim.rows import hardware_row, resolve_hardware
+from gpusim.scenario import Scenario
+from gpusim.simulation import collective
 from gpusim.strategy import Strategy
 
 TABLE = P.nccl_nvlink_gbyte_per_s_per_link
