@@ -28,7 +28,7 @@ from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, Node
 from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
-                                 intra_node_busbw)
+                                 intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link, nccl_nvswitch_busbw)
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -280,6 +280,10 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
+    if hw.topology == "nvswitch" and hw.intra_link is not None and g > 1:  # [issue 18] NCCL's per-generation NVLink
+        nv = nccl_nvswitch_busbw(hw.intra_link.links_per_gpu, nccl_nvlink_gbyte_per_s_per_link(
+            hw.gpu.compute_capability if hw.gpu.vendor == "nvidia" else None, params.nccl_nvlink_gbyte_per_s_per_link))
+        intra_bw = intra_bw if nv is None else nv
     intra_hop = hw.intra_link.latency_s if hw.intra_link else 0.0
     if hw.topology == "nvlink-bridge-pairs" and g > 2:
         intra_hop = max(intra_hop, hw.pcie_link.latency_s)

@@ -20,6 +20,8 @@ def register(sub) -> None:
                    help="list the N worst anchored rows (default 8)")
     p.add_argument("--llm-csv", metavar="FILE", help="LLM layout rows (default: validation/llm_parallel.csv; "
                                                      "'none' to skip)")
+    p.add_argument("--sweeps-csv", metavar="FILE", help="all-reduce sweeps across systems (default: "
+                                                       "validation/nccl_sweeps.csv; 'none' to skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 
@@ -34,6 +36,16 @@ def _llm_results(args, db, params):
     if params is not None and callable(params):
         params = params(V.GPU_ID)
     return V.run(path, db=db, params=params)
+
+
+def _sweep_results(args, db, params):
+    """The all-reduce sweeps across systems (validation/nccl_sweeps.csv) with gpusim's predictions."""
+    from gpusim import validation_comm as VC
+
+    choice = getattr(args, "sweeps_csv", None)
+    if choice == "none" or (args.csv and not choice):
+        return []
+    return VC.run(choice or VC.default_csv(), db=db, params=params)
 
 
 def print_llm(results) -> None:
@@ -81,11 +93,14 @@ def cmd_validate(args) -> int:
         results += run(path, db=db, params=params)
     summary = summarize(results)
     llm = _llm_results(args, db, params)
+    sweeps = _sweep_results(args, db, params)  # [issue 18] collectives across systems
     if args.json:
+        from gpusim import validation_comm as VC
         from gpusim import validation_llm as V
 
         print_json({**summary, "rows": [asdict(r) for r in results],
-                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)}})
+                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
+                    "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -129,6 +144,10 @@ def cmd_validate(args) -> int:
         print(f"  per source (median/p90): {parts}")
         print("  per size decade (median/p90): " + ", ".join(
             f"{d['decade']} {fmt_pct(d['median_ape'])}/{fmt_pct(d['p90_ape'])} (n={d['n']})" for d in bb["decades"]))
+    if sweeps:
+        from gpusim.validation_comm import print_section
+
+        print_section(sweeps, print_table, fmt_pct)
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")
