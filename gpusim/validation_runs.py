@@ -161,7 +161,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     metric = r["metric"].strip()
     opts = _options(r.get("notes", ""))
     prec = r["precision"].strip().lower()
-    layout = f"tp{tp} pp{pp} vp{vp} cp{cp}" + (f" ep{ep}" if ep > 1 else "") + f" mb{mb} gb{gb}"
+    layout = f"{tp}/{pp}/{vp}/{cp}" + (f"/{ep}" if ep > 1 else "") + f" {mb}/{gb}"
     out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=str(r.get("holdout")).strip() == "1",
                  model=r["model"], gpu=r["gpu"], gpus=gpus, layout=layout, precision=prec, metric=metric,
                  measured=float(r["value"]), regimes=regime(r))
@@ -191,7 +191,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     layers = getattr(getattr(wl, "transformer", None), "n_layers", None)
     uneven = bool(layers) and layers % (pp * vp) != 0
     if uneven:
-        chosen.append("unequal stages")
+        chosen.append("uneven pp")
     base = dict(workload=wl, node=node, gpus=gpus, nodes=max(1, gpus // per_node), kind=kind, precision=prec, tp=tp,
                 pp=pp, vp=vp, cp=cp, ep=ep, expert_tp=etp, micro_batch=mb, global_batch=gb, seq_len=seq,
                 uneven_pp=uneven)
@@ -203,11 +203,11 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
         out.error = str(e)
         return out
     if not stated_rc:
-        chosen.append("recompute none")
+        chosen.append("rc none")
     if not mb_stated:
-        chosen.append("micro-batch 1")
+        chosen.append("mb 1")
     if not res.fits_in_memory:
-        chosen.append("does not fit in memory")
+        chosen.append("no fit (gpusim)")
     out.chosen = ", ".join(chosen)
     out.step_s = float(res.step_s)
     tflop = res.model_tflop_per_s_per_gpu
@@ -297,8 +297,9 @@ def to_dicts(results: list[RunRow]) -> list[dict]:
     return [{**asdict(r), "signed_frac": r.signed_frac, "ape": r.ape} for r in results]
 
 
-def print_report(results: list[RunRow], *, holdout_rows: bool = True) -> None:
-    """The rows (held-out rows' errors only when ``holdout_rows``) and the per-regime summary."""
+def print_report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True) -> None:
+    """The rows (the held-out rows' errors only with ``holdout_rows``) and the per-regime summary of the open rows and,
+    with ``holdout_summary``, of the held-out rows."""
     from gpusim.commands._common import print_table
     from gpusim.validation import fmt_pct
 
@@ -312,13 +313,14 @@ def print_report(results: list[RunRow], *, holdout_rows: bool = True) -> None:
                       f"{r.step_s:.4g}" if (r.step_s is not None and show) else "",
                       fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
                       r.chosen if not r.error else r.error[:70]])
-    print_table(table, ["run", "held out", "model", "GPU", "GPUs", "layout", "precision", "measured step s",
-                        "predicted s", "error", "chosen by gpusim / why not predicted"],
-                title="Published training runs (validation/runs_*.csv): step time with the stated layout",
+    print_table(table, ["run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas s",
+                        "pred s", "error", "assumed / why not"],
+                title="Published training runs (validation/runs_*.csv): step time with the stated layout "
+                      "(error > 0: predicted slower)",
                 justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
     summ = summarize(results)
     for part in ("open", "holdout"):
-        if part == "holdout" and not holdout_rows:
+        if part == "holdout" and not holdout_summary:
             continue
         for g, s in summ[part].items():
             if not s["rows"]:

@@ -20,8 +20,24 @@ def register(sub) -> None:
                    help="list the N worst anchored rows (default 8)")
     p.add_argument("--llm-csv", metavar="FILE", help="LLM layout rows (default: validation/llm_parallel.csv; "
                                                      "'none' to skip)")
+    p.add_argument("--runs", metavar="CSV", nargs="*", default=None,
+                   help="published training runs (default: every validation/runs_*.csv; give no file to skip)")
+    p.add_argument("--show-holdout", action="store_true",
+                   help="also print the held-out runs' row-by-row errors (their summary is always printed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
+
+
+def _runs_results(args, db, params):
+    """[issue 17] The published training runs of validation/runs_*.csv (gpusim.validation_runs)."""
+    from gpusim import validation_runs as R
+
+    runs = getattr(args, "runs", None)
+    if runs is not None and not runs:
+        return []
+    if runs is None and args.csv:  # a user's CSV alone: the project's tables are not mixed in
+        return []
+    return R.run(runs, db=db, params=params)
 
 
 def _llm_results(args, db, params):
@@ -81,11 +97,14 @@ def cmd_validate(args) -> int:
         results += run(path, db=db, params=params)
     summary = summarize(results)
     llm = _llm_results(args, db, params)
+    runs = _runs_results(args, db, params)
     if args.json:
         from gpusim import validation_llm as V
+        from gpusim import validation_runs as R
 
         print_json({**summary, "rows": [asdict(r) for r in results],
-                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)}})
+                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
+                    "published_runs": {"summary": R.summarize(runs), "rows": R.to_dicts(runs)}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -143,6 +162,10 @@ def cmd_validate(args) -> int:
     for reason, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"  {count} x {reason}")
     print_llm(llm)
+    if runs:
+        from gpusim import validation_runs as R
+
+        R.print_report(runs, holdout_rows=getattr(args, "show_holdout", False))
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",
