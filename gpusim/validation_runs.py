@@ -11,7 +11,9 @@ predicted as it ran:
   (``zero1`` = Megatron's distributed optimizer, the default of the NeMo/Megatron-Bridge performance recipes;
   ``fsdp`` = Megatron-FSDP), ``fp8_recipe=`` (``delayed`` | ``current``).
   ``attention=`` (``flash`` | ``unfused``: the attention kernel; NeMo and Megatron-Bridge run Transformer Engine's
-  fused attention, which some catalogue entries of older models do not assume).
+  fused attention, which some catalogue entries of older models do not assume), ``tp_comm_overlap=1`` (Transformer
+  Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
+  layouts: ``COMM_OVERLAP_CONFIG_MAP`` of Megatron-Bridge's ``scripts/performance`` configs).
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
@@ -47,7 +49,7 @@ NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "dgx-h200", "b200": "dgx-b20
 BLACKWELL = ("b200", "b300", "gb200", "gb300")
 STRATEGY_ALIASES = {"zero1": "zero1", "distopt": "zero1", "ddp": "ddp", "fsdp": "fsdp-full", "fsdp-full": "fsdp-full"}
 ENV_VAR = "GPUSIM_RUNS_DIR"
-_TOKEN = re.compile(r"\b(strategy|fp8_recipe|attention)=([A-Za-z0-9_\-]+)")
+_TOKEN = re.compile(r"\b(strategy|fp8_recipe|attention|tp_comm_overlap)=([A-Za-z0-9_\-]+)")
 
 
 def default_dir() -> Path | None:
@@ -195,6 +197,8 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     base = dict(workload=wl, node=node, gpus=gpus, nodes=max(1, gpus // per_node), kind=kind, precision=prec, tp=tp,
                 pp=pp, vp=vp, cp=cp, ep=ep, expert_tp=etp, micro_batch=mb, global_batch=gb, seq_len=seq,
                 uneven_pp=uneven)
+    if opts.get("tp_comm_overlap") in ("1", "true", "on") and tp > 1:
+        base["tp_comm_overlap"] = True
     if prec.startswith("fp8") and "fp8_recipe" in opts:
         base["fp8_recipe"] = opts["fp8_recipe"]
     try:

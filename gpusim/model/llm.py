@@ -91,6 +91,23 @@ def bubble_frac(pp, vp, n_micro):
     return (_f(pp) - 1.0) / (_f(vp) * _f(n_micro))
 
 
+def dp_group_placement(dp, tp, gpus_per_node, domain_gpus):
+    """[issue 17] Where Megatron-Core puts a gradient-reduction group: ``(members per NVLink domain, domains it spans,
+    NIC share factor)``.
+
+    Megatron-Core numbers ranks in the order ``tp-cp-ep-dp-pp`` (``megatron/core/parallel_state.py``,
+    ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``, tp fastest): the ``dp`` ranks that share a stage's weights
+    (``dp`` here counts dp x cp, the distributed optimizer's group) are ``tp`` ranks apart, so as many as fit in one
+    NVLink domain sit in it, ``k = min(dp, max(domain / tp, 1))``, and the group spans ``dp / k`` domains. Its
+    collectives run over NVLink inside each domain and over the network between them, where the group's ``k``
+    members of a domain send through their own NICs: ``k / gpus_per_node`` of a node's inter-node bandwidth. On an
+    8-GPU HGX board the domain is the node; on a GB200/GB300 NVL72 rack it is the 72 GPUs of 18 trays of 4, so a
+    group inside one rack never touches the network (the node-based rule charged it at the trays' NICs).
+    """
+    k = np.minimum(_f(dp), np.maximum(_f(domain_gpus) / _f(tp), 1.0))
+    return k, _f(dp) / k, k / _f(gpus_per_node)
+
+
 def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
     """Bytes each rank sends in one layer's forward TP all-reduces: ``2 x 2 (t-1)/t x T h e`` (ring)."""
     t = _f(tp)
@@ -220,6 +237,36 @@ def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_
                       + beside_gemm_s(rs, wgrad_up_s, slowdown_frac),
                       beside_gemm_s(ar, wgrad_qkv_s, slowdown_frac) + beside_gemm_s(ar, wgrad_up_s, slowdown_frac))
     return np.where(np.asarray(async_bwd, dtype=bool), beside, sync)
+
+
+def split_overlap_s(comm_s, gemm_s, chunks, slowdown_frac):
+    """[issue 17] Exposed seconds of a collective pipelined with its GEMM in ``chunks`` pieces: the first piece's
+    communication cannot overlap (``comm / chunks``), the rest hides under the GEMM up to its length, and the GEMM
+    slows by ``slowdown_frac`` of the overlapped time: ``max(comm - gemm, comm / chunks) + s min(comm, gemm)``.
+
+    Transformer Engine's comm-GEMM overlap (``te.module`` userbuffers, ``ub_overlap_ag`` / ``ub_overlap_rs``;
+    NeMo/Megatron-Bridge ``tp_comm_overlap`` with the ``userbuffers_*_tp*`` configs) splits an all-gather's GEMM or a
+    reduce-scatter's GEMM into ``tp`` chunks and moves chunk ``i + 1`` (ring exchange, copy engines or a few SMs)
+    while chunk ``i`` multiplies (Wang et al., "Overlap Communication with Dependent Computation via Decomposition in
+    Large Deep Learning Models", ASPLOS 2023, section 3)."""
+    c, g = _f(comm_s), _f(gemm_s)
+    return np.maximum(c - g, c / _f(chunks)) + slowdown_frac * np.minimum(c, g)
+
+
+def tp_userbuffers_s(ag, rs, tp, t, slowdown_frac):
+    """[issue 17] Exposed seconds of one layer's TP collectives with sequence parallelism under TE userbuffers,
+    ``(forward, backward)`` per micro-batch. Forward: the all-gathers before QKV and FFN-up pipelined with those GEMMs
+    (``t[0]``, ``t[6]``), the reduce-scatters after the attention output and FFN-down projections with theirs
+    (``t[3]``, ``t[9]``). Backward: the output-gradient all-gathers of the two row-parallel layers with their
+    data-gradient GEMMs (``t[4]``, ``t[10]``, ring exchange: :func:`split_overlap_s`); the column-parallel layers'
+    input re-gathers beside their data-gradient GEMMs (``t[1]``, ``t[7]``) and their input-gradient reduce-scatters
+    beside their weight-gradient GEMMs (``t[2]``, ``t[8]``), TE's "bulk" overlaps (:func:`beside_gemm_s`)."""
+    fwd = (split_overlap_s(ag, t[0], tp, slowdown_frac) + split_overlap_s(rs, t[3], tp, slowdown_frac)
+           + split_overlap_s(ag, t[6], tp, slowdown_frac) + split_overlap_s(rs, t[9], tp, slowdown_frac))
+    bwd = (split_overlap_s(ag, t[4], tp, slowdown_frac) + split_overlap_s(ag, t[10], tp, slowdown_frac)
+           + beside_gemm_s(ag, t[1], slowdown_frac) + beside_gemm_s(ag, t[7], slowdown_frac)
+           + beside_gemm_s(rs, t[2], slowdown_frac) + beside_gemm_s(rs, t[8], slowdown_frac))
+    return fwd, bwd
 
 
 def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
@@ -436,6 +483,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     tp_b = (tp_backward_s(ar, ag, rs, sp, x["tp_async_bwd"], dgrad_qkv_s=t[1], wgrad_qkv_s=t[2], dgrad_up_s=t[7],
                           wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac)
             + 2.0 * (rc == FULL) * one) * exposed  # full recomputation runs the forward's collectives again
+    ub = np.asarray(x.get("tp_comm_overlap", False), dtype=bool) & sp
+    if np.any(ub):  # [issue 17] Transformer Engine's userbuffers comm-GEMM overlap
+        ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac)
+        tp_f = np.where(ub, ub_f, tp_f)
+        tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
@@ -481,7 +533,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
-    cross = nodes > 1
+    cross = nodes * g > domain  # [issue 17] a stage boundary leaves the NVLink domain only when the job does
     p2p_bytes = act_bytes / tp
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
     p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
