@@ -59,7 +59,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model.distinct import Distinct
-from gpusim.model.gemm import gemm_time_s
+from gpusim.model.gemm import fp8_k_half, gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -181,13 +181,14 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
 _STACK_ROWS = 4096
 
 
-def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, srcs=None, serial=False) -> list:
+def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, srcs=None, serial=False,
+                  k_half=None) -> list:
     """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays. ``outs`` / ``srcs``:
     bytes written / read per output element, arrays whose last axis is the GEMM ``j`` (default: ``elem_bytes``
     written, nothing read); ``serial``: the GPU's epilogue reads its source after the main loop
     (:mod:`gpusim.model.gemm`)."""
-    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
-              serial_epilogue=serial)
+    kh = p.gemm_k_half_steps if k_half is None else k_half
+    kw = dict(k_half=kh, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, serial_epilogue=serial)
     nc = len(ms)
     outs = np.asarray(elem_bytes)[..., None] if outs is None else outs
     srcs = np.zeros(1) if srcs is None else srcs
@@ -201,6 +202,8 @@ def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, s
     cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
     M, N, K, B = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(4))
     kw["serial_epilogue"] = np.asarray(serial)[..., None]
+    if np.ndim(kh):
+        kw["k_half"] = np.asarray(kh)[..., None]
     t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
                     batch=B, out_bytes=outs, src_bytes=srcs, **kw)
     return [t[..., j] for j in range(nc)]
@@ -324,9 +327,11 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p, outs[..., :len(ms)], srcs[..., :len(ms)],
                       serial_epilogue)
     if np.any(fp8 > 0):
+        # [issue 17] FP8 operands (1 byte) but a 16-bit output (TE's FP8 GEMMs write the activation dtype; the weight
+        # gradient accumulates into fp32), and the tile's fixed cost in k-steps of the faster FP8 loop (gemm.fp8_k_half)
         t8 = _gemm_columns([ms[j] for j in lin], [ns[j] for j in lin], [ks[j] for j in lin], [bs[j] for j in lin],
-                           ceil8, hbm, sms, _f(1.0), p, np.where(_WGRAD_COLUMN & fused, 4.0, 1.0)[..., lin],
-                           srcs[..., lin], serial_epilogue)
+                           ceil8, hbm, sms, _f(1.0), p, outs[..., lin], srcs[..., lin], serial_epilogue,
+                           k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8))
         for i, j in enumerate(lin):
             t[j] = np.where(fp8 > 0, t8[i], t[j])
     if any_mla:
