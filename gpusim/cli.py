@@ -27,9 +27,7 @@ def _commands():
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's usage errors: one line plus where to look
-        self.exit(2, f"gpusim: error: {message} (see `{self.prog} --help`)\n")
+from gpusim.commands._common import Parser as _Parser  # noqa: E402  (argparse's errors as one line)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,6 +41,7 @@ import numpy as np
 
 from gpusim import units
 from gpusim.errors import ScenarioError
+from gpusim.rules import DEFAULT_MAX_IMAGES_PER_BATCH, DEFAULT_MAX_TOKENS_PER_BATCH, default_max_global_batch  # noqa: F401
 from gpusim.strategy import MASTER_BYTES, OPT_STATE_BYTES, WEIGHT_BYTES
 
 # =================================================================================================
@@ -110,12 +111,6 @@ PSU_HEADROOM_FRAC = 0.25
 CORES_PER_GPU_MIN = 4
 CORES_PER_GPU_MAX = 8
 
-#: Default largest global batch when the user gives none: the largest global batch of a published recipe of
-#: the kind, so that the plan never assumes a convergence it cannot promise. Sequences: 16M tokens (Llama 3
-#: 405B's final batch, Meta 2024, sec. 3.4.1); images: 8,192 (Goyal et al., "Accurate, Large Minibatch SGD:
-#: Training ImageNet in 1 Hour", 2017: linear scaling held to 8k).
-DEFAULT_MAX_TOKENS_PER_BATCH = 16 * 1024 * 1024
-DEFAULT_MAX_IMAGES_PER_BATCH = 8192
 #: warm-up for learning-rate scaling: Goyal et al. warm up over 5 epochs; LLM recipes over ~2,000 steps
 #: (Touvron et al., "Llama 2", 2023, sec. 2.2).
 WARMUP_EPOCHS = 5
@@ -556,7 +551,7 @@ CONFIG_COLUMNS = ("mode", "node", "node_kind", "gpu", "gpus_per_node", "nodes", 
                   "checkpointing", "cpu_offload", "micro_batch", "accum", "global_batch", "feasible", "reason",
                   "meets_deadline", "within_budget", "time_to_train_s", "cost_usd", "capital_usd", "energy_usd",
                   "amortized_cost_usd", "energy_kwh", "usd_per_gpu_hour", "price_source", "price_date",
-                  "step_s", "throughput_samples_per_s", "throughput_tokens_per_s", "scaling_efficiency_frac",
+                  "step_s", "throughput_samples_per_s", "tokens_per_s", "scaling_efficiency_frac",
                   "mfu_frac",
                   "bottleneck", "memory_per_gpu_bytes", "memory_capacity_bytes", "steps", "train_s", "eval_s",
                   "checkpoint_s", "checkpoint_interval_s", "checkpoints", "failures", "lost_s", "goodput_frac",
@@ -634,10 +629,6 @@ def _plan_options(db, mode: str, gpus, nodes, pricing):
     return out
 
 
-def _default_max_global_batch(wl) -> int:
-    if wl.sample_unit == "sequence":
-        return max(1, int(DEFAULT_MAX_TOKENS_PER_BATCH // wl.tokens_per_sample))
-    return DEFAULT_MAX_IMAGES_PER_BATCH
 
 
 def plan(model: str | None = None, *, workload=None, seq_len: int | None = None, tokens: float | None = None,
@@ -728,7 +719,7 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
     total_samples = training_samples(wl, tokens=tokens, samples=samples, epochs=epochs)
     max_gb_given = max_global_batch is not None
     if max_global_batch is None:
-        max_global_batch = max(_default_max_global_batch(wl), global_batch or 1)
+        max_global_batch = max(default_max_global_batch(wl), global_batch or 1)
     if energy and energy not in db.energy:
         raise PlanError(f"unknown energy entry {energy!r}; one of {', '.join(db.energy)}")
     en = db.energy[energy] if energy else db.default_energy()
@@ -818,7 +809,7 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
                       layouts, pins):
     """[issue 12] The sweep's data-parallel rows plus, for a transformer language model, one row per hardware
     option and node count with the best Megatron layout there (gpusim.search.plan_layout_rows)."""
-    from gpusim.simulation import transformer_of
+    from gpusim.rules import transformer_of
 
     if layouts is None:
         layouts = wl.sample_unit == "sequence" and transformer_of(wl) is not None
@@ -826,7 +817,8 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
         return df
     import pandas as pd
 
-    from gpusim.search import LAYOUT_COLUMNS, default_global_batch, plan_layout_rows
+    from gpusim.rules import default_global_batch
+    from gpusim.search import LAYOUT_COLUMNS, plan_layout_rows
     from gpusim.sweeps import default_node_counts
 
     done = {"n": int(df.attrs.get("model_rows", len(df)))}

@@ -32,6 +32,10 @@ import numpy as np
 
 from gpusim import units
 from gpusim.errors import ScenarioError
+from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-exported for old callers)
+from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
+                          R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
+                          layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
 
 RECOMPUTES = ("none", "selective", "full")
 #: layouts per model call: blocks whose temporaries stay in the CPU caches (measured with benchmarks/layout_search.py
@@ -50,123 +54,18 @@ MICRO_BATCHES = (1, 2, 4, 8)
 #: largest context-parallel degree tried (Llama 3 used cp 16 at 128k tokens)
 MAX_CP = 32
 
-REASONS = ("", "tp does not divide the attention heads", "the K/V heads cannot be split over tp",
-           "tp crosses the NVLink domain", "the sequence is not divisible by 2 x cp (load-balanced ring)",
-           "cp needs FlashAttention", "vp needs pp > 1",
-           "micro-batch x dp does not divide the global batch",
-           "interleaving needs the micro-batches per step to be a multiple of pp",
-           "dualpipe needs an even pp, vp 1 and an even number of micro-batches >= pp", "does not fit in GPU memory")
-OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_DUALPIPE, R_MEMORY = range(len(REASONS))
 
 
-def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None) -> None:
-    """The context-parallel rules for one scenario (the search's rules R_SEQ and R_FLASH); raises ScenarioError."""
-    if cp == 1:
-        return
-    problems = []
-    if seq_len % (2 * cp):
-        ok = [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0]
-        problems.append(f"cp {cp} needs the sequence ({seq_len} tokens) to be divisible by 2 x cp = {2 * cp} for the "
-                        f"load-balanced causal split" + (f" (cp could be {', '.join(map(str, ok))})" if ok else ""))
-    if not flash:
-        problems.append("context parallelism (ring attention) needs FlashAttention; this model's attention is unfused")
-    if problems:
-        raise ScenarioError(f"impossible context parallelism (cp {cp}): " + "; ".join(problems))
 
 
-def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
-             ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
-             dp: int | None = None) -> None:
-    """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
-    The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
-    moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
-                                                                               capacity is not None),
-                                 ("ep_overlap", ep_overlap != "none"), ("moe_dispatcher", moe_dispatcher != "alltoall"),
-                                 ("ep_fp8_dispatch", ep_fp8_dispatch)) if on]
-    if not getattr(spec, "n_experts", 0):
-        if moe_flags:
-            flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
-            raise ScenarioError(f"{flags} {'applies' if len(moe_flags) == 1 else 'apply'} only to mixture-of-experts "
-                                f"models, and {getattr(spec, 'name', None) or 'this model'} is dense (drop {flags})")
-        return
-    problems = []
-    E = int(spec.n_experts)
-    if E % ep:
-        ok = [d for d in range(1, min(E, 256) + 1) if E % d == 0 and d & (d - 1) == 0]
-        problems.append(f"{E} experts are not divisible by ep {ep} (ep could be {', '.join(map(str, ok))})")
-    if dp is not None and (tp * cp * dp) % (ep * expert_tp):
-        problems.append(f"ep {ep} x expert-tp {expert_tp} = {ep * expert_tp} must divide tp x cp x dp = "
-                        f"{tp * cp * dp} (the ranks the expert groups fold into)")
-    if problems:
-        raise ScenarioError(f"impossible expert parallelism (ep {ep}, expert-tp {expert_tp}): " + "; ".join(problems))
 
 
-def check_dualpipe(ep_overlap: str, *, pp: int, vp: int, n_micro: int) -> None:
-    """DualPipe's rules (the search's R_DUALPIPE): an even number of stages, no interleaving, an even number of
-    micro-batches, at least pp (DeepSeek-V3 section 3.2.1; deepseek-ai/DualPipe: "the pipeline stages and
-    micro-batches be divisible by 2", fed from both ends); raises ScenarioError."""
-    if ep_overlap != "dualpipe":
-        return
-    problems = []
-    if pp < 2 or pp % 2:
-        problems.append(f"an even number of pipeline stages (pp 2, 4, ...; got pp {pp})")
-    if vp > 1:
-        problems.append(f"no interleaving (vp 1; got vp {vp})")
-    if n_micro % 2 or n_micro < pp:
-        problems.append(f"an even number of micro-batches per step, at least pp = {pp} (got {n_micro}: raise "
-                        f"--global-batch or lower --micro-batch)")
-    if problems:
-        raise ScenarioError("dualpipe needs " + "; ".join(problems) + " (--ep-overlap 1f1b overlaps the all-to-all "
-                            "without DualPipe)")
 
 
-def moe_fields(spec, strategy) -> dict:
-    """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""
-    if not getattr(spec, "n_experts", 0):
-        return {}
-    from gpusim.model.dualpipe import EP_OVERLAPS
-    from gpusim.model.experts import DISPATCHERS
-
-    cap = strategy.moe_capacity_factor if strategy.moe_capacity_factor is not None else spec.moe_capacity_factor
-    groups = getattr(spec, "moe_n_groups", None)
-    limit = getattr(spec, "moe_topk_groups", None)
-    return {"ep": float(strategy.ep), "expert_tp": float(strategy.expert_tp),
-            "ep_overlap": EP_OVERLAPS[strategy.ep_overlap], "moe_dispatcher": DISPATCHERS[strategy.moe_dispatcher],
-            "ep_fp8_dispatch": bool(strategy.ep_fp8_dispatch),
-            "moe_n_groups": float(groups or 1), "moe_topk_groups": float(limit) if limit else float("inf"),
-            "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
-            "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
-            "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
-            "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
-            else float(spec.moe_imbalance_frac)}
 
 
-def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
-    """The FP8 fields of an LLM row (gpusim.model.fp8): the recipe, the FP8 and bf16 matmul ceilings, the bf16
-    peak, and the weights' FP8 copies; empty for the other precisions."""
-    from gpusim.model import fp8 as FP8
-    from gpusim.strategy import GATHER_BYTES
-
-    pr = strategy.precision
-    if pr not in ("fp8", "mxfp8"):
-        return {}
-    if pr == "mxfp8" and not hw.gpu.microscaling:
-        raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
-                            f"none: use --precision fp8 (per-tensor scaling)")
-    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
-    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
-    peak16 = hw.gpu.peak_flop_per_s("bf16")
-    nan = float("nan")
-    return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
-            "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
-            "peak16_flop_per_s": nan if peak16 is None else peak16,
-            "weight_bytes_per_param": float(GATHER_BYTES[pr]) + float(FP8.weight_copy_bytes_per_param(mode))}
 
 
-def padded_layers(n_layers: int, pp: int, vp: int):
-    """Layers charged with an uneven split: every one of the ``pp vp`` chunks holds the fullest's
-    ``ceil(L / (pp vp))`` (works on arrays)."""
-    return -(-n_layers // (pp * vp)) * pp * vp
 
 
 def _divisors(n: int) -> list[int]:
@@ -259,17 +158,9 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     gb = int(global_batch)
     per_step = mb * dp
     n_micro = np.where(gb % per_step == 0, gb // np.maximum(per_step, 1), 0)
-    kv = n_kv_heads or n_heads
-    reason = np.zeros(len(tp), dtype=np.int64)
-    checks = ((n_heads % tp != 0, R_HEADS), ((kv % tp != 0) & (tp % kv != 0), R_KV),
-              ((tp > domain) & (pins.tp is None), R_DOMAIN),
-              ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
-              ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
-              ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE),
-              ((pins.ep_overlap == "dualpipe") & ((pp % 2 != 0) | (vp > 1) | (n_micro % 2 != 0) | (n_micro < pp)),
-               R_DUALPIPE))
-    for bad, code in reversed(checks):  # the first rule broken wins
-        reason = np.where(bad, code, reason)
+    reason = layout_reason_codes(tp=tp, cp=cp, pp=pp, vp=vp, n_micro=n_micro, n_heads=n_heads,
+                                 n_kv_heads=n_kv_heads, domain=domain, tp_pinned=pins.tp is not None,
+                                 seq_len=seq_len, flash=flash, dualpipe=pins.ep_overlap == "dualpipe")
     layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
     return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "ep": ep, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
             "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
@@ -278,7 +169,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
 def _base_row(scenario, hw, wl, params, pins: Pins | None = None) -> dict:
     """The scenario's model row at tp = pp = cp = 1 (the layout fields are replaced per layout), with the MoE
     options of ``pins`` (the scenario's where ``pins`` leaves them unset)."""
-    from gpusim.simulation import scenario_row
+    from gpusim.rows import scenario_row
 
     st = scenario.strategy
     opts = Pins(**{k: getattr(st, k) for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")}
@@ -292,7 +183,7 @@ def _base_row(scenario, hw, wl, params, pins: Pins | None = None) -> dict:
 def layout_inputs(base: dict, lay: dict[str, np.ndarray]):
     """:class:`~gpusim.model.step.StepInputs` for every layout on one hardware row: the base row's fields as
     ``(1,)`` (or ``(1, K)``) arrays that broadcast against the layouts' ``(N,)`` degrees."""
-    from gpusim.simulation import stack_rows
+    from gpusim.rows import stack_rows
 
     return with_layouts(stack_rows([base]), lay, _model_layers(base))
 
@@ -319,7 +210,7 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
     from gpusim.hwdb import load
     from gpusim.model.step import evaluate
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulation import nvlink_domain_gpus, resolve_hardware, resolve_workload, transformer_of
+    from gpusim.rows import resolve_hardware, resolve_workload
 
     db = db or load()
     params = params or DEFAULT_PARAMS
@@ -367,7 +258,7 @@ def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
     """Run the model on the layouts that pass the rules and are not over memory by
     :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
-    from gpusim.simulation import stack_rows
+    from gpusim.rows import stack_rows
 
     if evaluate is None:
         from gpusim.model.step import evaluate
@@ -500,10 +391,6 @@ def search_table(res: dict, top: int | None = None) -> list[dict]:
 LAYOUT_COLUMNS = ("layout", "tp", "cp", "pp", "vp", "ep", "recompute", "pp_bubble_frac", "layout_why")
 
 
-def default_global_batch(max_global_batch: int) -> int:
-    """The global batch the search holds when none is given: the largest power of two within the limit (the
-    most micro-batches per step, so the smallest bubble, that the recipe allows)."""
-    return 1 << (max(int(max_global_batch), 1).bit_length() - 1)
 
 
 def _varying_fields(inp) -> dict[str, np.ndarray]:
@@ -546,8 +433,8 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     import pandas as pd
 
     from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
-    from gpusim.simulation import nvlink_domain_gpus, scenario_row, stack_rows, transformer_of
-    from gpusim.sweeps import COLUMNS, _resolve_hw, _scenario_for, resolve_precision
+    from gpusim.rows import option_scenario, resolve_hardware_table, resolve_precision, scenario_row, stack_rows
+    from gpusim.sweeps import COLUMNS
 
     spec = transformer_of(wl)
     pins = pins or Pins()
@@ -555,7 +442,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         check_ep(spec, ep=1, **pins.moe_options())
     chunk_rows = chunk_rows or CHUNK_ROWS
     seq = int(wl.tokens_per_sample)
-    ht = _resolve_hw(wl, options, counts_per_option, db, params)
+    ht = resolve_hardware_table(wl, options, counts_per_option, db, params)
     H = len(ht.rows)
     base_rows: list[dict | None] = [None] * H
     prec: list[str | None] = [None] * H
@@ -571,7 +458,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         key = (ht.option[h], ht.nodes[h] > 1, pr)
         if key not in cache:
             try:
-                scn = _scenario_for(wl, options[ht.option[h]], db, 2 if ht.nodes[h] > 1 else 1, kind="zero1",
+                scn = option_scenario(wl, options[ht.option[h]], db, 2 if ht.nodes[h] > 1 else 1, kind="zero1",
                                     precision=pr, recompute="none", per_gpu_batch=1)
                 cache[key] = scenario_row(scn, ht.hw[h], wl, params)
             except Exception as e:  # a precision the GPU lacks, ...: the row says so
@@ -742,7 +629,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                       "micro_batch": int(lay_b["micro_batch"][b]), "accum": int(lay_b["n_micro"][b]),
                       "pp_bubble_frac": float(out["pp_bubble_s"][b] / out["step_s"][b]), "layout_why": text,
                       "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][b])], "reason": "",
-                      "throughput_tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
+                      "tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
         elif why_not[h] is None:
             m = least_mem[h]
             r["reason"] = ("no layout fits in GPU memory" + (f" (the smallest needs at least {m / units.GIB:.1f} GiB of "
@@ -762,10 +649,9 @@ def layout_row_step_s(row, wl, option, db, params, *, ceiling_scale: float = 1.0
     ``params``, with the matmul ceilings (GEMMs and FlashAttention) scaled by ``ceiling_scale``: what the plan's
     sensitivity re-runs."""
     from gpusim.model.step import evaluate
-    from gpusim.simulation import resolve_hardware
-    from gpusim.sweeps import _scenario_for
+    from gpusim.rows import option_scenario, resolve_hardware
 
-    scn = _scenario_for(wl, option, db, int(row["nodes"]), kind="zero1", precision=str(row["precision"]),
+    scn = option_scenario(wl, option, db, int(row["nodes"]), kind="zero1", precision=str(row["precision"]),
                         recompute="none", per_gpu_batch=1)
     hw = resolve_hardware(scn, db)
     L = int(wl.transformer.n_layers if getattr(wl, "transformer", None) is not None else

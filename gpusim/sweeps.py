@@ -42,22 +42,21 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
-from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, StepInputs, evaluate
+from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
 from gpusim.params import DEFAULT_PARAMS, ModelParams
+from gpusim.rows import (AUTO_PRECISION_ORDER, ROW_FIELDS, STEP_FIELDS, HardwareTable, hardware_arrays,  # noqa: F401
+                         not_offered_reason, option_scenario, partial_population_ok, precision_fields,
+                         resolve_hardware_table, resolve_precision, table_inputs)
 from gpusim.strategy import OPT_STATE_BYTES, STRATEGY_CODES, Strategy
 
 #: the strategies a default sweep compares: DDP, the three ZeRO stages (ZeRO-3 = FSDP FULL_SHARD,
 #: ZeRO-2 = FSDP SHARD_GRAD_OP, which the model evaluates identically) and FSDP HYBRID_SHARD.
 DEFAULT_STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp-hybrid")
-#: ``precision="auto"``: bf16 mixed precision where the GPU has bf16 tensor cores, else fp16 mixed precision,
-#: else fp32 (the usual choice of recipes since Ampere; Pascal and Volta have no bf16).
-AUTO_PRECISION_ORDER = ("amp_bf16", "amp_fp16", "fp32")
 #: largest micro-batch the automatic axis tries (an engineering cap: past ~1k samples per GPU utilisation has
 #: long saturated and recipes do not use larger per-GPU batches).
 MICRO_BATCH_CAP = 1024
@@ -74,7 +73,7 @@ DEFAULT_CHUNK_ROWS = 1_000_000
 COLUMNS = (
     "node", "node_kind", "gpu", "gpus_per_node", "nodes", "n_gpus", "intra_link", "inter_link", "strategy",
     "precision", "checkpointing", "cpu_offload", "micro_batch", "accum", "global_batch", "num_workers",
-    "feasible", "reason", "fits_in_memory", "step_s", "throughput_samples_per_s", "throughput_tokens_per_s",
+    "feasible", "reason", "fits_in_memory", "step_s", "throughput_samples_per_s", "tokens_per_s",
     "throughput_per_gpu_samples_per_s", "speedup", "scaling_efficiency_frac", "mfu_frac", "gpu_util_frac",
     "memory_per_gpu_bytes", "memory_capacity_bytes", "max_micro_batch", "bottleneck", *BREAKDOWN_KEYS,
     "comm_total_s", "loader_supply_samples_per_s", "single_gpu_step_s", "cores_per_gpu",
@@ -98,26 +97,8 @@ class HardwareOption:
 # Candidate hardware
 # ------------------------------------------------------------------------------------------------
 
-def partial_population_ok(node) -> bool:
-    """Whether a node template can be bought or rented with fewer GPUs than it holds.
-
-    Cloud instances and rack systems come as listed; NVSwitch and OAM baseboards (HGX, DGX, MI300X
-    platforms) are sold populated with all their GPUs (NVIDIA HGX and AMD Instinct platform are 4- or 8-GPU
-    boards). PCIe servers and workstations take any number of cards up to their slots.
-    """
-    if node.kind in ("cloud-instance", "rack"):
-        return False
-    return node.intra_topology not in ("nvswitch", "nvlink-mesh")
 
 
-def not_offered_reason(node, g: int) -> str | None:
-    """Why ``g`` GPUs per node of template ``node`` is not something one can buy or rent (None if it is)."""
-    if g > node.gpus_per_node:
-        return f"{node.id} holds {node.gpus_per_node} GPUs, not {g}"
-    if g < node.gpus_per_node and not partial_population_ok(node):
-        what = "comes with" if node.kind in ("cloud-instance", "rack") else "is a baseboard of"
-        return f"{node.id} {what} {node.gpus_per_node} GPUs, not offered with {g}"
-    return None
 
 
 def _as_list(x) -> list | None:
@@ -189,153 +170,26 @@ def default_node_counts(gpus_per_node: int, max_gpus: int, max_nodes: int | None
     return [1 << i for i in range(0, 31) if (1 << i) <= top]
 
 
-def resolve_precision(gpu, precision: str) -> str | None:
-    """``"auto"`` to the first of :data:`AUTO_PRECISION_ORDER` the GPU has a peak for; other names pass."""
-    from gpusim.simulation import peak_for
-
-    if precision != "auto":
-        return precision
-    for p in AUTO_PRECISION_ORDER:
-        try:
-            peak_for(gpu, p)
-            return p
-        except ScenarioError:
-            continue
-    return None
 
 
 # ------------------------------------------------------------------------------------------------
 # Tables: hardware rows, precision fields, workload fields
 # ------------------------------------------------------------------------------------------------
 
-#: StepInputs fields set per configuration by the sweep; every other field comes from the hardware row
-#: (simulate.hardware_row), the peak of the precision on the GPU, or -- constant for one workload, precision
-#: and optimizer -- from simulate.scenario_row itself, so the rows are exactly simulate()'s.
-_ROW_FIELDS = ("strategy", "micro_batch", "accum", "checkpointing", "cpu_offload", "num_workers")
-_STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepInputs))
 
 
-@dataclass
-class _HwTable:
-    """One row per (option, GPUs per node, node count): resolved hardware, or the reason it is not offered."""
-
-    option: list[int]
-    nodes: list[int]
-    rows: list[dict | None]
-    hw: list[Any]
-    reason: list[str | None]
-    gpu: list[Any]
 
 
-def _scenario_for(wl, opt: HardwareOption, db, n_nodes: int, **strategy):
-    from gpusim.simulation import Scenario
-
-    node_gpu = db.node(opt.node).gpu if opt.node else None
-    return Scenario(workload=wl, node=opt.node, gpu=None if (opt.node and node_gpu == opt.gpu) else opt.gpu,
-                    gpus=opt.gpus_per_node * n_nodes, nodes=n_nodes, intra=opt.intra, inter=opt.inter, **strategy)
 
 
-def _resolve_hw(wl, options, counts_per_option, db, params) -> _HwTable:
-    """Resolve each (option, node count) once. Rows for 2+ nodes differ only in the counts (the inter-node
-    link and its bus bandwidth do not depend on how many nodes), so one resolution at 2 nodes serves all."""
-    from pydantic import ValidationError
-
-    from gpusim.simulation import format_validation_error, hardware_row, resolve_hardware
-
-    t = _HwTable([], [], [], [], [], [])
-    for oi, opt in enumerate(options):
-        gpu = db.gpu(opt.gpu)
-        node = db.node(opt.node) if opt.node else None
-        offer = not_offered_reason(node, opt.gpus_per_node) if node is not None else None
-        cache: dict[bool, tuple] = {}
-        for nn in counts_per_option[oi]:
-            t.option.append(oi)
-            t.nodes.append(nn)
-            t.gpu.append(gpu)
-            key = nn > 1
-            if key not in cache:
-                try:
-                    scn = _scenario_for(wl, opt, db, 2 if key else 1)
-                    hw = resolve_hardware(scn, db)
-                    cache[key] = (hw, hardware_row(hw, params), None)
-                except ValidationError as e:
-                    cache[key] = (None, None, format_validation_error(e).removeprefix("invalid scenario: "))
-                except GpusimError as e:
-                    cache[key] = (None, None, str(e))
-            hw, row, err = cache[key]
-            if row is not None:
-                row = dict(row, n_gpus=float(opt.gpus_per_node * nn), n_nodes=float(nn))
-                hw = dataclasses.replace(hw, nodes=nn)
-            t.hw.append(hw)
-            t.rows.append(row)
-            t.reason.append(offer or err)
-    return t
 
 
-def _precision_fields(wl, precisions: Sequence[str], hws: Sequence[Any], hw_fields: Sequence[str], optimizer: str,
-                      bucket_mib: float, params) -> dict[str, dict]:
-    """Per precision: every StepInputs field that is neither hardware nor per-configuration, taken from
-    :func:`gpusim.simulation.scenario_row` on a GPU that has the precision (arrays of shape ``(1, K)`` or scalars)."""
-    from gpusim.simulation import peak_for, scenario_row
-
-    out: dict[str, dict] = {}
-    for p in precisions:
-        rep = None
-        for hw in hws:
-            if hw is None:
-                continue
-            try:
-                peak_for(hw.gpu, p)
-            except ScenarioError:
-                continue
-            rep = hw
-            break
-        if rep is None:
-            continue
-        row = scenario_row(_ScnShim(p, optimizer, bucket_mib), rep, wl, params)
-        d = {}
-        for k in _STEP_FIELDS:
-            if k in hw_fields or k in _ROW_FIELDS or k == "peak_flop_per_s" or k not in row:
-                continue  # (fields a data-parallel row leaves at their defaults: the LLM layout's)
-            v = row[k]
-            d[k] = v[None, :] if isinstance(v, np.ndarray) and v.ndim == 1 else np.asarray(v)
-        out[p] = d
-    return out
 
 
-class _ScnShim:
-    """The parts of a Scenario that scenario_row reads besides the hardware: the strategy and the slowest GPU."""
-
-    def __init__(self, precision: str, optimizer: str, bucket_mib: float):
-        self.strategy = Strategy(precision=precision, optimizer=optimizer, bucket_mib=bucket_mib)
-        self.slowest_gpu_speed_frac = 1.0
 
 
-def _hw_arrays(rows: Sequence[dict | None]) -> dict[str, np.ndarray]:
-    """Hardware rows (dicts from simulate.hardware_row, or None) as arrays of the StepInputs fields they hold."""
-    first = next((r for r in rows if r is not None), None)
-    if first is None:
-        return {}
-    out = {}
-    for k, v in first.items():
-        if k not in _STEP_FIELDS:
-            continue
-        if isinstance(v, (bool, np.bool_)):
-            out[k] = np.array([bool(r[k]) if r is not None else False for r in rows])
-        else:
-            out[k] = np.array([float(r[k]) if r is not None else np.nan for r in rows], dtype=np.float64)
-    return out
 
 
-def _build_inputs(idx: dict[str, np.ndarray], hw_arr: dict[str, np.ndarray], prec: dict) -> StepInputs:
-    """StepInputs for rows given by index arrays: ``h`` (hardware row), ``peak`` and the per-row fields."""
-    h = idx["h"]
-    d: dict[str, Any] = {k: v[h] for k, v in hw_arr.items()}
-    d["peak_flop_per_s"] = idx["peak"]
-    for k in _ROW_FIELDS:
-        d[k] = idx[k]
-    d.update(prec)
-    return StepInputs(**d)
 
 
 #: model outputs kept in the table
@@ -362,7 +216,7 @@ def _evaluate_chunked(idx: dict[str, np.ndarray], prec_of_row: np.ndarray, preci
                 sel = rows[start:start + chunk_rows]
                 n_sel = len(sel)
             sub = {k: v[sel] for k, v in idx.items()}
-            res = evaluate(_build_inputs(sub, hw_arr, precf[p]), params)
+            res = evaluate(table_inputs(sub, hw_arr, precf[p]), params)
             for k in keep:
                 out[k][sel] = np.broadcast_to(res[k], (n_sel,))
             done += n_sel
@@ -447,7 +301,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     import pandas as pd
 
     from gpusim.hwdb import load
-    from gpusim.simulation import peak_for
+    from gpusim.rows import peak_for
 
     db = db or load()
     params = params or DEFAULT_PARAMS
@@ -503,9 +357,9 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         counts = [default_node_counts(o.gpus_per_node, max_gpus, max_nodes) or [1] for o in options]
 
     # ---- hardware table --------------------------------------------------------------------------
-    ht = _resolve_hw(wl, options, counts, db, params)
+    ht = resolve_hardware_table(wl, options, counts, db, params)
     H = len(ht.rows)
-    hw_arr = _hw_arrays(ht.rows)
+    hw_arr = hardware_arrays(ht.rows)
     cores_h = hw_arr.get("cores_per_gpu", np.full(H, np.nan))
     storage_h = hw_arr.get("storage_bytes_per_s_per_gpu", np.full(H, np.nan))
     hw_resolved = np.array([r is not None for r in ht.rows], dtype=bool)
@@ -543,7 +397,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     hp_p = np.array(hp_p, dtype=np.int64)[order]
     hp_peak = np.array(hp_peak, dtype=np.float64)[order]
     hp_reason = [hp_reason[i] for i in order]
-    precf = _precision_fields(wl, prec_names, ht.hw, tuple(hw_arr), optimizer, bucket_mib, params)
+    precf = precision_fields(wl, prec_names, ht.hw, tuple(hw_arr), optimizer, bucket_mib, params)
 
     # reasons are integer codes into a list of messages (0 = feasible), so millions of rows cost no strings
     reasons = _Reasons()
@@ -711,7 +565,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         "num_workers": w_h[hb].astype(np.int64),
         "feasible": feasible, "reason": pd.Categorical.from_codes(reason, categories=reasons.messages),
         "fits_in_memory": fits,
-        "step_s": res["step_s"], "throughput_samples_per_s": thr, "throughput_tokens_per_s": thr * tokens,
+        "step_s": res["step_s"], "throughput_samples_per_s": thr, "tokens_per_s": thr * tokens,
         "throughput_per_gpu_samples_per_s": res["throughput_per_gpu_samples_per_s"],
         "speedup": speedup, "scaling_efficiency_frac": speedup / a_n[b_a],
         "mfu_frac": res["mfu_frac"], "gpu_util_frac": res["gpu_util_frac"],
@@ -739,17 +593,17 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
               ck_vals, off_vals, prec_names, precf, params, chunk_rows, db, N):
     """Step time and throughput of one GPU of each row's node at the same strategy (dp -> ddp, as simulate does),
     precision and batch: distinct rows only."""
-    from gpusim.simulation import hardware_row, resolve_hardware
+    from gpusim.rows import hardware_row, resolve_hardware
 
     # single-GPU hardware row per option
     single_rows = []
     for opt in options:
         try:
-            scn = _scenario_for(wl, dataclasses.replace(opt, gpus_per_node=1), db, 1)
+            scn = option_scenario(wl, dataclasses.replace(opt, gpus_per_node=1), db, 1)
             single_rows.append(hardware_row(resolve_hardware(scn, db), params))
         except (GpusimError, ValueError):
             single_rows.append(None)
-    s_arr = _hw_arrays(single_rows)
+    s_arr = hardware_arrays(single_rows)
 
     opt_of_h = np.array(ht.option, dtype=np.int64)
     rows = bi

@@ -153,7 +153,8 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     """Predict one published run with its stated layout (module docstring). Never raises for a bad row: the row
     comes back with ``error`` set and no prediction."""
     from gpusim.errors import GpusimError
-    from gpusim.simulation import Scenario, simulate
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
 
     tp, pp, cp, ep, etp = (_int(r.get(k)) for k in ("tp", "pp", "cp", "ep", "etp"))
     vp = _int(r.get("vp"))
@@ -293,7 +294,7 @@ def summarize(results: list[RunRow]) -> dict:
     return out
 
 
-def _signed(x) -> str:
+def format_signed(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
@@ -301,14 +302,15 @@ def to_dicts(results: list[RunRow]) -> list[dict]:
     return [{**asdict(r), "signed_frac": r.signed_frac, "ape": r.ape} for r in results]
 
 
-def print_report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True) -> None:
-    """The rows (the held-out rows' errors only with ``holdout_rows``) and the per-regime summary of the open rows and,
-    with ``holdout_summary``, of the held-out rows."""
-    from gpusim.commands._common import print_table
+TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas s", "pred s", "error",
+                 "assumed / why not")
+
+
+def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
+    """``(table rows, summary lines)`` for printing: every row (a held-out row's prediction and error only with
+    ``holdout_rows``) and one line per regime for the open rows and, with ``holdout_summary``, the held-out rows."""
     from gpusim.validation import fmt_pct
 
-    if not results:
-        return
     table = []
     for r in results:
         show = holdout_rows or not r.holdout
@@ -317,18 +319,14 @@ def print_report(results: list[RunRow], *, holdout_rows: bool = False, holdout_s
                       f"{r.step_s:.4g}" if (r.step_s is not None and show) else "",
                       fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
                       r.chosen if not r.error else r.error[:70]])
-    print_table(table, ["run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas s",
-                        "pred s", "error", "assumed / why not"],
-                title="Published training runs (validation/runs_*.csv): step time with the stated layout "
-                      "(error > 0: predicted slower)",
-                justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
+    lines = []
     summ = summarize(results)
     for part in ("open", "holdout"):
         if part == "holdout" and not holdout_summary:
             continue
-        for g, s in summ[part].items():
-            if not s["rows"]:
-                continue
-            print(f"{'held-out' if part == 'holdout' else 'open'} {g}: {s['predicted']} of {s['rows']} predicted, "
-                  f"median {fmt_pct(s['median_ape'])}, p90 {fmt_pct(s['p90_ape'])}, median signed "
-                  f"{_signed(s['median_signed'])}")
+        for g, st in summ[part].items():
+            if st["rows"]:
+                lines.append(f"{'held-out' if part == 'holdout' else 'open'} {g}: {st['predicted']} of {st['rows']} "
+                             f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
+                             f"signed {format_signed(st['median_signed'])}")
+    return table, lines

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line plus where to look (exit code 2)."""
+
+    def error(self, message):
+        self.exit(2, f"gpusim: error: {message} (see `{self.prog} --help`)\n")
 
 
 def parse_flag(parse, text, flag: str):

@@ -73,6 +73,22 @@ def print_llm(results) -> None:
               f"{fmt_pct(g['median_ape'])}, max {fmt_pct(g['max_ape'])}")
 
 
+def print_runs(results, *, holdout_rows: bool = False, holdout_summary: bool = True) -> None:
+    """[issue 17] The published-runs table and its per-regime summary (gpusim.validation_runs.report)."""
+    from gpusim.commands._common import print_table
+    from gpusim import validation_runs as R
+
+    if not results:
+        return
+    table, lines = R.report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
+    print_table(table, list(R.TABLE_COLUMNS),
+                title="Published training runs (validation/runs_*.csv): step time with the stated layout "
+                      "(error > 0: predicted slower)",
+                justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
+    for line in lines:
+        print(line)
+
+
 def cmd_validate(args) -> int:
     from dataclasses import asdict
 
@@ -165,7 +181,7 @@ def cmd_validate(args) -> int:
     if runs:
         from gpusim import validation_runs as R
 
-        R.print_report(runs, holdout_rows=getattr(args, "show_holdout", False))
+        print_runs(runs, holdout_rows=getattr(args, "show_holdout", False))
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",

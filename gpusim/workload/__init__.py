@@ -26,6 +26,20 @@ from gpusim.workload.catalogue import (build_from_spec, get_workload, is_config_
                                        transformer_spec, workload_ids)
 from gpusim.workload.flops import flops_per_token
 from gpusim.workload.from_config import SUPPORTED_MODEL_TYPES, from_config
+from gpusim.workload.from_torch import measure_module
+
+
+def _workload_from_config(cls, config, *, seq_len: int | None = None, name: str | None = None) -> Workload:
+    """A transformer from a Hugging Face style ``config.json`` (a path, or the parsed dict); see
+    :func:`gpusim.workload.from_config.from_config` for the supported ``model_type`` values and what
+    is assumed when a field is absent (listed in ``assumptions``)."""
+    return from_config(config, seq_len=seq_len, name=name)
+
+
+# The noun's constructors from its builders, attached here, one stage above both (docs/ARCHITECTURE.md): the
+# noun (core.py) does not import its builders, which import it. Importing any gpusim.workload module runs this.
+Workload.from_config = classmethod(_workload_from_config)
+Workload.from_torch = classmethod(measure_module)
 
 __all__ = [
     "LayerGroup", "Workload", "TransformerSpec", "get_workload", "list_workloads", "workload_ids",

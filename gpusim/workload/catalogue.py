@@ -23,10 +23,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from gpusim.errors import ScenarioError, UnknownIdError
-from gpusim.workload import cnn, rnn
+import gpusim.workload.cnn as cnn
+import gpusim.workload.rnn as rnn
 from gpusim.workload.core import FAMILIES, IMAGENET_JPEG_BYTES, IMAGENET_PREPROCESS_CORE_S, Workload, \
-    _image_pipeline, _text_pipeline
-from gpusim.workload.transformer import TransformerSpec, _Info, build_transformer
+    image_pipeline, text_pipeline
+from gpusim.workload.transformer import TransformerSpec, EntryInfo, build_transformer
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -42,12 +43,12 @@ _KORTHIKANTI = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation in 
 # --- data pipelines named in the files --------------------------------------------------------------
 
 def _imagenet_pipe(_: float) -> dict[str, float]:
-    return _image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S)
+    return image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S)
 
 
 def _squad_pipe(s: float) -> dict[str, float]:
     # input ids, segment ids and mask as int64, plus start/end positions
-    d = _text_pipeline(s, 30522, 3)
+    d = text_pipeline(s, 30522, 3)
     d["h2d_bytes_per_sample"] += 16.0
     return d
 
@@ -131,7 +132,7 @@ class CatalogueFile(BaseModel):
 
 @functools.lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, Callable[[int | None], Workload]], dict[str, str],
-                     dict[str, tuple[_Info, TransformerSpec]]]:
+                     dict[str, tuple[EntryInfo, TransformerSpec]]]:
     """Read and validate every data file once: (id -> builder, alias -> id, id -> (info, spec))."""
     files = []
     for path in sorted(DATA_DIR.glob("*.yaml")):
@@ -147,7 +148,7 @@ def _load() -> tuple[dict[str, Callable[[int | None], Workload]], dict[str, str]
     files.sort(key=lambda pf: (pf[1].order, pf[0].name))
     catalogue: dict[str, Callable[[int | None], Workload]] = {}
     aliases: dict[str, str] = {}
-    specs: dict[str, tuple[_Info, TransformerSpec]] = {}
+    specs: dict[str, tuple[EntryInfo, TransformerSpec]] = {}
     for path, doc in files:
         for m in doc.models:
             if m.id in catalogue:
@@ -167,12 +168,12 @@ def _load() -> tuple[dict[str, Callable[[int | None], Workload]], dict[str, str]
                     spec = spec_from_dict({**doc.defaults, **m.spec}, where)
                 if m.seq_len is not None:
                     spec = dataclasses.replace(spec, seq_len=m.seq_len)
-                info = _Info(m.id, m.name, m.family, (*m.sources, _KORTHIKANTI), m.notes,
+                info = EntryInfo(m.id, m.name, m.family, (*m.sources, _KORTHIKANTI), m.notes,
                              PIPELINES[m.pipeline] if m.pipeline else None, assumed)
                 specs[m.id] = (info, spec)
                 catalogue[m.id] = functools.partial(build_transformer, info, spec)
             else:
-                info = _Info(m.id, m.name, m.family, m.sources, m.notes)
+                info = EntryInfo(m.id, m.name, m.family, m.sources, m.notes)
                 fn, takes_seq = BUILDERS[m.builder]
                 catalogue[m.id] = functools.partial(_build_other, fn, takes_seq, info, dict(m.args))
             for a in m.aliases:
@@ -180,7 +181,7 @@ def _load() -> tuple[dict[str, Callable[[int | None], Workload]], dict[str, str]
     return catalogue, aliases, specs
 
 
-def _build_other(fn, takes_seq: bool, info: _Info, args: dict[str, Any], seq_len: int | None = None) -> Workload:
+def _build_other(fn, takes_seq: bool, info: EntryInfo, args: dict[str, Any], seq_len: int | None = None) -> Workload:
     if takes_seq:
         return fn(info, seq_len, **args)
     w = fn(info, **args)
@@ -215,7 +216,7 @@ def build_from_spec(spec: TransformerSpec, *, id: str = "custom-transformer", na
                     family: str = "decoder-lm", seq_len: int | None = None,
                     sources: Sequence[str] = ("user-supplied TransformerSpec",), notes: str = "") -> Workload:
     """A workload for your own transformer hyper-parameters (same builder as the catalogue)."""
-    info = _Info(id, name or id, family, (*sources, _KORTHIKANTI), notes)
+    info = EntryInfo(id, name or id, family, (*sources, _KORTHIKANTI), notes)
     return build_transformer(info, spec, seq_len)
 
 

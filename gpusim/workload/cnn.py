@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from gpusim.workload.core import (ACT_BYTES, COCO_JPEG_BYTES, IMAGENET_JPEG_BYTES, IMAGENET_PREPROCESS_CORE_S,
                                   INDEX_BYTES, LOSS_BYTES, MASK_BYTES, MASKRCNN_PREPROCESS_CORE_S,
-                                  SSD_PREPROCESS_CORE_S, WEIGHT_BYTES, Workload, _Groups, _image_pipeline)
-from gpusim.workload.transformer import _Info
+                                  SSD_PREPROCESS_CORE_S, WEIGHT_BYTES, Workload, Groups, image_pipeline)
+from gpusim.workload.transformer import EntryInfo
 
 @dataclass(frozen=True)
 class _T:
@@ -40,7 +40,7 @@ class _Net:
 
     def __init__(self):
         self.params = 0.0
-        self.groups = _Groups()
+        self.groups = Groups()
         self.stage = "stem"
         self._next = 0
         self._saved: dict[int, tuple[float, str | None]] = {}
@@ -197,7 +197,7 @@ class _Net:
     def other(self, name: str, count: int, bytes_: float) -> None:
         self.groups.add("other", name, count, 0.0, bytes_)
 
-    def workload(self, info: _Info, pipeline: dict[str, float]) -> Workload:
+    def workload(self, info: EntryInfo, pipeline: dict[str, float]) -> Workload:
         return Workload(id=info.id, name=info.name, family=info.family, sample_unit="image",
                         tokens_per_sample=1.0, params=self.params, fwd_flop_per_sample=self.groups.total_flop(),
                         act_bytes_per_sample=self.act_bytes(), act_ckpt_bytes_per_sample=self.act_ckpt_bytes(),
@@ -236,7 +236,7 @@ def _resnet_trunk(net: _Net, x: _T, blocks: Sequence[int], n_stages: int = 4,
     return outs
 
 
-def build_resnet(info: _Info, blocks: Sequence[int], image: int = 224) -> Workload:
+def build_resnet(info: EntryInfo, blocks: Sequence[int], image: int = 224) -> Workload:
     """ResNet-50/101 v1.5 (He et al. 2016 Table 1; stride-2 on the 3x3 conv as in NVIDIA DLE v1.5)."""
     net = _Net()
     x = net.input(3, image, image)
@@ -244,10 +244,10 @@ def build_resnet(info: _Info, blocks: Sequence[int], image: int = 224) -> Worklo
     net.stage = "head"
     x = net.linear(net.gap(x), 1000)
     net.loss(1000, 3)
-    return net.workload(info, _image_pipeline(IMAGENET_JPEG_BYTES, 3, image, image, 1.0, IMAGENET_PREPROCESS_CORE_S))
+    return net.workload(info, image_pipeline(IMAGENET_JPEG_BYTES, 3, image, image, 1.0, IMAGENET_PREPROCESS_CORE_S))
 
 
-def build_vgg16(info: _Info) -> Workload:
+def build_vgg16(info: EntryInfo) -> Workload:
     """VGG-16, configuration D of Simonyan & Zisserman 2015 (Table 1), no batch norm, 224x224."""
     net = _Net()
     x = net.input(3, 224, 224)
@@ -264,10 +264,10 @@ def build_vgg16(info: _Info) -> Workload:
     x = net.dropout(net.relu(net.linear(x, 4096)))
     net.linear(x, 1000)
     net.loss(1000, 3)
-    return net.workload(info, _image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S))
+    return net.workload(info, image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S))
 
 
-def build_inception_v3(info: _Info) -> Workload:
+def build_inception_v3(info: EntryInfo) -> Workload:
     """Inception-v3 (Szegedy et al. 2016, Table 1 and Figures 5-7) at 299x299 with the auxiliary
     classifier active in training. Module widths as in the reference implementations (Mixed_5b..7c);
     every conv is conv (no bias) + BN + ReLU."""
@@ -339,10 +339,10 @@ def build_inception_v3(info: _Info) -> Workload:
     x = net.dropout(net.gap(x))
     net.linear(x, 1000)
     net.loss(1000, 3)
-    return net.workload(info, _image_pipeline(IMAGENET_JPEG_BYTES, 3, 299, 299, 1.0, IMAGENET_PREPROCESS_CORE_S))
+    return net.workload(info, image_pipeline(IMAGENET_JPEG_BYTES, 3, 299, 299, 1.0, IMAGENET_PREPROCESS_CORE_S))
 
 
-def build_ssd300(info: _Info) -> Workload:
+def build_ssd300(info: EntryInfo) -> Workload:
     """SSD300 with a ResNet-50 backbone as in NVIDIA DLE ``ssd/model.py``: the ResNet-50 stem and
     layers 1-3 with the first block of layer 3 at stride 1 (38x38x1024 from a 300x300 input), five
     extra blocks (1x1 conv + BN + ReLU, 3x3 conv + BN + ReLU) down to 1x1, and 3x3 localisation
@@ -371,12 +371,12 @@ def build_ssd300(info: _Info) -> Workload:
     net.loss(n_boxes * 81, 12, extra_bytes=LOSS_BYTES * n_boxes * 4 * 6)
     net.other("hard negative mining (sorts)", 6, n_boxes * (LOSS_BYTES + INDEX_BYTES) * 4)
     # uint8 image is copied by DALI/the native loader after decode; boxes+labels encoded per default box
-    pipe = _image_pipeline(COCO_JPEG_BYTES, 3, 300, 300, 4.0, SSD_PREPROCESS_CORE_S,
+    pipe = image_pipeline(COCO_JPEG_BYTES, 3, 300, 300, 4.0, SSD_PREPROCESS_CORE_S,
                            extra_h2d_bytes=n_boxes * (4 * 4 + 8))
     return net.workload(info, pipe)
 
 
-def build_mask_rcnn(info: _Info, height: int = 800, width: int = 1088, rois: int = 512,
+def build_mask_rcnn(info: EntryInfo, height: int = 800, width: int = 1088, rois: int = 512,
                     mask_rois: int = 128) -> Workload:
     """Mask R-CNN with a ResNet-50-FPN backbone (He et al. 2017; Lin et al. 2017), training, one image
     of ``height x width`` (COCO images resized to an 800-pixel short side, padded to a multiple of 32).
@@ -422,7 +422,7 @@ def build_mask_rcnn(info: _Info, height: int = 800, width: int = 1088, rois: int
     m = net.relu(net.conv(m, 256, 2, 2, bias=True, transposed=True))
     net.conv(m, 81, 1, bias=True)
     net.loss(mask_rois * 28 * 28, 4)          # BCE on the ground-truth class's mask only
-    pipe = _image_pipeline(COCO_JPEG_BYTES, 3, height, width, 4.0, MASKRCNN_PREPROCESS_CORE_S)
+    pipe = image_pipeline(COCO_JPEG_BYTES, 3, height, width, 4.0, MASKRCNN_PREPROCESS_CORE_S)
     return net.workload(info, pipe)
 
 

@@ -109,14 +109,14 @@ TEXT_CORE_S_PER_TOKEN = 0.1 * US
 TEXT_CORE_S_PER_SAMPLE = 10.0 * US
 
 
-def _image_pipeline(jpeg_bytes: float, c: int, h: int, w: int, elem_bytes: float, core_s: float,
+def image_pipeline(jpeg_bytes: float, c: int, h: int, w: int, elem_bytes: float, core_s: float,
                     extra_h2d_bytes: float = 0.0) -> dict[str, float]:
     return {"input_bytes_per_sample": jpeg_bytes,
             "h2d_bytes_per_sample": c * h * w * elem_bytes + extra_h2d_bytes,
             "preprocess_core_s_per_sample": core_s}
 
 
-def _text_pipeline(tokens: float, vocab: int, n_int64_tensors: int) -> dict[str, float]:
+def text_pipeline(tokens: float, vocab: int, n_int64_tensors: int) -> dict[str, float]:
     """Token ids stored as uint16 (vocab <= 65536) or int32 on disk, copied as int64 tensors
     (inputs, labels, masks ...: ``n_int64_tensors`` of them) to the GPU."""
     stored = 2.0 if vocab <= 65536 else 4.0
@@ -373,7 +373,7 @@ class Workload:
             pipe = {"input_bytes_per_sample": 4.0 * tokens, "h2d_bytes_per_sample": 16.0 * tokens,
                     "preprocess_core_s_per_sample": TEXT_CORE_S_PER_SAMPLE + tokens * TEXT_CORE_S_PER_TOKEN}
         else:
-            pipe = _image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S)
+            pipe = image_pipeline(IMAGENET_JPEG_BYTES, 3, 224, 224, 1.0, IMAGENET_PREPROCESS_CORE_S)
         for k, v in (("input_bytes_per_sample", input_bytes_per_sample),
                      ("h2d_bytes_per_sample", h2d_bytes_per_sample),
                      ("preprocess_core_s_per_sample", preprocess_core_s_per_sample)):
@@ -383,49 +383,25 @@ class Workload:
         n_mm = max(1, kernels // 3)
         layers = (LayerGroup("matmul", n_mm, flop, act, WEIGHT_BYTES * params, "matmuls (all FLOPs)"),
                   LayerGroup("elementwise", kernels - n_mm, 0.0, 2.0 * act, 0.0, "elementwise and norms"))
-        return cls(id=id or _slug(name), name=name, family=family, sample_unit=unit,
+        return cls(id=id or slug(name), name=name, family=family, sample_unit=unit,
                    tokens_per_sample=tokens, params=params, fwd_flop_per_sample=flop,
                    act_bytes_per_sample=act,
                    act_ckpt_bytes_per_sample=act / 10.0 if act_ckpt_bytes_per_sample is None else act_ckpt_bytes_per_sample,
                    act_block_bytes_per_sample=act_block_bytes_per_sample,
                    layers=layers, sources=tuple(sources), notes=notes, **pipe)
 
-    @classmethod
-    def from_config(cls, config: Any, *, seq_len: int | None = None, name: str | None = None) -> Workload:
-        """A transformer from a Hugging Face style ``config.json`` (a path, or the parsed dict); see
-        :func:`gpusim.workload.from_config.from_config` for the supported ``model_type`` values and what
-        is assumed when a field is absent (listed in ``assumptions``)."""
-        from gpusim.workload.from_config import from_config
-
-        return from_config(config, seq_len=seq_len, name=name)
-
-    @classmethod
-    def from_torch(cls, module: Any, example_batch: Any, *, name: str | None = None,
-                   sample_unit: str | None = None, tokens_per_sample: float | None = None,
-                   batch_size: int | None = None, device: str | None = None,
-                   input_bytes_per_sample: float | None = None, h2d_bytes_per_sample: float | None = None,
-                   preprocess_core_s_per_sample: float = 0.0, ckpt_blocks: Sequence[Any] | None = None,
-                   notes: str = "") -> Workload:
-        """Measure a ``torch.nn.Module`` on one forward pass of ``example_batch`` (see
-        :func:`_from_torch` for what is counted and how)."""
-        from gpusim.workload.from_torch import _from_torch
-
-        return _from_torch(cls, module, example_batch, name=name, sample_unit=sample_unit,
-                           tokens_per_sample=tokens_per_sample, batch_size=batch_size, device=device,
-                           input_bytes_per_sample=input_bytes_per_sample,
-                           h2d_bytes_per_sample=h2d_bytes_per_sample,
-                           preprocess_core_s_per_sample=preprocess_core_s_per_sample,
-                           ckpt_blocks=ckpt_blocks, notes=notes)
+    # ``Workload.from_config`` and ``Workload.from_torch`` are attached by the package (gpusim/workload/__init__.py)
+    # from their builder modules: the noun does not import its builders (docs/ARCHITECTURE.md)
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     s = "".join(ch.lower() if ch.isalnum() or ch == "." else "-" for ch in name.strip())
     while "--" in s:
         s = s.replace("--", "-")
     return s.strip("-") or "custom"
 
 
-class _Groups:
+class Groups:
     """Accumulates (kind, name) -> LayerGroup figures in insertion order."""
 
     def __init__(self):
@@ -447,3 +423,7 @@ class _Groups:
         return float(sum(v[1] for v in self._g.values()))
 
 
+
+
+# the old private names, for code written before they became public
+_slug, _Groups, _image_pipeline, _text_pipeline = slug, Groups, image_pipeline, text_pipeline

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from gpusim.errors import ScenarioError
-from gpusim.workload.core import Workload, _slug
-from gpusim.workload.transformer import TransformerSpec, _Info, build_transformer
+from gpusim.workload.core import Workload, slug
+from gpusim.workload.transformer import TransformerSpec, EntryInfo, build_transformer
 
 #: Default tokens per sequence when ``--seq-len`` is not given: the model's context, at most this
 #: (long-context models pre-train most tokens at 4k-8k: Llama 3 herd paper Sec. 3.4.1, 8,192; 4,096 is
@@ -514,7 +514,7 @@ def from_config(config: Any, *, seq_len: int | None = None, name: str | None = N
                                                  else Path(where).stem)
     label = name or raw.get("_name_or_path") or file_label or raw["model_type"]
     label = str(label).rstrip("/").split("/")[-1] or raw["model_type"]
-    info = _Info(_slug(label), label, family,
+    info = EntryInfo(slug(label), label, family,
                  (f"config.json ({where}, model_type {raw['model_type']!r}) read by gpusim.workload.from_config",),
                  "built from a config.json; assumptions: " + "; ".join(assumptions), assumptions=tuple(assumptions))
     return build_transformer(info, spec, seq_len)

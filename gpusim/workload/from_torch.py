@@ -7,11 +7,12 @@ import math
 from typing import Any
 
 from gpusim.errors import ScenarioError
-from gpusim.workload.core import ACT_BYTES, WEIGHT_BYTES, LayerGroup, Workload, _Groups, _slug
+from gpusim.workload.core import ACT_BYTES, WEIGHT_BYTES, LayerGroup, Workload, Groups, slug
 
-def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sample, batch_size, device,
-                input_bytes_per_sample, h2d_bytes_per_sample, preprocess_core_s_per_sample, ckpt_blocks,
-                notes) -> Workload:
+def measure_module(cls, module: Any, example_batch: Any, *, name: str | None = None, sample_unit: str | None = None,
+                   tokens_per_sample: float | None = None, batch_size: int | None = None, device: str | None = None,
+                   input_bytes_per_sample: float | None = None, h2d_bytes_per_sample: float | None = None,
+                   preprocess_core_s_per_sample: float = 0.0, ckpt_blocks: Any = None, notes: str = "") -> Workload:
     """Measure one training-mode forward pass of ``module`` on ``example_batch``.
 
     * Parameters: ``sum(p.numel())``.
@@ -89,7 +90,7 @@ def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sam
     except ImportError:  # pragma: no cover - an older torch: groups get no FLOPs, the total still does
         registry = {}
 
-    groups = _Groups()
+    groups = Groups()
     # metadata-only or allocation-only ops: no kernel
     free_ops = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "new_empty",
                 "new_empty_strided", "scalar_tensor", "_local_scalar_dense", "_unsafe_view", "_reshape_alias",
@@ -188,7 +189,7 @@ def _from_torch(cls, module, example_batch, *, name, sample_unit, tokens_per_sam
     batch_bytes = sum(t.numel() * t.element_size() for t in leaves) / b
     label = name or type(module).__name__
     return cls(
-        id=_slug(label), name=label, family="custom", sample_unit=sample_unit,
+        id=slug(label), name=label, family="custom", sample_unit=sample_unit,
         tokens_per_sample=float(tokens_per_sample), params=n_params, fwd_flop_per_sample=total_flop,
         act_bytes_per_sample=max(act_total / b, 1.0), act_ckpt_bytes_per_sample=min(act_ckpt, act_total) / b,
         act_block_bytes_per_sample=act_block / b if blocks else None,
@@ -256,3 +257,6 @@ def _op_kind(op: str, has_weight: bool) -> str:
         return "elementwise"
     return "other"
 
+
+
+_from_torch = measure_module  # the old private name

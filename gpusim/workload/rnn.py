@@ -6,8 +6,8 @@ import functools
 import math
 
 from gpusim.workload.core import (ACT_BYTES, LOSS_BYTES, MASK_BYTES, TEXT_CORE_S_PER_SAMPLE, TEXT_CORE_S_PER_TOKEN,
-                                  WEIGHT_BYTES, Workload, _Groups)
-from gpusim.workload.transformer import _Info
+                                  WEIGHT_BYTES, Workload, Groups)
+from gpusim.workload.transformer import EntryInfo
 
 #: Mean tokens (source + target) per WMT16 en-de training sentence pair as GNMT's tokens/s counts them.
 #: Derivation: NVIDIA DLE GNMT README (pytorch-19.01, DGX-1): 1 V100, AMP, 66,050 tokens/s and
@@ -19,7 +19,7 @@ from gpusim.workload.transformer import _Info
 GNMT_TOKENS_PER_PAIR = 45.0
 
 
-def build_gnmt(info: _Info, tokens_per_pair: int | float | None = None, hidden: int = 1024,
+def build_gnmt(info: EntryInfo, tokens_per_pair: int | float | None = None, hidden: int = 1024,
                vocab: int = 32320, n_layers: int = 4) -> Workload:
     """GNMT v2 as in NVIDIA DLE: shared 32k-BPE embeddings (vocabulary padded to 32320), a 4-layer
     LSTM encoder (first layer bidirectional, residual connections from layer 3), a 4-layer decoder
@@ -35,7 +35,7 @@ def build_gnmt(info: _Info, tokens_per_pair: int | float | None = None, hidden: 
     steps_s, steps_t = math.ceil(ls), math.ceil(lt)
     H, V = float(hidden), float(vocab)
     E = ACT_BYTES
-    g = _Groups()
+    g = Groups()
     params = V * H                                                   # shared embedding
     # (input width, directions, tokens, steps) of each LSTM layer
     enc = [(H, 2, ls, steps_s), (2 * H, 1, ls, steps_s)] + [(H, 1, ls, steps_s)] * (n_layers - 2)
@@ -82,7 +82,7 @@ def build_gnmt(info: _Info, tokens_per_pair: int | float | None = None, hidden: 
                     seq_len_default=int(round(GNMT_TOKENS_PER_PAIR)), notes=info.notes, _rebuild=rebuild, **pipe)
 
 
-def _gnmt_rebuild(info: _Info, seq_len: int) -> Workload:
+def _gnmt_rebuild(info: EntryInfo, seq_len: int) -> Workload:
     return build_gnmt(info, seq_len)
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpusim.errors import ScenarioError
-from gpusim.workload.core import (ACT_BYTES, INDEX_BYTES, LOSS_BYTES, MASK_BYTES, WEIGHT_BYTES, Workload, _Groups,
-                                  _text_pipeline)
+from gpusim.workload.core import (ACT_BYTES, INDEX_BYTES, LOSS_BYTES, MASK_BYTES, WEIGHT_BYTES, Workload, Groups,
+                                  text_pipeline)
 
 #: Switch Transformer's training capacity factor (Fedus et al. 2021, Sec. 2.2 and Table 1: 1.25 in their
 #: largest runs, "capacity factor 1.0-1.25" recommended). Only used when a spec sets
@@ -354,7 +354,7 @@ class TransformerSpec:
 
 
 @dataclass(frozen=True)
-class _Info:
+class EntryInfo:
     """Catalogue metadata of one entry."""
 
     id: str
@@ -379,7 +379,7 @@ def _ffn_costs(tokens: float, h: float, f: float, gated: bool) -> tuple[float, f
     return flop, mm_b, ew_k, ew_b, keep
 
 
-def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = None) -> Workload:
+def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | None = None) -> Workload:
     """Params, FLOPs, layer groups and activation memory of a transformer (see the module docstring).
 
     FLOPs per sample (forward, s queries, k keys per query, L layers):
@@ -426,7 +426,7 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
     nonlayer_p = spec.extra_params + (norm_p if spec.final_norm else 0.0)
     head_flop_per_token = 0.0
     head_weight_bytes = 0.0
-    g = _Groups()
+    g = Groups()
 
     # --- embeddings (input side) -------------------------------------------------------------------
     if vit:
@@ -624,7 +624,7 @@ def build_transformer(info: _Info, spec: TransformerSpec, seq_len: int | None = 
     act_ckpt = L * E * s * h + act_other
 
     tokens = 1.0 if vit else s
-    pipe = info.pipeline(s) if info.pipeline else _text_pipeline(s, spec.vocab_size, 2)
+    pipe = info.pipeline(s) if info.pipeline else text_pipeline(s, spec.vocab_size, 2)
     rebuild = None if vit else functools.partial(build_transformer, info, spec)
     return Workload(
         id=info.id, name=info.name, family=info.family, sample_unit="image" if vit else "sequence",
@@ -639,3 +639,6 @@ def _cluster_fracs(spec: TransformerSpec) -> tuple[float, ...]:
     """Fraction of tokens whose target falls in each adaptive-softmax cluster, head first."""
     tails = tuple(spec.adaptive_cluster_frac)
     return (1.0 - sum(tails), *tails)
+
+
+_Info = EntryInfo  # the old private name, for code written before it became public

@@ -1,0 +1,750 @@
+"""Scenario x hardware x workload -> the model's input rows: the one place where names become numbers.
+
+Stage 2 of the road (docs/ARCHITECTURE.md). ``simulate()``, the data-parallel hardware grid
+(:mod:`gpusim.sweeps`), the layout search (:mod:`gpusim.search`) and the what-ifs behind the advice all build
+their rows of :class:`~gpusim.model.step.StepInputs` here:
+
+- :func:`resolve_hardware` fills in what a scenario leaves unsaid (node, fabric, NICs, CPUs) -> :class:`Hardware`;
+- :func:`hardware_row` and :func:`scenario_row` (with :func:`llm_row` for an LLM layout) are one row;
+- :func:`stack_rows` stacks rows into arrays for one vectorised model call;
+- :func:`resolve_hardware_table`, :func:`precision_fields`, :func:`hardware_arrays` and :func:`table_inputs`
+  build the same rows in bulk for a grid of hardware options.
+
+It imports the nouns and rules below it (:mod:`gpusim.scenario`, :mod:`gpusim.rules`) and the pure model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpusim import units
+from gpusim.errors import GpusimError, ScenarioError
+from gpusim.hardware import GPU, Node
+from gpusim.model.context import CP_KINDS
+from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
+                                 intra_node_busbw)
+from gpusim.model.step import StepInputs
+from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
+from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
+from gpusim.scenario import Hardware, Scenario, format_validation_error
+from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy,
+                             opt_state_bytes, opt_traffic_bytes)
+from gpusim.workload.flops import model_fwd_flop_per_sample
+
+__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "peak_for", "hardware_row", "scenario_row", "llm_row",
+           "stack_rows", "build_inputs", "single_gpu_scenario", "transformer_of", "nvlink_domain_gpus"]
+
+# ------------------------------------------------------------------------------------------------
+# Hardware resolution and one row
+# ------------------------------------------------------------------------------------------------
+
+
+
+_TOPOLOGY_FOR_LINK = {"nvswitch": "nvswitch", "nvlink-mesh": "nvlink-mesh", "nvlink-bridge": "nvlink-bridge-pairs",
+                      "infinity-fabric": "nvlink-mesh", "pcie": "pcie-host", "host-staged": "pcie-host",
+                      "cpu-interconnect": "pcie-cross-socket"}
+
+
+_NODE_KIND_PREFERENCE = {"server": 0, "rack": 1, "cloud-instance": 2, "workstation": 3}
+
+
+#: generic templates (in hwdb/nodes) that a PCIe card without a node of its own is placed in
+_GENERIC_PCIE_NODES = ("pcie-4x-host", "pcie-8x-switch")
+
+
+#: the most PCIe cards gpusim places in one server without a node template saying so
+_MAX_GENERIC_PCIE_GPUS = 16
+
+
+#: when nothing says which network joins the nodes: InfiniBand of the GPU's era
+_DEFAULT_IB = ((2022, "ib-ndr-400"), (2020, "ib-hdr-200"), (0, "ib-edr-100"))
+
+
+def _default_node(db, gpu: GPU, gpus_per_node: int) -> Node | None:
+    """The database's usual node for this GPU: one that holds it, with enough GPUs per node."""
+    cands = [n for n in db.nodes.values() if n.gpu == gpu.id and n.gpus_per_node >= gpus_per_node]
+    if cands:
+        return min(cands, key=lambda n: (_NODE_KIND_PREFERENCE.get(n.kind, 9), n.gpus_per_node, n.id))
+    generic = [db.nodes[i] for i in _GENERIC_PCIE_NODES if i in db.nodes and db.nodes[i].gpus_per_node >= gpus_per_node]
+    return generic[0] if generic else None
+
+
+def _generic_host(db) -> Node | None:
+    """The generic PCIe server template whose CPUs and storage stand in when a scenario names no node."""
+    cands = [db.nodes[i] for i in _GENERIC_PCIE_NODES if i in db.nodes]
+    return max(cands, key=lambda n: n.gpus_per_node) if cands else None
+
+
+def implied_nodes(db, *, gpus: int, gpu: str | None = None, node: str | None = None) -> int | None:
+    """[issue 20] The node count the hardware implies for ``gpus`` GPUs when the user gives none: ``gpus`` over the
+    GPUs per node of the node template (``node``), or of the GPU's own board for an SXM/OAM/superchip part (the
+    node :func:`resolve_hardware` would insist on); None when one node holds them, when the count does not divide
+    evenly (the scenario's own error then names the fix) or when nothing says (a PCIe card)."""
+    if gpus <= 1 or not (gpu or node):
+        return None
+    if node:
+        per_node = db.node(node).gpus_per_node
+    else:
+        g = db.gpu(gpu)
+        own = [n for n in db.nodes.values() if n.gpu == g.id]
+        if g.form_factor == "pcie" or not own:
+            return None
+        per_node = max(n.gpus_per_node for n in own)
+    if gpus <= per_node or gpus % per_node:
+        return None
+    return gpus // per_node
+
+
+def resolve_hardware(scn: Scenario, db) -> Hardware:
+    """Fill in the fabric, CPUs and NICs a scenario leaves unsaid, from its node or the GPU's usual node."""
+    notes: list[str] = []
+    g = scn.gpus // scn.nodes
+    node = db.node(scn.node) if scn.node else None
+    gpu = db.gpu(scn.gpu) if scn.gpu else db.gpu(node.gpu)
+    if node is not None and g > node.gpus_per_node:
+        raise ScenarioError(f"node {node.id!r} holds {node.gpus_per_node} GPUs, but {scn.gpus} GPUs on {scn.nodes} "
+                            f"node(s) puts {g} in each: use --nodes {math.ceil(scn.gpus / node.gpus_per_node)} or more")
+    if node is None:
+        node = _default_node(db, gpu, g)
+        own = [n for n in db.nodes.values() if n.gpu == gpu.id]
+        if (node is None or node.id in _GENERIC_PCIE_NODES) and own and gpu.form_factor != "pcie" and not scn.intra:
+            # an SXM/OAM/superchip part only comes in its own boards (a GB200 node is a 4-GPU tray)
+            big = min(own, key=lambda n: (-n.gpus_per_node, _NODE_KIND_PREFERENCE.get(n.kind, 9), n.id))
+            dom = (f" (its NVLink domain spans {big.nvlink_domain_gpus} GPUs)"
+                   if big.nvlink_domain_gpus and big.nvlink_domain_gpus > big.gpus_per_node else "")
+            raise ScenarioError(f"{g} x {gpu.id} in one node: node {big.id!r} holds {big.gpus_per_node}{dom}; use "
+                                f"--nodes {math.ceil(scn.gpus / big.gpus_per_node)}")
+        if node is not None:
+            notes.append(f"node template {node.id!r} assumed (the usual node for {gpu.id}; set --node to change)")
+    if node is not None and node.gpu != gpu.id:
+        notes.append(f"node {node.id!r} with its {node.gpu} replaced by {gpu.id}")
+
+    pcie_link = db.link(node.pcie_link) if (node is not None and node.pcie_link) else db.link(db.pcie_link_id(gpu))
+    if scn.intra:
+        intra = db.link(scn.intra)
+        if intra.scope != "intra-node":
+            raise ScenarioError(f"--intra {intra.id!r} is a network link; give it as --inter")
+        topology = scn.intra_topology or _TOPOLOGY_FOR_LINK.get(intra.kind, "pcie-host")
+        p2p = intra.kind != "host-staged"
+        if intra.kind == "pcie":
+            pcie_link = intra
+    elif node is not None:
+        intra = db.link(node.intra_link)
+        topology = scn.intra_topology or node.intra_topology
+        p2p = node.p2p
+    else:
+        if g > _MAX_GENERIC_PCIE_GPUS:
+            raise ScenarioError(f"no node in the database holds {g} x {gpu.id}: spread them over more nodes "
+                                f"(e.g. --nodes {math.ceil(scn.gpus / 8)}) or name a node template with --node")
+        intra, topology, p2p = pcie_link, scn.intra_topology or "pcie-host", gpu.p2p_pcie
+        notes.append(f"{gpu.id} on PCIe through the CPU's root complex assumed (no node template for it)")
+    if topology.startswith("pcie") and not gpu.p2p_pcie and scn.p2p is None and p2p:
+        p2p = False
+        notes.append(f"{gpu.id} has no PCIe peer-to-peer: transfers staged through host memory")
+    if scn.p2p is not None:
+        p2p = scn.p2p
+    nvlink_topology = topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
+    if nvlink_topology and gpu.peer_link is None:
+        raise ScenarioError(f"{gpu.id} has no NVLink; choose a PCIe fabric (e.g. --intra {pcie_link.id})")
+    if scn.intra_topology and not scn.intra and intra is not None:
+        # a topology override without a link: take the link that wiring uses for this GPU
+        if nvlink_topology and intra.kind not in ("nvswitch", "nvlink-mesh", "nvlink-bridge", "infinity-fabric"):
+            peer = db.peer_link_id(gpu)
+            if peer is None:
+                raise ScenarioError(f"no NVLink link for {gpu.id} in the database; give one with --intra")
+            intra = db.link(peer)
+            notes.append(f"{intra.id} used for the {topology} wiring")
+        elif topology.startswith("pcie") and intra.kind != "pcie":
+            intra = pcie_link
+    if g == 1:
+        topology = "single"
+    socket_link = None
+    if topology == "pcie-cross-socket":
+        sid = node.socket_link if (node is not None and node.socket_link) else ("upi" if "upi" in db.links else None)
+        socket_link = db.link(sid) if sid else None
+
+    inter, nics = None, 0
+    if scn.nodes > 1:
+        if scn.inter:
+            inter = db.link(scn.inter)
+            if inter.scope != "inter-node":
+                raise ScenarioError(f"--inter {inter.id!r} is an intra-node link; give it as --intra")
+        elif node is not None and node.nic_link:
+            inter = db.link(node.nic_link)
+        else:
+            lid = next(i for year, i in _DEFAULT_IB if gpu.release_year >= year)
+            if lid not in db.links:
+                raise ScenarioError("several nodes need a network: give --inter LINK (`gpusim hw list --kind link`)")
+            inter = db.link(lid)
+            notes.append(f"nodes joined by {inter.id} assumed (set --inter to change)")
+        nics = scn.nics_per_node or (node.nics_per_node if (node is not None and node.nic_link and not scn.inter
+                                                            ) else 0) or g
+    # CPU cores and storage come from the node; without one, from the database's generic PCIe server
+    host = node if node is not None else _generic_host(db)
+    if host is None and not (scn.cpu_cores_per_gpu and scn.storage_gbyte_per_s):
+        raise ScenarioError(f"no node in the database describes the CPUs and storage around {g} x {gpu.id}: give "
+                            "--node, or --cpu-cores-per-gpu and --storage-gbyte-per-s")
+    if node is None and host is not None:
+        notes.append(f"CPU cores and storage per GPU of {host.id!r} assumed (set --cpu-cores-per-gpu, "
+                     "--storage-gbyte-per-s)")
+    cores = scn.cpu_cores_per_gpu or host.cpu_cores / host.gpus_per_node
+    storage = (scn.storage_gbyte_per_s * units.GB if scn.storage_gbyte_per_s
+               else host.storage_bytes_per_s / host.gpus_per_node * g)
+    return Hardware(gpu=gpu, gpus_per_node=g, nodes=scn.nodes, intra_link=intra, topology=topology, p2p=p2p,
+                    pcie_link=pcie_link, socket_link=socket_link, inter_link=inter, nics_per_node=nics,
+                    oversubscription=scn.oversubscription, cpu_cores_per_gpu=cores,
+                    storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes),
+                    nvlink_domain_gpus=node.nvlink_domain_gpus if (node is not None and not scn.intra) else None)
+
+
+def resolve_workload(scn: Scenario):
+    if scn.workload is not None:
+        w = scn.workload
+        return w.with_seq_len(scn.seq_len) if scn.seq_len else w
+    from gpusim.workload import get_workload
+
+    return get_workload(scn.model, seq_len=scn.seq_len)
+
+
+_MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
+
+
+def roofline_by_kind(workload) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+    """The workload's layer groups for the model's roofline, with memory-bound kinds merged.
+
+    Elementwise, normalisation and pooling layers are always bound by memory traffic, so summing them per
+    kind is exact (``sum(max(f/P, b/B)) = sum(b)/B`` when ``f/P`` never wins); compute kinds (matmul, conv,
+    attention ...) keep their groups, so each keeps its own roofline. This keeps the arrays narrow for sweeps.
+    """
+    kinds: list[str] = []
+    out: dict[str, list[float]] = {k: [] for k in ("fwd_flop_per_sample", "fwd_bytes_per_sample", "weight_bytes",
+                                                   "count")}
+    merged: dict[str, int] = {}
+    for g in workload.layers:
+        if g.kind in _MEMORY_BOUND_KINDS and g.kind in merged:
+            i = merged[g.kind]
+        else:
+            i = len(kinds)
+            kinds.append(g.kind)
+            for v in out.values():
+                v.append(0.0)
+            if g.kind in _MEMORY_BOUND_KINDS:
+                merged[g.kind] = i
+        out["fwd_flop_per_sample"][i] += g.fwd_flop_per_sample
+        out["fwd_bytes_per_sample"][i] += g.fwd_bytes_per_sample
+        out["weight_bytes"][i] += g.weight_bytes
+        out["count"][i] += g.count
+    return tuple(kinds), {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def group_eff_frac(kinds, precision: str, params: ModelParams) -> np.ndarray:
+    """Achievable fraction of peak per layer kind: the precision's GEMM efficiency times the kind's."""
+    base = params.eff(precision)
+    table = params.layer_kind_eff_frac
+    return np.array([base * (1.0 if k in _MEMORY_BOUND_KINDS else table.get(k, table.get("other", 1.0)))
+                     for k in kinds], dtype=np.float64)
+
+
+_PRECISION_FOR_KEY = {"fp32": "fp32", "tf32": "tf32", "fp16": "amp_fp16", "bf16": "amp_bf16", "fp8": "fp8"}
+
+
+def peak_for(gpu: GPU, precision: str) -> float:
+    """Dense peak FLOP/s of the precision's matmuls. AMP fp16 on a GPU without a 16-bit matmul path
+    faster than fp32 (Pascal) runs at the fp32 rate."""
+    key = PEAK_KEY[precision]
+    peak = gpu.peak_flop_per_s(key)
+    if peak is None and precision == "amp_fp16" and gpu.architecture in ("pascal",):
+        peak = gpu.peak_flop_per_s("fp32")
+    if peak is None:
+        have = [_PRECISION_FOR_KEY[k] for k in ("fp32", "tf32", "fp16", "bf16", "fp8")
+                if gpu.peak_flop_per_s(k) is not None]
+        raise ScenarioError(f"{gpu.id} has no {key} throughput in the database (precision {precision!r}); "
+                            f"use --precision {' or '.join(have)}")
+    return peak
+
+
+def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
+    """The hardware part of a row: achievable bus bandwidths and latencies (calibration overrides win)."""
+    eff = eff_table(params)
+    g = hw.gpus_per_node
+    link_bw = hw.intra_link.bandwidth_bytes_per_s if hw.intra_link else math.inf
+    peers = hw.intra_link.mesh_peers if hw.intra_link else None
+    if peers and hw.topology == "nvlink-mesh":  # a point-to-point mesh: g GPUs use g-1 of the GPU's links
+        link_bw *= min(g - 1, peers) / peers
+    sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
+    intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
+                                      sock, hw.p2p, eff)
+    intra_hop = hw.intra_link.latency_s if hw.intra_link else 0.0
+    if hw.topology == "nvlink-bridge-pairs" and g > 2:
+        intra_hop = max(intra_hop, hw.pcie_link.latency_s)
+    if hw.inter_link is not None:
+        net_path = PATH_CODES[NETWORK_PATH[hw.inter_link.kind]]
+        inter_bw = inter_node_busbw(hw.inter_link.bandwidth_bytes_per_s, hw.nics_per_node, net_path,
+                                    hw.oversubscription, eff)
+        inter_hop = hw.inter_link.latency_s
+    else:
+        inter_bw, inter_hop, net_path = math.inf, 0.0, -1
+    if hw.in_nvlink_domain:  # trays of one NVLink domain: every hop between them is NVLink too
+        inter_bw, inter_hop, net_path = intra_bw, intra_hop, path
+    ov_bw, ov_lat = params.busbw_override_bytes_per_s, params.latency_override_s
+    intra_bw = ov_bw.get("intra-node", float(intra_bw)) if g > 1 else float(intra_bw)
+    inter_bw = ov_bw.get("inter-node", float(inter_bw)) if hw.nodes > 1 else float(inter_bw)
+    intra_hop = ov_lat.get("intra-node", intra_hop)
+    inter_hop = ov_lat.get("inter-node", inter_hop)
+    row = {
+        "mem_bytes_per_s": hw.gpu.memory_bytes_per_s, "mem_capacity_bytes": hw.gpu.memory_bytes,
+        "n_gpus": float(hw.n_gpus), "n_nodes": float(hw.nodes),
+        "intra_busbw_bytes_per_s": float(intra_bw), "intra_hop_s": float(intra_hop),
+        "inter_busbw_bytes_per_s": float(inter_bw), "inter_hop_s": float(inter_hop),
+        "nvls": bool(hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch"),
+        # host copies and CPU offload use the CPU-GPU link: PCIe, or NVLink-C2C on superchips
+        "pcie_bytes_per_s": max(hw.pcie_link.bandwidth_bytes_per_s, hw.gpu.host_link_bytes_per_s or 0.0),
+        "cores_per_gpu": float(hw.cpu_cores_per_gpu),
+        "storage_bytes_per_s_per_gpu": hw.storage_bytes_per_s_per_node / g,
+        "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
+        "_intra_path": int(path), "_inter_path": int(net_path),
+        "_ll_max": _ll_max(hw, params),
+        "ll128": _ll128(hw, int(path), params),
+        "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
+    }
+    row["ll_max_busbw_bytes_per_s"] = row["_ll_max"]  # the step model's copy
+    return row
+
+
+_NVLINK_PATHS = frozenset(PATH_CODES[k] for k in ("nvswitch", "nvlink-mesh", "nvlink-bridge"))
+
+
+def _ll128(hw: Hardware, intra_path: int, params: ModelParams) -> bool:
+    """Whether NCCL (RCCL) runs the LL128 protocol here by default: on the GPU generations it was validated on, and
+    only where the ring inside the node runs over GPU links (NVLink, xGMI), not PCIe (``ModelParams`` has the
+    rule's source). A GPU entry without a compute capability keeps LL128."""
+    if intra_path != -1 and intra_path not in _NVLINK_PATHS:  # -1: one GPU per node, no ring inside it
+        return False
+    if hw.gpu.vendor == "nvidia":
+        cc = hw.gpu.compute_capability
+        return cc is None or cc in params.ll128_compute_capabilities
+    if hw.gpu.vendor == "amd":
+        return hw.gpu.architecture in params.ll128_amd_architectures
+    return True
+
+
+def _ll_max(hw: Hardware, params: ModelParams) -> float:
+    """NCCL's LL bus-bandwidth cap for this GPU generation and node count (inf where none is known)."""
+    caps = params.ll_max_busbw_bytes_per_s.get(hw.gpu.architecture) if hw.gpu.vendor == "nvidia" else None
+    return float(caps[min(hw.nodes, 3) - 1]) if caps else math.inf
+
+
+def _block_bytes(workload) -> float:
+    """Activations of the block being recomputed under checkpointing; estimated from the kernel count
+    (about 20 kernels per block) when the workload does not give it."""
+    from gpusim.model.memory import n_blocks
+
+    block = getattr(workload, "act_block_bytes_per_sample", None)
+    if block is not None:
+        return float(block)
+    return float(workload.act_bytes_per_sample / n_blocks(workload.fwd_kernels))
+
+
+def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
+                 hw_row: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One row of model inputs; ``hw_row`` (from :func:`hardware_row` for the same ``hw``) saves recomputing it."""
+    st = scn.strategy
+    pr = st.precision
+    kinds, ga = roofline_by_kind(workload)
+    row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
+    row.update({
+        "peak_flop_per_s": peak_for(hw.gpu, pr),
+        "params": float(workload.params), "fwd_flop_per_sample": model_fwd_flop_per_sample(workload),  # MFU's count
+        "act_bytes_per_sample": float(workload.act_bytes_per_sample),
+        "act_ckpt_bytes_per_sample": float(workload.act_ckpt_bytes_per_sample),
+        "act_block_bytes_per_sample": _block_bytes(workload),
+        "input_bytes_per_sample": float(workload.input_bytes_per_sample),
+        "h2d_bytes_per_sample": float(workload.h2d_bytes_per_sample),
+        "preprocess_core_s_per_sample": float(workload.preprocess_core_s_per_sample),
+        "group_flop_per_sample": ga["fwd_flop_per_sample"], "group_bytes_per_sample": ga["fwd_bytes_per_sample"],
+        "group_weight_bytes": ga["weight_bytes"], "group_count": ga["count"],
+        "group_eff_frac": group_eff_frac(kinds, pr, params),
+        "strategy": st.code, "micro_batch": float(st.per_gpu_batch), "accum": float(st.accum),
+        "checkpointing": st.activation_checkpointing, "cpu_offload": st.cpu_offload, "bucket_bytes": st.bucket_bytes,
+        "num_workers": -1.0 if st.num_workers is None else float(st.num_workers), "pin_memory": st.pin_memory,
+        "act_scale": ACT_ELEM_BYTES[pr] / 2.0, "weight_bytes_per_param": WEIGHT_BYTES[pr],
+        "grad_bytes_per_param": GRAD_BYTES[pr], "gather_bytes_per_param": GATHER_BYTES[pr],
+        "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": opt_state_bytes(st.optimizer, st.opt_state_dtype),
+        "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype),
+        "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
+    })
+    if st.is_llm:
+        row.update(llm_row(scn, hw, workload, params))
+    elif st.global_batch is not None:  # data parallel with a global batch: accumulation = global / (micro x GPUs)
+        from gpusim.layout import Layout
+
+        row["accum"] = float(Layout.create(gpus=hw.n_gpus, micro_batch=st.per_gpu_batch,
+                                           global_batch=st.global_batch).n_micro)
+    return row
+
+
+def memory_saving_fields(spec, st) -> dict:
+    """[issue 12] Row fields of the recomputed modules and the FP8 activation cache (gpusim.model.llm), and MLA's
+    up-projection shapes (zero without MLA): the latents' widths and the up-projections' output widths."""
+    mods = st.recompute_modules or ()
+    out = {"recompute_norms": "layernorm" in mods, "recompute_mla_up": "mla_up_proj" in mods,
+           "recompute_moe_act": "moe_act" in mods, "fp8_act": bool(st.fp8_activations)}
+    if getattr(spec, "mla", False):
+        a = float(spec.n_heads)
+        ql = float(spec.q_lora_rank or 0)
+        out |= {"mla_q_lora": ql, "mla_kv_lora": float(spec.kv_lora_rank),
+                "mla_kv_up": a * (spec.qk_nope_head_dim + spec.v_head_dim),
+                "mla_kv_a": float(spec.kv_lora_rank + spec.qk_rope_head_dim), "v_dim": float(spec.v_dim)}
+    return out
+
+
+def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
+    from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
+
+    st = scn.strategy
+    spec, lay = scenario_layout(scn, hw, workload)
+    pr = st.precision
+    h = float(spec.d_model)
+    embed = spec.vocab_size * h + ((spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
+    key = PEAK_KEY[pr]
+    # a calibration's measured ceiling, else the database's measured best-shape figure, else (NaN) a fraction of peak
+    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.achievable_matmul_flop_per_s(key)
+    half = GATHER_BYTES[pr] == 2
+    return {
+        "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
+        "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
+        "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
+        "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
+        "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
+        "tp_comm_overlap": st.tp_comm_overlap,  # [issue 17]
+        "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
+        "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
+        "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
+        "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
+        "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
+        "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,
+        "layer_params": float(spec.layer_params()), "embed_params": float(embed),
+        "ceiling_flop_per_s": math.nan if ceiling is None else ceiling, "sm_count": float(hw.gpu.sm_count or 1),
+        "gemm_serial_epilogue": hw.gpu.architecture not in params.gemm_epilogue_overlap_archs,
+        # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
+        "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
+        "master_bytes_per_param": 4.0 if half else 0.0,
+        "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype) + MEGATRON_OPT_EXTRA_BYTES[pr],
+        **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
+        **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
+    }
+
+
+_DEFAULT_INPUTS = {f.name: f.default_factory().item() for f in dataclasses.fields(StepInputs)
+                   if f.default_factory is not dataclasses.MISSING}
+
+
+def stack_rows(rows: list[dict[str, Any]]) -> StepInputs:
+    names = [f.name for f in dataclasses.fields(StepInputs)]
+    out = {}
+    for name in names:
+        if not any(name in r for r in rows):
+            continue  # a field with a default (the LLM layout's: the data-parallel case)
+        vals = [r[name] if name in r else _DEFAULT_INPUTS[name] for r in rows]
+        if isinstance(vals[0], np.ndarray) and vals[0].ndim:  # layer groups: pad to the widest with empty groups
+            width = max(v.shape[-1] for v in vals)
+            fill = 1.0 if name == "group_eff_frac" else 0.0
+            if all(v.shape[-1] == width for v in vals):
+                out[name] = np.stack(vals)
+            else:
+                out[name] = np.stack([np.pad(v, (0, width - v.shape[-1]), constant_values=fill) for v in vals])
+        else:
+            out[name] = np.asarray(vals)
+    return StepInputs(**out)
+
+
+def row_result(out: dict, i: int) -> dict[str, float]:
+    return {k: (v[i] if np.ndim(v) else v) for k, v in out.items()}
+
+
+def path_name(code: int) -> str | None:
+    return PATH_CLASSES[code] if code >= 0 else None
+
+
+def build_inputs(scn: Scenario, db=None, params: ModelParams | None = None, workload=None):
+    """Resolve a scenario into (hardware, workload, row dict). Raises GpusimError subclasses on bad input."""
+    from gpusim.hwdb import load
+
+    db = db or load()
+    params = params or DEFAULT_PARAMS
+    hw = resolve_hardware(scn, db)
+    wl = workload if workload is not None else resolve_workload(scn)
+    return hw, wl, scenario_row(scn, hw, wl, params)
+
+
+def single_gpu_scenario(scn: Scenario) -> Scenario:
+    """The one-GPU reference of a scenario (speedup and efficiency are relative to it): the same GPU, batch and
+    strategy on one GPU (DataParallel's one-GPU form is plain training, as DDP's is)."""
+    kind = "ddp" if scn.strategy.kind == "dp" else scn.strategy.kind
+    if scn.strategy.global_batch is not None and not scn.strategy.is_llm:  # the same accumulation, on one GPU
+        st = scn.strategy
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, global_batch=None,
+                                accum=max(1, st.global_batch // (st.per_gpu_batch * scn.gpus)))
+    if scn.strategy.is_llm:  # one GPU runs the whole model: no tensor or pipeline split, one micro-batch per step
+        return scn.with_changes(gpus=1, nodes=1, kind=kind, tp=1, pp=1, vp=1, cp=1, ep=1, expert_tp=1, global_batch=None, accum=1,
+                                ep_overlap="none",  # [issue 12] (no pipeline, no all-to-all to overlap)
+                                recompute=scn.strategy.recompute_mode)
+    return scn.with_changes(gpus=1, nodes=1, kind=kind)
+
+
+_single_gpu = single_gpu_scenario
+
+
+def cached_row(scn: Scenario, wl, db, params: ModelParams, hw_cache: dict) -> dict:
+    """:func:`scenario_row` of ``scn``, its hardware resolved once per distinct hardware (``hw_cache``)."""
+    key = hardware_key(scn)
+    if key not in hw_cache:
+        hw = resolve_hardware(scn, db)
+        hw_cache[key] = (hw, hardware_row(hw, params))
+    hw, hw_row = hw_cache[key]
+    return scenario_row(scn, hw, wl, params, hw_row=hw_row)
+
+
+HARDWARE_FIELDS = ("gpu", "node", "gpus", "nodes", "intra", "intra_topology", "p2p", "inter", "nics_per_node",
+                    "oversubscription", "cpu_cores_per_gpu", "storage_gbyte_per_s")
+
+
+def hardware_key(scn: Scenario) -> tuple:
+    """The scenario fields :func:`resolve_hardware` reads."""
+    return tuple(getattr(scn, f) for f in HARDWARE_FIELDS)
+
+
+def concat_outputs(a: dict, b: dict) -> dict:
+    """The outputs of two evaluate() calls as one, rows of ``a`` first."""
+    na = len(np.atleast_1d(a["step_s"]))
+    nb = len(np.atleast_1d(b["step_s"]))
+    return {k: np.concatenate([np.broadcast_to(a[k], (na,)), np.broadcast_to(b[k], (nb,))]) for k in a}
+
+
+# ------------------------------------------------------------------------------------------------
+# Row fields of mixture-of-experts and FP8 (used by llm_row and the layout search)
+# ------------------------------------------------------------------------------------------------
+
+def moe_fields(spec, strategy) -> dict:
+    """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""
+    if not getattr(spec, "n_experts", 0):
+        return {}
+    from gpusim.model.dualpipe import EP_OVERLAPS
+    from gpusim.model.experts import DISPATCHERS
+
+    cap = strategy.moe_capacity_factor if strategy.moe_capacity_factor is not None else spec.moe_capacity_factor
+    groups = getattr(spec, "moe_n_groups", None)
+    limit = getattr(spec, "moe_topk_groups", None)
+    return {"ep": float(strategy.ep), "expert_tp": float(strategy.expert_tp),
+            "ep_overlap": EP_OVERLAPS[strategy.ep_overlap], "moe_dispatcher": DISPATCHERS[strategy.moe_dispatcher],
+            "ep_fp8_dispatch": bool(strategy.ep_fp8_dispatch),
+            "moe_n_groups": float(groups or 1), "moe_topk_groups": float(limit) if limit else float("inf"),
+            "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
+            "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
+            "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
+            "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
+            else float(spec.moe_imbalance_frac)}
+
+
+def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
+    """The FP8 fields of an LLM row (gpusim.model.fp8): the recipe, the FP8 and bf16 matmul ceilings, the bf16
+    peak, and the weights' FP8 copies; empty for the other precisions."""
+    from gpusim.model import fp8 as FP8
+    from gpusim.strategy import GATHER_BYTES
+
+    pr = strategy.precision
+    if pr not in ("fp8", "mxfp8"):
+        return {}
+    if pr == "mxfp8" and not hw.gpu.microscaling:
+        raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
+                            f"none: use --precision fp8 (per-tensor scaling)")
+    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
+    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
+    peak16 = hw.gpu.peak_flop_per_s("bf16")
+    nan = float("nan")
+    return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
+            "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
+            "peak16_flop_per_s": nan if peak16 is None else peak16,
+            "weight_bytes_per_param": float(GATHER_BYTES[pr]) + float(FP8.weight_copy_bytes_per_param(mode))}
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows in bulk for a grid of hardware options (the sweep, the plan's layout rows)
+# ------------------------------------------------------------------------------------------------
+
+#: ``precision="auto"``: bf16 mixed precision where the GPU has bf16 tensor cores, else fp16 mixed precision,
+#: else fp32 (the usual choice of recipes since Ampere; Pascal and Volta have no bf16).
+AUTO_PRECISION_ORDER = ("amp_bf16", "amp_fp16", "fp32")
+
+
+def partial_population_ok(node) -> bool:
+    """Whether a node template can be bought or rented with fewer GPUs than it holds.
+
+    Cloud instances and rack systems come as listed; NVSwitch and OAM baseboards (HGX, DGX, MI300X
+    platforms) are sold populated with all their GPUs (NVIDIA HGX and AMD Instinct platform are 4- or 8-GPU
+    boards). PCIe servers and workstations take any number of cards up to their slots.
+    """
+    if node.kind in ("cloud-instance", "rack"):
+        return False
+    return node.intra_topology not in ("nvswitch", "nvlink-mesh")
+
+
+def not_offered_reason(node, g: int) -> str | None:
+    """Why ``g`` GPUs per node of template ``node`` is not something one can buy or rent (None if it is)."""
+    if g > node.gpus_per_node:
+        return f"{node.id} holds {node.gpus_per_node} GPUs, not {g}"
+    if g < node.gpus_per_node and not partial_population_ok(node):
+        what = "comes with" if node.kind in ("cloud-instance", "rack") else "is a baseboard of"
+        return f"{node.id} {what} {node.gpus_per_node} GPUs, not offered with {g}"
+    return None
+
+
+def resolve_precision(gpu, precision: str) -> str | None:
+    """``"auto"`` to the first of :data:`AUTO_PRECISION_ORDER` the GPU has a peak for; other names pass."""
+
+    if precision != "auto":
+        return precision
+    for p in AUTO_PRECISION_ORDER:
+        try:
+            peak_for(gpu, p)
+            return p
+        except ScenarioError:
+            continue
+    return None
+
+
+#: StepInputs fields set per configuration by the sweep; every other field comes from the hardware row
+#: (simulate.hardware_row), the peak of the precision on the GPU, or -- constant for one workload, precision
+#: and optimizer -- from simulate.scenario_row itself, so the rows are exactly simulate()'s.
+ROW_FIELDS = ("strategy", "micro_batch", "accum", "checkpointing", "cpu_offload", "num_workers")
+
+
+STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepInputs))
+
+
+@dataclass
+class HardwareTable:
+    """One row per (option, GPUs per node, node count): resolved hardware, or the reason it is not offered."""
+
+    option: list[int]
+    nodes: list[int]
+    rows: list[dict | None]
+    hw: list[Any]
+    reason: list[str | None]
+    gpu: list[Any]
+
+
+def option_scenario(wl, opt, db, n_nodes: int, **strategy):
+    """The scenario of hardware option ``opt`` (a :class:`gpusim.sweeps.HardwareOption`) on ``n_nodes`` nodes."""
+    node_gpu = db.node(opt.node).gpu if opt.node else None
+    return Scenario(workload=wl, node=opt.node, gpu=None if (opt.node and node_gpu == opt.gpu) else opt.gpu,
+                    gpus=opt.gpus_per_node * n_nodes, nodes=n_nodes, intra=opt.intra, inter=opt.inter, **strategy)
+
+
+def resolve_hardware_table(wl, options, counts_per_option, db, params) -> HardwareTable:
+    """Resolve each (option, node count) once. Rows for 2+ nodes differ only in the counts (the inter-node
+    link and its bus bandwidth do not depend on how many nodes), so one resolution at 2 nodes serves all."""
+    from pydantic import ValidationError  # (pydantic is imported by the scenario anyway)
+
+
+    t = HardwareTable([], [], [], [], [], [])
+    for oi, opt in enumerate(options):
+        gpu = db.gpu(opt.gpu)
+        node = db.node(opt.node) if opt.node else None
+        offer = not_offered_reason(node, opt.gpus_per_node) if node is not None else None
+        cache: dict[bool, tuple] = {}
+        for nn in counts_per_option[oi]:
+            t.option.append(oi)
+            t.nodes.append(nn)
+            t.gpu.append(gpu)
+            key = nn > 1
+            if key not in cache:
+                try:
+                    scn = option_scenario(wl, opt, db, 2 if key else 1)
+                    hw = resolve_hardware(scn, db)
+                    cache[key] = (hw, hardware_row(hw, params), None)
+                except ValidationError as e:
+                    cache[key] = (None, None, format_validation_error(e).removeprefix("invalid scenario: "))
+                except GpusimError as e:
+                    cache[key] = (None, None, str(e))
+            hw, row, err = cache[key]
+            if row is not None:
+                row = dict(row, n_gpus=float(opt.gpus_per_node * nn), n_nodes=float(nn))
+                hw = dataclasses.replace(hw, nodes=nn)
+            t.hw.append(hw)
+            t.rows.append(row)
+            t.reason.append(offer or err)
+    return t
+
+
+def precision_fields(wl, precisions: Sequence[str], hws: Sequence[Any], hw_fields: Sequence[str], optimizer: str,
+                      bucket_mib: float, params) -> dict[str, dict]:
+    """Per precision: every StepInputs field that is neither hardware nor per-configuration, taken from
+    :func:`gpusim.simulation.scenario_row` on a GPU that has the precision (arrays of shape ``(1, K)`` or scalars)."""
+
+    out: dict[str, dict] = {}
+    for p in precisions:
+        rep = None
+        for hw in hws:
+            if hw is None:
+                continue
+            try:
+                peak_for(hw.gpu, p)
+            except ScenarioError:
+                continue
+            rep = hw
+            break
+        if rep is None:
+            continue
+        row = scenario_row(_ScnShim(p, optimizer, bucket_mib), rep, wl, params)
+        d = {}
+        for k in STEP_FIELDS:
+            if k in hw_fields or k in ROW_FIELDS or k == "peak_flop_per_s" or k not in row:
+                continue  # (fields a data-parallel row leaves at their defaults: the LLM layout's)
+            v = row[k]
+            d[k] = v[None, :] if isinstance(v, np.ndarray) and v.ndim == 1 else np.asarray(v)
+        out[p] = d
+    return out
+
+
+class _ScnShim:
+    """The parts of a Scenario that scenario_row reads besides the hardware: the strategy and the slowest GPU."""
+
+    def __init__(self, precision: str, optimizer: str, bucket_mib: float):
+        self.strategy = Strategy(precision=precision, optimizer=optimizer, bucket_mib=bucket_mib)
+        self.slowest_gpu_speed_frac = 1.0
+
+
+def hardware_arrays(rows: Sequence[dict | None]) -> dict[str, np.ndarray]:
+    """Hardware rows (dicts from simulate.hardware_row, or None) as arrays of the StepInputs fields they hold."""
+    first = next((r for r in rows if r is not None), None)
+    if first is None:
+        return {}
+    out = {}
+    for k, v in first.items():
+        if k not in STEP_FIELDS:
+            continue
+        if isinstance(v, (bool, np.bool_)):
+            out[k] = np.array([bool(r[k]) if r is not None else False for r in rows])
+        else:
+            out[k] = np.array([float(r[k]) if r is not None else np.nan for r in rows], dtype=np.float64)
+    return out
+
+
+def table_inputs(idx: dict[str, np.ndarray], hw_arr: dict[str, np.ndarray], prec: dict) -> StepInputs:
+    """StepInputs for rows given by index arrays: ``h`` (hardware row), ``peak`` and the per-row fields."""
+    h = idx["h"]
+    d: dict[str, Any] = {k: v[h] for k, v in hw_arr.items()}
+    d["peak_flop_per_s"] = idx["peak"]
+    for k in ROW_FIELDS:
+        d[k] = idx[k]
+    d.update(prec)
+    return StepInputs(**d)
+

@@ -1,0 +1,194 @@
+"""Every rule of a valid configuration, in one place, with the messages that say how to fix it.
+
+Stage 1 of the road (docs/ARCHITECTURE.md), beside :mod:`gpusim.scenario` and :mod:`gpusim.layout`: the
+scalar rules one scenario must pass (``check_*``, :func:`scenario_layout`) and the same rules on arrays of
+layouts (:func:`layout_reason_codes`, indices into :data:`REASONS`) for the layout search, so that the
+search and ``simulate()`` refuse the same configurations. Defaults that follow from the rules (the largest
+useful global batch) live here too. Imports only the nouns and :mod:`gpusim.layout`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusim.errors import ScenarioError
+from gpusim.layout import Layout
+
+REASONS = ("", "tp does not divide the attention heads", "the K/V heads cannot be split over tp",
+           "tp crosses the NVLink domain", "the sequence is not divisible by 2 x cp (load-balanced ring)",
+           "cp needs FlashAttention", "vp needs pp > 1",
+           "micro-batch x dp does not divide the global batch",
+           "interleaving needs the micro-batches per step to be a multiple of pp",
+           "dualpipe needs an even pp, vp 1 and an even number of micro-batches >= pp", "does not fit in GPU memory")
+
+
+OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_DUALPIPE, R_MEMORY = range(len(REASONS))
+
+
+def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None) -> None:
+    """The context-parallel rules for one scenario (the search's rules R_SEQ and R_FLASH); raises ScenarioError."""
+    if cp == 1:
+        return
+    problems = []
+    if seq_len % (2 * cp):
+        ok = [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0]
+        problems.append(f"cp {cp} needs the sequence ({seq_len} tokens) to be divisible by 2 x cp = {2 * cp} for the "
+                        f"load-balanced causal split" + (f" (cp could be {', '.join(map(str, ok))})" if ok else ""))
+    if not flash:
+        problems.append("context parallelism (ring attention) needs FlashAttention; this model's attention is unfused")
+    if problems:
+        raise ScenarioError(f"impossible context parallelism (cp {cp}): " + "; ".join(problems))
+
+
+def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
+             ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
+             dp: int | None = None) -> None:
+    """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
+    The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
+    moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
+                                                                               capacity is not None),
+                                 ("ep_overlap", ep_overlap != "none"), ("moe_dispatcher", moe_dispatcher != "alltoall"),
+                                 ("ep_fp8_dispatch", ep_fp8_dispatch)) if on]
+    if not getattr(spec, "n_experts", 0):
+        if moe_flags:
+            flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
+            raise ScenarioError(f"{flags} {'applies' if len(moe_flags) == 1 else 'apply'} only to mixture-of-experts "
+                                f"models, and {getattr(spec, 'name', None) or 'this model'} is dense (drop {flags})")
+        return
+    problems = []
+    E = int(spec.n_experts)
+    if E % ep:
+        ok = [d for d in range(1, min(E, 256) + 1) if E % d == 0 and d & (d - 1) == 0]
+        problems.append(f"{E} experts are not divisible by ep {ep} (ep could be {', '.join(map(str, ok))})")
+    if dp is not None and (tp * cp * dp) % (ep * expert_tp):
+        problems.append(f"ep {ep} x expert-tp {expert_tp} = {ep * expert_tp} must divide tp x cp x dp = "
+                        f"{tp * cp * dp} (the ranks the expert groups fold into)")
+    if problems:
+        raise ScenarioError(f"impossible expert parallelism (ep {ep}, expert-tp {expert_tp}): " + "; ".join(problems))
+
+
+def check_dualpipe(ep_overlap: str, *, pp: int, vp: int, n_micro: int) -> None:
+    """DualPipe's rules (the search's R_DUALPIPE): an even number of stages, no interleaving, an even number of
+    micro-batches, at least pp (DeepSeek-V3 section 3.2.1; deepseek-ai/DualPipe: "the pipeline stages and
+    micro-batches be divisible by 2", fed from both ends); raises ScenarioError."""
+    if ep_overlap != "dualpipe":
+        return
+    problems = []
+    if pp < 2 or pp % 2:
+        problems.append(f"an even number of pipeline stages (pp 2, 4, ...; got pp {pp})")
+    if vp > 1:
+        problems.append(f"no interleaving (vp 1; got vp {vp})")
+    if n_micro % 2 or n_micro < pp:
+        problems.append(f"an even number of micro-batches per step, at least pp = {pp} (got {n_micro}: raise "
+                        f"--global-batch or lower --micro-batch)")
+    if problems:
+        raise ScenarioError("dualpipe needs " + "; ".join(problems) + " (--ep-overlap 1f1b overlaps the all-to-all "
+                            "without DualPipe)")
+
+
+def padded_layers(n_layers: int, pp: int, vp: int):
+    """Layers charged with an uneven split: every one of the ``pp vp`` chunks holds the fullest's
+    ``ceil(L / (pp vp))`` (works on arrays)."""
+    return -(-n_layers // (pp * vp)) * pp * vp
+
+
+
+def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: int | None, domain: int,
+                        tp_pinned: bool, seq_len: int, flash: bool, dualpipe: bool) -> np.ndarray:
+    """The first rule each layout breaks, as an index into :data:`REASONS` (0: none, before memory), on integer
+    arrays of degrees (``n_micro`` 0 where micro-batch x dp does not divide the global batch). The same rules as
+    :func:`check_cp`, :func:`check_dualpipe` and :class:`~gpusim.layout.Layout`'s checks, vectorised."""
+    kv = n_kv_heads or n_heads
+    reason = np.zeros(np.shape(tp), dtype=np.int64)
+    checks = ((n_heads % tp != 0, R_HEADS), ((kv % tp != 0) & (tp % kv != 0), R_KV),
+              ((tp > domain) & (not tp_pinned), R_DOMAIN),
+              ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
+              ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
+              ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE),
+              (dualpipe & ((pp % 2 != 0) | (vp > 1) | (n_micro % 2 != 0) | (n_micro < pp)), R_DUALPIPE))
+    for bad, code in reversed(checks):  # the first rule broken wins
+        reason = np.where(bad, code, reason)
+    return reason
+
+
+def transformer_of(workload):
+    """The TransformerSpec behind a workload, or None (CNNs, GNMT, custom and measured workloads)."""
+    return getattr(workload, "transformer", None)
+
+
+def nvlink_domain_gpus(hw) -> int:
+    """GPUs that share one NVLink (or PCIe) domain: tensor parallelism should stay inside it."""
+    return int(getattr(hw.node, "nvlink_domain_gpus", None) or hw.gpus_per_node)
+
+
+def scenario_layout(scn, hw, workload):
+    """The checked :class:`~gpusim.layout.Layout` of an LLM scenario (raises ScenarioError with every factor)."""
+
+    st = scn.strategy
+    spec = transformer_of(workload)
+    if spec is None:
+        raise ScenarioError(f"tensor/pipeline parallelism and recomputation modes need a transformer; {workload.id!r} "
+                            f"is not one (use tp 1, pp 1 and --checkpointing)")
+    if scn.baseline_throughput:
+        raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
+
+    check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
+             domain=nvlink_domain_gpus(hw))
+    model_par = st.tp * st.pp * st.cp
+    check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
+             ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
+             dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None)
+    n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
+    lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
+                               micro_batch=st.per_gpu_batch,
+                               global_batch=st.global_batch, accum=st.accum, recompute=st.recompute_mode,
+                               n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
+                               nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
+    check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
+    check_memory_saving(spec, st)
+    return spec, lay
+
+
+def check_memory_saving(spec, st) -> None:
+    """[issue 12] The memory-saving options need what they act on; raises ScenarioError naming the fix."""
+    problems = []
+    mods = st.recompute_modules or ()
+    if "mla_up_proj" in mods and not getattr(spec, "mla", False):
+        problems.append(f"--recompute-modules mla_up_proj needs multi-head latent attention (DeepSeek-V2/V3); "
+                        f"{getattr(spec, 'name', None) or 'this model'} has none")
+    if "moe_act" in mods and not getattr(spec, "n_experts", 0):
+        problems.append(f"--recompute-modules moe_act needs a mixture-of-experts model; {getattr(spec, 'name', None) or 'this model'} "
+                        f"is dense")
+    if st.fp8_activations and st.precision not in ("fp8", "mxfp8"):
+        problems.append(f"--fp8-activations keeps activations in FP8 and needs --precision fp8 or mxfp8, not "
+                        f"{st.precision}")
+    if st.ep_fp8_dispatch and st.precision not in ("fp8", "mxfp8"):
+        problems.append(f"--ep-fp8-dispatch dispatches the FP8 copies the expert GEMMs read and needs --precision "
+                        f"fp8 or mxfp8, not {st.precision}")
+    if problems:
+        raise ScenarioError("; ".join(problems))
+
+
+#: Default largest global batch when the user gives none: the largest global batch of a published recipe of
+#: the kind, so that the plan never assumes a convergence it cannot promise. Sequences: 16M tokens (Llama 3
+#: 405B's final batch, Meta 2024, sec. 3.4.1); images: 8,192 (Goyal et al., "Accurate, Large Minibatch SGD:
+#: Training ImageNet in 1 Hour", 2017: linear scaling held to 8k).
+DEFAULT_MAX_TOKENS_PER_BATCH = 16 * 1024 * 1024
+
+
+DEFAULT_MAX_IMAGES_PER_BATCH = 8192
+
+
+def default_max_global_batch(wl) -> int:
+    """The largest global batch of a published recipe of the kind (samples): the default limit of plans and advice."""
+    if wl.sample_unit == "sequence":
+        return max(1, int(DEFAULT_MAX_TOKENS_PER_BATCH // wl.tokens_per_sample))
+    return DEFAULT_MAX_IMAGES_PER_BATCH
+
+
+
+def default_global_batch(max_global_batch: int) -> int:
+    """The global batch the search holds when none is given: the largest power of two within the limit (the
+    most micro-batches per step, so the smallest bubble, that the recipe allows)."""
+    return 1 << (max(int(max_global_batch), 1).bit_length() - 1)
+
