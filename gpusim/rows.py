@@ -565,7 +565,7 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     if pr == "mxfp8" and not hw.gpu.microscaling:
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
                             f"none: use --precision fp8 (per-tensor scaling)")
-    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
+    mode = FP8.mode_code(pr, strategy.fp8_recipe, hw.gpu.compute_capability)  # [issue 17] non-TN FP8 GEMMs
     c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")

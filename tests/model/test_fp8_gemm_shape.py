@@ -48,3 +48,39 @@ def test_layer_fp8_gemms_write_a_16_bit_output():
     m, n, k = 16.0, 8192.0, 28672.0
     expect = (k * m + k * n + 2.0 * m * n) / (3.35e12 * P.mem_eff_frac) + P.kernel_tail_s
     assert t[9][0] == pytest.approx(expect, rel=1e-9)
+
+
+def test_non_tn_fp8_gemms_need_no_transposed_copy():
+    """TE's is_non_tn_fp8_gemm_supported(): compute capability 10.x-11.x and >= 13.0; there per-tensor casts write the
+    rowwise copy only (2 + 1 bytes, current scaling + 2 for the amax read) and keep one FP8 weight copy; MXFP8 keeps
+    both orientations everywhere."""
+    from gpusim.model import fp8 as FP8
+
+    assert [FP8.non_tn_gemm(c) for c in ("9.0", "8.9", "10.0", "10.3", "12.0", "13.0", None)] == \
+        [False, False, True, True, False, True, False]
+    assert FP8.mode_code("fp8", "delayed", "9.0") == FP8.DELAYED
+    assert FP8.mode_code("fp8", "current", "10.0") == FP8.CURRENT_NTN
+    assert FP8.mode_code("mxfp8", "current", "10.0") == FP8.MX
+    modes = np.array([FP8.NONE, FP8.DELAYED, FP8.CURRENT, FP8.MX, FP8.DELAYED_NTN, FP8.CURRENT_NTN])
+    assert FP8.cast_bytes_per_elem(modes).tolist() == [0.0, 4.0, 6.0, 4.0 + 1 / 16, 3.0, 5.0]
+    assert FP8.weight_copy_bytes_per_param(modes).tolist() == [0.0, 2.0, 2.0, 2.0 + 1 / 16, 1.0, 1.0]
+
+
+def test_blackwell_per_tensor_fp8_casts_cost_less_than_hoppers(db):
+    """The same layout on B200 rows with the Hopper-style transposed copies (mode CURRENT) vs the non-TN mode: the
+    non-TN step is never slower and needs less memory."""
+    from gpusim.model import fp8 as FP8
+    from gpusim.model.step import evaluate
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import build_inputs, stack_rows
+    from gpusim.workload import get_workload
+
+    scn = Scenario(workload=get_workload("llama3-8b", seq_len=8192), node="dgx-b200", gpus=8, kind="zero1",
+                   precision="fp8", fp8_recipe="current", tp=1, pp=1, micro_batch=2, global_batch=128,
+                   recompute="none")
+    _, _, row = build_inputs(scn, db)
+    assert row["fp8_mode"] == FP8.CURRENT_NTN
+    hop = dict(row, fp8_mode=FP8.CURRENT, weight_bytes_per_param=row["weight_bytes_per_param"] + 1.0)
+    a, b = evaluate(stack_rows([row]), P), evaluate(stack_rows([hop]), P)
+    assert a["step_s"][0] < b["step_s"][0]
+    assert a["memory_per_gpu_bytes"][0] < b["memory_per_gpu_bytes"][0]
