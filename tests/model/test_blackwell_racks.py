@@ -107,3 +107,19 @@ def test_tp_comm_overlap_is_never_slower_and_changes_only_tp(db):
                  db=db, recommend=False)
     assert b.breakdown_s["tp_comm_exposed_s"] < a.breakdown_s["tp_comm_exposed_s"]
     assert b.breakdown_s["compute_s"] == pytest.approx(a.breakdown_s["compute_s"])
+
+
+def test_cli_tp_comm_overlap_flag(capsys):
+    import json
+
+    from gpusim.cli import main
+
+    base = ["predict", "--model", "nemotron-4-340b", "--node", "gb200-nvl72", "--gpus", "128", "--nodes", "32",
+            "--tp", "8", "--pp", "4", "--vp", "12", "--micro-batch", "1", "--global-batch", "32", "--seq-len", "4096",
+            "--precision", "fp8", "--strategy", "zero1", "--recompute", "none", "--json"]
+    assert main(base) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(base + ["--tp-comm-overlap"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert b["breakdown_s"]["tp_comm_exposed_s"] < a["breakdown_s"]["tp_comm_exposed_s"]
+    assert b["step_s"] < a["step_s"]
