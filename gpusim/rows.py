@@ -427,6 +427,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
+        "tp_comm_overlap": st.tp_comm_overlap,  # [issue 17]
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
         "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
@@ -568,7 +569,7 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     if pr == "mxfp8" and not hw.gpu.microscaling:
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
                             f"none: use --precision fp8 (per-tensor scaling)")
-    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
+    mode = FP8.mode_code(pr, strategy.fp8_recipe, hw.gpu.compute_capability)  # [issue 17] non-TN FP8 GEMMs
     c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")

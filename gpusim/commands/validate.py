@@ -22,8 +22,24 @@ def register(sub) -> None:
                                                      "'none' to skip)")
     p.add_argument("--sweeps-csv", metavar="FILE", help="all-reduce sweeps across systems (default: "
                                                        "validation/nccl_sweeps.csv; 'none' to skip)")
+    p.add_argument("--runs", metavar="CSV", nargs="*", default=None,
+                   help="published training runs (default: every validation/runs_*.csv; give no file to skip)")
+    p.add_argument("--show-holdout", action="store_true",
+                   help="also print the held-out runs' row-by-row errors (their summary is always printed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
+
+
+def _runs_results(args, db, params):
+    """[issue 17] The published training runs of validation/runs_*.csv (gpusim.validation_runs)."""
+    from gpusim import validation_runs as R
+
+    runs = getattr(args, "runs", None)
+    if runs is not None and not runs:
+        return []
+    if runs is None and args.csv:  # a user's CSV alone: the project's tables are not mixed in
+        return []
+    return R.run(runs, db=db, params=params)
 
 
 def _llm_results(args, db, params):
@@ -69,6 +85,22 @@ def print_llm(results) -> None:
               f"{fmt_pct(g['median_ape'])}, max {fmt_pct(g['max_ape'])}")
 
 
+def print_runs(results, *, holdout_rows: bool = False, holdout_summary: bool = True) -> None:
+    """[issue 17] The published-runs table and its per-regime summary (gpusim.validation_runs.report)."""
+    from gpusim.commands._common import print_table
+    from gpusim import validation_runs as R
+
+    if not results:
+        return
+    table, lines = R.report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
+    print_table(table, list(R.TABLE_COLUMNS),
+                title="Published training runs (validation/runs_*.csv): step time with the stated layout "
+                      "(error > 0: predicted slower)",
+                justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
+    for line in lines:
+        print(line)
+
+
 def cmd_validate(args) -> int:
     from dataclasses import asdict
 
@@ -94,13 +126,16 @@ def cmd_validate(args) -> int:
     summary = summarize(results)
     llm = _llm_results(args, db, params)
     sweeps = _sweep_results(args, db, params)  # [issue 18] collectives across systems
+    runs = _runs_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_llm as V
+        from gpusim import validation_runs as R
 
         print_json({**summary, "rows": [asdict(r) for r in results],
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
-                    "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)}})
+                    "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)},
+                    "published_runs": {"summary": R.summarize(runs), "rows": R.to_dicts(runs)}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -162,6 +197,10 @@ def cmd_validate(args) -> int:
     for reason, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"  {count} x {reason}")
     print_llm(llm)
+    if runs:
+        from gpusim import validation_runs as R
+
+        print_runs(runs, holdout_rows=getattr(args, "show_holdout", False))
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",
