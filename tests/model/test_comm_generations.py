@@ -105,6 +105,24 @@ def test_two_nodes_on_slow_nics_run_the_tree_above_the_nics_total():
     assert busbw > 150e9
 
 
+def test_between_two_nodes_sharp_cannot_lift_the_network_term():
+    # no NVLS, NVLink ring 240 GB/s, 180 GB/s of NICs per node, 8 GiB (tree correction 1). Two nodes: the tree's network
+    # phase carries each node's buffer once per direction, as CollNet does, so both are bound by the NVLink chain
+    # (NCCL tuning.cc: bw = nNodes <= 2 || collnet ? bwIntra : bwInter): tree 0.92 x min(240, 180 x 1.875) = 220.8,
+    # CollNet min(240, 2 x 180 x 0.9 = 324) = 240. Eight nodes: the tree's interior nodes carry twice that, tree
+    # 0.92 x min(240, 180 x 1.984 / 2) = 164, ring min(240, 180) = 180, CollNet still 240.
+    def bus(nodes, algo):
+        n = 8 * nodes
+        t, _ = C.collective_time_s(C.ALL_REDUCE, 2.0**33, n, nodes, 240e9, 0.47e-6, 180e9, 2.7e-6, False, sharp=True,
+                                   algorithm=C.ALGORITHMS[algo], protocol=C.PROTO_SIMPLE, **KW)
+        return C.bus_factor(C.ALL_REDUCE, n) * 2.0**33 / float(t)
+    assert bus(2, "tree") == pytest.approx(0.92 * 240e9, rel=0.01)
+    assert bus(2, "collnet") == pytest.approx(240e9, rel=0.01)
+    assert bus(8, "tree") == pytest.approx(0.92 * 180e9 * (2 * 63 / 64) / 2, rel=0.01)
+    assert bus(8, "ring") == pytest.approx(180e9, rel=0.01)
+    assert bus(8, "collnet") == pytest.approx(240e9, rel=0.01)
+
+
 def test_one_nvlink_domain_runs_nvls():
     out = collective("all_reduce", [2.0**32], node="gb200-nvl72", gpus=72, nodes=18)
     assert out[0]["algorithm"] == "nvls"

@@ -225,11 +225,12 @@ def test_tp_crossing_the_nvlink_domain_is_refused_then_slower_when_forced(db):
     assert forced.breakdown_s["tp_comm_exposed_s"] / 8 > inside.breakdown_s["tp_comm_exposed_s"] / 4
     # [issue 18] SHARP buys nothing here. NCCL runs CollNet (SHARP) only when asked (NCCL_COLLNET_ENABLE, off by
     # default: docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; gpusim's step model leaves it out), and
-    # between two nodes it would not help anyway: the double binary tree already sends each node's buffer once per
-    # direction, as CollNet does, so NCCL's tuner rates both at the intra-node speed (NVIDIA/nccl src/graph/tuning.cc
-    # @ b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2: `bw = nNodes <= 2 || collnet ? bwIntra : bwInter`). The NVLink chain
-    # binds, so 200G RoCE without SHARP costs what 200G InfiniBand with it does; the network matters once it is slower
-    # than that chain (100G RoCE: 1.875 x 85 GB/s < 240 GB/s of NVLink).
+    # between two nodes it could not lift the network term anyway: the double binary tree already sends each node's
+    # buffer once per direction, as CollNet does, so NCCL's tuner rates both at the intra-node speed (NVIDIA/nccl
+    # src/graph/tuning.cc @ b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2: `bw = nNodes <= 2 || collnet ? bwIntra :
+    # bwInter`; CollNet would only drop the tree's 0.92). The NVLink chain binds, so 200G RoCE without SHARP costs
+    # what 200G InfiniBand with it does; the network matters once it is slower than that chain (100G RoCE: 1.875 x 85
+    # GB/s < 240 GB/s of NVLink).
     def tp_s(inter):
         return simulate(_scn(workload=_gpt(spec), tp=16, pp=1, gpus=16, nodes=2, global_batch=4, force_tp=True,
                              inter=inter), db=db).breakdown_s["tp_comm_exposed_s"]
