@@ -189,6 +189,25 @@ def test_summary_separates_held_out_from_looked_at(tmp_path):
     assert s["looked_at"]["median_ape"] == pytest.approx(abs(pred - 500) / 500)
 
 
+def test_held_out_systems_are_reported_per_vendor(tmp_path):
+    # the vendor comes from the hardware database (the GPU of the row, or of its node template), not from names
+    path = tmp_path / "s.csv"
+    cols = ["system", "source_id", "source_url", "collective", "gpu", "node", "gpus", "nodes", "intra",
+            "intra_topology", "inter", "nics_per_node", "size_bytes", "busbw_gbyte_per_s", "held_out"]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        w.writerow(["n", "X", "https://x", "all_reduce", "", "dgx-h100", 8, 1, "", "", "", "", 2**30, 400, "yes"])
+        w.writerow(["a", "Y", "https://y", "all_reduce", "mi300x", "", 8, 1, "", "", "", "", 2**30, 100, "yes"])
+        w.writerow(["a", "Y", "https://y", "all_reduce", "mi300x", "", 8, 1, "", "", "", "", 2**31, 100, "yes"])
+    res = VC.run(path)
+    assert [r.vendor for r in res] == ["nvidia", "amd", "amd"]
+    by = VC.summarize(res)["held_out_by_vendor"]
+    assert set(by) == {"nvidia", "amd"}
+    assert (by["nvidia"]["n"], by["nvidia"]["systems"], by["amd"]["n"], by["amd"]["systems"]) == (1, 1, 2, 1)
+    assert by["nvidia"]["median_ape"] == pytest.approx(abs(res[0].predicted_gbyte_per_s - 400) / 400)
+
+
 def test_a_sweep_file_without_a_column_is_refused_with_the_column_named(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("system,gpu\na,h100-sxm\n")
