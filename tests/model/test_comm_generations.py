@@ -235,3 +235,32 @@ def test_fit_on_one_system_changes_no_other_systems_prediction(tmp_path, capsys)
     default = collective("all_reduce", [2.0**20], node="dgx-h100", gpus=8, db=db)
     assert own[0]["time_s"] != default[0]["time_s"]
     json.loads(out.read_text())  # a readable calibration file
+
+
+# --- a transport's required NCCL configuration (GPUDirect-TCPXO: NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0) -------------
+def test_an_ll_cap_of_zero_means_ll_cannot_run_unless_asked_for():
+    s = np.array([1024.0, 65536.0])
+    _, _, proto = C.collective_choice(C.ALL_REDUCE, s, 16, 2, 370e9, 0.47e-6, 200e9, 2.7e-6, False,
+                                      ll_max_busbw_bytes_per_s=np.inf, **KW)
+    assert int(proto[0]) == C.PROTO_LL  # tiny messages: LL where it may run
+    t, _, proto = C.collective_choice(C.ALL_REDUCE, s, 16, 2, 370e9, 0.47e-6, 200e9, 2.7e-6, False,
+                                      ll_max_busbw_bytes_per_s=0.0, **KW)
+    assert C.PROTO_LL not in set(proto.tolist()) and np.all(np.isfinite(t))
+    forced, _, _ = C.collective_choice(C.ALL_REDUCE, s, 16, 2, 370e9, 0.47e-6, 200e9, 2.7e-6, False,
+                                       protocol=C.PROTO_LL, ll_max_busbw_bytes_per_s=0.0, **KW)
+    assert np.all(np.isfinite(forced))  # NCCL_PROTO=LL by name runs anyway
+
+
+def test_tcpxo_jobs_across_nodes_run_simple_ring_or_tree_without_nvls():
+    db = load()
+    link = db.links["gcp-gpudirect-tcpxo"]
+    assert link.nccl_protocols == ["simple"] and link.nccl_nvls_enable is False
+    out = collective("all_reduce", [2.0**10, 2.0**20, 2.0**24, 2.0**33], node="gcp-a3-megagpu-8g", gpus=16, nodes=2)
+    assert {o["protocol"] for o in out} == {"simple"}
+    assert {o["algorithm"] for o in out} <= {"ring", "tree"}
+    # inside one A3 Mega node the transport is not used: NCCL's own choice (NVLS for large messages)
+    one = collective("all_reduce", [2.0**33], node="gcp-a3-megagpu-8g", gpus=8, nodes=1)
+    assert one[0]["algorithm"] == "nvls"
+    # the same node on an RDMA network keeps NVLS-tree and LL for small messages
+    ib = collective("all_reduce", [2.0**10, 2.0**33], node="gcp-a3-megagpu-8g", gpus=16, nodes=2, inter="ib-ndr-400")
+    assert ib[0]["protocol"] == "ll" and ib[1]["algorithm"] == "nvls_tree"
