@@ -37,7 +37,7 @@ from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BY
                              opt_state_bytes, opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
-__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "peak_for", "hardware_row", "scenario_row", "llm_row",
+__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention", "peak_for", "hardware_row", "scenario_row", "llm_row",
            "stack_rows", "build_inputs", "single_gpu_scenario", "transformer_of", "nvlink_domain_gpus"]
 
 # ------------------------------------------------------------------------------------------------
@@ -186,10 +186,37 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
 def resolve_workload(scn: Scenario):
     if scn.workload is not None:
         w = scn.workload
-        return w.with_seq_len(scn.seq_len) if scn.seq_len else w
+        return apply_attention(w.with_seq_len(scn.seq_len) if scn.seq_len else w, scn.strategy.attention)
     from gpusim.workload import get_workload
 
-    return get_workload(scn.model, seq_len=scn.seq_len)
+    return apply_attention(get_workload(scn.model, seq_len=scn.seq_len), scn.strategy.attention)
+
+
+def apply_attention(workload, attention: str | None):
+    """[issue 17] ``workload`` with its attention run as ``attention`` (``"flash"``: one fused kernel that keeps
+    the softmax statistics; ``"unfused"``: ``Q K^T``, softmax, ``A V`` as separate kernels with the ``s x s`` scores
+    kept, as Megatron-LM ran before FlashAttention); None or the workload's own implementation: unchanged. The
+    transformer is rebuilt from its spec by the same builder (FLOPs, kernels, activation bytes), at the same
+    sequence length, with the same data-loading figures."""
+    if attention is None:
+        return workload
+    spec = transformer_of(workload)
+    if spec is None:
+        raise ScenarioError(f"--attention {attention} applies to transformer models; {workload.id!r} is not one "
+                            f"(leave --attention out)")
+    flash = attention == "flash"
+    if bool(spec.flash_attention) == flash:
+        return workload
+    from gpusim.workload import build_transformer
+    from gpusim.workload.transformer import EntryInfo
+
+    info = EntryInfo(workload.id, workload.name, workload.family, tuple(workload.sources), workload.notes,
+                     assumptions=tuple(workload.assumptions) + (f"attention {attention} (--attention)",))
+    seq = int(workload.tokens_per_sample) if workload.sample_unit == "sequence" else None
+    out = build_transformer(info, dataclasses.replace(spec, flash_attention=flash), seq)
+    return dataclasses.replace(out, input_bytes_per_sample=workload.input_bytes_per_sample,
+                               h2d_bytes_per_sample=workload.h2d_bytes_per_sample,
+                               preprocess_core_s_per_sample=workload.preprocess_core_s_per_sample)
 
 
 _MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
@@ -358,6 +385,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": opt_state_bytes(st.optimizer, st.opt_state_dtype),
         "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype),
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
+        **headroom_fields(st, hw.gpu),  # [issue 17]
     })
     if st.is_llm:
         row.update(llm_row(scn, hw, workload, params))
@@ -367,6 +395,20 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         row["accum"] = float(Layout.create(gpus=hw.n_gpus, micro_batch=st.per_gpu_batch,
                                            global_batch=st.global_batch).n_micro)
     return row
+
+
+def headroom_fields(st, gpu) -> dict:
+    """[issue 17] The row's own memory headroom (``--memory-headroom``; NaN: the ModelParams default), refused when it
+    leaves no memory at all on ``gpu``."""
+    if st.memory_headroom_gib is None and st.memory_headroom_frac is None:
+        return {}
+    if st.memory_headroom_gib is not None and units.gib_to_bytes(st.memory_headroom_gib) >= gpu.memory_bytes:
+        raise ScenarioError(f"memory headroom {st.memory_headroom_gib:g} GiB is not smaller than the {gpu.id}'s "
+                            f"{gpu.memory_gib:g} GiB of memory: nothing could fit; give less (e.g. --memory-headroom "
+                            f"2GiB, or a fraction such as 0.05)")
+    return {"mem_headroom_bytes": math.nan if st.memory_headroom_gib is None
+            else units.gib_to_bytes(st.memory_headroom_gib),
+            "mem_headroom_frac": math.nan if st.memory_headroom_frac is None else float(st.memory_headroom_frac)}
 
 
 def memory_saving_fields(spec, st) -> dict:
