@@ -32,7 +32,7 @@ def cmd_sweep(args) -> int:
     from gpusim.commands._common import print_json, print_table
     from gpusim.commands._scenario import resolve
     from gpusim.errors import ScenarioError
-    from gpusim.search import Pins, explain_best, search_layouts, search_table
+    from gpusim.search import Pins, explain_best, search_layouts, search_table, versus_defaults
     from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
 
     chosen_gb = not args.global_batch
@@ -66,6 +66,7 @@ def cmd_sweep(args) -> int:
     rows = search_table(res)
     if args.json:
         print_json({"best": rows[0] if res["best"] is not None else None, "explanation": explain_best(res, domain),
+                    "versus_defaults": versus_defaults(res),  # [issue 17]
                     "layouts": rows, "n_layouts": res["n"], "n_feasible": int(res["feasible"].sum()),
                     "elapsed_s": elapsed})
         return 0
@@ -92,4 +93,6 @@ def cmd_sweep(args) -> int:
           + ("; infeasible: " + "; ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
              if counts else ""))
     print(f"best: {explain_best(res, domain)}")
+    if res["best"] is not None:  # [issue 17]
+        print(versus_defaults(res))
     return 0
