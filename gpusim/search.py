@@ -618,8 +618,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         if len(chosen):
             res = run_model(chosen)
             o = {c: np.broadcast_to(res[c], (len(chosen),)) for c in keys}
-            small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"],
-                            "headroom_bytes": cap_row[owner[chosen]] - o["memory_per_gpu_bytes"]}
+            free = cap_row[owner[chosen]] - o["memory_per_gpu_bytes"]
+            small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"], "headroom_bytes": free,
+                            "memory_headroom_bytes": np.broadcast_to(res["memory_headroom_bytes"], (len(chosen),)),
+                            "spare_bytes": free - res["memory_headroom_bytes"]}  # [issue 17]
     else:
         lay, ok, best_of, second_of = None, None, np.full(H, -1), np.full(H, -1)
         at, small = {}, {"layouts": {}, "out": {}}
