@@ -437,7 +437,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
     embed = spec.vocab_size * h + ((spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
     key = PEAK_KEY[pr]
     # a calibration's measured ceiling, else the database's measured best-shape figure, else (NaN) a fraction of peak
-    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.achievable_matmul_flop_per_s(key)
+    # [issue 17] long GEMM streams hold the power-limited sustained rate where one is measured (GPU.training_matmul_...)
+    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.training_matmul_flop_per_s(key)
     half = GATHER_BYTES[pr] == 2
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
@@ -587,7 +588,7 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
                             f"none: use --precision fp8 (per-tensor scaling)")
     mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
-    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
+    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.training_matmul_flop_per_s("bf16")  # [issue 17]
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")
     return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,

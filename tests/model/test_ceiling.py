@@ -1,0 +1,125 @@
+"""[issue 17] The ceiling a real run reaches: the sustained (power-limited) matmul rate, the memory headroom in the
+layout search, and how the search's best layout differs from the framework's defaults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim.hwdb import load
+from gpusim.units import GIB
+
+DB = load()
+
+
+def test_training_ceiling_is_the_burst_times_the_sustained_fraction():
+    """H100 SXM: MAMF 794.5 TFLOP/s x MSMF/MAMF 0.888 = 705.516 TFLOP/s (bf16), 1402.6 x 0.888 = 1245.509 (fp8)."""
+    h100 = DB.gpu("h100-sxm")
+    assert h100.training_matmul_flop_per_s("bf16") == pytest.approx(794.5e12 * 0.888, rel=1e-12)
+    assert h100.training_matmul_flop_per_s("fp8") == pytest.approx(1402.6e12 * 0.888, rel=1e-12)
+    assert h100.training_matmul_flop_per_s("fp16") == h100.training_matmul_flop_per_s("bf16")
+
+
+def test_without_a_sustained_measurement_the_burst_stands():
+    a100 = DB.gpu("a100-sxm4-80gb")
+    assert a100.sustained_matmul_frac is None
+    assert a100.training_matmul_flop_per_s("bf16") == a100.achievable_matmul_flop_per_s("bf16")
+
+
+def test_every_sustained_fraction_is_below_one_and_cited():
+    seen = 0
+    for g in DB.gpus.values():
+        if g.sustained_matmul_frac:
+            seen += 1
+            assert all(0.5 < v <= 1.0 for v in g.sustained_matmul_frac.values())
+            assert any("sustained_matmul_frac" in s.fields for s in g.sources)
+            assert g.achievable_matmul_tflop_per_s  # a fraction of something measured
+    assert seen >= 4
+
+
+def _llama_row(precision="bf16"):
+    from gpusim.rows import build_inputs
+    from gpusim.scenario import Scenario
+
+    scn = Scenario.create(model="llama3-8b", gpu="h100-sxm", gpus=8, seq_len=4096, precision=precision,
+                          kind="zero1", tp=2, micro_batch=1, global_batch=64)
+    return build_inputs(scn, db=DB)[2]
+
+
+def test_the_layout_row_carries_the_sustained_ceiling():
+    row = _llama_row()
+    assert row["ceiling_flop_per_s"] == pytest.approx(794.5e12 * 0.888, rel=1e-12)
+    row8 = _llama_row("fp8")
+    assert row8["fp8_ceiling_flop_per_s"] == pytest.approx(1402.6e12 * 0.888, rel=1e-12)
+    assert row8["ceiling_flop_per_s"] == pytest.approx(794.5e12 * 0.888, rel=1e-12)  # the bf16 parts of an fp8 step
+
+
+def test_a_compute_bound_gemm_slows_by_the_sustained_fraction():
+    """A large square GEMM is FLOP-bound: its time at the sustained ceiling is the burst time / 0.888 (less the
+    fixed kernel tail)."""
+    from gpusim.model.gemm import gemm_time_s
+    from gpusim.params import DEFAULT_PARAMS as P
+
+    h100 = DB.gpu("h100-sxm")
+    kw = dict(elem_bytes=2.0, k_half=P.gemm_k_half_steps, mem_eff_frac=P.mem_eff_frac, kernel_tail_s=0.0)
+    burst = gemm_time_s(8192, 8192, 8192, h100.achievable_matmul_flop_per_s("bf16"), h100.memory_bytes_per_s, 132, **kw)
+    sus = gemm_time_s(8192, 8192, 8192, h100.training_matmul_flop_per_s("bf16"), h100.memory_bytes_per_s, 132, **kw)
+    assert sus == pytest.approx(burst / 0.888, rel=1e-12)
+
+
+# ---- the layout search and the headroom ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def search_8b():
+    from gpusim.scenario import Scenario
+    from gpusim.search import search_layouts
+
+    scn = Scenario.create(model="llama3.1-8b", gpu="h100-sxm", gpus=8, seq_len=8192, precision="bf16",
+                          global_batch=128, micro_batch=1)
+    return search_layouts(scn, db=DB)
+
+
+def test_no_feasible_layout_eats_into_the_headroom(search_8b):
+    o, feas = search_8b["out"], search_8b["feasible"]
+    assert feas.any()
+    used = o["memory_per_gpu_bytes"][feas] + o["memory_headroom_bytes"][feas]
+    assert np.all(used <= 80 * GIB)
+    assert np.all(o["memory_headroom_bytes"][feas] == pytest.approx(2 * GIB))
+    assert np.all(o["spare_bytes"][feas] >= 0)
+
+
+def test_a_larger_headroom_never_adds_a_layout():
+    from gpusim.scenario import Scenario
+    from gpusim.search import search_layouts
+
+    base = dict(model="llama3.1-8b", gpu="h100-sxm", gpus=8, seq_len=8192, precision="bf16", global_batch=128,
+                micro_batch=1)
+    small = search_layouts(Scenario.create(**base, memory_headroom_gib=0.5), db=DB)["feasible"]
+    large = search_layouts(Scenario.create(**base, memory_headroom_frac=0.2), db=DB)["feasible"]
+    assert large.sum() < small.sum() and not np.any(large & ~small)
+
+
+def test_versus_defaults_names_the_changed_degrees(search_8b):
+    from gpusim.search import FRAMEWORK_DEFAULTS, RECOMPUTES, versus_defaults
+
+    text = versus_defaults(search_8b)
+    lay, b = search_8b["layouts"], search_8b["best"]
+    assert text.startswith("vs Megatron-LM's defaults")
+    for k, v in FRAMEWORK_DEFAULTS.items():
+        name = {"micro_batch": "micro-batch"}.get(k, k)
+        best = RECOMPUTES[int(lay[k][b])] if k == "recompute" else int(lay[k][b])
+        if int(lay[k][b]) != v:
+            assert f"{name} {v if k != 'recompute' else 'none'} -> {best}" in text
+    # Llama 3.1 8B at 8k tokens on 8 H100 with pure data parallelism does not fit: the text says so
+    assert "the default does not fit in GPU memory" in text
+
+
+def test_versus_defaults_when_the_default_fits():
+    """GPT-2 fits with Megatron-LM's defaults: the text gives the default's slowdown and where it comes from."""
+    from gpusim.scenario import Scenario
+    from gpusim.search import search_layouts, versus_defaults
+
+    res = search_layouts(Scenario.create(model="gpt2", gpu="h100-sxm", gpus=8, seq_len=1024, precision="bf16",
+                                         global_batch=256, micro_batch=1), db=DB)
+    text = versus_defaults(res)
+    assert "the default fits and is" in text and "slower, most of it in" in text
