@@ -91,6 +91,16 @@ def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per
             "fwd_s": fwd_s, "bwd_s": bwd_s, "kernels": kernels + 0.0 * gpu_s}
 
 
+def dispatch_bound_s(gpu_s, kernels, launch_cpu_s):
+    """[issue 17] Seconds of a stretch of ``kernels`` kernels whose GPU time is ``gpu_s`` when one CPU thread launches
+    them ahead of the GPU: ``max(gpu_s, kernels x launch_cpu_s)``. The CPU runs asynchronously, so it costs nothing
+    while the kernels are long; where they are short (small layers, small micro-batches) the launches set the pace.
+    ``launch_cpu_s`` is ModelParams.launch_cpu_s (eager PyTorch: Python, the dispatcher and the driver's launch, the
+    last of which alone takes 4-6 us per kernel: see its PROVENANCE). Hand-worked: 14 kernels at 8 us = 112 us, so a
+    40 us layer takes 112 us and a 10 ms layer 10 ms."""
+    return np.maximum(np.asarray(gpu_s, dtype=np.float64), np.asarray(kernels, dtype=np.float64) * launch_cpu_s)
+
+
 def optimizer_step_s(params_local, traffic_bytes_per_param, mem_bytes_per_s, mem_eff_frac, n_kernels,
                      kernel_overhead_s):
     """The optimizer step is memory-bound: every local parameter's weights, gradient and states are read

@@ -58,6 +58,7 @@ from gpusim.model import context as CTX
 from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model.compute import dispatch_bound_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import gemm_time_s
 
@@ -436,6 +437,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     tp_b = (tp_backward_s(ar, ag, rs, sp, x["tp_async_bwd"], dgrad_qkv_s=t[1], wgrad_qkv_s=t[2], dgrad_up_s=t[7],
                           wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac)
             + 2.0 * (rc == FULL) * one) * exposed  # full recomputation runs the forward's collectives again
+
+    # [issue 17] one CPU thread launches every kernel of the layer ahead of the GPU: where the layer's kernels are short
+    # the launches set its pace (forward KERNELS_PER_LAYER, backward twice that, full recomputation once more)
+    layer_f = dispatch_bound_s(layer_f, KERNELS_PER_LAYER, p.launch_cpu_s)
+    layer_b = dispatch_bound_s(layer_b, KERNELS_PER_LAYER * np.where(rc == FULL, 3.0, 2.0), p.launch_cpu_s)
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp

@@ -123,3 +123,37 @@ def test_versus_defaults_when_the_default_fits():
                                          global_batch=256, micro_batch=1), db=DB)
     text = versus_defaults(res)
     assert "the default fits and is" in text and "slower, most of it in" in text
+
+
+# ---- CPU launches where kernels are small ---------------------------------------------------------------------
+
+def test_dispatch_bound_closed_form():
+    """14 kernels at 8 us = 112 us: a 40 us layer takes 112 us, a 10 ms layer 10 ms."""
+    from gpusim.model.compute import dispatch_bound_s
+
+    out = dispatch_bound_s(np.array([40e-6, 10e-3]), 14, 8e-6)
+    assert out.tolist() == pytest.approx([112e-6, 10e-3])
+
+
+def _tiny_step(launch_cpu_s):
+    from gpusim.model.step import evaluate
+    from gpusim.params import DEFAULT_PARAMS
+    from gpusim.rows import build_inputs, stack_rows
+    from gpusim.scenario import Scenario
+    from gpusim.workload import TransformerSpec, build_from_spec
+
+    spec = TransformerSpec(n_layers=4, d_model=128, n_heads=4, vocab_size=1000, seq_len=128, flash_attention=True)
+    wl = build_from_spec(spec, id="tiny")
+    scn = Scenario.create(workload=wl, gpu="h100-sxm", gpus=2, precision="bf16", kind="zero1", tp=2, micro_batch=1,
+                          global_batch=1)
+    p = DEFAULT_PARAMS.replace(launch_cpu_s=launch_cpu_s)
+    return evaluate(stack_rows([build_inputs(scn, db=DB, params=p, workload=wl)[2]]), p)
+
+
+def test_a_tiny_layer_is_launch_bound_and_a_free_cpu_is_not():
+    """A 128-wide layer's kernels take a few microseconds each: at 8 us per launch every layer's forward takes
+    14 x 8 us and its backward 28 x 8 us; with free launches the layers are faster."""
+    slow, free = _tiny_step(8e-6), _tiny_step(0.0)
+    assert free["compute_s"][0] < slow["compute_s"][0]
+    # one stage (pp 1) holds the 4 layers, one micro-batch: the layers alone take 4 x (14 + 28) x 8 us
+    assert slow["compute_s"][0] >= 4 * 42 * 8e-6
