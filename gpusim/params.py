@@ -259,7 +259,11 @@ PROVENANCE: dict[str, str] = {
                     "published single-GPU rows in view (ResNet-50 throughput tracks memory bandwidth across GPUs)",
     "kernel_tail_s": "engineering estimate of per-kernel launch latency and grid ramp/tail (a few microseconds)",
     "launch_cpu_s": "order of magnitude of PyTorch eager per-operator overhead (H. He, 'Making Deep Learning Go "
-                    "Brrrr From First Principles', 2022: overhead of microseconds per op)",
+                    "Brrrr From First Principles', 2022: overhead of microseconds per op); [issue 17] the CUDA "
+                    "driver's launch alone takes 'about 4-6 us' per kernel (measured: 'pegainfer (3): From Launch "
+                    "Overhead to CUDA Graph', https://susun-blog.com/blog/pegainfer-3-cuda-graph, RTX 5070 Ti, CUDA 13), "
+                    "Python and the dispatcher add to it. Also bounds each layer of an LLM layout "
+                    "(gpusim.model.compute.dispatch_bound_s)",
     "busbw_eff_frac": "nvswitch: 370 GB/s ring busbw of 450 GB/s per direction on 8x H100 (nccl-tests issue 212, "
                       "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "

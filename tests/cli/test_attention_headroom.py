@@ -195,3 +195,25 @@ def test_headroom_decides_the_fit(capsys):
     assert d["fits_in_memory"] and free_gib > 1
     _, out, _ = run(capsys, *base, "--memory-headroom", f"{free_gib + 0.5:.3f}GiB")
     assert json.loads(out)["fits_in_memory"] is False
+
+
+def test_sweep_with_a_headroom_over_the_gpu_exits_2(capsys):
+    code, _, err = run(capsys, "sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", 8, "--seq-len", 8192,
+                       "--global-batch", 128, "--precision", "bf16", "--memory-headroom", "96GiB")
+    assert code == 2 and "--memory-headroom" in err and "Traceback" not in err
+
+
+def test_sweep_never_recommends_a_layout_inside_the_headroom(capsys):
+    """Every feasible layout of the sweep leaves at least the headroom free; a larger headroom leaves fewer."""
+    base = ["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", 8, "--seq-len", 8192,
+            "--global-batch", 128, "--precision", "bf16", "--json"]
+    counts = []
+    for head, need in (("2GiB", 2), ("10%", 8.0)):
+        code, out, _ = run(capsys, *base, "--memory-headroom", head)
+        d = json.loads(out)
+        ok = [r for r in d["layouts"] if r["feasible"]]
+        assert code == 0 and ok
+        assert all(r["memory_per_gpu_bytes"] <= (80 - need) * 2**30 + 1 for r in ok)
+        counts.append(len(ok))
+    assert counts[1] < counts[0]
+    assert "Megatron-LM's defaults" in d["versus_defaults"]
