@@ -173,10 +173,13 @@ class ModelParams(BaseModel):
     fragmentation_frac: float = _F(default=0.10, ge=0, le=1,
                                    description="allocator fragmentation as a fraction of activation memory")
     # [issue 17] (h17ceiling) memory a fit must leave free beyond the modelled use (gpusim.model.memory.headroom_bytes)
-    memory_headroom_bytes: float = _F(default=2.0 * units.GIB, ge=0,
-                                      description="GPU memory a configuration must leave free beyond what the model "
-                                                  "counts (NCCL communicators beyond the first, allocator spikes, "
-                                                  "library workspaces): no recommendation relies on the last GiB")
+    nccl_communicator_bytes: float = _F(default=688e6, ge=0,
+                                        description="GPU memory of each NCCL communicator a rank holds beyond the first "
+                                                    "(comm_buffer_bytes counts one): the default memory headroom of a "
+                                                    "layout that talks in several parallel groups")
+    memory_headroom_bytes: float = _F(default=0.0, ge=0,
+                                      description="memory every configuration must leave free on top of its "
+                                                  "communicators' (--memory-headroom replaces both)")
     memory_headroom_frac: float = _F(default=0.0, ge=0, lt=1,
                                      description="the same as a fraction of the GPU's memory (the larger applies)")
 
@@ -311,19 +314,20 @@ PROVENANCE: dict[str, str] = {
                     "(Li et al., 'PyTorch Distributed', VLDB 2020)",
     "cpu_optimizer_bytes_per_s": "engineering estimate for a vectorised CPU Adam (Ren et al., 'ZeRO-Offload', "
                                  "USENIX ATC 2021, describe such an optimizer); calibrate for offload plans",
-    "memory_headroom_bytes": "[issue 17] the model already counts one NCCL communicator (comm_buffer_bytes, 0.5 GiB), "
-                             "the CUDA context and cuBLAS workspaces (framework_overhead_bytes, 1 GiB) and 10% "
-                             "fragmentation of activations; a Megatron layout holds a communicator per group it "
-                             "talks in (tp, dp, pp send/recv, cp, the embedding group), and each takes GPU memory on "
-                             "every rank: 544 MB (2 ranks) to 688 MB (more) per process group that ran an all-reduce on "
-                             "4 A100 with NVLink (NVIDIA/nccl issue #964, 2023), ~1.6 GB after one and ~6 GB after "
-                             "three communicators in NVIDIA/nccl issue #864 (NCCL's answer there and in #986: memory "
-                             "grows with communicators and channels; NVLS uses more: NeMo-Framework-Launcher PR #127 "
-                             "sets NCCL_NVLS_ENABLE=0 'for memory saving', JAX-Toolbox PR #383 for OOMs at init). "
-                             "Three communicators beyond the counted one at 688 MB = 2.06 GB = 1.92 GiB: 2 GiB",
-    "memory_headroom_frac": "[issue 17] 0: the headroom is the absolute memory_headroom_bytes by default (what NCCL "
-                            "and the CUDA context take does not grow with the GPU's memory); --memory-headroom 0.05 "
-                            "asks for 5% instead",
+    "nccl_communicator_bytes": "[issue 17] the model counts one NCCL communicator (comm_buffer_bytes, 0.5 GiB), the "
+                               "CUDA context and cuBLAS workspaces (framework_overhead_bytes, 1 GiB) and 10% "
+                               "fragmentation of activations; a Megatron layout holds a communicator per parallel group "
+                               "it talks in (gpusim.model.memory.nccl_communicators), and each takes GPU memory on "
+                               "every rank: 544 MB (2 ranks) to 688 MB (more) per process group that ran an all-reduce "
+                               "on 4 A100 with NVLink (NVIDIA/nccl issue #964, 2023); the larger is taken. NCCL's "
+                               "answer in NVIDIA/nccl #864 / #986: memory grows with communicators and channels "
+                               "(~1.6 GB after one communicator and ~6 GB after three were reported there, with NVLS, "
+                               "which NeMo-Framework-Launcher PR #127 turns off 'for memory saving')",
+    "memory_headroom_bytes": "[issue 17] 0: beyond the communicators the model counts, no flat margin is assumed by "
+                             "default (the allocator's fragmentation is fragmentation_frac); --memory-headroom 2GiB "
+                             "asks for one (it then replaces the communicators' share)",
+    "memory_headroom_frac": "[issue 17] 0 by default (what NCCL and the CUDA context take does not grow with the GPU's "
+                            "memory); --memory-headroom 0.05 asks for 5%",
     "h2d_pageable_eff_frac": "pageable copies run at roughly half the pinned rate (M. Harris, 'How to Optimize "
                              "Data Transfers in CUDA C/C++', NVIDIA Developer Blog, 2012)",
 }

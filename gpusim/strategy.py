@@ -211,7 +211,7 @@ class Strategy(FiniteModel):
         "FlashAttention); None: the model's own (a config.json's _attn_implementation, else flash)")
     memory_headroom_gib: float | None = Field(default=None, ge=0, le=100_000, description="GiB of GPU memory a "
                                               "layout must leave free beyond what it is predicted to use; None: "
-                                              "ModelParams.memory_headroom_bytes")
+                                              "its NCCL communicators' (gpusim.model.memory.headroom_bytes)")
     memory_headroom_frac: float | None = Field(default=None, ge=0, lt=1, description="the same as a fraction of the "
                                                "GPU's memory (give this or memory_headroom_gib)")
 

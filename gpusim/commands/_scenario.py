@@ -124,8 +124,8 @@ def parse_headroom(text: str) -> dict:
 def add_headroom_arg(g) -> None:
     g.add_argument("--memory-headroom", type=parse_headroom, metavar="GIB_OR_FRAC",
                    help="GPU memory a layout must leave free beyond its predicted use: GiB (2, 2GiB) or a fraction "
-                        "of the GPU's memory (0.05, 5%%); default 2 GiB (NCCL communicators, allocator, "
-                        "workspaces: `gpusim` ModelParams.memory_headroom_bytes)")
+                        "of the GPU's memory (0.05, 5%%); default: what the NCCL communicators beyond the first "
+                        "take, 688 MB each (a layout holds one per parallel group of tp, pp, cp, dp, ep)")
 
 
 def add_layout_args(p) -> None:

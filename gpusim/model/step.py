@@ -42,7 +42,7 @@ from gpusim.model.data import data_times_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.llm import llm_terms, stage_state_bytes
 from gpusim.model.memory import (fits_in_memory, headroom_bytes, max_micro_batch, memory_per_gpu_bytes,
-                                 n_blocks)
+                                 n_blocks, nccl_communicators)
 from gpusim.model.sync import straggler_s
 from gpusim.params import ModelParams
 
@@ -503,8 +503,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     if lt is not None:
         mem = _llm_memory(mem, lt, inp, llm, stage, dp, multi, p)
     # [issue 17] the memory a layout must leave free (allocator, NCCL communicators, CUDA context, workspaces)
+    comms = nccl_communicators(tp, pp, cp, dp / cp, inp.ep)
     headroom = headroom_bytes(inp.mem_capacity_bytes, inp.mem_headroom_bytes, inp.mem_headroom_frac,
-                              p.memory_headroom_bytes, p.memory_headroom_frac)
+                              p.memory_headroom_bytes, p.memory_headroom_frac, comms, p.nccl_communicator_bytes)
     fits = fits_in_memory(mem["total"], inp.mem_capacity_bytes, headroom)
     max_b = max_micro_batch(mem, inp.mem_capacity_bytes, headroom)
 

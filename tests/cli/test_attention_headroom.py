@@ -138,8 +138,8 @@ def test_attention_on_a_cnn_exits_2(capsys):
 # ---- --memory-headroom ----------------------------------------------------------------------------------
 
 def test_headroom_closed_form():
-    """80 GiB GPU: 5% -> 4 GiB; 3 GiB -> 3 GiB; nothing given -> the default 2 GiB; a layout using 77 GiB fits with
-    2 GiB (77 + 2 <= 80) but not with 4 GiB (77 + 4 > 80)."""
+    """80 GiB GPU: 5% -> 4 GiB; 3 GiB -> 3 GiB; nothing given -> the flat default (here 2 GiB); a layout using 77 GiB
+    fits with 2 GiB (77 + 2 <= 80) but not with 4 GiB (77 + 4 > 80)."""
     import numpy as np
 
     from gpusim.model.memory import fits_in_memory, headroom_bytes

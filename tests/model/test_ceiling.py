@@ -84,8 +84,25 @@ def test_no_feasible_layout_eats_into_the_headroom(search_8b):
     assert feas.any()
     used = o["memory_per_gpu_bytes"][feas] + o["memory_headroom_bytes"][feas]
     assert np.all(used <= 80 * GIB)
-    assert np.all(o["memory_headroom_bytes"][feas] == pytest.approx(2 * GIB))
+    # the default headroom: the NCCL communicators beyond the first, 688 MB each (one per parallel group > 1 rank)
+    from gpusim.model.memory import nccl_communicators
+
+    lay = search_8b["layouts"]
+    comms = nccl_communicators(lay["tp"], lay["pp"], lay["cp"], lay["dp"], lay["ep"])[feas]
+    assert o["memory_headroom_bytes"][feas] == pytest.approx(np.maximum(comms - 1, 0) * 688e6)
     assert np.all(o["spare_bytes"][feas] >= 0)
+
+
+def test_nccl_communicators_closed_form():
+    """tp 1 pp 1 cp 2 dp 4 -> 2 communicators (cp, dp); tp 4 pp 4 cp 2 dp 2 -> 4; DDP on 8 GPUs -> 1; one GPU -> 0;
+    the headroom is the ones beyond the first at 688 MB: 688 MB, 2.064 GB, 0, 0."""
+    from gpusim.model.memory import headroom_bytes, nccl_communicators
+
+    c = nccl_communicators(np.array([1, 4, 1, 1]), np.array([1, 4, 1, 1]), np.array([2, 2, 1, 1]),
+                           np.array([4, 2, 8, 1]), 1)
+    assert c.tolist() == [2, 4, 1, 0]
+    h = headroom_bytes(80 * GIB, np.nan, np.nan, 0.0, 0.0, c, 688e6)
+    assert h.tolist() == pytest.approx([688e6, 3 * 688e6, 0.0, 0.0])
 
 
 def test_a_larger_headroom_never_adds_a_layout():
