@@ -314,8 +314,9 @@ def reason_text(res: dict, i: int) -> str:
             return (f"does not fit in GPU memory (its weights, gradients and optimizer states alone take "
                     f"{units.format_bytes(bound)} of {units.format_bytes(res['capacity_bytes'])})")
         need = res["out"].get("memory_headroom_bytes", np.zeros(i + 1))[i]
-        return (f"does not fit in GPU memory ({units.format_bytes(res['out']['memory_per_gpu_bytes'][i])} + the "
-                f"{units.format_bytes(need)} headroom of {units.format_bytes(res['capacity_bytes'])})")
+        held = f" + the {units.format_bytes(need)} headroom" if need > 0 else ""  # [issue 17]
+        return (f"does not fit in GPU memory ({units.format_bytes(res['out']['memory_per_gpu_bytes'][i])}{held} of "
+                f"{units.format_bytes(res['capacity_bytes'])})")
     return REASONS[code]
 
 
