@@ -469,14 +469,16 @@ ATTN_IMPLEMENTATIONS = {"eager": False, "sdpa": True, "flash_attention_2": True,
 
 
 def _attn_implementation(c: _Cfg, default: bool) -> bool:
-    """[issue 17] Whether the config's ``_attn_implementation`` (as transformers writes it) runs fused attention;
-    absent: ``default`` (the reader's). An unknown value is an error that lists the known ones."""
-    if not c.has("_attn_implementation"):
+    """[issue 17] Whether the config's ``_attn_implementation`` (as transformers writes it; ``attn_implementation``,
+    the ``from_pretrained`` argument's name, too) runs fused attention; absent: ``default`` (the reader's). An unknown
+    value is an error that lists the known ones."""
+    key = next((k for k in ("_attn_implementation", "attn_implementation") if c.has(k)), None)
+    if key is None:
         return default
-    v = c.raw["_attn_implementation"]
+    v = c.raw[key]
     if v not in ATTN_IMPLEMENTATIONS:
-        raise c._fail("_attn_implementation", f"is {v!r}, not one of {', '.join(ATTN_IMPLEMENTATIONS)} (eager = "
-                      f"unfused attention, the others fused; or drop the field and pass --attention flash|unfused)")
+        raise c._fail(key, f"is {v!r}, not one of {', '.join(ATTN_IMPLEMENTATIONS)} (eager = unfused attention, the "
+                      f"others fused; or drop the field and pass --attention flash|unfused)")
     if not ATTN_IMPLEMENTATIONS[v]:
         c.assumptions.append("_attn_implementation eager: unfused attention, the s x s scores kept")
     return ATTN_IMPLEMENTATIONS[v]

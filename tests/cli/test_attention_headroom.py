@@ -98,6 +98,12 @@ def test_attn_implementation_sets_the_kernel(impl, flash):
     assert from_config(cfg).transformer.flash_attention is flash
 
 
+def test_attn_implementation_without_the_underscore():
+    from gpusim.workload import from_config
+
+    assert from_config({**LLAMA, "attn_implementation": "eager"}).transformer.flash_attention is False
+
+
 def test_eager_config_equals_unfused_flag(capsys, tmp_path):
     """A config with _attn_implementation eager predicts what --attention unfused predicts for the plain config."""
     plain, eager = tmp_path / "plain.json", tmp_path / "eager.json"
