@@ -479,6 +479,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,
         "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype) + MEGATRON_OPT_EXTRA_BYTES[pr],
+        "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
     }

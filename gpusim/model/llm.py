@@ -58,7 +58,7 @@ from gpusim.model import context as CTX
 from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
-from gpusim.model.compute import dispatch_bound_s
+from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import gemm_time_s
 
@@ -438,10 +438,12 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
                           wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac)
             + 2.0 * (rc == FULL) * one) * exposed  # full recomputation runs the forward's collectives again
 
-    # [issue 17] one CPU thread launches every kernel of the layer ahead of the GPU: where the layer's kernels are short
-    # the launches set its pace (forward KERNELS_PER_LAYER, backward twice that, full recomputation once more)
-    layer_f = dispatch_bound_s(layer_f, KERNELS_PER_LAYER, p.launch_cpu_s)
-    layer_b = dispatch_bound_s(layer_b, KERNELS_PER_LAYER * np.where(rc == FULL, 3.0, 2.0), p.launch_cpu_s)
+    # [issue 17] one CPU thread launches the layer ahead of the GPU (Megatron-Core + Transformer Engine modules): where
+    # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
+    cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
+                               np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), rc == FULL)
+    layer_f = np.maximum(layer_f, cpu_f)
+    layer_b = np.maximum(layer_b, cpu_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp

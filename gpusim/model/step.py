@@ -215,6 +215,7 @@ class StepInputs:
     # ModelParams defaults (gpusim.model.memory.headroom_bytes)
     mem_headroom_bytes: np.ndarray = _one(np.nan)
     mem_headroom_frac: np.ndarray = _one(np.nan)
+    host_cpu_mult: np.ndarray = _one(1.0)  # [issue 17] the host CPU's launch time / an x86 DGX host's (Grace: > 1)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -553,7 +554,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
-             "mla_kv_up", "mla_kv_a", "v_dim")  # [issue 12]
+             "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult")  # [issue 12], [issue 17] host_cpu_mult
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))

@@ -144,15 +144,28 @@ def test_versus_defaults_when_the_default_fits():
 
 # ---- CPU launches where kernels are small ---------------------------------------------------------------------
 
-def test_dispatch_bound_closed_form():
-    """14 kernels at 8 us = 112 us: a 40 us layer takes 112 us, a 10 ms layer 10 ms."""
-    from gpusim.model.compute import dispatch_bound_s
+def test_layer_cpu_closed_form():
+    """x86 host: 125.2 us forward, 503.4 us backward; a Grace host 2.751x and FP8 1.365x: forward 470.2 us; full
+    recomputation launches the forward again in the backward pass."""
+    from gpusim.model.compute import layer_cpu_s
 
-    out = dispatch_bound_s(np.array([40e-6, 10e-3]), 14, 8e-6)
-    assert out.tolist() == pytest.approx([112e-6, 10e-3])
+    f, b = layer_cpu_s(125.2e-6, 503.4e-6, np.array([1.0, 2.751]), np.array([1.0, 1.365]), np.array([False, True]))
+    assert f.tolist() == pytest.approx([125.2e-6, 125.2e-6 * 2.751 * 1.365])
+    assert b.tolist() == pytest.approx([503.4e-6, (503.4e-6 + 125.2e-6) * 2.751 * 1.365])
 
 
-def _tiny_step(launch_cpu_s):
+def test_the_defaults_follow_from_the_cited_module_costs():
+    """TE PR #3523 on GB200: 2 LayerNormLinear + 3 Linear per layer; / 2.751 (TE issue #2053) for an x86 host."""
+    from gpusim.params import DEFAULT_PARAMS as P
+
+    grace = 37.08 / 13.48
+    assert P.te_layer_cpu_fwd_s == pytest.approx((2 * 83.48 + 3 * 59.19) * 1e-6 / grace, rel=1e-3)
+    assert P.te_layer_cpu_bwd_s == pytest.approx((2 * (397.73 - 83.48) + 3 * (311.30 - 59.19)) * 1e-6 / grace,
+                                                 rel=1e-3)
+    assert DB.gpu("gb200").host_cpu_dispatch_mult == pytest.approx(grace, rel=1e-3)
+
+
+def _tiny_step(cpu_scale, gpu="h100-sxm"):
     from gpusim.model.step import evaluate
     from gpusim.params import DEFAULT_PARAMS
     from gpusim.rows import build_inputs, stack_rows
@@ -161,16 +174,26 @@ def _tiny_step(launch_cpu_s):
 
     spec = TransformerSpec(n_layers=4, d_model=128, n_heads=4, vocab_size=1000, seq_len=128, flash_attention=True)
     wl = build_from_spec(spec, id="tiny")
-    scn = Scenario.create(workload=wl, gpu="h100-sxm", gpus=2, precision="bf16", kind="zero1", tp=2, micro_batch=1,
+    scn = Scenario.create(workload=wl, gpu=gpu, gpus=2, nodes=1, precision="bf16", kind="zero1", tp=2, micro_batch=1,
                           global_batch=1)
-    p = DEFAULT_PARAMS.replace(launch_cpu_s=launch_cpu_s)
+    p = DEFAULT_PARAMS.replace(te_layer_cpu_fwd_s=DEFAULT_PARAMS.te_layer_cpu_fwd_s * cpu_scale,
+                               te_layer_cpu_bwd_s=DEFAULT_PARAMS.te_layer_cpu_bwd_s * cpu_scale)
     return evaluate(stack_rows([build_inputs(scn, db=DB, params=p, workload=wl)[2]]), p)
 
 
 def test_a_tiny_layer_is_launch_bound_and_a_free_cpu_is_not():
-    """A 128-wide layer's kernels take a few microseconds each: at 8 us per launch every layer's forward takes
-    14 x 8 us and its backward 28 x 8 us; with free launches the layers are faster."""
-    slow, free = _tiny_step(8e-6), _tiny_step(0.0)
+    """A 128-wide layer's kernels take microseconds: its forward and backward take the launches' 125 + 503 us, so
+    the stage's 4 layers at least 4 x 628.6 us; with free launches they are faster."""
+    from gpusim.params import DEFAULT_PARAMS as P
+
+    slow, free = _tiny_step(1.0), _tiny_step(0.0)
     assert free["compute_s"][0] < slow["compute_s"][0]
-    # one stage (pp 1) holds the 4 layers, one micro-batch: the layers alone take 4 x (14 + 28) x 8 us
-    assert slow["compute_s"][0] >= 4 * 42 * 8e-6
+    assert slow["compute_s"][0] >= 4 * (P.te_layer_cpu_fwd_s + P.te_layer_cpu_bwd_s)
+
+
+def test_a_grace_host_launches_slower():
+    """GB200's Grace host (host_cpu_dispatch_mult 2.751): the same launch-bound layers take 2.751x the CPU time."""
+    from gpusim.params import DEFAULT_PARAMS as P
+
+    grace = _tiny_step(1.0, gpu="gb200")
+    assert grace["compute_s"][0] >= 4 * 2.751 * (P.te_layer_cpu_fwd_s + P.te_layer_cpu_bwd_s)
