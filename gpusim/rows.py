@@ -37,7 +37,8 @@ from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BY
                              opt_state_bytes, opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
-__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention", "peak_for", "hardware_row", "scenario_row", "llm_row",
+__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention",  # [issue 17] apply_attention
+           "peak_for", "hardware_row", "scenario_row", "llm_row",
            "stack_rows", "build_inputs", "single_gpu_scenario", "transformer_of", "nvlink_domain_gpus"]
 
 # ------------------------------------------------------------------------------------------------

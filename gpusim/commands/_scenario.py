@@ -102,7 +102,8 @@ def parse_headroom(text: str) -> dict:
         elif t.endswith(("gib", "gb", "mib", "mb")):
             unit = next(u for u in ("gib", "gb", "mib", "mb") if t.endswith(u))
             v = float(t[: -len(unit)])
-            gib = {"gib": 1.0, "gb": units.GB / units.GIB, "mib": units.MIB / units.GIB, "mb": units.MB / units.GIB}[unit] * v
+            per_unit = {"gib": 1.0, "gb": units.GB / units.GIB, "mib": units.MIB / units.GIB, "mb": units.MB / units.GIB}
+            gib = per_unit[unit] * v
             if not (0.0 <= gib < 1e5):
                 raise ValueError
             return {"memory_headroom_gib": gib}
