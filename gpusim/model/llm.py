@@ -58,6 +58,7 @@ from gpusim.model import context as CTX
 from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import fp8_k_half, gemm_time_s
 
@@ -493,6 +494,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac)
         tp_f = np.where(ub, ub_f, tp_f)
         tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
+
+    # [issue 17] one CPU thread launches the layer ahead of the GPU (Megatron-Core + Transformer Engine modules): where
+    # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
+    cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
+                               np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), rc == FULL)
+    layer_f = np.maximum(layer_f, cpu_f)
+    layer_b = np.maximum(layer_b, cpu_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
