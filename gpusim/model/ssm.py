@@ -75,3 +75,32 @@ def mamba2_tp_ok(tp, n_heads, groups):
     """Megatron-Core's split: ``tp`` must divide both the heads and the groups (broadcastable bool)."""
     tp, nh, G = _f(tp), _f(n_heads), _f(groups)
     return (np.mod(nh, tp) == 0) & (np.mod(G, tp) == 0)
+
+
+# ---- Mamba-1 (selective scan; Jamba's mixer) -----------------------------------------------------------------------
+
+#: FLOPs per token, channel and state of the selective scan: discretise ``exp(dt A)`` and ``dt B x``, update the
+#: state and contract it with ``C`` (the count of state-spaces/mamba issue #110, used by ``flops_selective_scan_ref``
+#: in the VMamba code base: ``9 B L D N``, plus ``B D L`` for the skip term ``D x``)
+SELECTIVE_SCAN_FLOP_PER_STATE = 9.0
+
+
+def mamba1_params(d_model, expand, state, conv_kernel, dt_rank, *, conv_bias=True, proj_bias=False,
+                  inner_norms=False):
+    """Parameters of one Mamba-1 mixer (Gu & Dao, "Mamba", arXiv 2312.00752, section 3 and Fig. 3; Hugging Face's
+    ``MambaMixer`` / ``JambaMambaMixer``): in_proj ``h -> 2 d``, depthwise conv1d ``d K`` (+ ``d`` bias), x_proj
+    ``d -> R + 2 N``, dt_proj ``R -> d`` with its bias, ``A_log`` ``d N``, ``D`` ``d``, out_proj ``d -> h``; Jamba's
+    RMSNorms on ``dt``, ``B`` and ``C`` (``inner_norms``) add ``R + 2 N``."""
+    h, d, N, R = _f(d_model), _f(expand) * _f(d_model), _f(state), _f(dt_rank)
+    pb = 1.0 if proj_bias else 0.0
+    p = h * 2.0 * d + pb * 2.0 * d + d * _f(conv_kernel) + (d if conv_bias else 0.0) + d * (R + 2.0 * N)
+    p = p + R * d + d + d * N + d + d * h + pb * h
+    return p + ((R + 2.0 * N) if inner_norms else 0.0)
+
+
+def mamba1_fwd_flop_per_token(d_model, expand, state, conv_kernel, dt_rank):
+    """Forward FLOPs per token of one Mamba-1 mixer: the four projections ``2 (2 d h + d (R + 2 N) + R d + d h)``,
+    the convolution ``2 K d`` and the selective scan ``9 d N + d`` (:data:`SELECTIVE_SCAN_FLOP_PER_STATE`)."""
+    h, d, N, R = _f(d_model), _f(expand) * _f(d_model), _f(state), _f(dt_rank)
+    proj = 2.0 * (2.0 * d * h + d * (R + 2.0 * N) + R * d + d * h)
+    return proj + 2.0 * _f(conv_kernel) * d + SELECTIVE_SCAN_FLOP_PER_STATE * d * N + d

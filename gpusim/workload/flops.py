@@ -42,7 +42,25 @@ def _matmul_weights_per_token(spec: TransformerSpec) -> float:
                + h * spec.n_experts + (h if spec.shared_expert_gate and spec.n_shared_experts else 0.0))
     L_moe = spec.n_moe_layers
     head = h * spec.padded_vocab if spec.head == "lm" else 0.0
+    if spec.hybrid:  # [issue 17] each layer's own mixer (attention or Mamba's projections) and FFN (or none)
+        return (spec.n_attn_layers * attn + spec.n_mamba_layers * _mamba_matmul_weights(spec)
+                + (spec.n_ffn_layers - L_moe) * dense_ffn + L_moe * moe_ffn + head)
     return L * attn + (L - L_moe) * dense_ffn + L_moe * moe_ffn + head
+
+
+def _mamba_matmul_weights(spec: TransformerSpec) -> float:
+    """[issue 17] Matrix-product weights of one Mamba mixer: Mamba-2's in_proj ``h (2 d + 2 G N + nh)`` and out_proj
+    ``d h``; Mamba-1's in_proj ``2 d h``, x_proj ``d (R + 2 N)``, dt_proj ``R d`` and out_proj ``d h``."""
+    h, d, N = float(spec.d_model), spec.mamba_d_inner, float(spec.mamba_state)
+    if spec.mamba_version == 2:
+        return h * (2 * d + 2 * spec.mamba_groups * N + spec.mamba_heads) + d * h
+    R = float(spec.mamba_dt_rank)
+    return 2 * d * h + d * (R + 2 * N) + R * d + d * h
+
+
+def _mamba_other_fwd_flop(spec: TransformerSpec) -> float:
+    """[issue 17] Forward FLOPs per token of one Mamba mixer outside its matrix products (conv1d, scan)."""
+    return spec.mamba_fwd_flop_per_token() - 2 * _mamba_matmul_weights(spec)
 
 
 def model_fwd_flop_per_sample(workload) -> float:
@@ -65,8 +83,12 @@ def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[s
     n_win = spec.n_window_layers
     keys_full, keys_win = s + spec.mem_len, min(s + spec.mem_len, float(spec.attention_window or s))
     per_key = 2 * (spec.q_dim + spec.v_dim)                     # QK^T and AV, forward, per key
-    attn_6n = 3 * per_key * ((L - n_win) * keys_full + n_win * keys_win)
+    n_attn = spec.n_attn_layers
+    attn_6n = 3 * per_key * ((n_attn - min(n_win, n_attn)) * keys_full + min(n_win, n_attn) * keys_win)
     six_n = 6 * _matmul_weights_per_token(spec)
+    if spec.n_mamba_layers:  # [issue 17] the Mamba mixers' conv and scan, 3x forward, beside 6 N
+        six_n_mamba = 3 * spec.n_mamba_layers * _mamba_other_fwd_flop(spec)
+        attn_6n += six_n_mamba
     # --- Megatron-LM -----------------------------------------------------------------------------------
     h = float(spec.d_model)
     ffn_mult = 3 if spec.gated_ffn else 2
@@ -81,16 +103,27 @@ def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[s
         proj = h * (qd + 2 * kvd) + qd * h
         core = qd * s / 2 * 2
     L_moe = spec.n_moe_layers
-    mlp = h * (spec.ff_dim * ffn_mult * (L - L_moe)
+    L_ffn = spec.n_ffn_layers
+    mlp = h * (spec.ff_dim * ffn_mult * (L_ffn - L_moe)
                + (spec.expert_ff_dim * spec.top_k * ffn_mult + spec.shared_ff_dim * ffn_mult) * L_moe)
     logit = h * spec.padded_vocab
-    megatron = 6 * (mlp + L * (proj + core) + logit)
+    megatron = 6 * (mlp + n_attn * (proj + core) + logit)
+    if spec.n_mamba_layers:
+        # [issue 17] Megatron-LM's mamba_layer_flops (megatron/training/training.py, hybrid_flops), forward x 3:
+        # in_proj 2 s h (2 d + 2 G N + nh), scan 7 s d N, out_proj 2 s d h (Mamba-1 read with G = 1, nh = 0 and
+        # its x_proj and dt_proj added)
+        d, N = spec.mamba_d_inner, float(spec.mamba_state)
+        if spec.mamba_version == 2:
+            mm = 2 * h * (2 * d + 2 * spec.mamba_groups * N + spec.mamba_heads) + 2 * d * h
+        else:
+            mm = 2 * _mamba_matmul_weights(spec)
+        megatron += 3 * spec.n_mamba_layers * (mm + 7 * d * N)
     return {
         "six_n_attention_flop_per_token": six_n + attn_6n,
         "six_n_flop_per_token": six_n,
         "six_n_attention_part_flop_per_token": attn_6n,
         "megatron_flop_per_token": megatron,
-        "megatron_attention_part_flop_per_token": 6 * L * core,
+        "megatron_attention_part_flop_per_token": 6 * n_attn * core,
         "mfu_uses": MFU_CONVENTION,
     }
 
@@ -109,7 +142,8 @@ def breakdown(workload) -> list[dict[str, float | int | str]]:
     flop: dict[str, float] = {}
     part_of = {"attention projections": "attention", "attention (fused)": "attention",
                "attention scores and context": "attention", "mlp": "mlp", "router": "router",
-               "experts": "experts", "shared experts": "shared experts", "lm head": "lm head"}
+               "experts": "experts", "shared experts": "shared experts", "lm head": "lm head",
+               "mamba projections": "mamba", "mamba causal conv1d": "mamba", "mamba selective scan": "mamba"}
     for g in workload.layers:
         part = part_of.get(g.name, "lm head" if g.name.startswith("lm head") else "other")
         flop[part] = flop.get(part, 0.0) + g.fwd_flop_per_sample / tokens
@@ -118,9 +152,13 @@ def breakdown(workload) -> list[dict[str, float | int | str]]:
     emb = V * h + spec.token_types * h + (float(spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
     head = V * h if spec.head == "lm" and not spec.tied_embeddings else 0.0
     norms = L * spec.layer_norms * spec._norm_params() + (spec._norm_params() if spec.final_norm else 0.0)
-    rows = [("embeddings", 0, emb, emb), ("attention", L, L * spec.attn_params(), L * spec.attn_params())]
-    if L - L_moe:
-        rows.append(("mlp", L - L_moe, (L - L_moe) * spec.mlp_params(), (L - L_moe) * spec.mlp_params()))
+    La, Lf = spec.n_attn_layers, spec.n_ffn_layers  # [issue 17] a hybrid's layers of each kind
+    rows = [("embeddings", 0, emb, emb), ("attention", La, La * spec.attn_params(), La * spec.attn_params())]
+    if spec.n_mamba_layers:
+        Lm = spec.n_mamba_layers
+        rows.append(("mamba", Lm, Lm * spec.mamba_params(), Lm * spec.mamba_params()))
+    if Lf - L_moe:
+        rows.append(("mlp", Lf - L_moe, (Lf - L_moe) * spec.mlp_params(), (Lf - L_moe) * spec.mlp_params()))
     if L_moe:
         rows.append(("router", L_moe, L_moe * spec.router_params(), L_moe * spec.router_params()))
         rows.append(("experts", L_moe, L_moe * spec.n_experts * spec.expert_params(),

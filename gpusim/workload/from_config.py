@@ -440,6 +440,69 @@ def _megatron(c: _Cfg) -> dict[str, Any]:
     return spec
 
 
+def _nemotron_h(c: _Cfg) -> dict[str, Any]:
+    """[issue 17] NVIDIA Nemotron-H (``NemotronHConfig``): ``hybrid_override_pattern`` holds one block per layer,
+    ``M`` a Mamba-2 mixer, ``*`` attention, ``-`` an MLP (squared ReLU, not gated); one RMSNorm per block; the
+    attention has no position embedding (Nemotron-H report, arXiv 2504.03624, section 2.1)."""
+    L = c.int("num_hidden_layers")
+    h = c.int("hidden_size")
+    pattern = c.str("hybrid_override_pattern")
+    if len(pattern) != L or set(pattern) - set("M*-"):
+        raise c._fail("hybrid_override_pattern", f"must hold one of 'M' (Mamba-2), '*' (attention), '-' (MLP) per "
+                      f"layer, num_hidden_layers={L} characters (got {len(pattern)} characters"
+                      f"{', other letters: ' + ''.join(sorted(set(pattern) - set('M*-'))) if set(pattern) - set('M*-') else ''}"
+                      f"); fix the pattern or num_hidden_layers ('E' MoE blocks are not supported yet)")
+    a = c.int("num_attention_heads")
+    d_head = c.int("attention_head_dim") if c.has("attention_head_dim") else c.int("head_dim", h // a)
+    heads, P = c.int("mamba_num_heads"), c.int("mamba_head_dim")
+    bias = c.bool("use_bias", False, why="NemotronHConfig default")
+    spec = dict(n_layers=L, d_model=h, n_heads=a, n_kv_heads=c.int("num_key_value_heads", a), d_head=d_head,
+                d_ff=c.int("intermediate_size"), vocab_size=c.int("vocab_size"),
+                tied_embeddings=c.bool("tie_word_embeddings", False, why="NemotronHConfig default"),
+                bias=c.bool("attention_bias", bias, why="use_bias"), mlp_bias=c.bool("mlp_bias", bias, why="use_bias"),
+                dropout=c.dropout("attention_dropout", "hidden_dropout"), norm="rmsnorm", rope=False, fused_qkv=False,
+                gated_ffn=False, activation=c.str("mlp_hidden_act", "relu2", why="NemotronHConfig default"),
+                flash_attention=True, layer_norms=1,
+                mixers="".join({"M": "M", "*": "A", "-": "-"}[ch] for ch in pattern),
+                ffns="".join("F" if ch == "-" else "-" for ch in pattern),
+                mamba_version=2, mamba_expand=heads * P / h, mamba_state=c.int("ssm_state_size"), mamba_head_dim=P,
+                mamba_groups=c.int("n_groups", 1), mamba_conv=c.int("conv_kernel", 4),
+                mamba_chunk=c.int("chunk_size", 256, why="NemotronHConfig default"),
+                mamba_conv_bias=c.bool("use_conv_bias", True, why="NemotronHConfig default"),
+                mamba_proj_bias=c.bool("mamba_proj_bias", False, why="NemotronHConfig default"))
+    c.assumptions.append("no rotary or other position embedding in the attention layers (Nemotron-H)")
+    return spec
+
+
+def _jamba(c: _Cfg) -> dict[str, Any]:
+    """[issue 17] AI21 Jamba (``JambaConfig``; Lieber et al., arXiv 2403.19887): every layer holds a mixer and an
+    FFN; attention where ``i % attn_layer_period == attn_layer_offset``, else a Mamba-1 mixer; routed experts where
+    ``i % expert_layer_period == expert_layer_offset``, else a dense SwiGLU MLP; no position embedding."""
+    L = c.int("num_hidden_layers")
+    h = c.int("hidden_size")
+    ap, ao = c.int("attn_layer_period", 8), c.int("attn_layer_offset", 4, minimum=0)
+    ep, eo = c.int("expert_layer_period", 2), c.int("expert_layer_offset", 1, minimum=0)
+    for name, off, per in (("attn_layer_offset", ao, ap), ("expert_layer_offset", eo, ep)):
+        if off >= per:
+            raise c._fail(name, f"must be smaller than its period {per} (got {off}); no layer would match")
+    n_exp = c.int("num_experts", 1)
+    rank = c.get("mamba_dt_rank", "auto")
+    dt_rank = math.ceil(h / 16) if rank == "auto" else c.int("mamba_dt_rank")
+    spec = dict(_decoder(c, tie_default=False), rope=False,
+                mixers="".join("A" if i % ap == ao else "M" for i in range(L)),
+                mamba_version=1, mamba_expand=float(c.int("mamba_expand", 2)), mamba_state=c.int("mamba_d_state", 16),
+                mamba_conv=c.int("mamba_d_conv", 4), mamba_dt_rank=dt_rank,
+                mamba_conv_bias=c.bool("mamba_conv_bias", True, why="JambaConfig default"),
+                mamba_proj_bias=c.bool("mamba_proj_bias", False, why="JambaConfig default"), mamba_inner_norms=True)
+    spec.pop("attention_window", None)
+    spec.pop("window_layers", None)
+    if n_exp > 1:
+        spec.update(n_experts=n_exp, top_k=c.int("num_experts_per_tok", 2), moe_layer_freq=1,
+                    dense_layers=tuple(i for i in range(L) if i % ep != eo))
+    c.assumptions.append("no rotary or other position embedding in the attention layers (Jamba)")
+    return spec
+
+
 #: model_type -> reader (a Megatron/NeMo recipe has no model_type: ``megatron`` is detected).
 _READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "llama": _llama,
@@ -462,6 +525,8 @@ _READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "gemma2": _gemma2,
     "phi3": _phi3,
     "nemotron": _nemotron,
+    "nemotron_h": _nemotron_h,  # [issue 17] hybrid Mamba-Transformer models
+    "jamba": _jamba,
     "bert": _bert,
     "megatron": _megatron,
 }

@@ -110,6 +110,20 @@ class TransformerSpec:
     attention_sinks : one learned sink logit per head and layer (GPT-OSS).
     vocab_multiple : the embedding and LM head are padded to a multiple of this (Megatron-LM's
         ``make_vocab_size_divisible_by``, 128 by default there; 1 = ``vocab_size`` as given).
+
+    [issue 17] Hybrid Mamba-Transformer models (Nemotron-H, Jamba; :mod:`gpusim.model.ssm`):
+
+    mixers : one character per layer, its token mixer: ``"A"`` attention, ``"M"`` a Mamba mixer, ``"-"`` none
+        (None: attention in every layer). Nemotron-H's ``hybrid_override_pattern`` ``M``/``*``/``-`` maps to
+        ``M``/``A``/``-``; Jamba's ``attn_layer_period/offset`` to ``A`` at ``i % period == offset``, else ``M``.
+    ffns : one character per layer: ``"F"`` an FFN (dense, or routed experts where :meth:`is_moe_layer`), ``"-"``
+        none (None: an FFN in every layer). Nemotron-H's blocks hold one mixer or one MLP each.
+    mamba_version : 2 (Mamba-2 / SSD, Nemotron-H) or 1 (selective scan, Jamba).
+    mamba_expand, mamba_state, mamba_head_dim, mamba_groups, mamba_conv, mamba_chunk, mamba_dt_rank : the inner
+        width ``d = expand h``, state size ``N``, Mamba-2's head width ``P`` and ``B``/``C`` groups ``G``, the causal
+        convolution's width ``K``, the SSD chunk ``Q``, Mamba-1's ``dt`` rank ``R``.
+    mamba_conv_bias, mamba_proj_bias, mamba_inner_norms : biases of the convolution / projections; Jamba's RMSNorms
+        on ``dt``, ``B`` and ``C``.
     """
 
     n_layers: int
@@ -176,6 +190,20 @@ class TransformerSpec:
     attn_bias: Literal["none", "qkv", "all"] | None = None
     attention_sinks: bool = False
     vocab_multiple: int = 1
+    # --- hybrid Mamba-Transformer [issue 17]
+    mixers: str | None = None
+    ffns: str | None = None
+    mamba_version: int = 2
+    mamba_expand: float = 2.0
+    mamba_state: int = 0
+    mamba_head_dim: int = 64
+    mamba_groups: int = 1
+    mamba_conv: int = 4
+    mamba_chunk: int = 256
+    mamba_dt_rank: int = 0
+    mamba_conv_bias: bool = True
+    mamba_proj_bias: bool = False
+    mamba_inner_norms: bool = False
 
     def __post_init__(self):
         for f in ("n_layers", "d_model", "n_heads", "seq_len"):
@@ -196,6 +224,34 @@ class TransformerSpec:
                 object.__setattr__(self, f, tuple(int(i) for i in v))
         object.__setattr__(self, "adaptive_cutoffs", tuple(self.adaptive_cutoffs))
         object.__setattr__(self, "adaptive_cluster_frac", tuple(self.adaptive_cluster_frac))
+        self._check_hybrid()
+
+    def _check_hybrid(self):
+        """[issue 17] The per-layer pattern of a hybrid model, with a message that says how to fix it."""
+        for f, chars in (("mixers", "AM-"), ("ffns", "F-")):
+            v = getattr(self, f)
+            if v is None:
+                continue
+            if len(v) != self.n_layers or set(v) - set(chars):
+                raise ScenarioError(f"{f} must hold one of {', '.join(repr(c) for c in chars)} per layer, "
+                                    f"{self.n_layers} characters in all (got {v!r}, {len(v)} characters)")
+        if self.n_mamba_layers:
+            if self.mamba_version not in (1, 2):
+                raise ScenarioError(f"mamba_version must be 1 (Mamba) or 2 (Mamba-2) (got {self.mamba_version!r})")
+            if self.mamba_state < 1 or self.mamba_conv < 1 or not self.mamba_expand > 0:
+                raise ScenarioError(f"a Mamba mixer needs a state size >= 1, a convolution width >= 1 and an "
+                                    f"expansion > 0 (got state {self.mamba_state}, conv {self.mamba_conv}, expand "
+                                    f"{self.mamba_expand})")
+            if self.mamba_version == 2:
+                d = self.mamba_d_inner
+                if self.mamba_head_dim < 1 or d % self.mamba_head_dim or self.mamba_groups < 1 \
+                        or self.mamba_heads % self.mamba_groups or self.mamba_chunk < 1:
+                    raise ScenarioError(f"a Mamba-2 mixer's inner width {d:g} must split into heads of "
+                                        f"mamba_head_dim={self.mamba_head_dim}, the heads into n_groups="
+                                        f"{self.mamba_groups} groups, with a chunk_size >= 1 (got chunk "
+                                        f"{self.mamba_chunk})")
+            elif self.mamba_dt_rank < 1:
+                raise ScenarioError(f"a Mamba-1 mixer needs mamba_dt_rank >= 1 (got {self.mamba_dt_rank})")
 
 
     # --- derived widths ----------------------------------------------------------------------------
@@ -262,7 +318,70 @@ class TransformerSpec:
     def is_moe_layer(self, i: int) -> bool:
         """Layer ``i`` (0-based) has routed experts."""
         return (self.moe and i >= self.first_k_dense and i % max(1, self.moe_layer_freq) == 0
-                and i not in self._dense_set)
+                and i not in self._dense_set and self.has_ffn(i))
+
+    # --- hybrid Mamba-Transformer [issue 17] ---------------------------------------------------------
+    @property
+    def hybrid(self) -> bool:
+        """Layers differ in kind (a mixer or FFN pattern is given)."""
+        return self.mixers is not None or self.ffns is not None
+
+    def has_ffn(self, i: int) -> bool:
+        return self.ffns is None or self.ffns[i] == "F"
+
+    def mixer(self, i: int) -> str:
+        return "A" if self.mixers is None else self.mixers[i]
+
+    @property
+    def n_attn_layers(self) -> int:
+        return self.n_layers if self.mixers is None else self.mixers.count("A")
+
+    @property
+    def n_mamba_layers(self) -> int:
+        return 0 if self.mixers is None else self.mixers.count("M")
+
+    @property
+    def n_ffn_layers(self) -> int:
+        return self.n_layers if self.ffns is None else self.ffns.count("F")
+
+    @property
+    def mamba_d_inner(self) -> float:
+        return float(self.mamba_expand * self.d_model)
+
+    @property
+    def mamba_heads(self) -> float:
+        """Mamba-2 heads ``d / P`` (Mamba-1: its ``d`` channels, each a head of one)."""
+        return self.mamba_d_inner / self.mamba_head_dim if self.mamba_version == 2 else self.mamba_d_inner
+
+    def mamba_params(self) -> float:
+        """Parameters of one Mamba mixer (:mod:`gpusim.model.ssm`)."""
+        from gpusim.model import ssm
+        h = self.d_model
+        if self.mamba_version == 2:
+            return float(ssm.mamba2_params(h, self.mamba_expand, self.mamba_head_dim, self.mamba_state,
+                                           self.mamba_groups, self.mamba_conv))
+        return float(ssm.mamba1_params(h, self.mamba_expand, self.mamba_state, self.mamba_conv, self.mamba_dt_rank,
+                                       conv_bias=self.mamba_conv_bias, proj_bias=self.mamba_proj_bias,
+                                       inner_norms=self.mamba_inner_norms))
+
+    def mamba_fwd_flop_per_token(self) -> float:
+        """Forward FLOPs per token of one Mamba mixer (:mod:`gpusim.model.ssm`)."""
+        from gpusim.model import ssm
+        h = self.d_model
+        if self.mamba_version == 2:
+            return float(ssm.mamba2_fwd_flop_per_token(h, self.mamba_expand, self.mamba_head_dim, self.mamba_state,
+                                                       self.mamba_groups, self.mamba_conv, self.mamba_chunk))
+        return float(ssm.mamba1_fwd_flop_per_token(h, self.mamba_expand, self.mamba_state, self.mamba_conv,
+                                                   self.mamba_dt_rank))
+
+    def mean_layer_params(self) -> float:
+        """Parameters of the model's layers over their number (the layout model's average layer; dense experts
+        counted as :meth:`layer_params` counts them)."""
+        if not self.hybrid:
+            return self.layer_params()
+        total = self.n_attn_layers * self.attn_params() + self.n_mamba_layers * self.mamba_params() \
+            + self.n_ffn_layers * self.mlp_params() + self.n_layers * self.layer_norms * self._norm_params()
+        return total / self.n_layers
 
     def is_window_layer(self, i: int) -> bool:
         """Layer ``i`` uses the sliding window ``attention_window``."""
@@ -273,6 +392,8 @@ class TransformerSpec:
         """Layers with routed experts (counted, not enumerated: a config may claim a million layers)."""
         if not self.moe:
             return 0
+        if self.ffns is not None:   # [issue 17] a hybrid's pattern has one character per layer: enumerate
+            return sum(1 for i in range(self.n_layers) if self.is_moe_layer(i))
         L, k, f = self.n_layers, min(self.first_k_dense, self.n_layers), max(1, self.moe_layer_freq)
         multiples = (L - 1) // f - (k - 1) // f if k > 0 else (L - 1) // f + 1   # i in [k, L) with i % f == 0
         return multiples - sum(1 for d in self._dense_set if k <= d < L and d % f == 0)
@@ -341,6 +462,9 @@ class TransformerSpec:
         """Parameters of one transformer layer (attention, FFN or experts, norms); ``i`` picks the layer
         (default: a dense layer)."""
         ffn = self.moe_params(active) if i is not None and self.is_moe_layer(i) else self.mlp_params()
+        if i is not None and self.hybrid:   # [issue 17] a hybrid layer holds its own mixer and FFN (or none)
+            mix = {"A": self.attn_params(), "M": self.mamba_params(), "-": 0.0}[self.mixer(i)]
+            return mix + (ffn if self.has_ffn(i) else 0.0) + self.layer_norms * self._norm_params()
         return self.attn_params() + ffn + self.layer_norms * self._norm_params()
 
     def _norm_params(self) -> float:
@@ -409,20 +533,28 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
     norm_p = spec._norm_params()
     E = ACT_BYTES
     L_moe = spec.n_moe_layers
-    L_dense = L - L_moe
-    L_win = spec.n_window_layers
+    L_dense = spec.n_ffn_layers - L_moe          # [issue 17] a hybrid's layers without an FFN have neither
+    L_attn, L_mamba = spec.n_attn_layers, spec.n_mamba_layers
+    L_win = min(spec.n_window_layers, L_attn)
     # (layers, keys per query) of the full and the sliding-window layers
-    attn_classes = [(n, k) for n, k in ((L - L_win, sk), (L_win, min(sk, float(spec.attention_window or sk))))
+    attn_classes = [(n, k) for n, k in ((L_attn - L_win, sk), (L_win, min(sk, float(spec.attention_window or sk))))
                     if n > 0]
 
     # --- parameters --------------------------------------------------------------------------------
     attn_p = spec.attn_params()
     layer_norm_p = spec.layer_norms * norm_p
-    layers_p = L_dense * (attn_p + spec.mlp_params() + layer_norm_p)
-    layers_active_p = layers_p
-    if L_moe:
-        layers_p += L_moe * (attn_p + spec.moe_params() + layer_norm_p)
-        layers_active_p += L_moe * (attn_p + spec.moe_params(active=True) + layer_norm_p)
+    if spec.hybrid:   # [issue 17] each kind of mixer and FFN counted by its own layers
+        layers_p = L_attn * attn_p + L_mamba * spec.mamba_params() + L_dense * spec.mlp_params() + L * layer_norm_p
+        layers_active_p = layers_p
+        if L_moe:
+            layers_p += L_moe * spec.moe_params()
+            layers_active_p += L_moe * spec.moe_params(active=True)
+    else:
+        layers_p = L_dense * (attn_p + spec.mlp_params() + layer_norm_p)
+        layers_active_p = layers_p
+        if L_moe:
+            layers_p += L_moe * (attn_p + spec.moe_params() + layer_norm_p)
+            layers_active_p += L_moe * (attn_p + spec.moe_params(active=True) + layer_norm_p)
     nonlayer_p = spec.extra_params + (norm_p if spec.final_norm else 0.0)
     head_flop_per_token = 0.0
     head_weight_bytes = 0.0
@@ -469,15 +601,19 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
         n_proj = (2 if ql else 1) + 2 + 1
         proj_bytes = E * s * ((h + ql + ql + qd) if ql else (h + qd)) + E * s * (h + kvl + rope + kvl) \
             + E * s * (kvl + a * (spec.qk_nope_head_dim + spec.v_head_dim)) + E * s * (vd + h)
-        g.add("matmul", "attention projections", L * n_proj, L * 2 * s * proj_w, L * proj_bytes,
-              L * WEIGHT_BYTES * attn_p)
-        g.add("norm", "norms", L * (2 if ql else 1), 0.0, L * E * 2 * s * (ql + kvl), L * WEIGHT_BYTES * (ql + kvl))
+        g.add("matmul", "attention projections", L_attn * n_proj, L_attn * 2 * s * proj_w, L_attn * proj_bytes,
+              L_attn * WEIGHT_BYTES * attn_p)
+        g.add("norm", "norms", L_attn * (2 if ql else 1), 0.0, L_attn * E * 2 * s * (ql + kvl),
+              L_attn * WEIGHT_BYTES * (ql + kvl))
     else:
         n_qkv = 1 if spec.fused_qkv else 3
-        g.add("matmul", "attention projections", L * (n_qkv + 1 + (1 if spec.rel_pos else 0)),
-              L * (2 * qkv_tokens * h * (qd + 2 * kvd) + 2 * s * qd * h),
-              L * E * (n_qkv * qkv_tokens * h + qkv_tokens * (qd + 2 * kvd) + s * qd + s * h),
-              L * WEIGHT_BYTES * attn_p)
+        g.add("matmul", "attention projections", L_attn * (n_qkv + 1 + (1 if spec.rel_pos else 0)),
+              L_attn * (2 * qkv_tokens * h * (qd + 2 * kvd) + 2 * s * qd * h),
+              L_attn * E * (n_qkv * qkv_tokens * h + qkv_tokens * (qd + 2 * kvd) + s * qd + s * h),
+              L_attn * WEIGHT_BYTES * attn_p)
+    keep_mamba = 0.0
+    if L_mamba:   # [issue 17] the Mamba mixers: projections, causal conv1d, the scan, the gate (gpusim.model.ssm)
+        keep_mamba = _mamba_groups(g, spec, s, L_mamba)
     for n_l, keys in attn_classes:
         # QK^T over the query/key width, AV over the value width (a third score matmul for Transformer-XL)
         att_flop = n_l * 2 * s * keys * (qd * (n_score_mm - 1) + vd)
@@ -530,11 +666,19 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
     ew_b = 2 * E * 3 * s * h \
         + (2 * (E * 2 * s * h + MASK_BYTES * s * h) if spec.dropout else 0.0) \
         + (E * 5 * 2 * (s * qd + s * kvd) if spec.rope else 0.0) + (0.0 if spec.flash_attention else E * 2 * s * qd)
-    g.add("elementwise", "activation, residual, dropout", L * ew_k + ffn_ew_k, 0.0, L * ew_b + ffn_ew_b)
+    if spec.hybrid:   # [issue 17] one residual add (and dropout) per mixer or FFN; rotary and softmax on attention
+        blocks = (L_attn + L_mamba + spec.n_ffn_layers) / 2.0
+        rope_k, rope_b = (10 if spec.rope else 0), (E * 5 * 2 * (s * qd + s * kvd) if spec.rope else 0.0)
+        sm_k, sm_b = (0 if spec.flash_attention else 1), (0.0 if spec.flash_attention else E * 2 * s * qd)
+        res_k, res_b = ew_k - rope_k - sm_k, ew_b - rope_b - sm_b
+        g.add("elementwise", "activation, residual, dropout", blocks * res_k + L_attn * (rope_k + sm_k) + ffn_ew_k,
+              0.0, blocks * res_b + L_attn * (rope_b + sm_b) + ffn_ew_b)
+    else:
+        g.add("elementwise", "activation, residual, dropout", L * ew_k + ffn_ew_k, 0.0, L * ew_b + ffn_ew_b)
     n_norm = spec.layer_norms * L + (1 if spec.final_norm else 0)
     g.add("norm", "norms", n_norm, 0.0, n_norm * E * 2 * s * h, n_norm * WEIGHT_BYTES * norm_p)
     if spec.qk_norm:
-        g.add("norm", "norms", 2 * L, 0.0, L * E * 2 * s * (qd + kvd), L * WEIGHT_BYTES * 2 * (qd / a))
+        g.add("norm", "norms", 2 * L_attn, 0.0, L_attn * E * 2 * s * (qd + kvd), L_attn * WEIGHT_BYTES * 2 * (qd / a))
 
     # --- head and loss -----------------------------------------------------------------------------
     if spec.head == "lm":
@@ -601,7 +745,12 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
         act_layers += n_l * attn_keep(keys)
     for n_l, kp in ffn_classes:
         act_layers += n_l * kp
-    act_layer = max(attn_keep(k) for _, k in attn_classes) + max(kp for _, kp in ffn_classes)
+    if spec.hybrid:   # [issue 17] Mamba mixers' state; the norm inputs of the layers without attention
+        act_layers += L_mamba * keep_mamba + (L - L_attn) * spec.layer_norms * E * s * h
+        act_layer = max([attn_keep(k) for _, k in attn_classes] + [keep_mamba]) \
+            + max([kp for _, kp in ffn_classes] + [0.0])
+    else:
+        act_layer = max(attn_keep(k) for _, k in attn_classes) + max(kp for _, kp in ffn_classes)
     act_other = E * s * h if spec.final_norm else 0.0           # final norm input
     if spec.dropout:
         act_other += MASK_BYTES * s * h
@@ -633,6 +782,46 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
         layers=g.build(),
         sources=info.sources, seq_len_default=None if vit else spec.seq_len, notes=info.notes,
         _rebuild=rebuild, transformer=spec, active_params=active_params, assumptions=info.assumptions, **pipe)
+
+
+def _mamba_groups(g: Groups, spec: TransformerSpec, s: float, n: int) -> float:
+    """[issue 17] Add ``n`` Mamba mixers on ``s`` tokens to ``g``; returns the bytes one keeps for the backward pass.
+
+    Mamba-2 (Dao & Gu 2024; :mod:`gpusim.model.ssm`): in_proj ``h -> 2 d + 2 G N + nh`` and out_proj ``d -> h`` as
+    GEMMs, the depthwise causal conv1d over ``d + 2 G N`` channels, the chunked scan (SSD) by its FLOPs and the bytes
+    it reads and writes, the gated RMSNorm. Mamba-1 (Gu & Dao 2023): in_proj ``h -> 2 d``, x_proj ``d -> R + 2 N``,
+    dt_proj ``R -> d``, out_proj, the conv over ``d`` channels and the selective scan (``9 d N`` FLOPs per token).
+    Kept for the backward pass: the in_proj input and output, the conv output, the scan output and the gate's
+    input, the out_proj input (16-bit), and Mamba-2's chunk states (fp32, ``T / Q`` of ``nh P N``).
+    """
+    from gpusim.model import ssm
+    E = ACT_BYTES
+    h, d, N = float(spec.d_model), spec.mamba_d_inner, float(spec.mamba_state)
+    wp = spec.mamba_params()
+    if spec.mamba_version == 2:
+        G, nh = float(spec.mamba_groups), spec.mamba_heads
+        _, _, width = (float(v) for v in ssm.mamba2_dims(h, spec.mamba_expand, spec.mamba_head_dim, N, G))
+        conv_ch = d + 2 * G * N
+        proj_flop = 2 * s * h * width + 2 * s * d * h
+        g.add("matmul", "mamba projections", 2 * n, n * proj_flop, n * E * s * (h + width + d + h), n * WEIGHT_BYTES * wp)
+        scan_bytes = E * s * (conv_ch + nh + 2 * d)       # read x, B, C, dt; write y (and the D skip)
+        keep = E * s * (h + width + conv_ch + 3 * d) + float(ssm.mamba2_state_bytes(s, h, spec.mamba_expand,
+                                                                                   spec.mamba_head_dim, N, G,
+                                                                                   spec.mamba_chunk))
+    else:
+        R = float(spec.mamba_dt_rank)
+        conv_ch = d
+        proj_flop = 2 * s * (2 * d * h + d * (R + 2 * N) + R * d + d * h)
+        g.add("matmul", "mamba projections", 4 * n, n * proj_flop,
+              n * E * s * (h + 2 * d + d + (R + 2 * N) + R + d + d + h), n * WEIGHT_BYTES * wp)
+        scan_bytes = E * s * (3 * d + 2 * N + d)          # read x, dt, z, B, C; write y
+        keep = E * s * (h + 2 * d + d + (R + 2 * N) + 3 * d)
+    g.add("conv", "mamba causal conv1d", n, n * 2 * s * spec.mamba_conv * conv_ch, n * E * 2 * s * conv_ch,
+          n * WEIGHT_BYTES * conv_ch * (spec.mamba_conv + 1))
+    scan_flop = s * (spec.mamba_fwd_flop_per_token() - proj_flop / s - 2 * spec.mamba_conv * conv_ch)
+    g.add("attention", "mamba selective scan", n, n * scan_flop, n * scan_bytes, 0.0)
+    g.add("elementwise", "mamba gate and norm", 2 * n, 0.0, n * E * s * 5 * d)
+    return keep
 
 
 def _cluster_fracs(spec: TransformerSpec) -> tuple[float, ...]:
