@@ -496,7 +496,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
         "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
         "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,
-        "layer_params": float(spec.layer_params()), "embed_params": float(embed),
+        "layer_params": float(spec.mean_layer_params() if getattr(spec, "hybrid", False) else spec.layer_params()),
+        "embed_params": float(embed), **hybrid_fields(spec),  # [issue 17]
         "ceiling_flop_per_s": math.nan if ceiling is None else ceiling, "sm_count": float(hw.gpu.sm_count or 1),
         "gemm_serial_epilogue": hw.gpu.architecture not in params.gemm_epilogue_overlap_archs,
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
@@ -598,6 +599,23 @@ def concat_outputs(a: dict, b: dict) -> dict:
 # ------------------------------------------------------------------------------------------------
 # Row fields of mixture-of-experts and FP8 (used by llm_row and the layout search)
 # ------------------------------------------------------------------------------------------------
+
+def hybrid_fields(spec) -> dict:
+    """[issue 17] The hybrid Mamba-Transformer fields of a model row (gpusim.model.hybrid); empty for a transformer
+    with attention and an FFN in every layer."""
+    if not getattr(spec, "hybrid", False):
+        return {}
+    L = float(spec.n_layers)
+    out = {"attn_frac": spec.n_attn_layers / L, "ffn_frac": spec.n_ffn_layers / L,
+           "mamba_frac": spec.n_mamba_layers / L}
+    if spec.n_mamba_layers:
+        out |= {"mamba_version": float(spec.mamba_version), "mamba_d_inner": spec.mamba_d_inner,
+                "mamba_state": float(spec.mamba_state), "mamba_heads": float(spec.mamba_heads),
+                "mamba_groups": float(spec.mamba_groups), "mamba_conv": float(spec.mamba_conv),
+                "mamba_chunk": float(spec.mamba_chunk), "mamba_dt_rank": float(spec.mamba_dt_rank),
+                "mamba_flop_per_token": spec.mamba_fwd_flop_per_token()}
+    return out
+
 
 def moe_fields(spec, strategy) -> dict:
     """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""

@@ -58,6 +58,7 @@ from gpusim.model import context as CTX
 from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model import hybrid as HYB
 from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import fp8_k_half, gemm_time_s
@@ -418,11 +419,26 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
     attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)
     rep = np.where(sp, 1.0 / tp, 1.0)
-    elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
-                    + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
-                    + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
+    # [issue 17] hybrid Mamba-Transformer rows (gpusim.model.hybrid): the average layer weights each kind by its share
+    hyb = "mamba_frac" in x
+    if hyb:
+        fa, ff, fm = _f(x["attn_frac"]), _f(x["ffn_frac"]), _f(x["mamba_frac"])
+        gemm_f = fa * (t[0] + t[3] + t[17] + t[20]) + ff * (t[6] + t[9])
+        gemm_b = (fa * (t[1] + t[2] + t[4] + t[5] + t[18] + t[19] + t[21] + t[22])
+                  + ff * (t[7] + t[8] + t[10] + t[11]))
+        attn_f, attn_b = fa * attn_f, fa * attn_b
+        elem_bytes_f = (T * h * rep * (2.0 * e + (3.0 * e + drop)) * (fa + ff + fm)  # a norm and an add per block
+                        + ff * T * f / tp * e * (up + 1.0) + fa * _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
+        mam = HYB.mamba_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, ceil_rate=ceil_rate,
+                                    rep=rep)
+    else:
+        elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
+                        + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
+                        + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
     elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
+    if hyb:
+        layer_f = layer_f + fm * mam["f_s"]
     cast_f, cast_b = FP8.layer_cast_s(fp8, T=T, h=h, q=q, kv=kv, f=f, up=up, tp=tp, mem_rate=mem_rate,
                                       kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
     layer_f = layer_f + cast_f
@@ -450,6 +466,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         layer_f = layer_f + act_cast
         recompute_s = recompute_s + np.where(rc == FULL, act_cast, 0.0)
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
+    if hyb:
+        layer_b = layer_b + fm * mam["b_s"]
     layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
@@ -494,6 +512,9 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac)
         tp_f = np.where(ub, ub_f, tp_f)
         tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
+    if hyb:  # [issue 17] one all-reduce (or RS + AG) per mixer and per FFN: the dense layer's two, per block
+        n_blocks = (fa + ff + fm) / 2.0
+        tp_f, tp_b = tp_f * n_blocks, tp_b * n_blocks
 
     # [issue 17] one CPU thread launches the layer ahead of the GPU (Megatron-Core + Transformer Engine modules): where
     # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
@@ -562,6 +583,12 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # [issue 12] MoE layers keep router scores, dispatched tokens, experts' activations; under full recomputation a
     # layer keeps only its input (the MoE part is recomputed with the rest), so only the layer being recomputed
     # holds them
+    if hyb:  # [issue 17] the attention part (f = 0), the FFN part and the Mamba mixers', weighted by their shares
+        k0, f0 = activation_bytes_per_layer(s / cp, b, h, a, q, kv, 0.0 * f, up, tp, sp, rc, dropout=drop,
+                                            flash=flash, elem_bytes=e, norms=norms_on, mla_up=mla_on,
+                                            mla_latent=ql + kvl, mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o)
+        kept = np.where(rc == FULL, kept, fa * k0 + ff * (kept - k0) + fm * mam["keep_bytes"])
+        full = fa * f0 + ff * (full - f0) + fm * mam["keep_bytes"]
     kept = kept + np.where(rc == FULL, 0.0, moe["delta_act_bytes"])
     full = full + moe["delta_act_bytes"]
     in_flight = np.minimum(pp, m)
@@ -579,9 +606,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     qkv_flop = np.where(mla, 2.0 * s * (h * (np.where(ql > 0, ql, q) + kva) + ql * np.where(ql > 0, q, 0.0)
                                          + kvl * kvu),
                         2.0 * s * h * (q + 2.0 * kv))
-    flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
-                    + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
-                    + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
+    if hyb:  # [issue 17] each kind of layer by its share; the Mamba mixers' closed forms (gpusim.model.ssm)
+        flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x) + fa * (qkv_flop + 2.0 * s * o * h + 2.0 * s * s * (q + o))
+                        + ff * 2.0 * s * h * f * (up + 1.0) + fm * s * mam["flop_per_token"]) + 2.0 * s * h * V
+    else:
+        flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
+                        + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
+                        + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,

@@ -182,6 +182,20 @@ class StepInputs:
     ep: np.ndarray = _one()
     expert_tp: np.ndarray = _one()
     moe_frac: np.ndarray = _one(0.0)  # fraction of the layers with routed experts
+    # [issue 17] hybrid Mamba-Transformer models (gpusim.model.hybrid): shares of the layers with attention, an FFN
+    # and a Mamba mixer (a dense transformer: 1, 1, 0) and the mixer's shape
+    attn_frac: np.ndarray = _one(1.0)
+    ffn_frac: np.ndarray = _one(1.0)
+    mamba_frac: np.ndarray = _one(0.0)
+    mamba_version: np.ndarray = _one(2.0)
+    mamba_d_inner: np.ndarray = _one(0.0)
+    mamba_state: np.ndarray = _one(0.0)
+    mamba_heads: np.ndarray = _one(1.0)
+    mamba_groups: np.ndarray = _one(1.0)
+    mamba_conv: np.ndarray = _one(4.0)
+    mamba_chunk: np.ndarray = _one(256.0)
+    mamba_dt_rank: np.ndarray = _one(0.0)
+    mamba_flop_per_token: np.ndarray = _one(0.0)
     n_experts: np.ndarray = _one(0.0)
     top_k: np.ndarray = _one(0.0)
     expert_ff_dim: np.ndarray = _one(0.0)
@@ -582,6 +596,11 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     }
 
 
+#: [issue 17] the hybrid Mamba-Transformer fields gpusim.model.hybrid reads
+HYBRID_FIELDS = ("attn_frac", "ffn_frac", "mamba_frac", "mamba_version", "mamba_d_inner", "mamba_state", "mamba_heads",
+                 "mamba_groups", "mamba_conv", "mamba_chunk", "mamba_dt_rank", "mamba_flop_per_token")
+
+
 def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
@@ -593,6 +612,9 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult")  # [issue 12], [issue 17] host_cpu_mult
     x = {k: getattr(inp, k) for k in names}
+    if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
+            or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none
+        x.update({k: getattr(inp, k) for k in HYBRID_FIELDS})
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))
     dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
