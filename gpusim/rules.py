@@ -23,6 +23,34 @@ REASONS = ("", "tp does not divide the attention heads", "the K/V heads cannot b
 
 
 OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_DUALPIPE, R_MEMORY = range(len(REASONS))
+#: [issue 17] appended after R_MEMORY so that the older codes keep their numbers
+REASONS = (*REASONS, "tp does not divide the Mamba heads and groups, or cp > 1 with Mamba layers")
+R_MAMBA = len(REASONS) - 1
+
+
+def mamba_layout_bad(spec, tp, cp):
+    """[issue 17] Layouts a hybrid model's Mamba mixers cannot take (broadcastable bool; False without Mamba layers):
+    Megatron-Core's ``MambaMixer`` splits the heads and the ``B``/``C`` groups over ``tp`` (both must divide), and
+    the scan runs over the whole sequence, so context parallelism is not modelled for it."""
+    if not getattr(spec, "n_mamba_layers", 0):
+        return np.zeros(np.shape(tp), dtype=bool)
+    tp, cp = np.asarray(tp), np.asarray(cp)
+    heads, groups = int(spec.mamba_heads), int(spec.mamba_groups) if spec.mamba_version == 2 else int(spec.mamba_heads)
+    return (heads % tp != 0) | (groups % tp != 0) | (cp > 1)
+
+
+def check_mamba(spec, *, tp: int, cp: int) -> None:
+    """[issue 17] :func:`mamba_layout_bad` for one scenario; raises ScenarioError naming the fix."""
+    if not bool(mamba_layout_bad(spec, tp, cp)):
+        return
+    if cp > 1:
+        raise ScenarioError(f"context parallelism (--cp {cp}) is not modelled for Mamba layers (the scan runs over "
+                            f"the whole sequence): use --cp 1")
+    heads = int(spec.mamba_heads)
+    groups = int(spec.mamba_groups) if spec.mamba_version == 2 else heads
+    ok = [t for t in (1, 2, 4, 8, 16, 32, 64) if heads % t == 0 and groups % t == 0]
+    raise ScenarioError(f"tp {tp} does not divide the Mamba mixer's {heads} heads and {groups} groups (Megatron-Core "
+                        f"splits both over tp): use --tp {' or '.join(str(t) for t in ok[-3:])}")
 
 
 def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None) -> None:
@@ -145,6 +173,7 @@ def scenario_layout(scn, hw, workload):
                                n_layers=n_layers, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads,
                                nvlink_domain_gpus=nvlink_domain_gpus(hw), force_tp=st.force_tp)
     check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
+    check_mamba(spec, tp=lay.tp, cp=lay.cp)  # [issue 17]
     check_memory_saving(spec, st)
     return spec, lay
 

@@ -9,7 +9,7 @@ vectorised evaluation per distinct shape and a pipeline stage of ``L / pp`` laye
 average, not modelled). A dense transformer has ``attn_frac = ffn_frac = 1`` and ``mamba_frac = 0`` and does not
 enter this module.
 
-One Mamba mixer on ``T`` tokens of a rank (:mod:`gpusim.model.ssm` for the closed forms), tensor-parallel as in
+One Mamba mixer on ``T`` tokens of a rank (:mod:`gpusim.workload.ssm` for the closed forms), tensor-parallel as in
 Megatron-Core's ``MambaMixer`` (``megatron/core/ssm/mamba_mixer.py``): in_proj column-parallel (``h -> W / tp``), the
 conv1d, scan and gated norm on the rank's ``nh / tp`` heads and ``G / tp`` groups, out_proj row-parallel
 (``d / tp -> h``), so one all-reduce of ``T h`` (reduce-scatter + all-gather with sequence parallelism) per mixer in
@@ -20,7 +20,7 @@ the forward pass, as an MLP has:
 - **conv1d** (depthwise, ``K`` taps): memory-bound, read and write ``C / tp`` channels per token.
 - **scan** (Mamba-2's chunked SSD kernel, Mamba-1's selective scan): a fused kernel like FlashAttention's, timed as
   ``max(FLOPs / (ceiling x flash_fwd_eff_frac), bytes / (HBM x mem_eff_frac))`` (the roofline; its FLOPs are the
-  closed forms of :mod:`gpusim.model.ssm`, its bytes the inputs ``x``, ``B``, ``C``, ``dt`` read and ``y`` written);
+  closed forms of :mod:`gpusim.workload.ssm`, its bytes the inputs ``x``, ``B``, ``C``, ``dt`` read and ``y`` written);
   the backward pass recomputes the chunk states and runs the transposed products: 2x the forward time.
 - **gate and norm**: ``y silu(z)`` and the gated RMSNorm by their bytes.
 

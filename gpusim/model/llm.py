@@ -606,7 +606,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     qkv_flop = np.where(mla, 2.0 * s * (h * (np.where(ql > 0, ql, q) + kva) + ql * np.where(ql > 0, q, 0.0)
                                          + kvl * kvu),
                         2.0 * s * h * (q + 2.0 * kv))
-    if hyb:  # [issue 17] each kind of layer by its share; the Mamba mixers' closed forms (gpusim.model.ssm)
+    if hyb:  # [issue 17] each kind of layer by its share; the Mamba mixers' closed forms (gpusim.workload.ssm)
         flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x) + fa * (qkv_flop + 2.0 * s * o * h + 2.0 * s * s * (q + o))
                         + ff * 2.0 * s * h * f * (up + 1.0) + fm * s * mam["flop_per_token"]) + 2.0 * s * h * V
     else:

@@ -111,7 +111,7 @@ class TransformerSpec:
     vocab_multiple : the embedding and LM head are padded to a multiple of this (Megatron-LM's
         ``make_vocab_size_divisible_by``, 128 by default there; 1 = ``vocab_size`` as given).
 
-    [issue 17] Hybrid Mamba-Transformer models (Nemotron-H, Jamba; :mod:`gpusim.model.ssm`):
+    [issue 17] Hybrid Mamba-Transformer models (Nemotron-H, Jamba; :mod:`gpusim.workload.ssm`):
 
     mixers : one character per layer, its token mixer: ``"A"`` attention, ``"M"`` a Mamba mixer, ``"-"`` none
         (None: attention in every layer). Nemotron-H's ``hybrid_override_pattern`` ``M``/``*``/``-`` maps to
@@ -354,8 +354,8 @@ class TransformerSpec:
         return self.mamba_d_inner / self.mamba_head_dim if self.mamba_version == 2 else self.mamba_d_inner
 
     def mamba_params(self) -> float:
-        """Parameters of one Mamba mixer (:mod:`gpusim.model.ssm`)."""
-        from gpusim.model import ssm
+        """Parameters of one Mamba mixer (:mod:`gpusim.workload.ssm`)."""
+        from gpusim.workload import ssm
         h = self.d_model
         if self.mamba_version == 2:
             return float(ssm.mamba2_params(h, self.mamba_expand, self.mamba_head_dim, self.mamba_state,
@@ -365,8 +365,8 @@ class TransformerSpec:
                                        inner_norms=self.mamba_inner_norms))
 
     def mamba_fwd_flop_per_token(self) -> float:
-        """Forward FLOPs per token of one Mamba mixer (:mod:`gpusim.model.ssm`)."""
-        from gpusim.model import ssm
+        """Forward FLOPs per token of one Mamba mixer (:mod:`gpusim.workload.ssm`)."""
+        from gpusim.workload import ssm
         h = self.d_model
         if self.mamba_version == 2:
             return float(ssm.mamba2_fwd_flop_per_token(h, self.mamba_expand, self.mamba_head_dim, self.mamba_state,
@@ -612,7 +612,7 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
               L_attn * E * (n_qkv * qkv_tokens * h + qkv_tokens * (qd + 2 * kvd) + s * qd + s * h),
               L_attn * WEIGHT_BYTES * attn_p)
     keep_mamba = 0.0
-    if L_mamba:   # [issue 17] the Mamba mixers: projections, causal conv1d, the scan, the gate (gpusim.model.ssm)
+    if L_mamba:   # [issue 17] the Mamba mixers: projections, causal conv1d, the scan, the gate (gpusim.workload.ssm)
         keep_mamba = _mamba_groups(g, spec, s, L_mamba)
     for n_l, keys in attn_classes:
         # QK^T over the query/key width, AV over the value width (a third score matmul for Transformer-XL)
@@ -787,14 +787,14 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
 def _mamba_groups(g: Groups, spec: TransformerSpec, s: float, n: int) -> float:
     """[issue 17] Add ``n`` Mamba mixers on ``s`` tokens to ``g``; returns the bytes one keeps for the backward pass.
 
-    Mamba-2 (Dao & Gu 2024; :mod:`gpusim.model.ssm`): in_proj ``h -> 2 d + 2 G N + nh`` and out_proj ``d -> h`` as
+    Mamba-2 (Dao & Gu 2024; :mod:`gpusim.workload.ssm`): in_proj ``h -> 2 d + 2 G N + nh`` and out_proj ``d -> h`` as
     GEMMs, the depthwise causal conv1d over ``d + 2 G N`` channels, the chunked scan (SSD) by its FLOPs and the bytes
     it reads and writes, the gated RMSNorm. Mamba-1 (Gu & Dao 2023): in_proj ``h -> 2 d``, x_proj ``d -> R + 2 N``,
     dt_proj ``R -> d``, out_proj, the conv over ``d`` channels and the selective scan (``9 d N`` FLOPs per token).
     Kept for the backward pass: the in_proj input and output, the conv output, the scan output and the gate's
     input, the out_proj input (16-bit), and Mamba-2's chunk states (fp32, ``T / Q`` of ``nh P N``).
     """
-    from gpusim.model import ssm
+    from gpusim.workload import ssm
     E = ACT_BYTES
     h, d, N = float(spec.d_model), spec.mamba_d_inner, float(spec.mamba_state)
     wp = spec.mamba_params()

@@ -1,10 +1,10 @@
-"""Mamba-2 mixer closed forms (gpusim.model.ssm) on a hand-worked case and Nemotron-H 8B's published shape."""
+"""Mamba-2 mixer closed forms (gpusim.workload.ssm) on a hand-worked case and Nemotron-H 8B's published shape."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpusim.model import ssm
+from gpusim.workload import ssm
 
 # a small mixer worked by hand: h 4, expand 2 -> d 8, P 2 -> nh 4, N 3, G 1, K 4, Q 5
 H, X, P, N, G, K, Q = 4, 2, 2, 3, 1, 4, 5

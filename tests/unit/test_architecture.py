@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 #: inside the foundation's workload package: the noun first, then its builders, then the catalogue, then the package
-WORKLOAD_ORDER = (("gpusim.workload.core",), ("gpusim.workload.transformer",),
+WORKLOAD_ORDER = (("gpusim.workload.core", "gpusim.workload.ssm"), ("gpusim.workload.transformer",),
                   ("gpusim.workload.flops", "gpusim.workload.cnn", "gpusim.workload.rnn", "gpusim.workload.from_config",
                    "gpusim.workload.from_torch"), ("gpusim.workload.catalogue",), ("gpusim.workload",))
 
