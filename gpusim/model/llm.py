@@ -429,8 +429,9 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         attn_f, attn_b = fa * attn_f, fa * attn_b
         elem_bytes_f = (T * h * rep * (2.0 * e + (3.0 * e + drop)) * (fa + ff + fm)  # a norm and an add per block
                         + ff * T * f / tp * e * (up + 1.0) + fa * _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
-        mam = HYB.mamba_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, ceil_rate=ceil_rate,
-                                    rep=rep)
+        with np.errstate(divide="ignore", invalid="ignore"):  # rows without Mamba layers: zero shapes, masked below
+            mam = HYB.mamba_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, ceil_rate=ceil_rate,
+                                        rep=rep)
     else:
         elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
                         + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
@@ -438,7 +439,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
     if hyb:
-        layer_f = layer_f + fm * mam["f_s"]
+        layer_f = layer_f + np.where(fm > 0, fm * mam["f_s"], 0.0)  # (a row without Mamba layers has no shape)
     cast_f, cast_b = FP8.layer_cast_s(fp8, T=T, h=h, q=q, kv=kv, f=f, up=up, tp=tp, mem_rate=mem_rate,
                                       kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
     layer_f = layer_f + cast_f
@@ -467,7 +468,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         recompute_s = recompute_s + np.where(rc == FULL, act_cast, 0.0)
     layer_b = gemm_b + attn_b + 2.0 * elem_f + recompute_s
     if hyb:
-        layer_b = layer_b + fm * mam["b_s"]
+        layer_b = layer_b + np.where(fm > 0, fm * mam["b_s"], 0.0)
     layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
@@ -587,8 +588,9 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         k0, f0 = activation_bytes_per_layer(s / cp, b, h, a, q, kv, 0.0 * f, up, tp, sp, rc, dropout=drop,
                                             flash=flash, elem_bytes=e, norms=norms_on, mla_up=mla_on,
                                             mla_latent=ql + kvl, mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o)
-        kept = np.where(rc == FULL, kept, fa * k0 + ff * (kept - k0) + fm * mam["keep_bytes"])
-        full = fa * f0 + ff * (full - f0) + fm * mam["keep_bytes"]
+        mkeep = np.where(fm > 0, fm * mam["keep_bytes"], 0.0)
+        kept = np.where(rc == FULL, kept, fa * k0 + ff * (kept - k0) + mkeep)
+        full = fa * f0 + ff * (full - f0) + mkeep
     kept = kept + np.where(rc == FULL, 0.0, moe["delta_act_bytes"])
     full = full + moe["delta_act_bytes"]
     in_flight = np.minimum(pp, m)

@@ -160,3 +160,22 @@ def test_bad_jamba_config_names_the_field(tmp_path):
     p.write_text(json.dumps(raw))
     with pytest.raises(ScenarioError, match=r"attn_layer_offset.*smaller than its period 8"):
         from_config(p)
+
+
+def test_the_hybrid_path_with_attention_and_an_ffn_everywhere_is_the_dense_model():
+    """The average-layer path (gpusim.model.hybrid) at shares 1, 1, 0 reproduces the dense path term by term."""
+    from gpusim.model.llm import llm_rows_terms
+    from gpusim.model.step import HYBRID_FIELDS, _llm_inputs
+    from gpusim.params import DEFAULT_PARAMS
+    from gpusim.rows import build_inputs, stack_rows
+    from gpusim.simulation import Scenario
+    scn = Scenario(model="llama3-8b", gpu="h100-sxm", gpus=16, nodes=2, seq_len=4096, tp=2, pp=2, micro_batch=1,
+                   global_batch=64, precision="bf16", kind="zero1", recompute="selective")
+    _, _, row = build_inputs(scn)
+    inp = stack_rows([row])
+    x = _llm_inputs(inp, np.asarray(inp.gpus_per_node, dtype=np.float64), DEFAULT_PARAMS)
+    assert "mamba_frac" not in x  # a dense row never enters the hybrid path
+    dense = llm_rows_terms(x, DEFAULT_PARAMS)
+    hyb = llm_rows_terms(x | {k: getattr(inp, k) for k in HYBRID_FIELDS}, DEFAULT_PARAMS)
+    for k, v in dense.items():
+        np.testing.assert_allclose(hyb[k], v, rtol=1e-12, err_msg=k)
