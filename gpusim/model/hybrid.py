@@ -25,7 +25,9 @@ the forward pass, as an MLP has:
 - **gate and norm**: ``y silu(z)`` and the gated RMSNorm by their bytes.
 
 Kept for the backward pass (16-bit unless said): the norm input, the in_proj input and output, the conv output, the
-scan output and the gate's inputs, the out_proj input, and Mamba-2's fp32 chunk states (``T / Q`` of ``nh P N / tp``).
+scan output and the gate's inputs, the out_proj input. Not the chunk states: the fused kernel Megatron-Core calls
+(mamba_ssm's ``mamba_chunk_scan_combined``) saves its inputs and output and recomputes the states in the backward pass
+(the reference scan of Dao & Gu's Listing 1 would keep them: ``gpusim.workload.ssm.mamba2_state_bytes``).
 
 Pure numpy on broadcastable float64 arrays.
 """
@@ -54,7 +56,7 @@ def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep) -
     h = _f(x["d_model"])
     v2 = _f(x["mamba_version"]) == 2.0
     d, N, nh = _f(x["mamba_d_inner"]), _f(x["mamba_state"]), _f(x["mamba_heads"])
-    G, K, Q, R = _f(x["mamba_groups"]), _f(x["mamba_conv"]), _f(x["mamba_chunk"]), _f(x["mamba_dt_rank"])
+    G, K, R = _f(x["mamba_groups"]), _f(x["mamba_conv"]), _f(x["mamba_dt_rank"])
     width = np.where(v2, 2.0 * d + 2.0 * G * N + nh, 2.0 * d)          # in_proj output (z, x[, B, C, dt])
     conv_ch = np.where(v2, d + 2.0 * G * N, d)
 
@@ -77,8 +79,7 @@ def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep) -
     gate_s = T * 5.0 * d / tp * e / mem_rate + 2.0 * p.kernel_tail_s
     fwd = gf + conv_s + scan_s + gate_s
     bwd = gb + 2.0 * conv_s + SCAN_BWD_MULT * scan_s + 2.0 * gate_s
-    states = np.where(v2, np.ceil(T / Q) * nh / tp * (d / np.maximum(nh, 1.0)) * N * 4.0, 0.0)
     keep = (T * h * rep * e * 2.0                                        # norm input, in_proj input
             + T * (width + conv_ch + 3.0 * d) / tp * e                     # in_proj out, conv out, y, gate, out_proj in
-            + np.where(v2, 0.0, T * (R + 2.0 * N) / tp * e) + states)
+            + np.where(v2, 0.0, T * (R + 2.0 * N) / tp * e))
     return {"f_s": fwd, "b_s": bwd, "keep_bytes": keep, "flop_per_token": _f(x["mamba_flop_per_token"])}

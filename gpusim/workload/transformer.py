@@ -792,7 +792,8 @@ def _mamba_groups(g: Groups, spec: TransformerSpec, s: float, n: int) -> float:
     it reads and writes, the gated RMSNorm. Mamba-1 (Gu & Dao 2023): in_proj ``h -> 2 d``, x_proj ``d -> R + 2 N``,
     dt_proj ``R -> d``, out_proj, the conv over ``d`` channels and the selective scan (``9 d N`` FLOPs per token).
     Kept for the backward pass: the in_proj input and output, the conv output, the scan output and the gate's
-    input, the out_proj input (16-bit), and Mamba-2's chunk states (fp32, ``T / Q`` of ``nh P N``).
+    input, the out_proj input (16-bit); not Mamba-2's chunk states, which the fused kernel (mamba_ssm's
+    ``mamba_chunk_scan_combined``) recomputes in the backward pass (:mod:`gpusim.model.hybrid`).
     """
     from gpusim.workload import ssm
     E = ACT_BYTES
@@ -805,9 +806,7 @@ def _mamba_groups(g: Groups, spec: TransformerSpec, s: float, n: int) -> float:
         proj_flop = 2 * s * h * width + 2 * s * d * h
         g.add("matmul", "mamba projections", 2 * n, n * proj_flop, n * E * s * (h + width + d + h), n * WEIGHT_BYTES * wp)
         scan_bytes = E * s * (conv_ch + nh + 2 * d)       # read x, B, C, dt; write y (and the D skip)
-        keep = E * s * (h + width + conv_ch + 3 * d) + float(ssm.mamba2_state_bytes(s, h, spec.mamba_expand,
-                                                                                   spec.mamba_head_dim, N, G,
-                                                                                   spec.mamba_chunk))
+        keep = E * s * (h + width + conv_ch + 3 * d)
     else:
         R = float(spec.mamba_dt_rank)
         conv_ch = d
