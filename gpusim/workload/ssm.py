@@ -18,7 +18,9 @@ groups of ``B``/``C`` (``n_groups``), causal depthwise convolution of width ``K`
 
 **State in memory** (training): the backward pass of the chunked scan keeps the chunk states, ``T / Q`` of
 ``nh P N`` in fp32 (Listing 1's ``states``), besides the mixer's inputs ``x``, ``B``, ``C``, ``z``, ``dt`` at the
-activation width.
+activation width. (The fused kernel Megatron-Core calls, mamba_ssm's ``mamba_chunk_scan_combined``, saves only its
+inputs and output and recomputes the chunk states in the backward pass; the layout model counts it that way,
+:mod:`gpusim.model.hybrid`.)
 
 **Tensor parallelism** (Megatron-Core ``MambaMixer``): ``in_proj`` is column-parallel and ``out_proj`` row-parallel,
 so each rank holds ``nh / tp`` heads and ``G / tp`` groups (both must divide by ``tp``), runs its conv and scan on
