@@ -91,6 +91,60 @@ def _color(i: int) -> str:
     return SERIES_COLORS[i % len(SERIES_COLORS)]
 
 
+def time_unit(max_s: float) -> tuple[float, str, str]:
+    """``(divisor, unit, word)`` for times on an axis, chosen by the largest one: s from 2 s up, ms from 2 ms up,
+    µs below (so that no tick or label needs an exponent: 5,700 ms is drawn as 5.7 s)."""
+    a = abs(float(max_s)) if max_s is not None and math.isfinite(float(max_s)) else 0.0
+    if a >= 2.0:
+        return 1.0, "s", "seconds"
+    if a >= 2 * units.MS:
+        return units.MS, "ms", "milliseconds"
+    return units.US, "µs", "microseconds"
+
+
+def num(x: float) -> str:
+    """Three significant digits without an exponent, thousands separated: 5,991 / 771 / 12.5 / 0.0163."""
+    x = float(x)
+    if not math.isfinite(x):
+        return str(x)
+    a = abs(x)
+    if a >= 100:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def log_ticks(lo: float, hi: float, *, fmt=None) -> tuple[list[float], list[str]]:
+    """Tick values and labels of a log axis from ``lo`` to ``hi``: every decade and the 2 and 5 in between
+    (1, 2, 5, 10, 20 ...), so that even a span under one decade has two or more labels; ``fmt`` writes a
+    value (default :func:`num`)."""
+    fmt = fmt or num
+    if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return [], []
+    lo, hi = min(lo, hi), max(lo, hi)
+    vals = []
+    for d in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10.0 ** d
+            if lo / 1.0001 <= v <= hi * 1.0001:
+                vals.append(v)
+    if len(vals) > 12:  # many decades: the decades only
+        vals = [v for v in vals if f"{v:.0e}".startswith("1")]
+    return vals, [fmt(v) for v in vals]
+
+
+def usd(x: float) -> str:
+    """A dollar tick: $500 / $2k / $50k / $1.2M."""
+    x = float(x)
+    for div, suf in ((units.MEGA, "M"), (units.KILO, "k")):
+        if abs(x) >= div:
+            return f"${x / div:.3g}{suf}"
+    return f"${x:.3g}"
+
+
 def _vline(fig: go.Figure, x: float, *, text: str = "", log: bool = False, top: bool = True, anchor: str = "left",
            **line) -> None:
     """A vertical line at data ``x`` with a label. Plotly's ``add_vline(annotation_text=...)`` places the label
@@ -131,42 +185,44 @@ def _layout(fig: go.Figure, title: str, height: int, *, per_row: int = 3, **kw) 
 def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: float | None = None,
                      comm_hidden_s: float | None = None, interval_s: Sequence[float] | None = None,
                      interval_level: float = 0.9, title: str = "Where one training step goes") -> go.Figure:
-    """A horizontal stacked bar of one step's parts in milliseconds (compute, exposed communication,
+    """A horizontal stacked bar of one step's parts in seconds, ms or µs by the step's length (:func:`time_unit`;
+    compute, exposed communication,
     data wait, optimizer, sync and stragglers, overhead). ``single_gpu_step_s`` draws the same GPU's step
     alone at the same per-GPU batch as a dashed line (the ideal for weak scaling); ``comm_hidden_s`` adds a
     second bar with the communication that ran under the backward pass (it costs no time);
     ``interval_s = (lo, hi)`` (a calibration's interval of the step time, at ``interval_level``) is drawn
     as an error bar on the bar's end."""
-    total_ms = sum(breakdown_s.values()) / units.MS
+    div, tu, word = time_unit(max(sum(breakdown_s.values()), float(single_gpu_step_s or 0.0)))
+    total_ms = sum(breakdown_s.values()) / div
     fig = go.Figure()
     rows = ["this step"]
     llm = any(k in breakdown_s for k in LLM_ONLY_KEYS)  # an LLM layout's breakdown names its own parts
     for key, label in (LLM_BREAKDOWN_LABELS if llm else BREAKDOWN_LABELS).items():
         v = float(breakdown_s.get(key, 0.0))
-        ms = v / units.MS
+        ms = v / div
         share = ms / total_ms if total_ms > 0 else 0.0
         fig.add_trace(go.Bar(
             x=[ms], y=rows, orientation="h", name=label, marker_color=BREAKDOWN_COLORS[key],
-            text=[f"{label}<br>{ms:.3g} ms" if share >= 0.12 else ""], textposition="inside",
-            insidetextanchor="middle", hovertemplate=f"{label}: %{{x:.4g}} ms ({share:.1%})<extra></extra>"))
+            text=[f"{label}<br>{num(ms)} {tu}" if share >= 0.12 else ""], textposition="inside",
+            insidetextanchor="middle", hovertemplate=f"{label}: %{{x:,.4g}} {tu} ({share:.1%})<extra></extra>"))
     if comm_hidden_s is not None and comm_hidden_s > 0:
         fig.add_trace(go.Bar(
-            x=[comm_hidden_s / units.MS], y=["communication hidden<br>under backward"], orientation="h",
+            x=[comm_hidden_s / div], y=["communication hidden<br>under backward"], orientation="h",
             name="hidden communication", marker_color=BREAKDOWN_COLORS["comm_exposed_s"], opacity=0.35,
-            hovertemplate="hidden under the backward pass: %{x:.4g} ms<extra></extra>"))
+            hovertemplate="hidden under the backward pass: %{x:,.4g} " + tu + "<extra></extra>"))
     if interval_s is not None:
-        lo, hi = (float(v) / units.MS for v in interval_s)
+        lo, hi = (float(v) / div for v in interval_s)
         fig.add_trace(go.Scatter(
             x=[total_ms], y=rows, mode="markers", name=f"{interval_level:.0%} interval (calibration)",
             marker={"color": "#000000", "size": 7, "symbol": "line-ns", "line": {"width": 2, "color": "#000000"}},
             error_x={"type": "data", "symmetric": False, "array": [max(hi - total_ms, 0.0)],
                      "arrayminus": [max(total_ms - lo, 0.0)], "color": "#000000", "thickness": 2, "width": 10},
-            hovertemplate=(f"step {total_ms:.4g} ms; {interval_level:.0%} interval {lo:.4g}-{hi:.4g} ms"
+            hovertemplate=(f"step {total_ms:.4g} {tu}; {interval_level:.0%} interval {lo:.4g}-{hi:.4g} {tu}"
                            "<extra>calibration</extra>")))
     if single_gpu_step_s is not None and math.isfinite(single_gpu_step_s):
-        x1 = single_gpu_step_s / units.MS
-        _vline(fig, x1, text=f"one GPU alone: {x1:.3g} ms", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
-    fig.update_xaxes(title_text="milliseconds per optimizer step", rangemode="tozero")
+        x1 = single_gpu_step_s / div
+        _vline(fig, x1, text=f"one GPU alone: {num(x1)} {tu}", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
+    fig.update_xaxes(title_text=f"{word} per optimizer step", rangemode="tozero", tickformat=",~g")
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, 240 if len(rows) == 1 else 290, barmode="stack", showlegend=True)
 
@@ -702,8 +758,10 @@ def held_out_figure(records: Sequence[Mapping], *, title: str = "Held-out DDP st
 def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_s_per_gpu",
                           label: str = "tokens/s per GPU", title: str = "Throughput over tp x pp",
                           best: int | None = None) -> go.Figure:
-    """A tp x pp heatmap of ``value`` (cells of :func:`gpusim.parallelism.layout_grid`, one micro-batch each);
-    infeasible cells are blank with their reason in the hover and an x, cells that do not fit are marked."""
+    """A tp x pp heatmap of ``value``: cells of :func:`gpusim.parallelism.layout_grid` (one micro-batch each) or
+    of the layout search folded per tp x pp (``gpusim.app_pages.best_layouts.cells``: a cell's ``layout`` names the
+    best layout there, shown in the hover); infeasible cells are blank with their reason in the hover and an x,
+    cells that do not fit are marked; ``best`` (an index of ``cells``) gets a star."""
     tps = sorted({int(c["tp"]) for c in cells})
     pps = sorted({int(c["pp"]) for c in cells})
     z = [[None] * len(tps) for _ in pps]
@@ -718,7 +776,9 @@ def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_
             text[r][k] = (f"{mark}{v:,.4g}" if c.get("fits_in_memory") else "✗ memory")
         else:
             text[r][k] = "✗"
-        hover[r][k] = (f"tp {c['tp']}, pp {c['pp']}, micro-batch {c['micro_batch']}<br>"
+        hover[r][k] = ((f"{c['layout']}<br>" if c.get("layout") else
+                        f"tp {c['tp']}, pp {c['pp']}" + (f", micro-batch {c['micro_batch']}" if c.get("micro_batch")
+                                                         else "") + "<br>")
                        + (f"{label}: {float(c[value]):,.4g}<br>" if c.get(value) is not None else "")
                        + (c.get("reason") or "fits"))
     fig = go.Figure(go.Heatmap(
@@ -733,12 +793,15 @@ def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_
 SCHEDULE_COLORS = {"F": "#4C78A8", "B": "#72B7B2"}
 
 
-def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedule of one step") -> go.Figure:
+def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedule of one step",
+                             bubble_frac: float | None = None) -> go.Figure:
     """Stages x time: one bar per forward (F) and backward (B) pass of a micro-batch (and chunk), from
-    :func:`gpusim.parallelism.pipeline_schedule`; the gaps are the bubble."""
+    :func:`gpusim.parallelism.pipeline_schedule`; the gaps are the bubble. The title gives the bubble's share:
+    ``bubble_frac`` when given (the model's own figure, ``pp_bubble_s / step_s``, the one the advice and the
+    layout table quote), else the idle share of the drawn schedule. Time in s or ms by the step (:func:`time_unit`)."""
     fig = go.Figure()
-    scale = 1.0 / units.MS if schedule["step_s"] < 10 else 1.0
-    unit = "ms" if scale != 1.0 else "s"
+    div, unit, _ = time_unit(schedule["step_s"])
+    scale = 1.0 / div
     for kind, name in (("F", "forward"), ("B", "backward")):
         bl = [b for b in schedule["blocks"] if b["kind"] == kind]
         fig.add_trace(go.Bar(
@@ -749,8 +812,9 @@ def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedu
             textposition="inside", insidetextanchor="middle",
             customdata=[[b["micro_batch"], b["chunk"]] for b in bl],
             hovertemplate=f"{name} of micro-batch %{{customdata[0]}}, chunk %{{customdata[1]}}<br>"
-                          f"%{{base:.4g}}-%{{x:.4g}} {unit}<extra></extra>"))
-    fig.update_xaxes(title_text=f"time in the step ({unit})", rangemode="tozero")
+                          f"%{{base:,.4g}}-%{{x:,.4g}} {unit}<extra></extra>"))
+    fig.update_xaxes(title_text=f"time in the step ({unit})", rangemode="tozero", tickformat=",~g")
     fig.update_yaxes(autorange="reversed", type="category")
-    busy = schedule["busy_frac"]
-    return _layout(fig, f"{title} (bubble {1 - busy:.0%})", 120 + 34 * schedule["pp"], barmode="overlay")
+    bubble = (1 - schedule["busy_frac"]) if bubble_frac is None else float(bubble_frac)
+    what = "" if bubble_frac is None else " of the step"
+    return _layout(fig, f"{title} (bubble {bubble:.0%}{what})", 120 + 34 * schedule["pp"], barmode="overlay")
