@@ -117,23 +117,45 @@ def num(x: float) -> str:
     return f"{x:.3g}"
 
 
-def log_ticks(lo: float, hi: float, *, fmt=None) -> tuple[list[float], list[str]]:
+def tick(x: float) -> str:
+    """A tick label without an exponent or trailing zeros: 0.5 / 2 / 50 / 2,000 / 100,000."""
+    x = float(x)
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def log_ticks(lo: float, hi: float, *, fmt=None, most: int = 12) -> tuple[list[float], list[str]]:
     """Tick values and labels of a log axis from ``lo`` to ``hi``: every decade and the 2 and 5 in between
-    (1, 2, 5, 10, 20 ...), so that even a span under one decade has two or more labels; ``fmt`` writes a
-    value (default :func:`num`)."""
-    fmt = fmt or num
+    (1, 2, 5, 10, 20 ...; 3s, then more, added while fewer than 3 fall in the span, so that a span under one decade
+    still has labels); over ``most`` ticks, the
+    decades only (every other decade past ``most`` decades); ``fmt`` writes a value (default :func:`tick`)."""
+    fmt = fmt or tick
     if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
         return [], []
     lo, hi = min(lo, hi), max(lo, hi)
-    vals = []
-    for d in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
-        for m in (1, 2, 5):
-            v = m * 10.0 ** d
-            if lo / 1.0001 <= v <= hi * 1.0001:
-                vals.append(v)
-    if len(vals) > 12:  # many decades: the decades only
+    for mantissas in ((1, 2, 5), (1, 2, 3, 5), (1, 1.5, 2, 3, 4, 5, 7)):  # finer while under 3 ticks
+        vals = []
+        for d in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+            for m in mantissas:
+                v = m * 10.0 ** d
+                if lo / 1.0001 <= v <= hi * 1.0001:
+                    vals.append(v)
+        if len(vals) >= 3:
+            break
+    if len(vals) > most:  # many decades: the decades only
         vals = [v for v in vals if f"{v:.0e}".startswith("1")]
+        while len(vals) > most:
+            vals = vals[::2]
     return vals, [fmt(v) for v in vals]
+
+
+def si(x: float) -> str:
+    """An SI-prefixed count for a tick: 500 / 2k / 10M / 1G / 100T."""
+    x = float(x)
+    for div, suf in ((units.PETA, "P"), (units.TERA, "T"), (units.GIGA, "G"), (units.MEGA, "M"),
+                     (units.KILO, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"
 
 
 def usd(x: float) -> str:
@@ -539,8 +561,8 @@ def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_k
                   highlight: Mapping | None = None, title: str = "Time to train vs cost") -> go.Figure:
     """Every evaluated configuration as a point (time vs US dollars), the Pareto frontier as a line, the
     deadline and budget as limits, and the recommended configuration (``highlight``) as a star. Time is in
-    minutes, hours or days, whichever the typical configuration takes; both log axes tick once per decade with
-    whole labels (1, 10, 100 ...; $1k, $10k ...)."""
+    minutes, hours or days, whichever the typical configuration takes; both axes are log, ticked at 1, 2 and 5 of
+    every decade (1, 2, 5, 10 ...; $1k, $2k, $5k ...), or linear when the values span less than a factor of 3."""
     times = sorted(float(p[time_key]) for p in points if math.isfinite(float(p[time_key] or math.inf)))
     typical = times[len(times) // 2] if times else units.DAY
     div, unit = ((units.MINUTE, "minutes") if typical < 2 * units.HOUR else
@@ -564,26 +586,49 @@ def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_k
             name="recommended", text=[str(highlight.get(label_key, ""))],
             marker={"symbol": "star", "size": 18, "color": "#000000", "line": {"width": 1, "color": "#FFFFFF"}},
             hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit}, $%{{y:,.0f}}<extra>recommended</extra>"))
+    xs = [float(p[time_key]) / div for p in points] + ([deadline_s / div] if deadline_s else [])
+    ys = [float(p[cost_key]) for p in points] + ([float(budget_usd)] if budget_usd else [])
+    x_log = _ticked_axis(fig, "x", xs, fmt=tick, title=f"time to train ({unit})", linear_format=",~g")
+    y_log = _ticked_axis(fig, "y", ys, fmt=usd, title="cost (USD)", linear_format="$,~s")
     if deadline_s:
-        _vline(fig, deadline_s / div, text="deadline", log=True, line_dash="dash", line_color=LIMIT_COLOR)
+        _vline(fig, deadline_s / div, text="deadline", log=x_log, line_dash="dash", line_color=LIMIT_COLOR)
     if budget_usd:
-        _hline(fig, budget_usd, text="budget", log=True, line_dash="dash", line_color=LIMIT_COLOR)
-    fig.update_xaxes(title_text=f"time to train ({unit})", type="log", dtick=1, tickformat="~s")
-    fig.update_yaxes(title_text="cost (USD)", type="log", dtick=1, tickformat="$~s")
+        _hline(fig, budget_usd, text="budget", log=y_log, line_dash="dash", line_color=LIMIT_COLOR)
     return _layout(fig, title, 460)
+
+
+def _ticked_axis(fig: go.Figure, axis: str, values: Sequence[float], *, fmt, title: str,
+                 linear_format: str) -> bool:
+    """A log axis ticked at 1, 2, 5 x every decade (:func:`log_ticks`, labels written by ``fmt``) over the values,
+    its range the values' with a margin, or a linear axis (``linear_format``) when the values span less than
+    a factor of 3, where a log axis would show one label or none. Returns whether the axis is log."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    if not vals or max(vals) / min(vals) < 3.0:
+        update(title_text=title, type="linear", tickformat=linear_format, rangemode="tozero")
+        return False
+    lo, hi = min(vals), max(vals)
+    pad = (hi / lo) ** 0.06  # room for the markers at both ends, as plotly's autorange would leave
+    tv, tt = log_ticks(lo, hi, fmt=fmt)  # labels where the data are (3 or more: see log_ticks)
+    update(title_text=title, type="log", tickvals=tv, ticktext=tt,
+           range=[math.log10(lo / pad), math.log10(hi * pad)])
+    return True
 
 
 def sensitivity_figure(rows: Sequence[Mapping], *, title: str = "What moves the answer most") -> go.Figure:
     """A tornado chart: for each assumption (rows of ``PlanResult.sensitivity``), the change of the cost and of
-    the time to train (percent) at the low and the high end of its range, largest swing on top."""
+    the time to train (percent) at the low (solid) and the high (hatched) end of its range, largest swing on top."""
     rows = sorted(rows, key=lambda r: float(r.get("swing_frac", 0.0)))
     names = [f"{r['assumption']} ({r['range']})" for r in rows]
     fig = go.Figure()
     for key, label, color in (("cost", "cost", _color(1)), ("time", "time to train", _color(0))):
-        for end, opacity in (("low", 1.0), ("high", 0.55)):
+        # the low end solid, the high end hatched in the same colour: two swatches a legend tells apart
+        for end, marker in (("low", {"color": color}),
+                            ("high", {"color": "#FFFFFF", "line": {"color": color, "width": 1.5},
+                                      "pattern": {"shape": "/", "fgcolor": color, "solidity": 0.45}})):
             fig.add_trace(go.Bar(
                 x=[100.0 * float(r[f"{key}_{end}_frac"]) for r in rows], y=names, orientation="h",
-                name=f"{label}, {end} end", marker={"color": color, "opacity": opacity},
+                name=f"{label}, {end} end", marker=marker,
                 hovertemplate=f"%{{y}}<br>{label}: %{{x:+.1f}}%<extra>{end} end</extra>"))
     fig.update_xaxes(title_text="change (%)", zeroline=True, zerolinewidth=2)
     return _layout(fig, title, max(220, 80 + 45 * len(rows)), barmode="group", per_row=2)
@@ -640,14 +685,19 @@ def measured_vs_fitted_figure(curves: Mapping[str, Mapping[str, Sequence]], *, x
             line={"color": color, "width": 2}, text=text,
             hovertemplate=f"%{{text}}<br>fitted %{{y:.4g}} {unit}<extra>{label}</extra>"))
     fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear", exponentformat="SI", tickformat="~s")
+    all_x = [float(x) for c in curves.values() for x in c["x"]]
     if bytes_x:
-        _byte_ticks(fig, [x for c in curves.values() for x in c["x"]])
+        _byte_ticks(fig, all_x)
+    elif log_x and all_x:  # explicit ticks: plotly labels the 2s and 5s between decades too, and they overlap
+        tv, tt = log_ticks(min(x for x in all_x if x > 0), max(all_x), fmt=si, most=7)
+        fig.update_xaxes(tickvals=tv, ticktext=tt)
     fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear",
                      **({} if log_y else {"rangemode": "tozero"}))
-    if log_y:  # decade ticks when the values span decades (plotly would label 2 and 5 in between)
+    if log_y:
         ys = [v for tr in fig.data for v in tr.y if v is not None and v > 0]
-        if ys and math.log10(max(ys) / min(ys)) >= 2:
-            fig.update_yaxes(dtick=1, tickformat="~g")
+        if ys:
+            tv, tt = log_ticks(min(ys), max(ys), most=7)
+            fig.update_yaxes(tickvals=tv, ticktext=tt)
     return _layout(fig, title, 380, per_row=4)
 
 
