@@ -21,7 +21,8 @@ PIN_FIELDS = ("micro_batch", "recompute", "vp")
 MEMORY_REASON = REASONS[R_MEMORY]
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+# cache_resource: the rows are shared, not copied per rerun (nothing here or in the page changes them)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def _search(key: str, _scenario, _db, _params, global_batch: int, pins: tuple) -> dict:
     from gpusim.search import Pins, explain_best, search_layouts, search_table
     from gpusim.simulation import nvlink_domain_gpus, resolve_hardware

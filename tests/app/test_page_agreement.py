@@ -109,7 +109,7 @@ def test_parallelism_global_batch_change_reuses_the_cached_search(monkeypatch):
     calls = []
     real = search.search_layouts
     monkeypatch.setattr(search, "search_layouts", lambda *a, **k: calls.append(k.get("global_batch")) or real(*a, **k))
-    st.cache_data.clear()
+    st.cache_resource.clear()
     at = run_app("parallelism", {**LLAMA, "model": "llama3-8b", "gpus": "16", "nodes": "2"}, timeout=120)
     assert calls == [64]
     at.number_input(key="par_gb").set_value(128).run()
