@@ -316,6 +316,14 @@ def check_url(snapshot: dict[str, list[str]], scope: str) -> None:
                 f"URL parameter {key}={w[:40]!r} ignored: not a valid choice{hint} The page uses {uses!r} instead.")
 
 
+def _flop(flop: float) -> str:
+    """A FLOP count without an exponent: 78.9 GFLOP / 1,315 TFLOP (never '1.315e+06 GFLOP')."""
+    div, unit = ((units.TERA, "TFLOP") if flop >= 10 * units.TERA else (units.GIGA, "GFLOP") if flop >= units.GIGA
+                 else (units.MEGA, "MFLOP"))
+    v = flop / div
+    return f"{v:,.0f} {unit}" if v >= 1000 else f"{v:.4g} {unit}"
+
+
 def _default(key: str, options: list | None = None, fallback: Any = None):
     v = DEFAULTS[key]
     if options is not None and v not in options:
@@ -385,7 +393,7 @@ def sidebar() -> Context:
                         s["seq"] = number_input(st, "Sequence length (tokens)", 1, 10_000_000, None, key="seq", bind=BIND,
                                                    placeholder=f"{wl.seq_len} (the model's)")
                     st.caption(f"{wl.name}: {wl.params / units.GIGA:.3g} B parameters, "
-                               f"{wl.fwd_flop_per_sample / units.GIGA:.4g} GFLOP forward per {wl.sample_unit}")
+                               f"{_flop(wl.fwd_flop_per_sample)} forward per {wl.sample_unit}")
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):
