@@ -148,6 +148,27 @@ def log_ticks(lo: float, hi: float, *, fmt=None, most: int = 12) -> tuple[list[f
     return vals, [fmt(v) for v in vals]
 
 
+def log_axis(values: Sequence[float], *, fmt=None, most: int = 12) -> dict:
+    """Layout of a log axis over ``values``: :func:`log_ticks` where the data are, one more tick beyond each end
+    (so the labels bound the data: 20 ... 5,000 for data from 21.7 to 2,980) and the range to those ticks, with a
+    small margin. ``{}`` without positive values."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not vals:
+        return {}
+    lo, hi = min(vals), max(vals)
+    tv, _ = log_ticks(lo, hi, most=most)
+    decades = len(tv) > 3 and all(f"{v:.0e}".startswith("1") for v in tv)
+    if not tv or tv[0] > lo * 1.0001:
+        below = [10.0 ** math.floor(math.log10(lo))] if decades else log_ticks(lo / 10, lo)[0][-1:]
+        tv = below + tv
+    if tv[-1] < hi / 1.0001:
+        above = [10.0 ** math.ceil(math.log10(hi))] if decades else log_ticks(hi, hi * 10)[0][:1]
+        tv = tv + above
+    a, b = math.log10(min(tv[0], lo)), math.log10(max(tv[-1], hi))
+    pad = 0.03 * max(b - a, 0.1)
+    return {"type": "log", "tickvals": tv, "ticktext": [(fmt or tick)(v) for v in tv], "range": [a - pad, b + pad]}
+
+
 def si(x: float) -> str:
     """An SI-prefixed count for a tick: 500 / 2k / 10M / 1G / 100T."""
     x = float(x)
@@ -607,11 +628,7 @@ def _ticked_axis(fig: go.Figure, axis: str, values: Sequence[float], *, fmt, tit
     if not vals or max(vals) / min(vals) < 3.0:
         update(title_text=title, type="linear", tickformat=linear_format, rangemode="tozero")
         return False
-    lo, hi = min(vals), max(vals)
-    pad = (hi / lo) ** 0.06  # room for the markers at both ends, as plotly's autorange would leave
-    tv, tt = log_ticks(lo, hi, fmt=fmt)  # labels where the data are (3 or more: see log_ticks)
-    update(title_text=title, type="log", tickvals=tv, ticktext=tt,
-           range=[math.log10(lo / pad), math.log10(hi * pad)])
+    update(title_text=title, **log_axis(vals, fmt=fmt))  # labels where the data are, and one beyond each end
     return True
 
 
@@ -689,15 +706,13 @@ def measured_vs_fitted_figure(curves: Mapping[str, Mapping[str, Sequence]], *, x
     if bytes_x:
         _byte_ticks(fig, all_x)
     elif log_x and all_x:  # explicit ticks: plotly labels the 2s and 5s between decades too, and they overlap
-        tv, tt = log_ticks(min(x for x in all_x if x > 0), max(all_x), fmt=si, most=7)
-        fig.update_xaxes(tickvals=tv, ticktext=tt)
+        fig.update_xaxes(**log_axis(all_x, fmt=si, most=7))
     fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear",
                      **({} if log_y else {"rangemode": "tozero"}))
     if log_y:
         ys = [v for tr in fig.data for v in tr.y if v is not None and v > 0]
         if ys:
-            tv, tt = log_ticks(min(ys), max(ys), most=7)
-            fig.update_yaxes(tickvals=tv, ticktext=tt)
+            fig.update_yaxes(**log_axis(ys, most=7))
     return _layout(fig, title, 380, per_row=4)
 
 
