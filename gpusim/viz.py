@@ -149,21 +149,23 @@ def log_ticks(lo: float, hi: float, *, fmt=None, most: int = 12) -> tuple[list[f
 
 
 def log_axis(values: Sequence[float], *, fmt=None, most: int = 12) -> dict:
-    """Layout of a log axis over ``values``: :func:`log_ticks` where the data are, one more tick beyond each end
-    (so the labels bound the data: 20 ... 5,000 for data from 21.7 to 2,980) and the range to those ticks, with a
-    small margin. ``{}`` without positive values."""
+    """Layout of a log axis over ``values``: :func:`log_ticks` where the data are, and the next tick beyond an end
+    when it lies close to the data (20 below data from 21.7, so the labels bound them; not $500k above $210k, which
+    would waste a third of the chart); the range to the data and those ticks, with a small margin. ``{}`` without
+    positive values."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
     if not vals:
         return {}
     lo, hi = min(vals), max(vals)
     tv, _ = log_ticks(lo, hi, most=most)
     decades = len(tv) > 3 and all(f"{v:.0e}".startswith("1") for v in tv)
+    near = 1.35  # an outer tick this close to the data is worth the extra room (20 below 21.7; not 500k above 210k)
     if not tv or tv[0] > lo * 1.0001:
         below = [10.0 ** math.floor(math.log10(lo))] if decades else log_ticks(lo / 10, lo)[0][-1:]
-        tv = below + tv
+        tv = [v for v in below if v >= lo / near or not tv] + tv
     if tv[-1] < hi / 1.0001:
         above = [10.0 ** math.ceil(math.log10(hi))] if decades else log_ticks(hi, hi * 10)[0][:1]
-        tv = tv + above
+        tv = tv + [v for v in above if v <= hi * near or len(tv) < 2]
     a, b = math.log10(min(tv[0], lo)), math.log10(max(tv[-1], hi))
     pad = 0.03 * max(b - a, 0.1)
     return {"type": "log", "tickvals": tv, "ticktext": [(fmt or tick)(v) for v in tv], "range": [a - pad, b + pad]}

@@ -415,3 +415,13 @@ def test_gemm_axis_ticks_are_decades_that_cannot_overlap():
     assert len(tv) >= 2 and all(b / a >= 10 for a, b in zip(tv, tv[1:]))
     assert min(xs) / 10 <= tv[0] and tv[-1] <= max(xs) * 10
     assert all("e" not in t for t in fig.layout.xaxis.ticktext)
+
+
+def test_log_axis_labels_the_data_and_adds_only_near_outer_ticks():
+    ax = viz.log_axis([21.7, 54.5, 2980.0])
+    assert ax["tickvals"][0] == 20.0 and ax["tickvals"][-1] == 2000.0  # 20 is close below; 5,000 too far above
+    lo, hi = ax["range"]
+    assert lo <= math.log10(20.0) and hi >= math.log10(2980.0)  # the data and the ticks are all in range
+    ax = viz.log_axis([21_000.0, 210_000.0], fmt=viz.usd)
+    assert ax["ticktext"] == ["$20k", "$50k", "$100k", "$200k"]
+    assert viz.log_axis([0.0, -1.0]) == {}
