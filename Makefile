@@ -21,13 +21,16 @@ CHROMIUM ?= /usr/bin/chromium
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# editable_mode=compat: the checkout goes on sys.path as a plain .pth entry, so that a folder named gpusim in the
+# working directory cannot shadow the package (setuptools' default editable finder loses to it; issue 19,
+# tests/packaging/test_editable.py); gpusim/__init__.py maps hwdb/ and calibrate/ as pyproject's package-dir does.
 $(VENV)/.app-stamp: pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[app]"
+	$(PIP) install -q --config-settings editable_mode=compat -e ".[app]"
 	touch $@
 
 $(VENV)/.test-stamp: pyproject.toml | $(PY)
 	$(PIP) install -q "$(TORCH_SPEC)"
-	$(PIP) install -q -e ".[app,calibrate,test]" "$(TORCH_SPEC)"
+	$(PIP) install -q --config-settings editable_mode=compat -e ".[app,calibrate,test]" "$(TORCH_SPEC)"
 	touch $@ $(VENV)/.app-stamp
 
 app: $(VENV)/.app-stamp

@@ -34,6 +34,21 @@ FIGURES = (("step_s", "step", "s", False), ("throughput_samples_per_s", "through
            ("fits_in_memory", "fits", "", True), ("bottleneck", "bottleneck", "", None))
 
 
+#: [issue 19] the figures an LLM comparison leads with: tokens per GPU and model FLOP/s, as NVIDIA's tables report
+LLM_FIGURES = (("tokens_per_s_per_gpu", "tokens/s per GPU", "tokens/s", True),
+               ("model_tflop_per_s_per_gpu", "model TFLOP/s per GPU", "TFLOP/s", True))
+
+
+def is_llm(result: Mapping[str, Any]) -> bool:
+    """A result (``StepResult.to_dict()``) of an LLM layout (it has memory per pipeline stage)."""
+    return bool(result.get("memory_per_stage_bytes"))
+
+
+def figures_for(results: Sequence[Mapping[str, Any]]) -> tuple:
+    """The figures to show for these results: the LLM ones first when any is an LLM layout."""
+    return (LLM_FIGURES + FIGURES) if any(is_llm(r) for r in results) else FIGURES
+
+
 def scenario_from_json(doc: Mapping[str, Any], source: str = "JSON") -> tuple[Any, str | None]:
     """``(Scenario, calibration file or None)`` from the object ``gpusim predict --json`` printed."""
     from gpusim.simulation import Scenario
@@ -109,12 +124,13 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
             try:
                 alone = simulate(_apply(ref, flat, keys), db=db, params=ref_params, recommend=False)
                 entry["alone_samples_per_s"] = alone.throughput_samples_per_s
+                entry["alone_tokens_per_s_per_gpu"] = alone.tokens_per_s_per_gpu
                 entry["effect_samples_per_s"] = alone.throughput_samples_per_s - ref_thr
                 entry["share_of_gap_frac"] = (entry["effect_samples_per_s"] / gap) if gap else None
                 entry["fits_in_memory"] = alone.fits_in_memory
                 entry["note"] = None if alone.fits_in_memory else "does not fit in memory on its own"
             except (GpusimError, ValueError) as e:  # a change that is impossible on its own (e.g. dp across nodes)
-                entry.update(alone_samples_per_s=None, effect_samples_per_s=None, share_of_gap_frac=None,
+                entry.update(alone_samples_per_s=None, alone_tokens_per_s_per_gpu=None, effect_samples_per_s=None, share_of_gap_frac=None,
                              fits_in_memory=None, note=f"not possible on its own: {str(e)[:160]}")
             return entry
 
@@ -141,7 +157,11 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
         explained = sum(r["effect_samples_per_s"] or 0.0 for r in rows
                         if len(r["inputs"]) == 1 or r["inputs"].keys() in [set(g) for g in groups])
         gaps.append({"name": name, "reference": names[0], "throughput_ratio": res.throughput_samples_per_s / ref_thr,
-                     "gap_samples_per_s": gap, "changes": rows,
+                     "gap_samples_per_s": gap,
+                     "gap_tokens_per_s_per_gpu": (res.tokens_per_s_per_gpu - ref_res.tokens_per_s_per_gpu
+                                                  if res.tokens_per_s_per_gpu is not None
+                                                  and ref_res.tokens_per_s_per_gpu is not None else None),
+                     "mfu_frac": [ref_res.mfu_frac, res.mfu_frac], "changes": rows,
                      "explains_most": rows[0] if rows and rows[0]["effect_samples_per_s"] is not None else None,
                      "interaction_samples_per_s": gap - explained})
     return {"names": names, "results": [r.to_dict() for r in results], "inputs": flats, "differs": differs,

@@ -30,7 +30,7 @@ def layout_grid(scenario, tps, pps, micro_batches=(1,), *, db=None, params=None)
     from gpusim.hwdb import load
     from gpusim.model.step import BOTTLENECKS, evaluate
     from gpusim.params import DEFAULT_PARAMS
-    from gpusim.simulation import resolve_hardware, resolve_workload, scenario_row, stack_rows
+    from gpusim.rows import resolve_hardware, resolve_workload, scenario_row, stack_rows
 
     db = db or load()
     params = params or DEFAULT_PARAMS

@@ -81,6 +81,26 @@ def _generic_host(db) -> Node | None:
     return max(cands, key=lambda n: n.gpus_per_node) if cands else None
 
 
+def implied_nodes(db, *, gpus: int, gpu: str | None = None, node: str | None = None) -> int | None:
+    """[issue 20] The node count the hardware implies for ``gpus`` GPUs when the user gives none: ``gpus`` over the
+    GPUs per node of the node template (``node``), or of the GPU's own board for an SXM/OAM/superchip part (the
+    node :func:`resolve_hardware` would insist on); None when one node holds them, when the count does not divide
+    evenly (the scenario's own error then names the fix) or when nothing says (a PCIe card)."""
+    if gpus <= 1 or not (gpu or node):
+        return None
+    if node:
+        per_node = db.node(node).gpus_per_node
+    else:
+        g = db.gpu(gpu)
+        own = [n for n in db.nodes.values() if n.gpu == g.id]
+        if g.form_factor == "pcie" or not own:
+            return None
+        per_node = max(n.gpus_per_node for n in own)
+    if gpus <= per_node or gpus % per_node:
+        return None
+    return gpus // per_node
+
+
 def resolve_hardware(scn: Scenario, db) -> Hardware:
     """Fill in the fabric, CPUs and NICs a scenario leaves unsaid, from its node or the GPU's usual node."""
     notes: list[str] = []

@@ -72,7 +72,7 @@ class Scenario(FiniteModel):
     def _check(self):
         if (self.model is None) == (self.workload is None):
             raise ValueError("give exactly one of `model` (a catalogue id) or `workload`")
-        if self.gpu is None and self.node is None:
+        if not self.gpu and not self.node:  # (an empty id is no id)
             raise ValueError("give a GPU (`gpu`) or a node template (`node`)")
         if self.gpus % self.nodes:
             raise ValueError(f"{self.gpus} GPUs cannot be split evenly over {self.nodes} nodes "

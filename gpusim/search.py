@@ -629,7 +629,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                       "micro_batch": int(lay_b["micro_batch"][b]), "accum": int(lay_b["n_micro"][b]),
                       "pp_bubble_frac": float(out["pp_bubble_s"][b] / out["step_s"][b]), "layout_why": text,
                       "bottleneck": BOTTLENECKS[int(out["bottleneck_code"][b])], "reason": "",
-                      "throughput_tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
+                      "tokens_per_s": float(out["throughput_samples_per_s"][b]) * seq})
         elif why_not[h] is None:
             m = least_mem[h]
             r["reason"] = ("no layout fits in GPU memory" + (f" (the smallest needs at least {m / units.GIB:.1f} GiB of "

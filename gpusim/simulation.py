@@ -55,7 +55,6 @@ class StepResult:
     step_s: float
     throughput_samples_per_s: float
     throughput_per_gpu_samples_per_s: float
-    throughput_tokens_per_s: float | None
     speedup: float
     scaling_efficiency_frac: float
     mfu_frac: float
@@ -86,6 +85,11 @@ class StepResult:
     parallelism: dict = field(default_factory=dict)
     memory_per_stage_bytes: dict = field(default_factory=dict)
     n_micro_batches: int = 1
+
+    @property
+    def throughput_tokens_per_s(self) -> float | None:
+        """The old name of :attr:`tokens_per_s` (one name per quantity: issue 19)."""
+        return self.tokens_per_s
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -197,7 +201,6 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
     return StepResult(
         step_s=float(r["step_s"]), throughput_samples_per_s=thr,
         throughput_per_gpu_samples_per_s=float(r["throughput_per_gpu_samples_per_s"]),
-        throughput_tokens_per_s=thr * tokens if tokens else None,
         speedup=speedup, scaling_efficiency_frac=speedup / hw.n_gpus, mfu_frac=float(r["mfu_frac"]),
         gpu_util_frac=float(r["gpu_util_frac"]), memory_per_gpu_bytes=float(r["memory_per_gpu_bytes"]),
         memory_capacity_bytes=hw.gpu.memory_bytes, fits_in_memory=bool(r["fits_in_memory"]),
@@ -318,7 +321,7 @@ def scaling_curve(scenario: Scenario | dict, gpu_counts=None, *, mode: str = "we
     ref = thr[one[0]] if one else thr[0] / meta[0][0]
     result = []
     for i, (n, nodes, b) in enumerate(meta):
-        result.append({"gpus": n, "nodes": nodes, "per_gpu_batch": b, "global_batch": b * st.accum * n,
+        result.append({"n_gpus": n, "n_nodes": nodes, "per_gpu_batch": b, "global_batch": b * st.accum * n,
                        "step_s": float(out["step_s"][i]), "throughput_samples_per_s": float(thr[i]),
                        "speedup": float(thr[i] / ref), "scaling_efficiency_frac": float(thr[i] / ref / n),
                        "fits_in_memory": bool(out["fits_in_memory"][i]),

@@ -73,7 +73,7 @@ DEFAULT_CHUNK_ROWS = 1_000_000
 COLUMNS = (
     "node", "node_kind", "gpu", "gpus_per_node", "nodes", "n_gpus", "intra_link", "inter_link", "strategy",
     "precision", "checkpointing", "cpu_offload", "micro_batch", "accum", "global_batch", "num_workers",
-    "feasible", "reason", "fits_in_memory", "step_s", "throughput_samples_per_s", "throughput_tokens_per_s",
+    "feasible", "reason", "fits_in_memory", "step_s", "throughput_samples_per_s", "tokens_per_s",
     "throughput_per_gpu_samples_per_s", "speedup", "scaling_efficiency_frac", "mfu_frac", "gpu_util_frac",
     "memory_per_gpu_bytes", "memory_capacity_bytes", "max_micro_batch", "bottleneck", *BREAKDOWN_KEYS,
     "comm_total_s", "loader_supply_samples_per_s", "single_gpu_step_s", "cores_per_gpu",
@@ -565,7 +565,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         "num_workers": w_h[hb].astype(np.int64),
         "feasible": feasible, "reason": pd.Categorical.from_codes(reason, categories=reasons.messages),
         "fits_in_memory": fits,
-        "step_s": res["step_s"], "throughput_samples_per_s": thr, "throughput_tokens_per_s": thr * tokens,
+        "step_s": res["step_s"], "throughput_samples_per_s": thr, "tokens_per_s": thr * tokens,
         "throughput_per_gpu_samples_per_s": res["throughput_per_gpu_samples_per_s"],
         "speedup": speedup, "scaling_efficiency_frac": speedup / a_n[b_a],
         "mfu_frac": res["mfu_frac"], "gpu_util_frac": res["gpu_util_frac"],

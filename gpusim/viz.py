@@ -307,7 +307,7 @@ def gains_figure(recommendations: Sequence[Mapping], *, title: str = "Predicted 
 # --- Scaling page ------------------------------------------------------------------------------------
 
 def _curve_xy(rows: Sequence[Mapping], key: str, scale: float = 1.0):
-    xs = [int(r["gpus"]) for r in rows]
+    xs = [int(r["n_gpus"]) for r in rows]
     ys = [_f(float(r[key]) * scale) for r in rows]
     fits = [bool(r.get("fits_in_memory", True)) for r in rows]
     return xs, ys, fits
@@ -360,7 +360,7 @@ def efficiency_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "
 def breakdown_vs_gpus_figure(rows: Sequence[Mapping], *, title: str = "Step time by part vs GPU count") -> go.Figure:
     """Stacked bars of each part of the step (ms) for each GPU count of one scaling curve."""
     fig = go.Figure()
-    xs = [str(int(r["gpus"])) for r in rows]
+    xs = [str(int(r["n_gpus"])) for r in rows]
     for key, label in BREAKDOWN_LABELS.items():
         ys = [float(r.get(key, 0.0)) / units.MS for r in rows]
         if not any(y > 0 for y in ys):

@@ -87,11 +87,11 @@ if inuse is not None:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _plan(key: str, _wl, _params, kwargs: dict):
-    import gpusim
+    from gpusim.planning import plan  # (gpusim.plan is the CLI's mirror; the page passes a Workload and arrays)
 
-    res = gpusim.plan(**({"workload": _wl} if state.get("wl") == "custom" else
-                         {"model": state["model"], "seq_len": state.get("seq") or None}), db=shell.get_db(),
-                      params=_params, **kwargs)
+    res = plan(**({"workload": _wl} if state.get("wl") == "custom" else
+                  {"model": state["model"], "seq_len": state.get("seq") or None}), db=shell.get_db(),
+               params=_params, **kwargs)
     return res.to_dict(), res.to_dict(every=False)["configurations"]
 
 

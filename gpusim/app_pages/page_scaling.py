@@ -105,8 +105,8 @@ if own:
         shell.chart(viz.breakdown_vs_gpus_figure(own), key="fig_parts_vs_gpus")
     with right:
         last = own[-1]
-        st.metric(f"Efficiency at {last['gpus']} GPUs", f"{last['scaling_efficiency_frac']:.0%}")
-        st.metric(f"Speedup at {last['gpus']} GPUs", f"{last['speedup']:.3g}x")
+        st.metric(f"Efficiency at {last['n_gpus']} GPUs", f"{last['scaling_efficiency_frac']:.0%}")
+        st.metric(f"Speedup at {last['n_gpus']} GPUs", f"{last['speedup']:.3g}x")
         st.metric("Bottleneck there", last["bottleneck"])
 
 rows = A.curves_table(by_fabric, "fabric") + A.curves_table(by_kind, "strategy")

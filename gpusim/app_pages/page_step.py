@@ -56,7 +56,7 @@ with right:
               help="one optimizer step (all accumulation micro-batches)" + step_band)
     tput = shell.fmt_count(res.throughput_samples_per_s)
     c2.metric("Samples/s", tput, help=f"{res.throughput_per_gpu_samples_per_s:,.4g} per GPU"
-              + (f"; {shell.fmt_count(res.throughput_tokens_per_s)} tokens/s" if res.throughput_tokens_per_s else "")
+              + (f"; {shell.fmt_count(res.tokens_per_s)} tokens/s" if res.tokens_per_s else "")
               + tput_band)
     if band:
         lo, hi = band["throughput_samples_per_s"]
@@ -71,8 +71,8 @@ with right:
     c1.metric("MFU", f"{res.mfu_frac:.1%}", help="model FLOPs / (step time x GPUs x dense peak)")
     c2.metric("GPU busy", f"{res.gpu_util_frac:.0%}", help="estimated utilisation: kernel time / step time; "
                                                           "aim above 80%")
-    if res.throughput_tokens_per_s:
-        st.caption(f"{shell.fmt_count(res.throughput_tokens_per_s)} tokens/s · global batch {res.global_batch}")
+    if res.tokens_per_s:
+        st.caption(f"{shell.fmt_count(res.tokens_per_s)} tokens/s · global batch {res.global_batch}")
     else:
         st.caption(f"{res.throughput_per_gpu_samples_per_s:,.4g} samples/s per GPU · global batch {res.global_batch}")
 

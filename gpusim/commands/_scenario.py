@@ -12,7 +12,7 @@ def scenario_type(field: str, unit: str = ""):
     """argparse type: the range of the Scenario field (checked when the flag is given)."""
     from gpusim.checks import FieldBound
 
-    return FieldBound("gpusim.simulation:Scenario", field, unit)
+    return FieldBound("gpusim.scenario:Scenario", field, unit)
 
 
 def strategy_type(field: str, unit: str = ""):
@@ -22,6 +22,9 @@ def strategy_type(field: str, unit: str = ""):
 
 
 def add_scenario_args(p, *, batch_required: bool = True) -> None:
+    """The scenario flags; ``batch_required``: a data-parallel run must give --per-gpu-batch (checked in
+    :func:`resolve`, after the model id, so that a typo in it is the error shown)."""
+    p.set_defaults(batch_required=batch_required)
     w = p.add_argument_group("workload")
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. resnet50, bert-large, llama2-7b, "
                    "or the path of a Hugging Face config.json")
@@ -31,7 +34,9 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
     h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
     h.add_argument("--gpus", type=scenario_type("gpus"), help="total GPUs (default 1, or the calibrated machine's count)")
-    h.add_argument("--nodes", type=scenario_type("nodes"), help="nodes; the GPUs are split evenly (default 1)")
+    h.add_argument("--nodes", type=scenario_type("nodes"),
+                   help="nodes; the GPUs are split evenly (default: as many as the node template's GPUs per node "
+                        "imply, else 1)")
     h.add_argument("--intra", help="intra-node link id (default: the GPU's usual fabric)")
     h.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
                                                 "pcie-host", "pcie-cross-socket"),
@@ -54,7 +59,8 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     s = p.add_argument_group("strategy")
     s.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="default ddp")
     s.add_argument("--per-gpu-batch", "--micro-batch", dest="per_gpu_batch", type=strategy_type("per_gpu_batch"),
-                   required=batch_required, help="micro-batch per GPU (samples; sequences for a language model)")
+                   help="micro-batch per GPU (samples; sequences for a language model); needed for a data-parallel "
+                        "run, default 1 for an LLM layout (--tp/--pp/--cp/--ep/--global-batch)")
     s.add_argument("--precision", choices=PRECISIONS, default="amp_bf16", help="default amp_bf16")
     s.add_argument("--accum", type=strategy_type("accum"), default=1, help="gradient accumulation steps (default 1)")
     s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
@@ -162,7 +168,8 @@ def scenario_kwargs(args) -> dict:
 def resolve(args):
     """(scenario, db, params, calibration-or-None) from the parsed flags; errors are GpusimError."""
     from gpusim.commands._common import load_db
-    from gpusim.simulation import Scenario
+    from gpusim.errors import ScenarioError
+    from gpusim.scenario import Scenario
 
     db = load_db(args)
     kwargs = scenario_kwargs(args)
@@ -181,4 +188,37 @@ def resolve(args):
             if kwargs.get(key) is None:
                 kwargs[key] = value
     kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("p2p",)}
+    if kwargs.get("per_gpu_batch") is None and (is_llm_run(args) or getattr(args, "batch_required", False)):
+        # [issue 20] the model is checked first (a typo is the error to show), then the batch it needs: an LLM
+        # layout (a layout flag, or --global-batch for a transformer) takes Megatron's usual micro-batch of one
+        # sequence; a data-parallel run must say its per-GPU batch
+        from gpusim.rules import transformer_of
+        from gpusim.workload import get_workload
+
+        wl = get_workload(kwargs["model"], seq_len=kwargs.get("seq_len"))
+        layout = any(getattr(args, k, None) is not None for k in LLM_FLAGS if k != "global_batch")
+        if layout or (getattr(args, "global_batch", None) is not None and transformer_of(wl) is not None):
+            kwargs["per_gpu_batch"] = 1
+        elif getattr(args, "batch_required", False):
+            raise ScenarioError("give the per-GPU batch: --per-gpu-batch B (samples per GPU per step; for an LLM "
+                                "layout --micro-batch B with --global-batch G)")
+    if "nodes" not in kwargs and kwargs.get("gpus"):  # [issue 20] the node template says how many GPUs a node holds
+        from gpusim.errors import GpusimError
+        from gpusim.rows import implied_nodes
+
+        try:
+            n = implied_nodes(db, gpus=int(kwargs["gpus"]), gpu=kwargs.get("gpu"), node=kwargs.get("node"))
+        except GpusimError:
+            n = None  # an unknown id: the scenario's own check says so
+        if n:
+            kwargs["nodes"] = n
     return Scenario.create(**kwargs), db, params, cal
+
+
+#: flags that make a run an LLM layout (their micro-batch defaults to 1)
+LLM_FLAGS = ("tp", "pp", "vp", "cp", "ep", "global_batch", "recompute")
+
+
+def is_llm_run(args) -> bool:
+    """An LLM layout run: a layout flag or --global-batch given."""
+    return any(getattr(args, k, None) is not None for k in LLM_FLAGS)

@@ -34,7 +34,7 @@ def register(sub) -> None:
                    help="nccl-tests output (text or -J JSON) to print beside the prediction, with the error per size")
     p.add_argument("--calibration", metavar="FILE")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_comm)
+    p.set_defaults(func=cmd_comm, result=lambda a: comm_result(a)[0])
 
 
 def parse_sizes(items: list[str]) -> list[float]:
@@ -77,10 +77,11 @@ def _measured(path: str, collective: str):
     return usable[0]
 
 
-def cmd_comm(args) -> int:
-    from gpusim import units
-    from gpusim.commands._common import load_db, print_json, print_table
+def comm_result(args):
+    """The answer of ``gpusim comm`` for parsed flags (also :func:`gpusim.comm`): a CommResult, and the measured run."""
+    from gpusim.commands._common import load_db
     from gpusim.errors import ScenarioError
+    from gpusim.results import CommResult
     from gpusim.simulation import collective
 
     if args.gpus < 1 or args.nodes < 1:
@@ -115,8 +116,17 @@ def cmd_comm(args) -> int:
             r["measured_busbw_bytes_per_s"] = m.busbw_bytes_per_s if m else None
             r["error_frac"] = (r["busbw_bytes_per_s"] / m.busbw_bytes_per_s - 1.0
                                if m and m.busbw_bytes_per_s > 0 else None)
+    return CommResult(rows), run
+
+
+def cmd_comm(args) -> int:
+    from gpusim import units
+    from gpusim.commands._common import print_json, print_table
+
+    out, run = comm_result(args)
+    rows = out.rows
     if args.json:
-        print_json(rows if len(rows) > 1 else rows[0])
+        print_json(out.to_dict())
         return 0
     head = ["size", "time", "algbw", "busbw", "algorithm", "protocol"]
     table = [[units.format_bytes(r["bytes"]), units.format_duration(r["time_s"]),

@@ -21,6 +21,7 @@ _NEED_TWO = ("compare needs at least two scenarios: flag sets separated by --vs,
 
 def register(sub) -> None:
     p = sub.add_parser("compare", help="scenarios side by side, and which difference explains most of the gap",
+                       usage="gpusim compare [--json] FLAGS_OR_FILE... [--vs FLAGS_OR_FILE...]...",
                        description="Predict two or more scenarios, print them side by side with the inputs that "
                                    "differ highlighted, and attribute each scenario's throughput gap to the first "
                                    "one change at a time (every change evaluated by the model on its own).",
@@ -28,7 +29,13 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("items", nargs="*", metavar="SCENARIO",
                    help="flag sets separated by --vs, and/or files from `gpusim predict --json`")
-    p.set_defaults(func=cmd_compare)
+    # every flag of `gpusim predict` (listed here for --help; parsed per --vs chunk by _scenario_parser)
+    from gpusim.commands._scenario import add_layout_args, add_scenario_args
+
+    add_scenario_args(p, batch_required=False)
+    add_layout_args(p)
+    p.add_argument("--name", help="a name for this scenario's column (default A, B, C ...)")
+    p.set_defaults(func=cmd_compare, result=compare_result)
     p.__class__ = _RawItems  # the scenario flags are parsed per --vs chunk, not by this parser
 
 
@@ -38,7 +45,7 @@ class _RawItems(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         args = list(args or [])
-        if args in (["-h"], ["--help"]) or not args:
+        if args in (["-h"], ["--help"]):
             return super().parse_known_args(args, namespace)
         ns = namespace or argparse.Namespace()
         ns.json = "--json" in args
@@ -57,8 +64,11 @@ def _scenario_parser():
     from gpusim.commands._common import Parser as _Parser
     from gpusim.commands._scenario import add_scenario_args
 
+    from gpusim.commands._scenario import add_layout_args
+
     p = _Parser(prog="gpusim compare", add_help=False, argument_default=None)
     add_scenario_args(p, batch_required=False)
+    add_layout_args(p)  # [issue 19] compare takes every flag predict takes
     p.add_argument("--name", help=argparse.SUPPRESS)
     return p
 
@@ -125,17 +135,25 @@ def parse_items(items: list[str], db, hwdb_dirs):
     return scns, names, params
 
 
-def cmd_compare(args) -> int:
-    from gpusim.commands._common import load_db, print_json
+def compare_result(args):
+    """The answer of ``gpusim compare`` for parsed flags (also :func:`gpusim.compare`): a CompareResult."""
+    from gpusim.commands._common import load_db
     from gpusim.comparison import compare
+    from gpusim.results import CompareResult
 
     db = load_db(args)
     scns, names, params = parse_items(list(args.items or []), db, getattr(args, "hwdb", None))
-    out = compare(scns, names=names, db=db, params_each=params)
+    return CompareResult(compare(scns, names=names, db=db, params_each=params))
+
+
+def cmd_compare(args) -> int:
+    from gpusim.commands._common import print_json
+
+    out = compare_result(args)
     if args.json:
-        print_json(out)
+        print_json(out.to_dict())
         return 0
-    print_comparison(out)
+    print_comparison(out.data)
     return 0
 
 
@@ -143,8 +161,7 @@ def print_comparison(out: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from gpusim.comparison import FIGURES, change_text, format_figure
-    from gpusim.comparison import signed
+    from gpusim.comparison import change_text, figures_for, format_figure, is_llm, signed
 
     con = Console(width=max(110, Console().width), highlight=False)
     names, results, flats = out["names"], out["results"], out["inputs"]
@@ -159,7 +176,7 @@ def print_comparison(out: dict) -> None:
                   *[(f"[yellow]{f.get(k)}[/]" if i and f.get(k) != flats[0].get(k) else str(f.get(k)))
                     for i, f in enumerate(flats)])
     t.add_row("[bold]predicted[/]", *[""] * len(names))
-    for key, label, unit, higher in FIGURES:
+    for key, label, unit, higher in figures_for(results):
         cells = []
         for i, r in enumerate(results):
             v, v0 = r[key], results[0][key]
@@ -177,18 +194,31 @@ def print_comparison(out: dict) -> None:
                   *[f"{format_figure('s', r['breakdown_s'][part])} ({r['breakdown_s'][part] / r['step_s']:.0%})"
                     for r in results])
     con.print(t)
+    llm = is_llm(results[0])
+    ref_tok = results[0].get("tokens_per_s_per_gpu")
     for g in out["gaps"]:
-        con.print(f"[bold]{g['name']} vs {g['reference']}[/]: throughput x{g['throughput_ratio']:.3g} "
-                  f"({signed(g['gap_samples_per_s'])} samples/s); one change at a time on {g['reference']}:")
+        if llm and g.get("gap_tokens_per_s_per_gpu") is not None:  # [issue 19] LLMs in tokens/s per GPU and MFU
+            m0, m1 = g["mfu_frac"]
+            con.print(f"[bold]{g['name']} vs {g['reference']}[/]: tokens/s per GPU x{g['throughput_ratio']:.3g} "
+                      f"({signed(g['gap_tokens_per_s_per_gpu'])}), MFU {m0:.1%} -> {m1:.1%}; one change at a time on "
+                      f"{g['reference']}:")
+        else:
+            con.print(f"[bold]{g['name']} vs {g['reference']}[/]: throughput x{g['throughput_ratio']:.3g} "
+                      f"({signed(g['gap_samples_per_s'])} samples/s); one change at a time on {g['reference']}:")
         for c in g["changes"]:
             if c["effect_samples_per_s"] is None:
                 con.print(f"  {change_text(c)}: {c['note']}")
                 continue
             share = f", {c['share_of_gap_frac']:.0%} of the gap" if c["share_of_gap_frac"] is not None else ""
             note = f" ({c['note']})" if c["note"] else ""
-            e = c["effect_samples_per_s"]
-            con.print(f"  {change_text(c)}: {signed(e)} samples/s{share}{note}")
+            if llm and c.get("alone_tokens_per_s_per_gpu") is not None and ref_tok is not None:
+                effect = f"{signed(c['alone_tokens_per_s_per_gpu'] - ref_tok)} tokens/s per GPU"
+            else:
+                effect = f"{signed(c['effect_samples_per_s'])} samples/s"
+            con.print(f"  {change_text(c)}: {effect}{share}{note}")
         if g["explains_most"] is not None and len(g["changes"]) > 1:
+            gap = g["gap_samples_per_s"]
+            joint = (f"{g['interaction_samples_per_s'] / gap:+.0%} of the gap" if llm and gap
+                     else f"{signed(g['interaction_samples_per_s'])} samples/s")
             con.print(f"  -> [bold]{change_text(g['explains_most'])}[/] explains most of the gap; the changes "
-                      f"together add {signed(g['interaction_samples_per_s'])} "
-                      "samples/s beyond the sum of their separate effects")
+                      f"together add {joint} beyond the sum of their separate effects")

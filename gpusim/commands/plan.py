@@ -10,8 +10,8 @@ examples:
   gpusim plan --model llama2-7b --tokens 2T --budget 500000 --purchase --gpu h100-sxm a100-sxm4-80gb
   gpusim plan --model resnet50 --samples 1.28M --epochs 90 --deadline 1d --global-batch 256 --lr 0.1 --json
 
-exit status: 0 with a recommendation; 1 when nothing meets the constraints (the answer says what came closest);
-2 for bad input.
+exit status: 0 with an answer, a recommendation or, when nothing meets the constraints, what came closest and
+why (as `gpusim sweep` when no layout is feasible); 2 for bad input.
 """
 
 
@@ -118,7 +118,7 @@ def register(sub) -> None:
                    help="Pareto rows shown in the table (default 20)")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=cmd_plan, result=plan_result)
 
 
 def _parse_overrides(items) -> dict[str, float]:
@@ -163,12 +163,11 @@ def _calibrated(args, db):
     return cal.params_for(gpus[0], db), db, cal
 
 
-def cmd_plan(args) -> int:
-    import sys
-
-    from gpusim import units
-    from gpusim.commands._common import load_db, print_json
+def plan_result(args):
+    """The answer of ``gpusim plan`` for parsed flags (also :func:`gpusim.plan`): a PlanAnswer."""
+    from gpusim.commands._common import load_db
     from gpusim.planning import plan
+    from gpusim.results import PlanAnswer
 
     db = load_db(args)
     params, db, cal = _calibrated(args, db)
@@ -214,11 +213,21 @@ def cmd_plan(args) -> int:
     finally:
         stop()
     interval = _time_interval(cal, res, args, db) if cal is not None else None
+    return PlanAnswer(res, every=bool(args.all), interval=interval or None)
+
+
+def cmd_plan(args) -> int:
+    """Nothing feasible is an answer, not an error (DESIGN.md: infeasible configurations are data): exit 0 with
+    the reason in the text and in ``recommendation.status``/``recommendation.reason`` of the JSON, as ``sweep``."""
+    import sys
+
+    from gpusim import units
+    from gpusim.commands._common import print_json
+
+    out = plan_result(args)
+    res, interval = out.plan, out.interval
     if args.json:
-        d = res.to_dict(every=args.all)
-        if interval:
-            d["recommendation"]["time_to_train_interval_s"] = interval
-        print_json(d)
+        print_json(out.to_dict())
     elif args.csv:
         cfg = res.configurations(every=args.all)
         cfg.to_csv(sys.stdout, index=False, float_format="%.6g")
@@ -230,7 +239,7 @@ def cmd_plan(args) -> int:
             print(f"with the calibration's uncertainty ({interval['level']:.0%} interval): the training steps take "
                   f"{units.format_duration(interval['lo'])} to {units.format_duration(interval['hi'])} of the "
                   f"{units.format_duration(res.recommendation['configuration']['time_to_train_s'])} to train")
-    return 0 if res.ok else 1
+    return 0
 
 
 def _time_interval(cal, res, args, db) -> dict | None:

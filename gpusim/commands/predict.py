@@ -20,7 +20,7 @@ def register(sub) -> None:
                    help="your measured throughput of this multi-GPU job (all GPUs): gpusim says how much of the gap "
                         "to linear scaling its model explains, and what would explain the rest")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_predict)
+    p.set_defaults(func=cmd_predict, result=lambda a: predict_result(a)[0])
 
     s = sub.add_parser("scale", help="throughput, speedup and efficiency over GPU counts",
                        description="The scaling curve of a scenario: weak scaling keeps the per-GPU batch, strong "
@@ -31,7 +31,7 @@ def register(sub) -> None:
     s.add_argument("--global-batch", type=Bound(1, 1e9, integer=True),
                    help="strong scaling: the fixed global batch (default per-GPU x GPUs)")
     s.add_argument("--json", action="store_true")
-    s.set_defaults(func=cmd_scale)
+    s.set_defaults(func=cmd_scale, result=scale_result)
 
 
 def _interval(cal, scn, db, params):
@@ -40,11 +40,11 @@ def _interval(cal, scn, db, params):
     return cal.interval(scn, db)
 
 
-def cmd_predict(args) -> int:
-    from gpusim.commands._common import print_json
+def predict_result(args):
+    """The answer of ``gpusim predict`` for parsed flags (also :func:`gpusim.predict`): a PredictResult."""
     from gpusim.commands._scenario import resolve
+    from gpusim.results import PredictResult
     from gpusim.simulation import simulate
-
 
     scn, db, params, cal = resolve(args)
     res = simulate(scn, db=db, params=params)
@@ -54,22 +54,23 @@ def cmd_predict(args) -> int:
         from gpusim.measurement import explain_measurement
 
         gap = explain_measurement(scn, res, args.measured_throughput, db=db, params=params)
+    return PredictResult(res, interval=interval or None, measured_vs_predicted=gap or None,
+                         calibration_file=str(args.calibration) if args.calibration else None), cal
+
+
+def cmd_predict(args) -> int:
+    from gpusim.commands._common import print_json
+
+    out, cal = predict_result(args)
     if args.json:
-        d = res.to_dict()
-        if interval:
-            d["interval"] = interval
-        if gap:
-            d["measured_vs_predicted"] = gap
-        if args.calibration:  # with `scenario`, enough to replay this prediction (`gpusim compare FILE ...`)
-            d["calibration_file"] = str(args.calibration)
-        print_json(d)
+        print_json(out.to_dict())
         return 0
-    print_report(res, interval)
+    print_report(out.step, out.interval)
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
-    if gap:
+    if out.measured_vs_predicted:
         print("measured vs predicted:")
-        for line in gap["explanation"]:
+        for line in out.measured_vs_predicted["explanation"]:
             print(f"  {line}")
     return 0
 
@@ -95,8 +96,8 @@ def print_report(res, interval=None) -> None:
     t.add_column(style="bold")
     t.add_column()
     tput = f"{res.throughput_samples_per_s:,.4g} samples/s ({res.throughput_per_gpu_samples_per_s:,.4g} per GPU)"
-    if res.throughput_tokens_per_s:
-        tput += f" = {res.throughput_tokens_per_s:,.4g} tokens/s"
+    if res.tokens_per_s:
+        tput += f" = {res.tokens_per_s:,.4g} tokens/s"
     if interval:
         lo, hi = interval["throughput_samples_per_s"]
         tput += f"  \\[{interval.get('level', 0.9):.0%} interval {lo:,.4g} .. {hi:,.4g}]"
@@ -129,9 +130,9 @@ def print_report(res, interval=None) -> None:
         share = v / res.step_s
         bar = "█" * int(round(share * width))
         con.print(f"  {k.removesuffix('_s'):<14} {units.format_duration(v):>10}  {share:6.1%} {bar}")
-    d = res.detail
-    con.print(f"  (communication {units.format_duration(d['comm_total_s'])} in total, "
-              f"{units.format_duration(d['comm_hidden_s'])} hidden under the backward pass)")
+    total_s, hidden_s = comm_summary(res)
+    con.print(f"  (communication {units.format_duration(total_s)} in total, "
+              f"{units.format_duration(hidden_s)} hidden under the backward pass)")
     if res.recommendations:
         con.print("recommendations:")
         for r in res.recommendations:
@@ -141,28 +142,52 @@ def print_report(res, interval=None) -> None:
         con.print(f"[dim]assumed: {a}[/]")
 
 
-def cmd_scale(args) -> int:
-    from gpusim.commands._common import print_json, print_table
+def scale_result(args):
+    """The answer of ``gpusim scale`` for parsed flags (also :func:`gpusim.scale`): a ScaleResult."""
     from gpusim.commands._scenario import resolve
     from gpusim.errors import ScenarioError
+    from gpusim.results import ScaleResult
     from gpusim.simulation import scaling_curve
 
     scn, db, params, _ = resolve(args)
     counts = None
     if args.counts:
         try:
-            counts = sorted({int(x) for x in args.counts.split(",") if x.strip()})
+            counts = sorted({int(x) for x in str(args.counts).split(",") if x.strip()})
         except ValueError:
             raise ScenarioError(f"--counts must be comma-separated integers (got {args.counts!r})") from None
         if not counts or min(counts) < 1:
             raise ScenarioError("--counts must be positive integers")
-    rows = scaling_curve(scn, counts, mode=args.mode, global_batch=args.global_batch, db=db, params=params)
+    skipped: list = []
+    rows = scaling_curve(scn, counts, mode=args.mode, global_batch=args.global_batch, db=db, params=params,
+                         skipped=skipped)
+    return ScaleResult(args.mode, rows, skipped)
+
+
+def comm_summary(res) -> tuple[float, float]:
+    """``(total_s, hidden_s)`` of the communication a breakdown lists: every exposed collective of it (tp, cp, ep,
+    pipeline p2p and data parallel) plus the part of the data-parallel gradient exchange hidden under the backward
+    pass (the model reports tp/cp/ep/p2p only as exposed time). [issue 20] it used to print only the
+    data-parallel total, less than tp_comm_exposed alone for a large tp."""
+    d, b = res.detail, res.breakdown_s
+    dp_exposed = b.get("dp_comm_exposed_s", b.get("comm_exposed_s", 0.0))
+    others = sum(v for k, v in b.items() if k != "dp_comm_exposed_s" and k != "comm_exposed_s"
+                 and ("comm" in k or "p2p" in k))
+    dp_total = max(float(d["comm_total_s"]), float(dp_exposed))
+    return others + dp_total, float(d["comm_hidden_s"])
+
+
+def cmd_scale(args) -> int:
+    from gpusim.commands._common import print_json, print_table
+
+    out = scale_result(args)
     if args.json:
-        print_json(rows)
+        print_json(out.to_dict())
         return 0
     from gpusim import units
 
-    table = [[r["gpus"], r["nodes"], r["per_gpu_batch"], r["global_batch"], units.format_duration(r["step_s"]),
+    rows = out.rows
+    table = [[r["n_gpus"], r["n_nodes"], r["per_gpu_batch"], r["global_batch"], units.format_duration(r["step_s"]),
               f"{r['throughput_samples_per_s']:,.4g}", f"{r['speedup']:.3g}x", f"{r['scaling_efficiency_frac']:.0%}",
               r["bottleneck"] + ("" if r["fits_in_memory"] else " (does not fit)")] for r in rows]
     print_table(table, ["GPUs", "nodes", "batch/GPU", "global batch", "step", "samples/s", "speedup", "efficiency",

@@ -21,19 +21,20 @@ def register(sub) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="every layout (feasible first) as JSON")
     out.add_argument("--csv", action="store_true", help="every layout as CSV")
-    p.set_defaults(func=cmd_sweep, strategy="zero1")  # Megatron's distributed optimizer, as its LLM recipes
+    p.set_defaults(func=cmd_sweep, result=lambda a: sweep_result(a)[0], strategy="zero1")  # Megatron's distributed optimizer, as its LLM recipes
 
 
-def cmd_sweep(args) -> int:
+def sweep_result(args):
+    """The answer of ``gpusim sweep`` for parsed flags (also :func:`gpusim.sweep`): a SweepResult."""
     import sys
     import time
 
-    from gpusim import units
-    from gpusim.commands._common import print_json, print_table
     from gpusim.commands._scenario import resolve
     from gpusim.errors import ScenarioError
+    from gpusim.results import SweepResult
+    from gpusim.rows import resolve_hardware, resolve_workload
+    from gpusim.rules import DEFAULT_MAX_TOKENS_PER_BATCH, default_global_batch, nvlink_domain_gpus, transformer_of
     from gpusim.search import Pins, explain_best, search_layouts, search_table
-    from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
 
     chosen_gb = not args.global_batch
     from gpusim.commands._scenario import MOE_OPTIONS
@@ -49,25 +50,34 @@ def cmd_sweep(args) -> int:
     args.strategy = "zero1" if args.strategy not in ("ddp", "zero1") else args.strategy
     scn, db, params, _ = resolve(args)
     if chosen_gb:  # the largest power of two within the plan's default limit (16M tokens, Llama 3 405B's batch)
-        from gpusim.planning import DEFAULT_MAX_TOKENS_PER_BATCH
-        from gpusim.search import default_global_batch
-        from gpusim.simulation import resolve_workload, transformer_of
-
         if transformer_of(resolve_workload(scn)) is None:  # say it before choosing a batch for it
             raise ScenarioError(f"the layout search needs a transformer; {scn.model or 'this workload'!r} is not one")
         args.global_batch = default_global_batch(DEFAULT_MAX_TOKENS_PER_BATCH // int(resolve_workload(scn).tokens_per_sample))
-        print(f"global batch {args.global_batch} sequences (the largest power of two within "
-              f"{DEFAULT_MAX_TOKENS_PER_BATCH / 2**20:.0f}M tokens; set --global-batch for your recipe's)",
-              file=sys.stderr)
+        if not getattr(args, "quiet", False):
+            print(f"global batch {args.global_batch} sequences (the largest power of two within "
+                  f"{DEFAULT_MAX_TOKENS_PER_BATCH / 2**20:.0f}M tokens; set --global-batch for your recipe's)",
+                  file=sys.stderr)
     t0 = time.perf_counter()
     res = search_layouts(scn, db=db, params=params, pins=pins, global_batch=args.global_batch)
     elapsed = time.perf_counter() - t0
     domain = nvlink_domain_gpus(resolve_hardware(scn, db))
     rows = search_table(res)
+    out = SweepResult(best=rows[0] if res["best"] is not None else None, explanation=explain_best(res, domain),
+                      layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
+                      global_batch=int(args.global_batch))
+    return out, scn
+
+
+def cmd_sweep(args) -> int:
+    import sys
+
+    from gpusim import units
+    from gpusim.commands._common import print_json, print_table
+
+    out, scn = sweep_result(args)
+    rows = out.layouts
     if args.json:
-        print_json({"best": rows[0] if res["best"] is not None else None, "explanation": explain_best(res, domain),
-                    "layouts": rows, "n_layouts": res["n"], "n_feasible": int(res["feasible"].sum()),
-                    "elapsed_s": elapsed})
+        print_json(out.to_dict())
         return 0
     if args.csv:
         import csv
@@ -76,20 +86,24 @@ def cmd_sweep(args) -> int:
         w.writeheader()
         w.writerows(rows)
         return 0
-    top = rows[: min(args.top, int(res["feasible"].sum()))]
-    print_table([[r["tp"], r["cp"], r["pp"], r["vp"], r["ep"], r["dp"], r["micro_batch"], r["recompute"],
-                  f"{r['tokens_per_s'] / scn.gpus:,.0f}", f"{r['mfu_frac']:.1%}", f"{r['bubble_frac']:.1%}",
-                  f"{r['memory_per_gpu_bytes'] / units.GIB:.1f}"] for r in top],
-                ["tp", "cp", "pp", "vp", "ep", "dp", "mb", "recompute", "tokens/s/GPU", "MFU", "bubble", "GiB/GPU"],
-                title=f"best layouts of {scn.model or 'the workload'} on {scn.gpus} GPUs, global batch "
-                      f"{args.global_batch}")
+    top = rows[: min(args.top, out.n_feasible)]
+    if top:
+        print_table([[r["tp"], r["cp"], r["pp"], r["vp"], r["ep"], r["dp"], r["micro_batch"], r["recompute"],
+                      f"{r['tokens_per_s'] / scn.gpus:,.0f}", f"{r['mfu_frac']:.1%}", f"{r['bubble_frac']:.1%}",
+                      f"{r['memory_per_gpu_bytes'] / units.GIB:.1f}"] for r in top],
+                    ["tp", "cp", "pp", "vp", "ep", "dp", "mb", "recompute", "tokens/s/GPU", "MFU", "bubble", "GiB/GPU"],
+                    title=f"best layouts of {scn.model or 'the workload'} on {scn.gpus} GPUs, global batch "
+                          f"{args.global_batch}")
+    else:  # nothing feasible is an answer (exit 0), not an error: say so instead of an empty table
+        print(f"no feasible layout of {scn.model or 'the workload'} on {scn.gpus} GPUs at global batch "
+              f"{args.global_batch}")
     counts: dict[str, int] = {}
     for r in rows:
         if not r["feasible"]:
             key = r["reason"].split(" (")[0]
             counts[key] = counts.get(key, 0) + 1
-    print(f"{res['n']} layouts, {int(res['feasible'].sum())} feasible, searched in {elapsed * 1e3:.0f} ms"
+    print(f"{out.n_layouts} layouts, {out.n_feasible} feasible, searched in {out.elapsed_s * 1e3:.0f} ms"
           + ("; infeasible: " + "; ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
              if counts else ""))
-    print(f"best: {explain_best(res, domain)}")
+    print(f"best: {out.explanation}")
     return 0

@@ -70,15 +70,15 @@ def test_slower_fabric_never_scales_better(db):
     curves, skipped = A.curves(variants, A.gpu_counts(8), db=db)
     eff = {label: rows[-1]["scaling_efficiency_frac"] for label, rows in curves.items()}
     assert eff["PCIe switch"] > eff["PCIe across sockets"] >= eff["no P2P (host-staged)"]
-    assert [r["gpus"] for r in next(iter(curves.values()))] == [1, 2, 4, 8]
+    assert [r["n_gpus"] for r in next(iter(curves.values()))] == [1, 2, 4, 8]
 
 
 def test_dataparallel_stops_at_one_node_and_scales_worse(db):
     scn = scenario_from_state({"model": "resnet50", "batch": 64}, db)
     variants, _ = A.strategy_variants(A.per_node_base(scn), ["ddp", "dp", "fsdp-full"])
     curves, _ = A.curves(variants, A.gpu_counts(32), db=db)
-    assert max(r["gpus"] for r in curves["dp"]) == 8
-    assert max(r["gpus"] for r in curves["ddp"]) == 32
+    assert max(r["n_gpus"] for r in curves["dp"]) == 8
+    assert max(r["n_gpus"] for r in curves["ddp"]) == 32
     assert curves["dp"][-1]["scaling_efficiency_frac"] < curves["ddp"][3]["scaling_efficiency_frac"]
 
 
@@ -95,7 +95,7 @@ def test_strong_scaling_divides_the_global_batch(db):
     scn = scenario_from_state({"model": "resnet50", "batch": 64}, db)
     curves, _ = A.curves({"ddp": A.per_node_base(scn)}, A.gpu_counts(16), mode="strong", global_batch=512, db=db)
     rows = curves["ddp"]
-    assert all(r["per_gpu_batch"] * r["gpus"] == 512 for r in rows)
+    assert all(r["per_gpu_batch"] * r["n_gpus"] == 512 for r in rows)
 
 
 def test_batch_curve_utilisation_rises_and_memory_limit_matches_simulate(db):

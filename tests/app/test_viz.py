@@ -76,7 +76,7 @@ def test_gains_figure_only_shows_advice_with_a_gain():
 
 
 def _curve(eff: float, counts=(1, 2, 4, 8)):
-    return [{"gpus": n, "speedup": n * (eff if n > 1 else 1.0), "scaling_efficiency_frac": eff if n > 1 else 1.0,
+    return [{"n_gpus": n, "speedup": n * (eff if n > 1 else 1.0), "scaling_efficiency_frac": eff if n > 1 else 1.0,
              "fits_in_memory": n < 8, "bottleneck": "compute", "per_gpu_batch": 32} for n in counts]
 
 
@@ -100,7 +100,7 @@ def test_speedup_and_efficiency_figures_have_the_ideal_line_and_mark_oom():
 
 
 def test_breakdown_vs_gpus_skips_empty_parts():
-    rows = [{"gpus": n, **BREAKDOWN, "comm_exposed_s": 0.001 * n} for n in (1, 2, 4)]
+    rows = [{"n_gpus": n, **BREAKDOWN, "comm_exposed_s": 0.001 * n} for n in (1, 2, 4)]
     fig = viz.breakdown_vs_gpus_figure(rows)
     names = [t.name for t in fig.data]
     assert "data wait" not in names and "compute" in names
@@ -311,8 +311,8 @@ def test_breakdown_figure_draws_the_interval_on_the_bar_end():
 
 
 def test_nan_and_inf_become_gaps():
-    rows = [{"gpus": 1, "speedup": 1.0, "scaling_efficiency_frac": 1.0},
-            {"gpus": 2, "speedup": float("nan"), "scaling_efficiency_frac": float("inf")}]
+    rows = [{"n_gpus": 1, "speedup": 1.0, "scaling_efficiency_frac": 1.0},
+            {"n_gpus": 2, "speedup": float("nan"), "scaling_efficiency_frac": float("inf")}]
     fig = viz.speedup_figure({"a": rows})
     assert fig.data[0].y[1] is None
     json.dumps(_fig_json(fig))  # serialisable

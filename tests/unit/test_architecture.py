@@ -29,9 +29,9 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("advice", ("gpusim.diagnose",)),
     ("simulate", ("gpusim.simulation",)),
     ("bulk", ("gpusim.sweeps", "gpusim.search", "gpusim.planning", "gpusim.parallelism", "gpusim.comparison",
-              "gpusim.measurement", "gpusim.validation", "gpusim.validation_llm", "gpusim.calibration",
-              "gpusim.api")),
-    ("front", ("gpusim", "gpusim.__main__", "gpusim.cli", "gpusim.viz", "gpusim.commands", "gpusim.commands.*",
+              "gpusim.measurement", "gpusim.validation", "gpusim.validation_llm", "gpusim.calibration")),
+    ("front", ("gpusim", "gpusim.__main__", "gpusim.cli", "gpusim.api", "gpusim.results", "gpusim.viz",
+               "gpusim.commands", "gpusim.commands.*",
                "gpusim.app_pages", "gpusim.app_pages.*")),
 )
 

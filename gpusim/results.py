@@ -1,0 +1,192 @@
+"""The typed answers of the commands, shared by the CLI and the Python API (:mod:`gpusim.api`).
+
+Each command builds one of these and prints ``to_dict()`` for ``--json``, so ``gpusim.<command>(...).to_dict()``
+equals the command's JSON by construction (non-finite floats are ``None`` in both, as JSON has no NaN).
+Results that are tables have ``to_frame()``: a pandas DataFrame with decoded labels (``"selective"``, not ``1``).
+
+Names: inputs are named as the flags (``gpus``, ``nodes``: what you ask for); results count what they
+describe as ``n_gpus`` and ``n_nodes`` (``StepResult``, the scaling rows, the layout rows, the plan rows);
+throughput of tokens is ``tokens_per_s`` everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as the CLI prints it as JSON: numpy scalars and arrays as Python values, non-finite floats as None,
+    tuples as lists, dates as ISO text, pydantic models as their JSON dump."""
+    import datetime as dt
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return [jsonable(x) for x in obj.tolist()]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (dt.date, dt.datetime)):
+        return obj.isoformat()
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(x) for x in obj]
+    if hasattr(obj, "model_dump"):
+        return jsonable(obj.model_dump(mode="json"))
+    return obj
+
+
+def _frame(rows: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class PredictResult:
+    """``gpusim predict``: the :class:`~gpusim.simulation.StepResult` (its fields are readable here directly:
+    ``r.step_s``, ``r.tokens_per_s_per_gpu``), with the calibration's interval and the measured-vs-predicted
+    explanation when asked for."""
+
+    step: Any
+    interval: dict | None = None
+    measured_vs_predicted: dict | None = None
+    calibration_file: str | None = None
+
+    def __getattr__(self, name: str):
+        if name == "step":  # (not set yet: unpickling)
+            raise AttributeError(name)
+        return getattr(self.step, name)
+
+    def to_dict(self) -> dict:
+        d = self.step.to_dict()
+        if self.interval:
+            d["interval"] = self.interval
+        if self.measured_vs_predicted:
+            d["measured_vs_predicted"] = self.measured_vs_predicted
+        if self.calibration_file:  # with `scenario`, enough to replay this prediction (`gpusim compare FILE ...`)
+            d["calibration_file"] = self.calibration_file
+        return jsonable(d)
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    """``gpusim scale``: one row per GPU count (``n_gpus``, ``n_nodes``, ``per_gpu_batch``, ``global_batch``,
+    ``step_s``, ``throughput_samples_per_s``, ``speedup``, ``scaling_efficiency_frac``, ``fits_in_memory``,
+    ``bottleneck`` and the breakdown), and the counts left out with why (``skipped``: ``(n_gpus, reason)``)."""
+
+    mode: str
+    rows: list[dict]
+    skipped: list = field(default_factory=list)
+
+    def to_dict(self) -> list[dict]:
+        """The rows, as ``gpusim scale --json`` prints them (a JSON list)."""
+        return jsonable(self.rows)
+
+    def to_frame(self):
+        return _frame(self.to_dict())
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """``gpusim sweep``: every layout of the job, best first (``layouts``: dicts with decoded ``recompute``
+    and the ``reason`` an infeasible one breaks), the best (None when nothing is feasible, and ``explanation``
+    says why), counts and the search time."""
+
+    best: dict | None
+    explanation: str
+    layouts: list[dict]
+    n_layouts: int
+    n_feasible: int
+    elapsed_s: float
+    global_batch: int | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return self.best is not None
+
+    def to_dict(self) -> dict:
+        return jsonable({"best": self.best, "explanation": self.explanation, "layouts": self.layouts,
+                         "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,
+                         "elapsed_s": self.elapsed_s})
+
+    def to_frame(self):
+        return _frame(jsonable(self.layouts))
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """``gpusim plan``: the :class:`~gpusim.planning.PlanResult` (``recommendation``, ``table``, ``pareto``, ...
+    readable here directly) as the command prints it (``every``: every configuration, as ``--all``)."""
+
+    plan: Any
+    every: bool = False
+    interval: dict | None = None
+
+    def __getattr__(self, name: str):
+        if name == "plan":
+            raise AttributeError(name)
+        return getattr(self.plan, name)
+
+    def to_dict(self) -> dict:
+        d = self.plan.to_dict(every=self.every)
+        if self.interval:
+            d["recommendation"] = {**d["recommendation"], "time_to_train_interval_s": self.interval}
+        return jsonable(d)
+
+    def to_frame(self):
+        """The configurations (best per hardware and node count; every one with ``every``), the JSON's columns
+        first (:data:`gpusim.planning.CONFIG_COLUMNS`)."""
+        from gpusim.planning import CONFIG_COLUMNS
+
+        df = self.plan.configurations(every=self.every)
+        cols = [c for c in CONFIG_COLUMNS if c in df.columns]
+        return df[cols + [c for c in df.columns if c not in cols]].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """``gpusim compare``: ``names``, ``results`` (each scenario's ``StepResult.to_dict()``), ``inputs``,
+    ``differs`` and ``gaps`` (each scenario's gap to the first, attributed one change at a time)."""
+
+    data: dict
+
+    def __getattr__(self, name: str):
+        if name == "data":
+            raise AttributeError(name)
+        try:
+            return self.data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_dict(self) -> dict:
+        return jsonable(self.data)
+
+    def to_frame(self):
+        """The figures side by side: one row per scenario."""
+        from gpusim.comparison import figures_for
+
+        rows = []
+        for name, r in zip(self.data["names"], self.data["results"]):
+            rows.append({"name": name, **{key: r.get(key) for key, *_ in figures_for(self.data["results"])}})
+        return _frame(rows)
+
+
+@dataclass(frozen=True)
+class CommResult:
+    """``gpusim comm``: one row per message size (``bytes``, ``time_s``, ``algbw_bytes_per_s``,
+    ``busbw_bytes_per_s``, ``algorithm``, ``protocol``, ``n_ranks``, ``n_nodes``, paths; with ``--measured``
+    the measured bus bandwidth and the error)."""
+
+    rows: list[dict]
+
+    def to_dict(self) -> dict | list[dict]:
+        """As ``gpusim comm --json``: one object for one size, a list for several."""
+        return jsonable(self.rows if len(self.rows) > 1 else self.rows[0])
+
+    def to_frame(self):
+        return _frame(jsonable(self.rows))
