@@ -4,7 +4,7 @@ change that explains most of the difference (gpusim.comparison: every change eva
 import streamlit as st
 
 from gpusim.app_pages import shell
-from gpusim.comparison import FIGURES, change_text, compare, format_figure
+from gpusim.comparison import change_text, compare, figures_for, format_figure
 
 PIN_KEY = "_pinned_scenario"
 
@@ -47,7 +47,7 @@ rows = [{"": k.removeprefix("strategy."), "pinned": _show(out["inputs"][0][k]), 
 if not rows:
     st.info("The current scenario is the pinned one: change something in the sidebar.")
 figs = []
-for key, label, unit, higher in FIGURES:
+for key, label, unit, higher in figures_for(res):
     a, b = res[0][key], res[1][key]
     rel = (f"{b / a - 1:+.0%}" if isinstance(a, (int, float)) and not isinstance(a, bool) and a else "")
     figs.append({"": label, "pinned": format_figure(unit, a), "current": format_figure(unit, b), "change": rel})
