@@ -358,17 +358,19 @@ def efficiency_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "
 
 
 def breakdown_vs_gpus_figure(rows: Sequence[Mapping], *, title: str = "Step time by part vs GPU count") -> go.Figure:
-    """Stacked bars of each part of the step (ms) for each GPU count of one scaling curve."""
+    """Stacked bars of each part of the step for each GPU count of one scaling curve, in s, ms or µs by the
+    longest step (:func:`time_unit`)."""
     fig = go.Figure()
     xs = [str(int(r["n_gpus"])) for r in rows]
+    div, tu, _ = time_unit(max((sum(float(r.get(k, 0.0)) for k in BREAKDOWN_LABELS) for r in rows), default=0.0))
     for key, label in BREAKDOWN_LABELS.items():
-        ys = [float(r.get(key, 0.0)) / units.MS for r in rows]
+        ys = [float(r.get(key, 0.0)) / div for r in rows]
         if not any(y > 0 for y in ys):
             continue
         fig.add_trace(go.Bar(x=xs, y=ys, name=label, marker_color=BREAKDOWN_COLORS[key],
-                             hovertemplate=f"{label}: %{{y:.4g}} ms<extra>%{{x}} GPUs</extra>"))
+                             hovertemplate=f"{label}: %{{y:,.4g}} {tu}<extra>%{{x}} GPUs</extra>"))
     fig.update_xaxes(title_text="GPUs", type="category")
-    fig.update_yaxes(title_text="ms per optimizer step")
+    fig.update_yaxes(title_text=f"{tu} per optimizer step", tickformat=",~g")
     return _layout(fig, title, 380, barmode="stack")
 
 
