@@ -16,6 +16,7 @@ caches on ``ctx.cache_key``; :func:`interval` gives the calibration's interval f
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -284,12 +285,49 @@ def _taken(raws: list[str], value) -> bool:
     return str(value) == raw
 
 
+def _edits(a: str, b: str) -> int:
+    """Edits from ``a`` to ``b``: insertions, deletions, substitutions and swaps of neighbours (the optimal string
+    alignment distance; a swapped pair, 'modle' for 'model', is one edit)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def nearest(word: str, options) -> str | None:
+    """The option nearest to ``word`` ("did you mean"): fewest edits (:func:`_edits`), within a third of the longer
+    string's length (at least 2 edits), ties broken by the nearer length (a swap keeps it: 'modle' is 'model' more
+    likely than 'mode'), then difflib's similarity; None when nothing is that close."""
+    import difflib
+
+    best = None
+    for o in map(str, options):
+        n = _edits(word.lower(), o.lower())
+        if n <= max(2, len(max(word, o, key=len)) // 3):
+            key = (n, abs(len(word) - len(o)), -difflib.SequenceMatcher(None, word, o).ratio())
+            if best is None or key < best[0]:
+                best = (key, o)
+    return best[1] if best else None
+
+
+#: query parameters Streamlit itself reads (not settings of the planner)
+_STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
+
+
+@functools.lru_cache(maxsize=1)
+def url_keys() -> frozenset[str]:
+    """Every widget key of the sidebar and the pages (the names a URL can set), read from their source once."""
+    return frozenset(m for f in HERE.glob("*.py") for m in re.findall(r'key="([a-z_0-9]+)"', f.read_text()))
+
+
 def check_url(snapshot: dict[str, list[str]], scope: str) -> None:
     """After the widgets ran: every URL value a widget did not take (a typo in a choice, ``?model=llama3.1-70bb``,
     ``?gpu=h100sxm``; Streamlit drops those silently) gets a notice that names the value, what the page uses instead,
-    and the nearest valid choice ("did you mean"). Numbers out of range are :func:`number_input`'s (already said)."""
-    import difflib
-
+    and the nearest valid choice ("did you mean"), and a name no page knows (``?modle=``) the nearest name. Numbers
+    out of range are :func:`number_input`'s (already said)."""
     ss = st.session_state
     checked: set = ss.setdefault(_URL_CHECKED_KEY, set())
     if scope in checked:
@@ -297,6 +335,14 @@ def check_url(snapshot: dict[str, list[str]], scope: str) -> None:
     checked.add(scope)
     bad = ss.get(_URL_BAD_KEY, set())
     choices = ss.get(_CHOICES_KEY, {})
+    if scope == "sidebar":  # names no page knows (?modle=...): said once, with the nearest name
+        known = url_keys()
+        for key in snapshot:
+            if key not in known and key not in _STREAMLIT_PARAMS:
+                near = nearest(key, sorted(known))
+                ss.setdefault(URL_NOTICES_KEY, []).append(
+                    f"URL parameter {key[:40]!r} ignored: no page has such a setting"
+                    + (f"; did you mean {near!r}?" if near else "."))
     for key, raws in snapshot.items():
         if key in bad or key.startswith("_") or key not in ss or key in ss.get(_URL_SAID_KEY, set()):
             continue
@@ -307,8 +353,8 @@ def check_url(snapshot: dict[str, list[str]], scope: str) -> None:
         have = {str(v) for v in value} if isinstance(value, (list, tuple, set)) else set()
         wrong = [w for r in raws for w in (r.split(",") if r not in opts else [r]) if w and w not in have] or raws
         for w in wrong[:3]:
-            near = difflib.get_close_matches(w, opts, n=1, cutoff=0.5) if opts else []
-            hint = (f"; did you mean {near[0]!r}?" if near else
+            near = nearest(w, opts) if opts else None
+            hint = (f"; did you mean {near!r}?" if near else
                     f"; it must be one of {', '.join(opts[:8])}{' ...' if len(opts) > 8 else ''}." if opts else ".")
             ss.setdefault(_URL_SAID_KEY, set()).add(key)
             uses = ", ".join(map(str, value)) if isinstance(value, (list, tuple, set)) else value

@@ -231,3 +231,22 @@ def test_calibration_gemm_axis_is_ticked_at_decades():
     ax = figures(at)["GEMM throughput vs size"]["layout"]["xaxis"]
     tv = ax["tickvals"]
     assert len(tv) >= 2 and all(b / a >= 10 for a, b in zip(tv, tv[1:]))  # no 2s and 5s between to overlap
+
+
+def test_a_url_name_no_page_knows_is_named_with_the_nearest_one():
+    at = run_app("step", {"modle": "llama3-8b", "batch": "32"})
+    assert not at.exception
+    notes = [w.value for w in at.warning if "URL parameter" in w.value]
+    assert notes == ["URL parameter 'modle' ignored: no page has such a setting; did you mean 'model'?"]
+    # a page's own setting on another page is no typo
+    at = run_app("step", {"par_gb": "128"})
+    assert not [w.value for w in at.warning if "URL parameter" in w.value]
+
+
+def test_nearest_counts_a_swap_as_one_edit_and_refuses_far_guesses(db):
+    from gpusim.app_pages.shell import nearest, url_keys
+
+    assert nearest("h100sxm", sorted(db.gpus)) == "h100-sxm"
+    assert nearest("modle", sorted(url_keys())) == "model"
+    assert nearest("H100-SXM", sorted(db.gpus)) == "h100-sxm"
+    assert nearest("warp-drive", ["nvswitch", "pcie-switch"]) is None
