@@ -118,9 +118,10 @@ d = res.detail
 n_micro = res.n_micro_batches
 pp_n, vp_n = par["pp"], par["vp"]
 try:
-    show_m = n_micro if n_micro * vp_n <= 256 else max(pp_n, (256 // vp_n) // pp_n * pp_n)
+    # at most 64 passes per stage drawn (more are hairlines, and a heavy figure to send on every rerun)
+    show_m = n_micro if n_micro * vp_n <= 64 else max(pp_n, (64 // vp_n) // pp_n * pp_n)
     sched = pipeline_schedule(pp_n, vp_n, show_m, d["fwd_s"] / vp_n, d["bwd_s"] / vp_n)
-    note = "" if show_m == n_micro else f" (first {show_m} of {n_micro} micro-batches)"
+    note = "" if show_m == n_micro else f", the first {show_m} of {n_micro} micro-batches"
     shell.chart(viz.pipeline_schedule_figure(sched, title=f"Pipeline schedule{note}", bubble_frac=bubble_frac),
                 key="fig_schedule")
     st.caption("Each bar is one micro-batch's forward or backward pass through a stage's chunk (the middle stages' "
