@@ -123,7 +123,8 @@ def main() -> int:
         t = sorted(measure(page, cal, kind, key, values, args.reruns))
         med = statistics.median(t)
         p90 = t[int(0.9 * (len(t) - 1))]
-        change = ((kind + " " + key + (" (seen)" if name == "parallelism" and len(values) <= 4 else "")) if values else "none (same values)")
+        seen = " (seen)" if name == "parallelism" and values and len(values) <= 4 else ""
+        change = (kind + " " + key + seen) if values else "none (same values)"
         print(f"{name:<10} {cal or '-':<12} {change:<22} {med:>10.1f} {p90:>8.1f}")
         if name.startswith("step"):
             ok &= med < TARGET_MS

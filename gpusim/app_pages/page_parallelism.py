@@ -30,24 +30,27 @@ ANY = "any"
 c1, c2, c3, c4, c5 = st.columns([1, 1, 1, 1, 1.2])
 gb = int(shell.number_input(c1, "Global batch (sequences)", 1, 1_000_000, max(scn.gpus, 64), key="par_gb",
                             bind=shell.BIND))
-recompute = c2.selectbox("Recomputation", shell.offer("par_recompute", [ANY, "selective", "none", "full"]), key="par_recompute", bind=shell.BIND,
+recompute = c2.selectbox("Recomputation", shell.offer("par_recompute", [ANY, "selective", "none", "full"]),
+                         key="par_recompute", bind=shell.BIND,
                          help="any: the search tries none, selective and full; or pin one")
 vp = shell.number_input(c3, "Chunks per stage (vp)", 1, 64, None, key="par_vp", bind=shell.BIND, placeholder=ANY,
                         help="empty: the search tries every vp that divides the layers; > 1: interleaved 1F1B")
 kind = c4.selectbox("Data parallel", shell.offer("par_kind", ["zero1", "ddp"]), key="par_kind", bind=shell.BIND,
                     help="zero1: Megatron's distributed optimizer; ddp: every replica keeps all optimizer states")
-micro = c5.selectbox("Micro-batch", shell.offer("par_micro", [ANY, "1", "2", "4", "8"]), key="par_micro", bind=shell.BIND,
+micro = c5.selectbox("Micro-batch", shell.offer("par_micro", [ANY, "1", "2", "4", "8"]), key="par_micro",
+                     bind=shell.BIND,
                      help="any: the search tries 1, 2, 4 and 8; or pin one")
 pins = {"recompute": None if recompute == ANY else recompute, "vp": int(vp) if vp else None,
         "micro_batch": None if micro == ANY else int(micro)}
 pinned = ", ".join(f"{name} {v}" for name, v in (("micro-batch", pins["micro_batch"]), ("recompute", pins["recompute"]),
                                                  ("vp", pins["vp"])) if v is not None)
 own = (f"{kind}, {scn.strategy.precision}, global batch {gb:,}, "
-       + (f"pinned: {pinned}" if pinned else "micro-batch, recomputation and vp searched"))
+       + (f"{pinned} pinned, the rest searched" if pinned else "micro-batch, recomputation and vp searched"))
 header.markdown(f"#### Parallelism · {shell.scenario_title(ctx, strategy=own)}")
 st.caption("This page runs its own strategy (above): the sidebar's strategy and per-GPU batch do not apply here; "
            "the model, GPUs, nodes, fabric and precision come from the sidebar.")
-value = st.segmented_control("Colour by", shell.offer("par_value", ["tokens/s per GPU", "memory per GPU", "MFU"]), key="par_value",
+value = st.segmented_control("Colour by", shell.offer("par_value", ["tokens/s per GPU", "memory per GPU", "MFU"]),
+                             key="par_value",
                              default="tokens/s per GPU", required=True, bind=shell.BIND)
 
 base = scn.with_changes(kind=kind, global_batch=gb, recompute=pins["recompute"] or "selective", vp=1,
@@ -79,7 +82,8 @@ tps = sorted({c["tp"] for c in cells})
 pps = sorted({c["pp"] for c in cells})
 b = cells[best]
 cl, cr = st.columns([1, 1])
-tp_sel = cl.selectbox("Layout to inspect: tp", shell.offer("par_tp", tps), index=tps.index(b["tp"]), key="par_tp", bind=shell.BIND)
+tp_sel = cl.selectbox("Layout to inspect: tp", shell.offer("par_tp", tps), index=tps.index(b["tp"]), key="par_tp",
+                      bind=shell.BIND)
 pp_sel = cr.selectbox("pp", shell.offer("par_pp", pps), index=pps.index(b["pp"]), key="par_pp", bind=shell.BIND)
 cell = next((c for c in cells if c["tp"] == tp_sel and c["pp"] == pp_sel and c.get("row")), None)
 if cell is None:
@@ -89,7 +93,8 @@ if cell is None:
     st.stop()
 r = cell["row"]
 with shell.guard(f"tp {tp_sel}, pp {pp_sel} is not possible"):
-    chosen = base.with_changes(tp=r["tp"], pp=r["pp"], cp=r["cp"], vp=r["vp"], ep=r["ep"], per_gpu_batch=r["micro_batch"],
+    chosen = base.with_changes(tp=r["tp"], pp=r["pp"], cp=r["cp"], vp=r["vp"], ep=r["ep"],
+                               per_gpu_batch=r["micro_batch"],
                                recompute=r["recompute"])
     res = simulate(chosen, db=db, params=ctx.params)
 
