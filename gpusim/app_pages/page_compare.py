@@ -33,8 +33,8 @@ res = out["results"]
 
 
 def _show(v) -> str:
-    """An input as the sidebar says it: None is the GPU's (or node's) usual choice."""
-    return "auto (the usual)" if v is None else str(v)
+    """An input as the sidebar says it: None is "auto", the GPU's (or node's) usual choice."""
+    return "auto" if v is None else str(v)
 
 
 def _change(ch) -> str:
