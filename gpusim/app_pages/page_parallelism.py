@@ -93,9 +93,11 @@ if cell is None:
     st.stop()
 r = cell["row"]
 with shell.guard(f"tp {tp_sel}, pp {pp_sel} is not possible"):
+    # the search splits layers unevenly where pp x vp does not divide them (Llama 3 405B's 126 on 16 stages):
+    # the same layout for simulate() says so
+    uneven = spec.n_layers % (r["pp"] * r["vp"]) != 0
     chosen = base.with_changes(tp=r["tp"], pp=r["pp"], cp=r["cp"], vp=r["vp"], ep=r["ep"],
-                               per_gpu_batch=r["micro_batch"],
-                               recompute=r["recompute"])
+                               per_gpu_batch=r["micro_batch"], recompute=r["recompute"], uneven_pp=uneven)
     res = simulate(chosen, db=db, params=ctx.params)
 
 st.markdown(f"**{cell['layout']}**" + (" · the best layout of the search" if cell is b else

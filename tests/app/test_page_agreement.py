@@ -250,3 +250,19 @@ def test_nearest_counts_a_swap_as_one_edit_and_refuses_far_guesses(db):
     assert nearest("modle", sorted(url_keys())) == "model"
     assert nearest("H100-SXM", sorted(db.gpus)) == "h100-sxm"
     assert nearest("warp-drive", ["nvswitch", "pcie-switch"]) is None
+
+
+@pytest.mark.parametrize("query", [
+    {"model": "llama3.1-405b", "gpu": "h100-sxm", "gpus": "16384", "nodes": "2048", "precision": "bf16"},  # 126 layers
+    {"model": "deepseek-v3", "gpu": "h100-sxm", "gpus": "2048", "nodes": "256", "precision": "fp8"},  # 61, MoE
+], ids=["llama3.1-405b", "deepseek-v3"])
+def test_parallelism_best_layout_with_uneven_stages_is_inspected_as_searched(query):
+    """The search splits layers unevenly (126 layers on pp 16 x vp 8); the inspected layout is the same layout
+    (``uneven_pp``), not an error, and simulates to the star's figure."""
+    at = run_app("parallelism", query, timeout=180)
+    no_trouble(at)
+    _, _, value, _ = _star(_heatmap(at))
+    first = _table(at).iloc[0]
+    assert float(value.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-4)
+    tile = metrics(at)["Tokens/s per GPU"]
+    assert float(tile.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-3)
