@@ -57,7 +57,7 @@ base = scn.with_changes(kind=kind, global_batch=gb, recompute=pins["recompute"] 
                         per_gpu_batch=pins["micro_batch"] or 1, activation_checkpointing=False, cpu_offload=False)
 with shell.guard("cannot search the layouts"):
     out = best_layouts.search(ctx, base, gb, pins)
-cells, best = best_layouts.cells(out["rows"], scn.gpus)
+cells, best = best_layouts.cells(out, scn.gpus)
 
 key, label = {"tokens/s per GPU": ("tokens_per_s_per_gpu", "tokens/s per GPU"),
               "memory per GPU": ("memory_gib", "GiB per GPU (fullest stage)"), "MFU": ("mfu_pct", "MFU %")}[value]
@@ -137,7 +137,8 @@ try:
                "of the whole step (pipeline bubble / step time), the figure the advice and the table give.")
 except GpusimError as e:
     st.info(str(e))
-shell.downloads("gpusim-parallelism", json_obj={"search": {k: v for k, v in out.items() if k != "rows"},
+shell.downloads("gpusim-parallelism", json_obj={"search": {k: v for k, v in out.items()
+                                                           if k not in ("rows", "cell_reasons")},
                                                 "cells": [{k: v for k, v in c.items() if k != "row"} for c in cells],
                                                 "chosen": res.to_dict()},
                 rows=[{k: v for k, v in c.items() if k != "row"} for c in cells])

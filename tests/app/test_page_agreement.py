@@ -266,3 +266,34 @@ def test_parallelism_best_layout_with_uneven_stages_is_inspected_as_searched(que
     assert float(value.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-4)
     tile = metrics(at)["Tokens/s per GPU"]
     assert float(tile.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-3)
+
+
+def test_fold_keeps_the_best_rows_each_cells_best_and_every_reason(db):
+    """best_layouts.fold (what the page keeps of a search) against the search's full table."""
+    from collections import Counter
+
+    from gpusim.app_pages.best_layouts import fold
+    from gpusim.scenario import Scenario
+    from gpusim.search import search_layouts, search_table
+
+    scn = Scenario.create(model="llama3-70b", gpu="h100-sxm", gpus=64, nodes=8, precision="bf16", kind="zero1",
+                          global_batch=128, recompute="selective", per_gpu_batch=1)
+    res = search_layouts(scn, db=db, global_batch=128)
+    full = search_table(res)
+    f = fold(res, top=5)
+    good = [r for r in full if r["feasible"]]
+    assert f["rows"][:5] == good[:5]
+    best_at = {}
+    for r in good:
+        best_at.setdefault((r["tp"], r["pp"]), r)
+    assert {(r["tp"], r["pp"]) for r in f["rows"]} == set(best_at)
+    assert all(best_at[(r["tp"], r["pp"])] == r for r in f["rows"] if r not in good[:5])
+    bad = [r for r in full if not r["feasible"]]
+    assert sum(f["out_counts"].values()) == len(bad)
+    for (tp, pp), reasons in f["cell_reasons"].items():
+        assert (tp, pp) not in best_at
+        at = [r for r in bad if (r["tp"], r["pp"]) == (tp, pp)]
+        assert sum(n for _, n, _ in reasons) == len(at)
+        assert reasons[0][2] in {r["reason"] for r in at}  # an example of the most common reason, in full
+    assert Counter(r["reason"].split(" (")[0] for r in bad if r["reason"].startswith("does not fit")) \
+        == Counter({k: v for k, v in f["out_counts"].items() if k.startswith("does not fit")})
