@@ -879,9 +879,9 @@ def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedu
             marker_line={"width": 0.5, "color": "#FFFFFF"},
             text=[str(b["micro_batch"]) if schedule["n_micro"] * schedule["vp"] <= 32 else "" for b in bl],
             textposition="inside", insidetextanchor="middle",
-            customdata=[[b["micro_batch"], b["chunk"]] for b in bl],
+            customdata=[[b["micro_batch"], b["chunk"], b["end_s"] * scale] for b in bl],
             hovertemplate=f"{name} of micro-batch %{{customdata[0]}}, chunk %{{customdata[1]}}<br>"
-                          f"%{{base:,.4g}}-%{{x:,.4g}} {unit}<extra></extra>"))
+                          f"%{{base:,.4g}}-%{{customdata[2]:,.4g}} {unit}<extra></extra>"))
     fig.update_xaxes(title_text=f"time in the step ({unit})", rangemode="tozero", tickformat=",~g")
     fig.update_yaxes(autorange="reversed", type="category")
     bubble = (1 - schedule["busy_frac"]) if bubble_frac is None else float(bubble_frac)
