@@ -53,6 +53,7 @@ import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model import fp8 as FP8
+from gpusim.model import placement as PLACE
 from gpusim.model.sync import expected_max_std_normal
 from gpusim.strategy import RECOMPUTE_CODES
 
@@ -160,30 +161,25 @@ def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_byt
     return np.maximum(ib, nvl), np.where(N > 1, ib_bytes, 0.0), nvl_bytes * (r - 1.0) / np.maximum(r, 1.0)
 
 
-def ep_ranks_in_domain(ep, etp, domain, n_gpus):
-    """EP ranks of the worst-placed rank's group that share its NVLink domain. Groups are ``ep x etp``
-    consecutive ranks (Megatron-Core's rank order puts the expert group innermost after expert-TP). A group no
-    larger than the domain is inside one domain: when the job fits in one, when the groups tile the domains, and
-    when they do not (a 64-rank group on NVL72 racks of 72) because a job on NVL72 racks is placed by the scheduler
-    in segments of nodes that each sit inside one NVLink domain (Slurm's ``topology/block`` plugin and
-    ``sbatch --segment``, SchedMD topology.conf(5); TensorRT-LLM's GB200 scripts: "``--segment`` makes sure that
-    all nodes are in the same NVLink domain"), so a 256-GPU job runs as 4 x 64 GPUs of 4 racks, leaving trays
-    idle rather than splitting a group. A group larger than the domain has ``d / etp`` of its ranks in it."""
-    ep, etp, d = _f(ep), _f(etp), _f(domain)
-    span = ep * etp
-    return np.where(span <= d, ep, np.maximum(np.floor(d / etp), 1.0)) + 0.0 * _f(n_gpus)
+def ep_ranks_in_domain(ep, etp, domain, n_gpus, gpus_per_node):
+    """EP ranks of the worst-placed rank's group that share its NVLink domain: the shared placement rule
+    (:func:`gpusim.model.placement.group_placement`) for a group of ``ep`` ranks ``etp`` apart (Megatron-Core's
+    experts' rank order ``etp-ep-edp-pp``) in the job's ``n_gpus`` allocated in NVLink-domain blocks (a 256-GPU job
+    on NVL72 racks of 18 trays runs as 4 segments of 16 trays, Slurm ``--segment``: a 64-rank group sits in one)."""
+    return PLACE.group_placement(ep, etp, n_gpus, gpus_per_node, domain)[0]
 
 
 def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):
     """The EP group as :data:`gpusim.model.comm.ALL_TO_ALL` sees it: ``(n_nodes, inter_bytes_per_s)``.
 
     comm's "node" is a group of fast-linked ranks, so ``n_nodes`` = the NVLink domains the worst-placed rank's EP
-    group spans, ``ep / r`` with ``r`` = :func:`ep_ranks_in_domain`; comm sends each rank's remote part through
-    ``inter / r``, so ``inter`` = the NIC bandwidth of those ``r`` ranks, ``r x`` one GPU's share of its node's NICs
-    (``inter_busbw_bytes_per_s / gpus_per_node``; an NVL72 tray's NICs serve its 4 GPUs, not the rack's 72).
+    group spans (:func:`gpusim.model.placement.group_placement`), with ``r`` of its ranks in each; comm sends each
+    rank's remote part through ``inter / r``, so ``inter`` = the NIC bandwidth of those ``r`` ranks, ``r x`` one
+    GPU's share of its node's NICs (``inter_busbw_bytes_per_s / gpus_per_node``; an NVL72 tray's NICs serve its 4
+    GPUs, not the rack's 72).
     """
-    r = ep_ranks_in_domain(ep, etp, domain, n_gpus)
-    return _f(ep) / r, _f(inter_busbw_bytes_per_s) / _f(gpus_per_node) * r
+    r, domains = PLACE.group_placement(ep, etp, n_gpus, gpus_per_node, domain)
+    return domains, _f(inter_busbw_bytes_per_s) * PLACE.nic_share(r, gpus_per_node)
 
 
 def moe_params_per_rank(x: dict, tp):

@@ -216,12 +216,13 @@ def test_cli_predict_moe_json(capsys):
 
 def test_ep_groups_on_nvl72_racks_stay_inside_one_rack():
     # 64-rank EP groups on racks of 72: the scheduler places the job in segments inside one NVLink domain, so a
-    # 256-GPU job is 4 x 64 GPUs of 4 racks and every group is on NVLink (ep_ranks_in_domain's docstring)
-    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256)) == 64
-    assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256)) == 8  # 8 tiles 72
-    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64)) == 64  # the whole job inside one rack
-    assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256)) == 8  # larger than an 8-GPU node
-    assert float(EXP.ep_ranks_in_domain(32, 4, 72, 512)) == 18  # ep x etp = 128 > 72: 72 / etp of its ranks
+    # 256-GPU job is 4 x 64 GPUs of 4 racks and every group is on NVLink (gpusim.model.placement)
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256, 4)) == 64
+    assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256, 4)) == 8  # 8 tiles the 64-GPU segment
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64, 4)) == 64  # the whole job inside one rack
+    assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256, 8)) == 8  # larger than an 8-GPU node
+    # ep x etp = 128 on 512 GPUs (128 trays -> segments of 16 trays = 64 GPUs): 64 / etp = 16 of its ranks each
+    assert float(EXP.ep_ranks_in_domain(32, 4, 72, 512, 4)) == 16
     nodes, _ = EXP.a2a_fabric(64, 1, 72, 256, 4, 400e9)
     assert float(nodes) == 1.0  # the all-to-all never leaves the rack
 
