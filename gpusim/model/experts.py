@@ -182,6 +182,64 @@ def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):
     return domains, _f(inter_busbw_bytes_per_s) * PLACE.nic_share(r, gpus_per_node)
 
 
+#: compute streams Transformer Engine runs a grouped GEMM's (and a grouped quantisation's) per-expert kernels on:
+#: ``get_num_compute_streams() { static constexpr int num_compute_streams = 4; }`` (NVIDIA/TransformerEngine
+#: ``transformer_engine/common/util/multi_stream.cpp``)
+TE_COMPUTE_STREAMS = 4.0
+#: kernels of one MoE layer's forward pass besides its expert GEMMs, as Megatron-Core's router and all-to-all token
+#: dispatcher launch them (``megatron/core/transformer/moe/router.py``, ``token_dispatcher.py``
+#: ``MoEAlltoAllTokenDispatcher``, ``moe_utils.py``; fused permutation and router kernels as the performance recipes
+#: set them): router GEMM 1, score function + top-k 1, load-balancing (aux loss or bias) 3, tokens per expert 1,
+#: their gather over the tp x ep group 1, input / output splits 3, the device-to-host copy 1, permutation 2, dispatch
+#: all-to-alls of tokens and probabilities 2, sort by local expert 2, activation with probabilities 1, unsort 1,
+#: combine all-to-all 1, unpermutation 1 (21)
+MOE_FIXED_FWD_KERNELS = 21.0
+#: kernels of the FFN the MoE layer replaces (fc1, activation, fc2), inside ``gpusim.model.llm.KERNELS_PER_LAYER``
+DENSE_FFN_FWD_KERNELS = 3.0
+
+
+def grouped_gemm_rounds(local_experts):
+    """``(rounds, concurrent)``: Transformer Engine's grouped GEMM (``GroupedLinear``, Megatron-Core's
+    ``TEGroupedMLP`` under ``--moe-grouped-gemm``; ``multi_stream_cublas_gemm`` in
+    ``transformer_engine/common/gemm/cublaslt_gemm.cu``: "For now, we only have multi-stream cublas backend") launches
+    one cuBLAS GEMM per local expert, the ``i``-th on compute stream ``i mod 4`` (:data:`TE_COMPUTE_STREAMS`), so
+    ``E / ep`` experts run as ``ceil(E_local / 4)`` rounds of ``min(E_local, 4)`` concurrent GEMMs: each round fills
+    the SMs with its own tiles (wave quantisation per round) and pays its own kernel tail. Megatron-Core's MoE README:
+    "``--moe-grouped-gemm``: when there are multiple experts per rank, launch multiple local GEMM kernels in multiple
+    streams to improve the utilization"."""
+    local = np.maximum(_f(local_experts), 1.0)
+    return np.ceil(local / TE_COMPUTE_STREAMS), np.minimum(local, TE_COMPUTE_STREAMS)
+
+
+def moe_forward_kernels(local_experts, fp8, shared):
+    """Kernels one MoE layer's forward pass launches: :data:`MOE_FIXED_FWD_KERNELS`, two GEMMs per local expert (fc1,
+    fc2), with FP8 two quantisations per local expert (their inputs: TE's ``nvte_multi_tensor_quantize``, one kernel
+    per tensor on the compute streams), and the shared experts' fc1, activation and fc2 (3) where the model has them."""
+    local = _f(local_experts)
+    return (MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
+            + np.where(np.asarray(shared, dtype=bool), 3.0, 0.0))
+
+
+def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
+    """Whether the layer's token dispatch makes the CPU wait for the GPU (one device-to-host sync per MoE layer
+    forward). Megatron-Core's ``MoEAlltoAllTokenDispatcher.preprocess`` (``token_dispatcher.py``) needs the input and
+    output splits of the all-to-all on the host: dropless with ``ep > 1`` (or several local experts) sets
+    ``cuda_sync_point = "before_ep_alltoall"``, token-drop without padding ``"before_permutation_1"``; only
+    drop-and-pad to a static capacity (gpusim's capacity factor pads) returns before any sync. DeepEP's normal
+    dispatch kernels also wait on the host for the received token counts (DeepEP README: the normal kernels are not
+    CUDA-graph compatible for that reason), so both dispatchers sync when dropless."""
+    return ~np.isfinite(_f(capacity)) & ((_f(ep) > 1) | (_f(local_experts) > 1)) & (np.asarray(dispatcher) >= 0)
+
+
+def sync_exposed_s(cpu_s, gpu_s, launch_cpu_s):
+    """Seconds a host sync per layer exposes: after it the GPU's queue is empty and the CPU must launch the layer's
+    kernels (from one sync to the next: one layer's forward) before the GPU can run them, so the segment takes
+    ``max(cpu, gpu)`` instead of hiding under the CPU's lead: ``max(cpu - gpu, 0)``, plus one launch of latency
+    before the GPU starts again. (Without syncs the CPU's launch time is the whole step's and hides under the GPU's
+    whenever the step is GPU-bound.)"""
+    return np.maximum(_f(cpu_s) - _f(gpu_s), 0.0) + _f(launch_cpu_s)
+
+
 def moe_params_per_rank(x: dict, tp):
     """Parameters per rank of the FFN of one layer, averaged over the layers, against the dense FFN's
     (``delta``), and the routed experts' part (``expert``): router ``h E``, shared experts / tp, ``E / ep``
@@ -195,10 +253,13 @@ def moe_params_per_rank(x: dict, tp):
     return moe_frac * (moe_rank - h * _f(x["ff_dim"]) * mats / tp), moe_frac * expert_rank
 
 
-def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) -> dict:
+def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll, layer_f_s=0.0,
+                    dense_kernels_f=0.0) -> dict:
     """The change an MoE layer makes to one layer's forward/backward time, memory and parameters per rank,
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
-    dense FFN), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
+    dense FFN; ``delta_f_s`` includes ``sync_f_s``, the CPU launch time the dispatcher's host sync exposes, from
+    :func:`sync_exposed_s` on the layer's forward: ``layer_f_s`` seconds and ``dense_kernels_f`` kernels of the rest
+    of the layer), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
     ``expert_params`` (the routed experts per rank, per layer: sharded over the expert-data-parallel group),
     ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row. ``coll(kind, size, ranks, nodes[,
     inter])`` is the collectives model's time on the row's fabric (``inter``: another inter-node bandwidth)."""
@@ -233,8 +294,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     load = busiest_rank_load(n_tok, k, E, ep, etp, x["moe_capacity"], x["moe_imbalance_frac"])
     tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
     local = E / ep
-    x_up_f, x_up_b = linear(tpe, fe * up / etp, h, local)
-    x_dn_f, x_dn_b = linear(tpe, h, fe / etp, local)
+    rounds, conc = grouped_gemm_rounds(local)  # TE's grouped GEMM: per-expert cuBLAS GEMMs on 4 streams
+    x_up_f, x_up_b = linear(tpe, fe * up / etp, h, conc)
+    x_dn_f, x_dn_b = linear(tpe, h, fe / etp, conc)
+    x_up_f, x_up_b, x_dn_f, x_dn_b = (rounds * t for t in (x_up_f, x_up_b, x_dn_f, x_dn_b))
     routed_tokens = tpe * local
     perm_bytes = 2.0 * routed_tokens * h * e * 2.0  # permute before and unpermute after the experts (read + write)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
@@ -276,11 +339,21 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     hidden = 1.0 - p.ep_a2a_overlap_frac
     ep_f = (2.0 * a2a + etp_comm) * hidden
     ep_b = (2.0 * a2a + etp_comm) * hidden
+    # [issue 17] the dispatcher's host sync: the rest of the layer's forward runs at max(CPU launches, GPU)
+    fp8_mode_k = np.asarray(x.get("fp8_mode", 0))
+    kern_f = _f(dense_kernels_f) - DENSE_FFN_FWD_KERNELS + moe_forward_kernels(local, fp8_mode_k, has_shared)
+    gpu_f = _f(layer_f_s) + (moe_f - dense_f) + ep_f
+    syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local)
+    sync_f = np.where(syncs, sync_exposed_s(kern_f * p.launch_cpu_s, gpu_f, p.launch_cpu_s), 0.0)
+    moe_f = moe_f + sync_f
     delta_params, expert_params = moe_params_per_rank(x, tp)
-    # activations kept for backward: the dense FFN's against router scores, dispatched tokens, expert
+    # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
+    # Megatron-Core multiplies the routing probabilities inside the experts' activation, ``activation_func_with_probs``
+    # in megatron/core/transformer/moe/experts.py, so the unpermutation keeps no token copy, and permutation and
+    # all-to-all backward need only the routing map and the splits), their probabilities (fp32), the expert
     # activations and the shared experts'
     dense_keep = T / tp * e * fd * (up + 1.0)
-    moe_keep = (n_tok * E * 4.0 + 2.0 * routed_tokens * h * e + routed_tokens * e * fe / etp * (up + 1.0)
+    moe_keep = (n_tok * E * 4.0 + routed_tokens * (h * e + 4.0) + routed_tokens * e * fe / etp * (up + 1.0)
                 + T / tp * e * fs * (up + 1.0))
     delta_act = moe_frac * (moe_keep - dense_keep)
     delta_f, delta_b = moe_frac * (moe_f - dense_f), moe_frac * (moe_b - dense_b)
@@ -309,7 +382,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
-            "tokens_per_expert": tpe, "a2a_s": a2a}
+            "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
+            "kernels_f": kern_f}
 
 
 def moe_flop_delta_per_token(x: dict):

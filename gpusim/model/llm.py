@@ -471,6 +471,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # replace the dense FFN of the MoE layers (zero for a dense model); full recomputation runs them again
     domain = _f(x.get("nvlink_domain_gpus", g))
     moe = EXP.moe_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, domain=domain, g=g,
+                              layer_f_s=layer_f, dense_kernels_f=KERNELS_PER_LAYER,
                               coll=lambda kind, size, ranks, nn, bw=inter: coll(kind, size, ranks, nn, intra, bw))
     layer_f = layer_f + moe["delta_f_s"]
     layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)

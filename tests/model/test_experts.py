@@ -258,3 +258,63 @@ def test_full_recomputation_keeps_only_each_moe_layers_input():
     # DeepSeek-V3's own layout (2,048 GPUs, pp 16, ep 64; DeepSeek-AI 2024 section 3.1) fits an 80 GB GPU
     own = simulate({**DSV3, "gpus": 2048, "nodes": 256, "ep": 64, "global_batch": 1024}, recommend=False)
     assert own.fits_in_memory
+
+
+def test_grouped_gemm_runs_as_te_launches_it_per_expert_on_four_streams():
+    # TE's multi-stream cuBLAS grouped GEMM: 16 local experts -> 4 rounds of 4 concurrent GEMMs; 2 -> 1 round of 2;
+    # 6 -> 2 rounds (4 + 2, timed as 2 rounds of 4)
+    rounds, conc = EXP.grouped_gemm_rounds(np.array([16.0, 2.0, 6.0, 1.0]))
+    assert rounds.tolist() == [4.0, 1.0, 2.0, 1.0] and conc.tolist() == [4.0, 2.0, 4.0, 1.0]
+
+
+def test_moe_forward_kernel_count_hand_worked():
+    # 16 local experts, bf16, no shared expert: 21 + 2 x 16 = 53; FP8 quantises both inputs per expert: + 32 = 85;
+    # a shared expert adds its fc1, activation, fc2
+    k = EXP.moe_forward_kernels(np.array([16.0, 16.0, 16.0]), np.array([0, 1, 1]), np.array([False, False, True]))
+    assert k.tolist() == [53.0, 85.0, 88.0]
+
+
+def test_dispatcher_host_sync_exposes_cpu_launch_time_only_where_megatron_syncs():
+    # Megatron-Core's all-to-all dispatcher syncs when dropless (ep > 1 or several local experts); padded capacity
+    # (drop-and-pad) does not
+    syncs = EXP.dispatcher_syncs(np.array([0, 0, 1, 0]), np.array([np.nan, 1.25, np.nan, np.nan]),
+                                 np.array([8.0, 8.0, 8.0, 1.0]), np.array([16.0, 16.0, 16.0, 1.0]))
+    assert syncs.tolist() == [True, False, True, False]
+    # a layer's forward that launches 100 kernels at 8 us (0.8 ms of CPU) over 0.5 ms of GPU work exposes 0.3 ms + one
+    # launch; a GPU-bound layer exposes only the launch after the sync
+    assert float(EXP.sync_exposed_s(100 * 8e-6, 0.5e-3, 8e-6)) == pytest.approx(0.3e-3 + 8e-6)
+    assert float(EXP.sync_exposed_s(100 * 8e-6, 2e-3, 8e-6)) == pytest.approx(8e-6)
+
+
+def test_moe_step_grows_with_the_cpu_launch_cost_when_the_layer_is_launch_bound(db):
+    # small experts at a small micro-batch: the per-kernel CPU cost shows in the step through the dispatcher's sync;
+    # with padded capacity (no sync) it does not
+    import dataclasses as dc
+
+    from gpusim.params import DEFAULT_PARAMS
+
+    scn = Scenario(model="qwen3-30b-a3b", gpu="b200", gpus=8, kind="zero1", tp=1, pp=1, ep=8, per_gpu_batch=1,
+                   global_batch=64, seq_len=1024, precision="bf16")
+    slow = dc.replace(DEFAULT_PARAMS, launch_cpu_s=50e-6) if dc.is_dataclass(DEFAULT_PARAMS) else \
+        DEFAULT_PARAMS.model_copy(update={"launch_cpu_s": 50e-6})
+    fast = simulate(scn, db=db, recommend=False).step_s
+    grow = simulate(scn, db=db, params=slow, recommend=False).step_s - fast
+    padded = scn.with_changes(moe_capacity_factor=1.0)
+    a = simulate(padded, db=db, recommend=False).step_s
+    grow_padded = simulate(padded, db=db, params=slow, recommend=False).step_s - a  # the optimizer's launches only
+    # 48 MoE layers x 8 micro-batches x (kernels x 42 us more than the GPU's forward) >> the optimizer's few launches
+    assert grow > 10 * grow_padded > 0
+
+
+def test_moe_activations_keep_one_copy_of_the_dispatched_tokens():
+    # Megatron-Core applies the routing probabilities in the experts' activation: the unpermutation keeps no token
+    # copy. Halving d_model's dispatched-token term shows as h x e + 4 bytes per routed token in delta_act_bytes.
+    from gpusim.params import DEFAULT_PARAMS
+
+    x = {"moe_frac": 1.0, "d_model": 1024.0, "n_experts": 8.0, "top_k": 2.0, "expert_ff_dim": 0.0,
+         "shared_ff_dim": 0.0, "ff_dim": 0.0, "ffn_mats": 3.0, "ep": 1.0, "expert_tp": 1.0, "moe_capacity": np.nan,
+         "moe_imbalance_frac": 0.0, "gpus_per_node": 8.0, "n_nodes": 1.0, "inter_busbw_bytes_per_s": 400e9}
+    out = EXP.moe_layer_terms(x, DEFAULT_PARAMS, gemm=lambda m, n, k, batch=1.0: 0.0 * m, T=1000.0, tp=1.0, e=2.0,
+                              mem_rate=1e12, domain=8.0, g=8.0, coll=lambda *a, **k: 0.0)
+    routed = 1000.0 * 2.0  # tokens x top-k, balanced, one rank
+    assert float(out["delta_act_bytes"]) == pytest.approx(1000.0 * 8.0 * 4.0 + routed * (1024.0 * 2.0 + 4.0))
