@@ -425,7 +425,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
     # (the cp group, ranks tp apart, in the job's NVLink-domain allocation blocks: gpusim.model.placement)
     n_job = g * _f(x["n_nodes"])
-    block = PLACE.allocation_block_gpus(n_job, g, _f(x.get("nvlink_domain_gpus", g)))
+    block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
     cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
                                      domain=block)
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
@@ -541,7 +541,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     nodes = _f(x["n_nodes"])
     # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
     # more than one of the job's allocation blocks (gpusim.model.placement)
-    _, pp_domains = PLACE.group_placement(pp, nodes * g / pp, nodes * g, g, domain)
+    pp_domains = dist(lambda *v: PLACE.group_placement(*v)[1], [pp, nodes * g / pp, nodes * g, g, domain])
     cross = pp_domains > 1
     p2p_bytes = act_bytes / tp
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs

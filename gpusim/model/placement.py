@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpusim.model.distinct import per_distinct
+
 #: the rank stride of each group in Megatron-Core's order (``n``: the job's GPUs): ``tp`` 1, ``cp`` tp, ``ep``
 #: etp (the experts' generator), ``dp`` tp (the dp x cp group of the distributed optimizer), ``pp`` n / pp
 STRIDES = {"tp": "1", "cp": "tp", "ep": "etp", "dp": "tp", "pp": "n / pp"}
@@ -58,13 +60,19 @@ def allocation_block_gpus(n_gpus, gpus_per_node, domain_gpus):
 
 def group_placement(size, stride, n_gpus, gpus_per_node, domain_gpus):
     """``(members per domain, domains spanned)`` of the worst-placed group of ``size`` ranks ``stride`` apart
-    (module docstring; :data:`STRIDES` gives each group's stride)."""
+    (module docstring; :data:`STRIDES` gives each group's stride). Evaluated once per distinct row (a sweep's
+    layouts share one job size and fabric: the allocation block once per distinct one,
+    :func:`gpusim.model.distinct.per_distinct`)."""
+    hw = [_f(a) for a in (n_gpus, gpus_per_node, domain_gpus)]
+    B = per_distinct(allocation_block_gpus, hw) if all(a.ndim <= 1 for a in hw) else allocation_block_gpus(*hw)
     size, stride = np.maximum(_f(size), 1.0), np.maximum(_f(stride), 1.0)
-    B = allocation_block_gpus(n_gpus, gpus_per_node, domain_gpus)
     k = np.minimum(size, np.maximum(np.floor(B / stride), 1.0))
     domains = np.ceil(size / k)
     span = size * stride
-    straddle = (span <= B) & (np.mod(B, span) != 0) & (size > 1)
+    fits = (span <= B) & (span < hw[0]) & (size > 1)  # a group inside one block of several (the job spans blocks)
+    if not np.any(fits):  # (the common case of a sweep: skip the remainder test on every row)
+        return k, domains
+    straddle = fits & (np.mod(B, span) != 0)
     return np.where(straddle, size / 2.0, k), np.where(straddle, 2.0, domains)
 
 
