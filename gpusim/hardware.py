@@ -232,7 +232,7 @@ class Link(_Sourced):
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "bandwidth_gbyte_per_s_per_direction", "signalling_gbit_per_s", "latency_us", "nvls", "in_network_reduction",
-        "mesh_peers", "links_per_gpu")
+        "mesh_peers", "links_per_gpu", "nccl_protocols", "nccl_nvls_enable")
 
     kind: LinkKind
     scope: Literal["intra-node", "inter-node"]
@@ -252,6 +252,14 @@ class Link(_Sourced):
                                       description="NVLink links per GPU (12 on A100, 18 on H100 and B200): NCCL's topology "
                                                   "gives each link a per-generation bandwidth (ModelParams."
                                                   "nccl_nvlink_gbyte_per_s_per_link), so a ring gets links x that")
+    # [issue 18] a network transport whose required NCCL configuration narrows NCCL's choice (cloud fabrics)
+    nccl_protocols: list[Literal["ll", "ll128", "simple"]] | None = Field(
+        default=None, min_length=1,
+        description="NCCL protocols the transport's required configuration allows across nodes (NCCL_PROTO); "
+                    "empty: NCCL's own choice")
+    nccl_nvls_enable: bool = Field(
+        default=True, description="False where the transport's required configuration sets NCCL_NVLS_ENABLE=0 "
+                                  "(no NVLS or NVLS-tree on jobs that cross nodes over it)")
 
     @model_validator(mode="after")
     def _consistency(self):

@@ -317,8 +317,26 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "ll128": _ll128(hw, int(path), params),
         "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
     }
+    _transport_config(row, hw)
     row["ll_max_busbw_bytes_per_s"] = row["_ll_max"]  # the step model's copy
     return row
+
+
+def _transport_config(row: dict, hw: Hardware) -> None:
+    """[issue 18] A network transport whose required NCCL configuration narrows NCCL's choice (the link's
+    ``nccl_protocols`` / ``nccl_nvls_enable``, e.g. GPUDirect-TCPXO: NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0) applies to
+    jobs that cross nodes over it: no LL (its cap set to 0, which the collectives model reads as "cannot run"), no
+    LL128, no NVLS / NVLS-tree. Jobs inside one node or one NVLink domain keep NCCL's own choice."""
+    link = hw.inter_link
+    if link is None or hw.nodes <= 1 or hw.in_nvlink_domain:
+        return
+    if link.nccl_protocols is not None:
+        if "ll" not in link.nccl_protocols:
+            row["_ll_max"] = 0.0
+        if "ll128" not in link.nccl_protocols:
+            row["ll128"] = False
+    if not link.nccl_nvls_enable:
+        row["nvls"] = False
 
 
 _NVLINK_PATHS = frozenset(PATH_CODES[k] for k in ("nvswitch", "nvlink-mesh", "nvlink-bridge"))

@@ -2,7 +2,7 @@
 
 ``validation/nccl_sweeps.csv`` holds nccl-tests / rccl-tests all-reduce sweeps of several systems (8x A100, 8x H200,
 4 and 72 GPUs of GB200 NVL72, MI300X in one and two nodes, MI325X in 1-8 nodes, MI355X in two, H100 over
-GPUDirect-TCPXO and RoCE, A100 over EFA and HDR InfiniBand), one row per message size, each with its source (``source_url``, commit where the source is a
+GPUDirect-TCPXO and RoCE, A100 over EFA and HDR InfiniBand, H200 and A100 in two OCI nodes over RoCE), one row per message size, each with its source (``source_url``, commit where the source is a
 file in a repository). ``validation/README.md`` describes the columns.
 
 The CSV's ``held_out`` column says whether a system's predictions were looked at while the collectives model was
@@ -52,6 +52,7 @@ class SweepRow:
     held_out: bool
     kind: str = "measured"
     algorithm_reported: str = ""
+    vendor: str = ""  # the GPU's vendor from the hardware database (held-out systems are reported per vendor)
     predicted_gbyte_per_s: float | None = None
     algorithm: str | None = None
     protocol: str | None = None
@@ -104,6 +105,10 @@ def run(path: str | os.PathLike | None = None, *, db=None, params=None) -> list[
                            held_out=r["held_out"].strip().lower() in ("yes", "true", "1"),
                            kind=r.get("kind", "measured") or "measured",
                            algorithm_reported=r.get("algorithm_reported", "") or "")
+            gpu = db.gpus.get(r["gpu"]) if r.get("gpu") else None
+            if gpu is None and r.get("node") in db.nodes:
+                gpu = db.gpus.get(db.nodes[r["node"]].gpu)
+            res.vendor = gpu.vendor if gpu is not None else ""
         except (KeyError, ValueError) as e:
             raise GpusimError(f"row {i + 2} of {path or default_csv()}: bad value ({e}); see validation/README.md") \
                 from None
@@ -161,10 +166,14 @@ def summarize(results: list[SweepRow], min_bytes: float = MIN_BYTES) -> dict:
                     "gpus": sorted(s["gpus"]), "nodes": sorted(s["nodes"]), "algorithms": sorted(s["algorithms"]),
                     "reported": sorted(s["reported"]), **_stats(s["errors"])})
 
-    def group(flag: bool) -> dict:
-        errs = [r.ape for r in results if r.held_out == flag and r.ape is not None and r.size_bytes >= min_bytes]
-        return {**_stats(errs), "systems": sum(1 for s in out if s["held_out"] == flag)}
-    return {"min_bytes": min_bytes, "systems": out, "held_out": group(True), "looked_at": group(False)}
+    def group(flag: bool, vendor: str | None = None) -> dict:
+        errs = [r.ape for r in results if r.held_out == flag and r.ape is not None and r.size_bytes >= min_bytes
+                and (vendor is None or r.vendor == vendor)]
+        names = {r.system for r in results if r.held_out == flag and (vendor is None or r.vendor == vendor)}
+        return {**_stats(errs), "systems": len(names)}
+    vendors = sorted({r.vendor for r in results if r.held_out and r.vendor})
+    return {"min_bytes": min_bytes, "systems": out, "held_out": group(True), "looked_at": group(False),
+            "held_out_by_vendor": {v: group(True, v) for v in vendors}}
 
 
 def to_dicts(results: list[SweepRow]) -> list[dict]:
@@ -199,3 +208,7 @@ def print_section(results: list[SweepRow], print_table, fmt_pct) -> None:
         g = summary[key]
         print(f"  {name}: median {fmt_pct(g['median_ape'])}, p90 {fmt_pct(g['p90_ape'])} "
               f"(n={g['n']} sizes, {g['systems']} systems)")
+        if key == "held_out":
+            for vendor, gv in summary["held_out_by_vendor"].items():
+                print(f"    held-out {vendor} systems: median {fmt_pct(gv['median_ape'])}, p90 {fmt_pct(gv['p90_ape'])} "
+                      f"(n={gv['n']} sizes, {gv['systems']} systems)")

@@ -218,13 +218,22 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
         protos = tuple(q for q in protos if q != PROTO_LL128)
     ok128 = None if np.all(l128) else l128
 
+    ll_cap = np.asarray(ll_max_busbw_bytes_per_s, dtype=np.float64)
+    # an LL cap of 0: LL cannot run there (a transport whose required configuration leaves it out, NCCL_PROTO);
+    # a protocol asked for by name runs anyway, as NCCL_PROTO=LL would
+    okll = None if (protocol != _AUTO or np.all(ll_cap > 0)) else ll_cap > 0
+    if protocol != _AUTO:
+        ll_cap = np.where(ll_cap > 0, ll_cap, np.inf)
+    if okll is not None and not np.any(okll):
+        protos = tuple(q for q in protos if q != PROTO_LL)
+
     def okp(p, ok=None):
         """Rows where protocol ``p`` may run (and ``ok``)."""
-        if p != PROTO_LL128 or ok128 is None:
+        gate = ok128 if p == PROTO_LL128 else okll if p == PROTO_LL else None
+        if gate is None:
             return ok
-        return ok128 if ok is None else ok & ok128
+        return gate if ok is None else ok & gate
     simple_ok = PROTO_SIMPLE in protos
-    ll_cap = np.asarray(ll_max_busbw_bytes_per_s, dtype=np.float64)
     x_intra_ring, x_inter_ring = tn.hop_extra("intra", "ring"), tn.hop_extra("inter", "ring")
     shape = np.broadcast_shapes(np.shape(s), np.shape(n), np.shape(nodes), np.shape(intra), np.shape(inter),
                                 np.shape(ihop), np.shape(ohop))
@@ -348,7 +357,8 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     nvls_gain_frac, nvls_latency_s, tree_busbw_frac : see :class:`~gpusim.params.ModelParams`
     algorithm, protocol : ``-1`` auto, or a code from :data:`ALGORITHMS` / :data:`PROTOCOLS` to force one
     sharp : the network reduces in its switches (InfiniBand SHARP): enables CollNet for all-reduce
-    ll_max_busbw_bytes_per_s : NCCL's cap on the LL protocol's bus bandwidth for this GPU generation
+    ll_max_busbw_bytes_per_s : NCCL's cap on the LL protocol's bus bandwidth for this GPU generation; 0 where LL
+        cannot run (the automatic choice leaves it out)
     tuning : :class:`Tuning` (default: from :data:`gpusim.params.DEFAULT_PARAMS`)
 
     Returns ``(time_s, algorithm_code)``, both arrays.

@@ -105,6 +105,24 @@ def test_two_nodes_on_slow_nics_run_the_tree_above_the_nics_total():
     assert busbw > 150e9
 
 
+def test_between_two_nodes_sharp_cannot_lift_the_network_term():
+    # no NVLS, NVLink ring 240 GB/s, 180 GB/s of NICs per node, 8 GiB (tree correction 1). Two nodes: the tree's network
+    # phase carries each node's buffer once per direction, as CollNet does, so both are bound by the NVLink chain
+    # (NCCL tuning.cc: bw = nNodes <= 2 || collnet ? bwIntra : bwInter): tree 0.92 x min(240, 180 x 1.875) = 220.8,
+    # CollNet min(240, 2 x 180 x 0.9 = 324) = 240. Eight nodes: the tree's interior nodes carry twice that, tree
+    # 0.92 x min(240, 180 x 1.984 / 2) = 164, ring min(240, 180) = 180, CollNet still 240.
+    def bus(nodes, algo):
+        n = 8 * nodes
+        t, _ = C.collective_time_s(C.ALL_REDUCE, 2.0**33, n, nodes, 240e9, 0.47e-6, 180e9, 2.7e-6, False, sharp=True,
+                                   algorithm=C.ALGORITHMS[algo], protocol=C.PROTO_SIMPLE, **KW)
+        return C.bus_factor(C.ALL_REDUCE, n) * 2.0**33 / float(t)
+    assert bus(2, "tree") == pytest.approx(0.92 * 240e9, rel=0.01)
+    assert bus(2, "collnet") == pytest.approx(240e9, rel=0.01)
+    assert bus(8, "tree") == pytest.approx(0.92 * 180e9 * (2 * 63 / 64) / 2, rel=0.01)
+    assert bus(8, "ring") == pytest.approx(180e9, rel=0.01)
+    assert bus(8, "collnet") == pytest.approx(240e9, rel=0.01)
+
+
 def test_one_nvlink_domain_runs_nvls():
     out = collective("all_reduce", [2.0**32], node="gb200-nvl72", gpus=72, nodes=18)
     assert out[0]["algorithm"] == "nvls"
@@ -171,6 +189,25 @@ def test_summary_separates_held_out_from_looked_at(tmp_path):
     assert s["looked_at"]["median_ape"] == pytest.approx(abs(pred - 500) / 500)
 
 
+def test_held_out_systems_are_reported_per_vendor(tmp_path):
+    # the vendor comes from the hardware database (the GPU of the row, or of its node template), not from names
+    path = tmp_path / "s.csv"
+    cols = ["system", "source_id", "source_url", "collective", "gpu", "node", "gpus", "nodes", "intra",
+            "intra_topology", "inter", "nics_per_node", "size_bytes", "busbw_gbyte_per_s", "held_out"]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        w.writerow(["n", "X", "https://x", "all_reduce", "", "dgx-h100", 8, 1, "", "", "", "", 2**30, 400, "yes"])
+        w.writerow(["a", "Y", "https://y", "all_reduce", "mi300x", "", 8, 1, "", "", "", "", 2**30, 100, "yes"])
+        w.writerow(["a", "Y", "https://y", "all_reduce", "mi300x", "", 8, 1, "", "", "", "", 2**31, 100, "yes"])
+    res = VC.run(path)
+    assert [r.vendor for r in res] == ["nvidia", "amd", "amd"]
+    by = VC.summarize(res)["held_out_by_vendor"]
+    assert set(by) == {"nvidia", "amd"}
+    assert (by["nvidia"]["n"], by["nvidia"]["systems"], by["amd"]["n"], by["amd"]["systems"]) == (1, 1, 2, 1)
+    assert by["nvidia"]["median_ape"] == pytest.approx(abs(res[0].predicted_gbyte_per_s - 400) / 400)
+
+
 def test_a_sweep_file_without_a_column_is_refused_with_the_column_named(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("system,gpu\na,h100-sxm\n")
@@ -198,3 +235,32 @@ def test_fit_on_one_system_changes_no_other_systems_prediction(tmp_path, capsys)
     default = collective("all_reduce", [2.0**20], node="dgx-h100", gpus=8, db=db)
     assert own[0]["time_s"] != default[0]["time_s"]
     json.loads(out.read_text())  # a readable calibration file
+
+
+# --- a transport's required NCCL configuration (GPUDirect-TCPXO: NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0) -------------
+def test_an_ll_cap_of_zero_means_ll_cannot_run_unless_asked_for():
+    s = np.array([1024.0, 65536.0])
+    _, _, proto = C.collective_choice(C.ALL_REDUCE, s, 16, 2, 370e9, 0.47e-6, 200e9, 2.7e-6, False,
+                                      ll_max_busbw_bytes_per_s=np.inf, **KW)
+    assert int(proto[0]) == C.PROTO_LL  # tiny messages: LL where it may run
+    t, _, proto = C.collective_choice(C.ALL_REDUCE, s, 16, 2, 370e9, 0.47e-6, 200e9, 2.7e-6, False,
+                                      ll_max_busbw_bytes_per_s=0.0, **KW)
+    assert C.PROTO_LL not in set(proto.tolist()) and np.all(np.isfinite(t))
+    forced, _, _ = C.collective_choice(C.ALL_REDUCE, s, 16, 2, 370e9, 0.47e-6, 200e9, 2.7e-6, False,
+                                       protocol=C.PROTO_LL, ll_max_busbw_bytes_per_s=0.0, **KW)
+    assert np.all(np.isfinite(forced))  # NCCL_PROTO=LL by name runs anyway
+
+
+def test_tcpxo_jobs_across_nodes_run_simple_ring_or_tree_without_nvls():
+    db = load()
+    link = db.links["gcp-gpudirect-tcpxo"]
+    assert link.nccl_protocols == ["simple"] and link.nccl_nvls_enable is False
+    out = collective("all_reduce", [2.0**10, 2.0**20, 2.0**24, 2.0**33], node="gcp-a3-megagpu-8g", gpus=16, nodes=2)
+    assert {o["protocol"] for o in out} == {"simple"}
+    assert {o["algorithm"] for o in out} <= {"ring", "tree"}
+    # inside one A3 Mega node the transport is not used: NCCL's own choice (NVLS for large messages)
+    one = collective("all_reduce", [2.0**33], node="gcp-a3-megagpu-8g", gpus=8, nodes=1)
+    assert one[0]["algorithm"] == "nvls"
+    # the same node on an RDMA network keeps NVLS-tree and LL for small messages
+    ib = collective("all_reduce", [2.0**10, 2.0**33], node="gcp-a3-megagpu-8g", gpus=16, nodes=2, inter="ib-ndr-400")
+    assert ib[0]["protocol"] == "ll" and ib[1]["algorithm"] == "nvls_tree"

@@ -223,11 +223,21 @@ def test_tp_crossing_the_nvlink_domain_is_refused_then_slower_when_forced(db):
     forced = simulate(_scn(workload=_gpt(spec), tp=16, pp=1, gpus=16, nodes=2, global_batch=4, force_tp=True), db=db)
     # per layer (8 on one stage vs 4 per stage): the rings now cross the network
     assert forced.breakdown_s["tp_comm_exposed_s"] / 8 > inside.breakdown_s["tp_comm_exposed_s"] / 4
-    # on a network of the same speed without in-switch reduction (200G RoCE: no SHARP) the penalty is larger still
-    no_sharp = simulate(_scn(workload=_gpt(spec), tp=16, pp=1, gpus=16, nodes=2, global_batch=4, force_tp=True,
-                             inter="roce-200g"), db=db)
-    assert no_sharp.breakdown_s["tp_comm_exposed_s"] > forced.breakdown_s["tp_comm_exposed_s"]
-    assert no_sharp.breakdown_s["tp_comm_exposed_s"] / 8 > 1.2 * inside.breakdown_s["tp_comm_exposed_s"] / 4
+    # [issue 18] SHARP buys nothing here. NCCL runs CollNet (SHARP) only when asked (NCCL_COLLNET_ENABLE, off by
+    # default: docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; gpusim's step model leaves it out), and
+    # between two nodes it could not lift the network term anyway: the double binary tree already sends each node's
+    # buffer once per direction, as CollNet does, so NCCL's tuner rates both at the intra-node speed (NVIDIA/nccl
+    # src/graph/tuning.cc @ b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2: `bw = nNodes <= 2 || collnet ? bwIntra :
+    # bwInter`; CollNet would only drop the tree's 0.92). The NVLink chain binds, so 200G RoCE without SHARP costs
+    # what 200G InfiniBand with it does; the network matters once it is slower than that chain (100G RoCE: 1.875 x 85
+    # GB/s < 240 GB/s of NVLink).
+    def tp_s(inter):
+        return simulate(_scn(workload=_gpt(spec), tp=16, pp=1, gpus=16, nodes=2, global_batch=4, force_tp=True,
+                             inter=inter), db=db).breakdown_s["tp_comm_exposed_s"]
+    assert tp_s("roce-200g") == pytest.approx(forced.breakdown_s["tp_comm_exposed_s"], rel=1e-9)
+    slow = tp_s("roce-100g")
+    assert slow > 1.2 * forced.breakdown_s["tp_comm_exposed_s"]
+    assert slow / 8 > 1.2 * inside.breakdown_s["tp_comm_exposed_s"] / 4
     assert any(r["id"] == "llm-tp-domain" for r in forced.recommendations)
 
 
