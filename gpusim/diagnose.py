@@ -179,6 +179,13 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
             if wanted[name]]
 
 
+def _headroom_words(res) -> str:
+    """[issue 17] ``" (with 2 GiB that must stay free, of 80 GiB)"``: what the fit check held back."""
+    head = getattr(res, "memory_headroom_bytes", 0.0)
+    return (f" (with the {units.format_bytes(head)} that must stay free, of "
+            f"{units.format_bytes(res.memory_capacity_bytes)})" if head else "")
+
+
 def llm_recommendations(scn, hw, res, variants, rec) -> None:
     """Advice for an LLM layout from its breakdown and what-ifs (``rec`` adds one recommendation)."""
     from gpusim.rules import nvlink_domain_gpus
@@ -198,12 +205,12 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                     "llm-tp": f"tp {vs.tp}", "llm-pp": f"pp {vs.pp}", "llm-zero1": "the distributed optimizer (zero1)",
                     "llm-sp": "sequence parallelism"}[name]
             rec("llm-fit-memory", f"The fullest pipeline stage needs {units.format_bytes(res.memory_per_gpu_bytes)} per "
-                                  f"GPU: {what} fits ({units.format_bytes(float(r['memory_per_gpu_bytes']))}) at "
+                                  f"GPU{_headroom_words(res)}: {what} fits ({units.format_bytes(float(r['memory_per_gpu_bytes']))}) at "
                                   f"{float(r['throughput_samples_per_s']) / thr - 1:+.0%} throughput.", None,
                 {k: getattr(vs, k) for k in ("tp", "pp", "recompute", "kind", "sp")}, "high")
         else:
             rec("llm-fit-memory", f"The fullest pipeline stage needs {units.format_bytes(res.memory_per_gpu_bytes)} per "
-                                  f"GPU and no recomputation, tensor- or pipeline-parallel variant tried fits: add GPUs "
+                                  f"GPU{_headroom_words(res)} and no recomputation, tensor- or pipeline-parallel variant tried fits: add GPUs "
                                   f"(more pipeline stages), use GPUs with more memory, or a smaller micro-batch.",
                 None, {}, "high")
         return

@@ -132,7 +132,7 @@ class GPU(_Sourced):
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "release_year", "memory_gib", "memory_gbyte_per_s", "dense_tflop_per_s", "peer_link", "pcie",
         "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s", "microscaling",
-        "compute_capability")
+        "compute_capability", "sustained_matmul_frac", "host_cpu_dispatch_mult")
 
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: str = Field(min_length=3, description="e.g. pascal, volta, turing, ampere, ada, hopper, blackwell, cdna3")
@@ -156,6 +156,16 @@ class GPU(_Sourced):
     achievable_matmul_tflop_per_s: dict[Literal["fp16", "bf16", "fp8"], Annotated[float, Field(gt=0, le=100000)]] | None = Field(
         default=None, description="measured maximum achievable dense matmul throughput at the best shape (MAMF), "
                                   "a practical ceiling below the datasheet peak; fp16 defaults to the bf16 figure")
+
+    # [issue 17] (h17ceiling) sustained clocks: what the tensor cores hold once saturated at the power limit
+    sustained_matmul_frac: dict[Literal["fp16", "bf16", "fp8"], Annotated[float, Field(gt=0, le=1)]] | None = Field(
+        default=None, description="maximum sustainable matmul FLOPS (MSMF: the best shape once the GPU is saturated "
+                                  "at its power limit) / maximum achievable (MAMF: a boost-clock burst), from one "
+                                  "measurement; scales achievable_matmul_tflop_per_s to what long GEMM streams in "
+                                  "training hold; fp16 defaults to the bf16 figure")
+    host_cpu_dispatch_mult: float | None = Field(default=None, gt=0, le=20, description="a superchip's host CPU "
+                                                 "(Grace) time to launch a framework operator / an x86 DGX host's "
+                                                 "(None: 1, an x86 host)")
 
     microscaling: bool = Field(default=False, description="tensor cores take OCP microscaling formats (MXFP8 with a "
                                                          "shared scale per 32 elements): NVIDIA Blackwell")
@@ -189,6 +199,15 @@ class GPU(_Sourced):
         t = self.achievable_matmul_tflop_per_s or {}
         v = t.get(key, t.get("bf16") if key == "fp16" else None)
         return None if v is None else units.tflop_per_s_to_flop_per_s(v)
+
+    def training_matmul_flop_per_s(self, key: str) -> float | None:
+        """[issue 17] The matmul ceiling of a training step's long GEMM streams: the measured best-shape figure
+        (:meth:`achievable_matmul_flop_per_s`, a boost-clock burst) times the GPU's sustained fraction where one is
+        measured (``sustained_matmul_frac``), else the burst figure itself (an upper bound); None without either."""
+        burst = self.achievable_matmul_flop_per_s(key)
+        t = self.sustained_matmul_frac or {}
+        frac = t.get(key, t.get("bf16") if key == "fp16" else None)
+        return None if burst is None else burst * (1.0 if frac is None else frac)
 
     @property
     def host_link_bytes_per_s(self) -> float | None:

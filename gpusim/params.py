@@ -181,6 +181,25 @@ class ModelParams(BaseModel):
                                   description="NCCL buffers when more than one GPU")
     fragmentation_frac: float = _F(default=0.10, ge=0, le=1,
                                    description="allocator fragmentation as a fraction of activation memory")
+    # [issue 17] (h17ceiling) CPU launch time of one transformer layer (gpusim.model.compute.layer_cpu_s)
+    te_layer_cpu_fwd_s: float = _F(default=125.2e-6, ge=0, le=1.0,
+                                   description="CPU time to launch one Megatron-Core + Transformer Engine layer's forward "
+                                               "pass (one micro-batch) on an x86 DGX host")
+    te_layer_cpu_bwd_s: float = _F(default=503.4e-6, ge=0, le=1.0,
+                                   description="the same for its backward pass")
+    te_layer_cpu_fp8_mult: float = _F(default=1.365, ge=1.0, le=10.0,
+                                      description="a layer's CPU launch time in FP8 / in BF16 (TE's quantisation "
+                                                  "bookkeeping)")
+    # [issue 17] (h17ceiling) memory a fit must leave free beyond the modelled use (gpusim.model.memory.headroom_bytes)
+    nccl_communicator_bytes: float = _F(default=688e6, ge=0,
+                                        description="GPU memory of each NCCL communicator a rank holds beyond the first "
+                                                    "(comm_buffer_bytes counts one): the default memory headroom of a "
+                                                    "layout that talks in several parallel groups")
+    memory_headroom_bytes: float = _F(default=0.0, ge=0,
+                                      description="memory every configuration must leave free on top of its "
+                                                  "communicators' (--memory-headroom replaces both)")
+    memory_headroom_frac: float = _F(default=0.0, ge=0, lt=1,
+                                     description="the same as a fraction of the GPU's memory (the larger applies)")
 
     # --- helpers ---------------------------------------------------------------------------------
     def eff(self, precision: str) -> float:
@@ -261,7 +280,10 @@ PROVENANCE: dict[str, str] = {
                     "published single-GPU rows in view (ResNet-50 throughput tracks memory bandwidth across GPUs)",
     "kernel_tail_s": "engineering estimate of per-kernel launch latency and grid ramp/tail (a few microseconds)",
     "launch_cpu_s": "order of magnitude of PyTorch eager per-operator overhead (H. He, 'Making Deep Learning Go "
-                    "Brrrr From First Principles', 2022: overhead of microseconds per op)",
+                    "Brrrr From First Principles', 2022: overhead of microseconds per op); [issue 17] the CUDA "
+                    "driver's launch alone takes 'about 4-6 us' per kernel (measured: 'pegainfer (3): From Launch "
+                    "Overhead to CUDA Graph', https://susun-blog.com/blog/pegainfer-3-cuda-graph, RTX 5070 Ti, CUDA 13), "
+                    "Python and the dispatcher add to it (LLM layouts use te_layer_cpu_fwd_s / _bwd_s instead)",
     "busbw_eff_frac": "nvswitch: 370 GB/s ring busbw of 450 GB/s per direction on 8x H100 (nccl-tests issue 212, "
                       "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "
@@ -323,6 +345,32 @@ PROVENANCE: dict[str, str] = {
                     "(Li et al., 'PyTorch Distributed', VLDB 2020)",
     "cpu_optimizer_bytes_per_s": "engineering estimate for a vectorised CPU Adam (Ren et al., 'ZeRO-Offload', "
                                  "USENIX ATC 2021, describe such an optimizer); calibrate for offload plans",
+    "te_layer_cpu_fwd_s": "[issue 17] Transformer Engine's measured CPU time per module on GB200 (Grace), BF16 "
+                          "(NVIDIA/TransformerEngine PR #3523, 'before' column): Linear forward 59.19 us, forward + "
+                          "backward 311.30 us; LayerNormLinear 83.48 / 397.73 us. A Megatron-Core layer launches two "
+                          "LayerNormLinear (QKV, FC1), two Linear (projection, FC2) and the attention module, taken as "
+                          "one more Linear (an assumption): forward 2 x 83.48 + 3 x 59.19 = 344.5 us, forward + "
+                          "backward 2 x 397.73 + 3 x 311.30 = 1729.4 us on Grace; an x86 DGX H100 host (Xeon Platinum "
+                          "8480C) launches a torch Linear forward in 13.48 us against 37.08 us on GB200 "
+                          "(NVIDIA/TransformerEngine issue #2053): / 2.751 = 125.2 us forward",
+    "te_layer_cpu_bwd_s": "[issue 17] (1729.4 - 344.5) / 2.751 = 503.4 us on an x86 host (see te_layer_cpu_fwd_s)",
+    "te_layer_cpu_fp8_mult": "[issue 17] NVIDIA/TransformerEngine PR #3523 (GB200): MXFP8 / BF16 forward + backward CPU "
+                             "time, Linear 440.93 / 311.30, LayerNormLinear 518.67 / 397.73; for the layer above "
+                             "(2 x 518.67 + 3 x 440.93) / 1729.4 = 1.365",
+    "nccl_communicator_bytes": "[issue 17] the model counts one NCCL communicator (comm_buffer_bytes, 0.5 GiB), the "
+                               "CUDA context and cuBLAS workspaces (framework_overhead_bytes, 1 GiB) and 10% "
+                               "fragmentation of activations; a Megatron layout holds a communicator per parallel group "
+                               "it talks in (gpusim.model.memory.nccl_communicators), and each takes GPU memory on "
+                               "every rank: 544 MB (2 ranks) to 688 MB (more) per process group that ran an all-reduce "
+                               "on 4 A100 with NVLink (NVIDIA/nccl issue #964, 2023); the larger is taken. NCCL's "
+                               "answer in NVIDIA/nccl #864 / #986: memory grows with communicators and channels "
+                               "(~1.6 GB after one communicator and ~6 GB after three were reported there, with NVLS, "
+                               "which NeMo-Framework-Launcher PR #127 turns off 'for memory saving')",
+    "memory_headroom_bytes": "[issue 17] 0: beyond the communicators the model counts, no flat margin is assumed by "
+                             "default (the allocator's fragmentation is fragmentation_frac); --memory-headroom 2GiB "
+                             "asks for one (it then replaces the communicators' share)",
+    "memory_headroom_frac": "[issue 17] 0 by default (what NCCL and the CUDA context take does not grow with the GPU's "
+                            "memory); --memory-headroom 0.05 asks for 5%",
     "h2d_pageable_eff_frac": "pageable copies run at roughly half the pinned rate (M. Harris, 'How to Optimize "
                              "Data Transfers in CUDA C/C++', NVIDIA Developer Blog, 2012)",
 }

@@ -104,13 +104,15 @@ class SweepResult:
     n_feasible: int
     elapsed_s: float
     global_batch: int | None = None
+    versus_defaults: str = ""  # [issue 17] how the best differs from Megatron-LM's defaults and why
 
     @property
     def feasible(self) -> bool:
         return self.best is not None
 
     def to_dict(self) -> dict:
-        return jsonable({"best": self.best, "explanation": self.explanation, "layouts": self.layouts,
+        return jsonable({"best": self.best, "explanation": self.explanation, "versus_defaults": self.versus_defaults,
+                         "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,
                          "elapsed_s": self.elapsed_s})
 

@@ -37,7 +37,8 @@ from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BY
                              opt_state_bytes, opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
-__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "peak_for", "hardware_row", "scenario_row", "llm_row",
+__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention",  # [issue 17] apply_attention
+           "peak_for", "hardware_row", "scenario_row", "llm_row",
            "stack_rows", "build_inputs", "single_gpu_scenario", "transformer_of", "nvlink_domain_gpus"]
 
 # ------------------------------------------------------------------------------------------------
@@ -206,10 +207,37 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
 def resolve_workload(scn: Scenario):
     if scn.workload is not None:
         w = scn.workload
-        return w.with_seq_len(scn.seq_len) if scn.seq_len else w
+        return apply_attention(w.with_seq_len(scn.seq_len) if scn.seq_len else w, scn.strategy.attention)
     from gpusim.workload import get_workload
 
-    return get_workload(scn.model, seq_len=scn.seq_len)
+    return apply_attention(get_workload(scn.model, seq_len=scn.seq_len), scn.strategy.attention)
+
+
+def apply_attention(workload, attention: str | None):
+    """[issue 17] ``workload`` with its attention run as ``attention`` (``"flash"``: one fused kernel that keeps
+    the softmax statistics; ``"unfused"``: ``Q K^T``, softmax, ``A V`` as separate kernels with the ``s x s`` scores
+    kept, as Megatron-LM ran before FlashAttention); None or the workload's own implementation: unchanged. The
+    transformer is rebuilt from its spec by the same builder (FLOPs, kernels, activation bytes), at the same
+    sequence length, with the same data-loading figures."""
+    if attention is None:
+        return workload
+    spec = transformer_of(workload)
+    if spec is None:
+        raise ScenarioError(f"--attention {attention} applies to transformer models; {workload.id!r} is not one "
+                            f"(leave --attention out)")
+    flash = attention == "flash"
+    if bool(spec.flash_attention) == flash:
+        return workload
+    from gpusim.workload import build_transformer
+    from gpusim.workload.transformer import EntryInfo
+
+    info = EntryInfo(workload.id, workload.name, workload.family, tuple(workload.sources), workload.notes,
+                     assumptions=tuple(workload.assumptions) + (f"attention {attention} (--attention)",))
+    seq = int(workload.tokens_per_sample) if workload.sample_unit == "sequence" else None
+    out = build_transformer(info, dataclasses.replace(spec, flash_attention=flash), seq)
+    return dataclasses.replace(out, input_bytes_per_sample=workload.input_bytes_per_sample,
+                               h2d_bytes_per_sample=workload.h2d_bytes_per_sample,
+                               preprocess_core_s_per_sample=workload.preprocess_core_s_per_sample)
 
 
 _MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
@@ -400,6 +428,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": opt_state_bytes(st.optimizer, st.opt_state_dtype),
         "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype),
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
+        **headroom_fields(st, hw.gpu),  # [issue 17]
     })
     if st.is_llm:
         row.update(llm_row(scn, hw, workload, params))
@@ -409,6 +438,20 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         row["accum"] = float(Layout.create(gpus=hw.n_gpus, micro_batch=st.per_gpu_batch,
                                            global_batch=st.global_batch).n_micro)
     return row
+
+
+def headroom_fields(st, gpu) -> dict:
+    """[issue 17] The row's own memory headroom (``--memory-headroom``; NaN: the ModelParams default), refused when it
+    leaves no memory at all on ``gpu``."""
+    if st.memory_headroom_gib is None and st.memory_headroom_frac is None:
+        return {}
+    if st.memory_headroom_gib is not None and units.gib_to_bytes(st.memory_headroom_gib) >= gpu.memory_bytes:
+        raise ScenarioError(f"memory headroom {st.memory_headroom_gib:g} GiB is not smaller than the {gpu.id}'s "
+                            f"{gpu.memory_gib:g} GiB of memory: nothing could fit; give less (e.g. --memory-headroom "
+                            f"2GiB, or a fraction such as 0.05)")
+    return {"mem_headroom_bytes": math.nan if st.memory_headroom_gib is None
+            else units.gib_to_bytes(st.memory_headroom_gib),
+            "mem_headroom_frac": math.nan if st.memory_headroom_frac is None else float(st.memory_headroom_frac)}
 
 
 def memory_saving_fields(spec, st) -> dict:
@@ -437,7 +480,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
     embed = spec.vocab_size * h + ((spec.max_positions or spec.seq_len) * h if spec.learned_pos else 0.0)
     key = PEAK_KEY[pr]
     # a calibration's measured ceiling, else the database's measured best-shape figure, else (NaN) a fraction of peak
-    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.achievable_matmul_flop_per_s(key)
+    # [issue 17] long GEMM streams hold the power-limited sustained rate where one is measured (GPU.training_matmul_...)
+    ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.training_matmul_flop_per_s(key)
     half = GATHER_BYTES[pr] == 2
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
@@ -459,6 +503,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
         "master_bytes_per_param": 4.0 if half else 0.0,
         "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype) + MEGATRON_OPT_EXTRA_BYTES[pr],
+        "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
     }
@@ -588,7 +633,7 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
                             f"none: use --precision fp8 (per-tensor scaling)")
     mode = FP8.mode_code(pr, strategy.fp8_recipe, hw.gpu.compute_capability)  # [issue 17] non-TN FP8 GEMMs
-    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
+    c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.training_matmul_flop_per_s("bf16")  # [issue 17]
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")
     return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,

@@ -268,7 +268,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
     ok = np.flatnonzero((lay["reason"] == OK) & ~over)
     keys = ("step_s", "throughput_samples_per_s", "mfu_frac", "memory_per_gpu_bytes", "fits_in_memory",
             "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
-            "dp_comm_exposed_s", "optimizer_s", "bottleneck_code")
+            "dp_comm_exposed_s", "optimizer_s", "bottleneck_code", "memory_headroom_bytes")
     out = {k: np.full(N, np.nan) for k in keys}
     one = stack_rows([base])
     for block in chunks(len(ok)):  # blocks the model evaluates whole (no concatenation of its outputs)
@@ -285,6 +285,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
     out["tokens_per_s"] = tokens
     out["bubble_frac"] = out["pp_bubble_s"] / out["step_s"]
     out["headroom_bytes"] = capacity_bytes - out["memory_per_gpu_bytes"]
+    out["spare_bytes"] = out["headroom_bytes"] - out["memory_headroom_bytes"]  # [issue 17] free beyond the headroom
     idx = np.flatnonzero(feasible)
     order = idx[np.lexsort((out["memory_per_gpu_bytes"][idx], -tokens[idx]))]
     return {"layouts": lay, "out": out, "feasible": feasible, "reason_code": reason,
@@ -312,7 +313,9 @@ def reason_text(res: dict, i: int) -> str:
         if np.isfinite(bound):
             return (f"does not fit in GPU memory (its weights, gradients and optimizer states alone take "
                     f"{units.format_bytes(bound)} of {units.format_bytes(res['capacity_bytes'])})")
-        return (f"does not fit in GPU memory ({units.format_bytes(res['out']['memory_per_gpu_bytes'][i])} of "
+        need = res["out"].get("memory_headroom_bytes", np.zeros(i + 1))[i]
+        held = f" + the {units.format_bytes(need)} headroom" if need > 0 else ""  # [issue 17]
+        return (f"does not fit in GPU memory ({units.format_bytes(res['out']['memory_per_gpu_bytes'][i])}{held} of "
                 f"{units.format_bytes(res['capacity_bytes'])})")
     return REASONS[code]
 
@@ -328,8 +331,63 @@ def why(res: dict, i: int, domain: int) -> str:
         bits.append(f"cp exchange exposes {o['cp_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
     if lay["ep"][i] > 1 and "ep_comm_exposed_s" in o:
         bits.append(f"the expert all-to-alls expose {o['ep_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
-    bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} to spare")
+    bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} free ({units.format_bytes(o['spare_bytes'][i])} "
+                f"beyond the {units.format_bytes(o['memory_headroom_bytes'][i])} headroom)")
     return ", ".join(bits)
+
+
+#: [issue 17] Megatron-LM's argument defaults (megatron/training/arguments.py: --tensor-model-parallel-size,
+#: --pipeline-model-parallel-size, --context-parallel-size 1, no virtual pipeline, no --recompute-granularity),
+#: with micro-batch 1 (NeMo / Megatron-Bridge recipes' usual --micro-batch-size): pure data parallelism
+FRAMEWORK_DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "vp": 1, "ep": 1, "micro_batch": 1, "recompute": 0}
+
+#: why a degree beyond the defaults pays, by the part of the step or the memory it changes (Narayanan et al. SC'21,
+#: Korthikanti et al. 2022)
+_DEGREE_WHY = {"tp": "splits every layer's weights and activations over tp GPUs of the NVLink domain",
+               "cp": "splits each sequence's activations and attention over cp GPUs",
+               "pp": "splits the layers over pp stages (weights and activations per GPU / pp, at the cost of a bubble)",
+               "vp": "interleaves vp chunks per stage (the bubble / vp)",
+               "ep": "splits the experts over ep GPUs",
+               "micro_batch": "larger GEMMs per kernel",
+               "recompute": "recomputes activations in the backward pass instead of keeping them"}
+
+
+def versus_defaults(res: dict) -> str:
+    """[issue 17] How the best layout differs from :data:`FRAMEWORK_DEFAULTS` and why: which degrees changed, what
+    each does, and the default's own verdict (does not fit with the headroom, or how much slower and by which part
+    of the step)."""
+    order = res["order"]
+    if not len(order):
+        return ""
+    lay, o = res["layouts"], res["out"]
+    b = int(order[0])
+    sel = np.ones(len(lay["tp"]), dtype=bool)
+    for k, v in FRAMEWORK_DEFAULTS.items():
+        sel &= np.asarray(lay[k]) == v
+    cands = np.flatnonzero(sel)
+    diff = [k for k, v in FRAMEWORK_DEFAULTS.items() if int(lay[k][b]) != v]
+    if not diff:
+        return "the best layout is Megatron-LM's default (tp 1 pp 1 cp 1, micro-batch 1, no recomputation)"
+    names = {"micro_batch": "micro-batch", "recompute": "recompute"}
+
+    def val(k, i):
+        return RECOMPUTES[int(lay[k][i])] if k == "recompute" else int(lay[k][i])
+
+    changed = "; ".join(f"{names.get(k, k)} {FRAMEWORK_DEFAULTS[k] if k != 'recompute' else 'none'} -> {val(k, b)} "
+                        f"({_DEGREE_WHY[k]})" for k in diff)
+    text = f"vs Megatron-LM's defaults (tp 1 pp 1 cp 1, micro-batch 1, no recomputation): {changed}"
+    if not len(cands):
+        return text + "; the default layout is not a valid layout here"
+    d = int(cands[0])
+    if not res["feasible"][d]:
+        return text + f"; the default {reason_text(res, d)}"
+    gain = o["tokens_per_s"][b] / o["tokens_per_s"][d] - 1.0
+    parts = ("compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s",
+             "pp_p2p_exposed_s", "dp_comm_exposed_s", "optimizer_s")
+    deltas = {k: float(o[k][d] - o[k][b]) for k in parts}
+    k = max(deltas, key=deltas.get)
+    return text + (f"; the default fits and is {gain:.1%} slower, most of it in {k.removesuffix('_s').replace('_', ' ')} "
+                   f"({units.format_duration(deltas[k])} more per step)")
 
 
 #: the degrees that make two layouts different ones (micro-batch and recomputation are tuning within a layout)
@@ -561,8 +619,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         if len(chosen):
             res = run_model(chosen)
             o = {c: np.broadcast_to(res[c], (len(chosen),)) for c in keys}
-            small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"],
-                            "headroom_bytes": cap_row[owner[chosen]] - o["memory_per_gpu_bytes"]}
+            free = cap_row[owner[chosen]] - o["memory_per_gpu_bytes"]
+            small["out"] = {**o, "bubble_frac": o["pp_bubble_s"] / o["step_s"], "headroom_bytes": free,
+                            "memory_headroom_bytes": np.broadcast_to(res["memory_headroom_bytes"], (len(chosen),)),
+                            "spare_bytes": free - res["memory_headroom_bytes"]}  # [issue 17]
     else:
         lay, ok, best_of, second_of = None, None, np.full(H, -1), np.full(H, -1)
         at, small = {}, {"layouts": {}, "out": {}}

@@ -85,6 +85,7 @@ class StepResult:
     parallelism: dict = field(default_factory=dict)
     memory_per_stage_bytes: dict = field(default_factory=dict)
     n_micro_batches: int = 1
+    memory_headroom_bytes: float = 0.0  # [issue 17] memory the fit check leaves free (--memory-headroom)
 
     @property
     def throughput_tokens_per_s(self) -> float | None:
@@ -210,6 +211,7 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
         speedup=speedup, scaling_efficiency_frac=speedup / hw.n_gpus, mfu_frac=float(r["mfu_frac"]),
         gpu_util_frac=float(r["gpu_util_frac"]), memory_per_gpu_bytes=float(r["memory_per_gpu_bytes"]),
         memory_capacity_bytes=hw.gpu.memory_bytes, fits_in_memory=bool(r["fits_in_memory"]),
+        memory_headroom_bytes=float(r["memory_headroom_bytes"]),  # [issue 17]
         max_micro_batch=int(r["max_micro_batch"]), bottleneck=BOTTLENECKS[int(r["bottleneck_code"])],
         breakdown_s=breakdown,
         detail={k: float(r[k]) for k in ("comm_total_s", "comm_hidden_s", "comm_interference_s", "micro_compute_s",

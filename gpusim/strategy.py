@@ -209,6 +209,16 @@ class Strategy(FiniteModel):
                                                              "tensor-parallel all-gathers / reduce-scatters with their "
                                                              "GEMMs, split in tp chunks (NeMo / Megatron-Bridge "
                                                              "tp_comm_overlap)")
+    # [issue 17] the attention kernel and the memory a fit must leave free (gpusim.rows, gpusim.model.memory)
+    attention: Literal["flash", "unfused"] | None = Field(
+        default=None, description="attention implementation: flash (one fused kernel, FlashAttention / cuDNN / SDPA) "
+        "or unfused (Q K^T, softmax, A V as separate kernels, the s x s scores kept: Megatron-LM before "
+        "FlashAttention); None: the model's own (a config.json's _attn_implementation, else flash)")
+    memory_headroom_gib: float | None = Field(default=None, ge=0, le=100_000, description="GiB of GPU memory a "
+                                              "layout must leave free beyond what it is predicted to use; None: "
+                                              "its NCCL communicators' (gpusim.model.memory.headroom_bytes)")
+    memory_headroom_frac: float | None = Field(default=None, ge=0, lt=1, description="the same as a fraction of the "
+                                               "GPU's memory (give this or memory_headroom_gib)")
 
     @model_validator(mode="before")
     @classmethod
@@ -248,6 +258,9 @@ class Strategy(FiniteModel):
         if self.pp > 1 and self.kind not in PIPELINE_STRATEGIES:
             raise ValueError(f"pipeline parallelism (pp {self.pp}) combines with ddp or zero1 (Megatron's distributed "
                              f"optimizer), not {self.kind!r}: use --strategy zero1")
+        if self.memory_headroom_gib is not None and self.memory_headroom_frac is not None:  # [issue 17]
+            raise ValueError("give the memory headroom once: in GiB (memory_headroom_gib) or as a fraction of the "
+                             "GPU's memory (memory_headroom_frac), not both")
         return self
 
     @property

@@ -30,6 +30,7 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                    "or the path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=scenario_type("seq_len"),
                    help="sequence length for sequence models (one sample = one sequence)")
+    add_attention_arg(w)
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
     h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
@@ -72,11 +73,60 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                    help="DataLoader workers per GPU (default: data already prepared; the "
                                                "loader the prediction needs is reported)")
     s.add_argument("--no-pin-memory", action="store_true", help="DataLoader pin_memory=False")
+    add_headroom_arg(s)
     m = p.add_argument_group("measurements")
     m.add_argument("--baseline-throughput", type=scenario_type("baseline_throughput", "samples/s"), metavar="SAMPLES_PER_S",
                    help="measured one-GPU throughput at this per-GPU batch and precision: replaces the modelled "
                         "compute time, and the model predicts the scaling from there")
     m.add_argument("--calibration", metavar="FILE", help="calibration file from `gpusim fit`")
+
+
+def add_attention_arg(g) -> None:
+    """[issue 17] ``--attention flash|unfused`` (Strategy.attention)."""
+    g.add_argument("--attention", choices=("flash", "unfused"),
+                   help="attention implementation: flash (one fused kernel) or unfused (Q K^T, softmax and A V apart, "
+                        "the s x s scores kept, as Megatron-LM ran before FlashAttention); default the model's "
+                        "(a config.json's _attn_implementation: eager = unfused; else flash)")
+
+
+def parse_headroom(text: str) -> dict:
+    """[issue 17] ``--memory-headroom`` as Strategy fields: ``2GiB`` / ``2048MiB`` / ``2`` (>= 1: GiB) or ``0.05`` /
+    ``5%`` (a fraction of the GPU's memory). Raises ``argparse.ArgumentTypeError`` with the accepted forms."""
+    from gpusim import units
+
+    t = str(text).strip().lower().replace(" ", "")
+    forms = "give GiB (2, 2GiB, 1536MiB) or a fraction of the GPU's memory (0.05, 5%)"
+    try:
+        if t.endswith("%"):
+            frac = float(t[:-1]) / 100.0
+        elif t.endswith(("gib", "gb", "mib", "mb")):
+            unit = next(u for u in ("gib", "gb", "mib", "mb") if t.endswith(u))
+            v = float(t[: -len(unit)])
+            per_unit = {"gib": 1.0, "gb": units.GB / units.GIB, "mib": units.MIB / units.GIB, "mb": units.MB / units.GIB}
+            gib = per_unit[unit] * v
+            if not (0.0 <= gib < 1e5):
+                raise ValueError
+            return {"memory_headroom_gib": gib}
+        else:
+            v = float(t)
+            if v >= 1.0:
+                if v >= 1e5:
+                    raise ValueError
+                return {"memory_headroom_gib": v}
+            frac = v
+    except (ValueError, StopIteration):
+        raise argparse.ArgumentTypeError(f"invalid memory headroom {text!r}: {forms}") from None
+    if not (0.0 <= frac < 1.0) or frac != frac:
+        raise argparse.ArgumentTypeError(f"memory headroom {text!r} is not a fraction in [0, 1) of the GPU's memory: "
+                                         f"{forms}")
+    return {"memory_headroom_frac": frac}
+
+
+def add_headroom_arg(g) -> None:
+    g.add_argument("--memory-headroom", type=parse_headroom, metavar="GIB_OR_FRAC",
+                   help="GPU memory a layout must leave free beyond its predicted use: GiB (2, 2GiB) or a fraction "
+                        "of the GPU's memory (0.05, 5%%); default: what the NCCL communicators beyond the first "
+                        "take, 688 MB each (a layout holds one per parallel group of tp, pp, cp, dp, ep)")
 
 
 def add_layout_args(p) -> None:
@@ -166,7 +216,8 @@ def scenario_kwargs(args) -> dict:
         slowest_gpu_speed_frac=args.slowest_gpu_frac, baseline_throughput=args.baseline_throughput,
         kind=args.strategy, per_gpu_batch=args.per_gpu_batch, precision=args.precision, accum=args.accum,
         optimizer=args.optimizer, activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
-        bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory)
+        bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory,
+        attention=getattr(args, "attention", None), **(getattr(args, "memory_headroom", None) or {}))
 
 
 def resolve(args):

@@ -46,6 +46,10 @@ def register(sub) -> None:
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50, or the "
                    "path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=scenario_type("seq_len"), help="sequence length for sequence models")
+    from gpusim.commands._scenario import add_attention_arg, add_headroom_arg
+
+    add_attention_arg(w)  # [issue 17]
+    add_headroom_arg(w)
     amount = w.add_mutually_exclusive_group(required=True)
     amount.add_argument("--tokens", type=_plan("tokens", units.parse_count),
                         help="tokens to train on (sequence models), e.g. 1e11, 300B, 2T")
@@ -163,6 +167,37 @@ def _calibrated(args, db):
     return cal.params_for(gpus[0], db), db, cal
 
 
+def _attention_and_headroom(args, db, params, kw: dict):
+    """[issue 17] ``--attention``: the workload rebuilt with that attention (passed to plan() as ``workload``);
+    ``--memory-headroom``: the ModelParams every fit check of the plan reads, refused when it is not smaller than
+    every candidate GPU's memory. Returns (model id or None, params)."""
+    from gpusim import units
+    from gpusim.errors import ScenarioError
+    from gpusim.params import DEFAULT_PARAMS
+
+    model = args.model
+    if getattr(args, "attention", None):
+        from gpusim.rows import apply_attention
+        from gpusim.workload import get_workload
+
+        kw["workload"] = apply_attention(get_workload(model, seq_len=args.seq_len), args.attention)
+        model = None
+    head = getattr(args, "memory_headroom", None)
+    if head:
+        gib = head.get("memory_headroom_gib")
+        if gib is not None:
+            ids = sorted(set(args.gpu or []) | {db.node(n).gpu for n in (args.node or [])}) or list(db.gpus)
+            largest = max(db.gpu(g).memory_gib for g in ids)
+            if gib >= largest:
+                raise ScenarioError(f"memory headroom {gib:g} GiB is not smaller than the largest candidate GPU's "
+                                f"{largest:g} GiB: nothing could fit; give less (e.g. --memory-headroom 2GiB, or a "
+                                f"fraction such as 0.05)")
+        params = (params or DEFAULT_PARAMS).replace(
+            memory_headroom_bytes=units.gib_to_bytes(gib) if gib is not None else 0.0,
+            memory_headroom_frac=head.get("memory_headroom_frac") or 0.0)
+    return model, params
+
+
 def plan_result(args):
     """The answer of ``gpusim plan`` for parsed flags (also :func:`gpusim.plan`): a PlanAnswer."""
     from gpusim.commands._common import load_db
@@ -198,9 +233,10 @@ def plan_result(args):
     if args.no_layout_search:
         kw["layouts"] = False
 
+    model, params = _attention_and_headroom(args, db, params, kw)  # [issue 17]
     progress, stop = _progress(args)
     try:
-        res = plan(args.model, seq_len=args.seq_len, tokens=args.tokens, samples=args.samples, epochs=args.epochs,
+        res = plan(model, seq_len=args.seq_len, tokens=args.tokens, samples=args.samples, epochs=args.epochs,
                    deadline_s=args.deadline, budget_usd=args.budget,
                    max_global_batch=args.max_global_batch, global_batch=args.global_batch, reference_lr=args.lr,
                    gpus=args.gpu, nodes=args.node, max_gpus=args.max_gpus, mode=mode, pricing=args.pricing,

@@ -110,9 +110,11 @@ def print_report(res, interval=None) -> None:
         t.add_row("speedup", "n/a (one GPU cannot hold the model: no one-GPU reference); scaling efficiency n/a")
     t.add_row("MFU / GPU busy", f"{res.mfu_frac:.1%} / {res.gpu_util_frac:.0%}")
     fits = "fits" if res.fits_in_memory else "[red]DOES NOT FIT[/]"
+    held = (f", {units.format_bytes(res.memory_headroom_bytes)} of which must stay free (--memory-headroom)"
+            if res.memory_headroom_bytes > 0 else "")  # [issue 17]
     t.add_row("memory per GPU", f"{units.format_bytes(res.memory_per_gpu_bytes)} of "
-                                f"{units.format_bytes(res.memory_capacity_bytes)}: {fits} (largest micro-batch that fits: "
-                                f"{res.max_micro_batch})")
+                                f"{units.format_bytes(res.memory_capacity_bytes)}{held}: {fits} (largest micro-batch "
+                                f"that fits: {res.max_micro_batch})")
     t.add_row("bottleneck", f"[bold]{res.bottleneck}[/]")
     if res.memory_per_stage_bytes:  # an LLM layout
         par = res.parallelism

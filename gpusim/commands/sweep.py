@@ -34,7 +34,7 @@ def sweep_result(args):
     from gpusim.results import SweepResult
     from gpusim.rows import resolve_hardware, resolve_workload
     from gpusim.rules import DEFAULT_MAX_TOKENS_PER_BATCH, default_global_batch, nvlink_domain_gpus, transformer_of
-    from gpusim.search import Pins, explain_best, search_layouts, search_table
+    from gpusim.search import Pins, explain_best, search_layouts, search_table, versus_defaults
 
     chosen_gb = not args.global_batch
     from gpusim.commands._scenario import MOE_OPTIONS
@@ -64,7 +64,8 @@ def sweep_result(args):
     rows = search_table(res)
     out = SweepResult(best=rows[0] if res["best"] is not None else None, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
-                      global_batch=int(args.global_batch))
+                      global_batch=int(args.global_batch),
+                      versus_defaults=versus_defaults(res) if res["best"] is not None else "")  # [issue 17]
     return out, scn
 
 
@@ -106,4 +107,6 @@ def cmd_sweep(args) -> int:
           + ("; infeasible: " + "; ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
              if counts else ""))
     print(f"best: {out.explanation}")
+    if out.versus_defaults:  # [issue 17]
+        print(out.versus_defaults)
     return 0

@@ -91,6 +91,21 @@ def micro_batch_compute(micro_batch, groups: dict, group_eff_frac, peak_flop_per
             "fwd_s": fwd_s, "bwd_s": bwd_s, "kernels": kernels + 0.0 * gpu_s}
 
 
+def layer_cpu_s(fwd_cpu_s, bwd_cpu_s, host_mult, fp8_mult, recompute_full):
+    """[issue 17] CPU seconds one thread spends launching a transformer layer's forward and its backward (one
+    micro-batch): the framework's per-layer cost on the reference host times the host's slowdown and the FP8 modules'
+    extra work; full recomputation launches the forward again in the backward pass. Returns ``(fwd_s, bwd_s)``.
+
+    The GPU runs asynchronously, so a layer takes ``max(GPU time, CPU time)`` for each pass: nothing while its kernels
+    are long, the launches' pace where they are short (small layers, small micro-batches, a slow host CPU). The
+    defaults (ModelParams ``te_layer_cpu_fwd_s``, ``te_layer_cpu_bwd_s``, ``te_layer_cpu_fp8_mult``; GPU
+    ``host_cpu_dispatch_mult``) are Transformer Engine's measured module costs, with their sources. Hand-worked:
+    125 us and 503 us on an x86 host, a Grace host 2.751x, FP8 1.365x: forward 125 x 2.751 x 1.365 = 470 us."""
+    f = np.asarray(fwd_cpu_s, dtype=np.float64) * host_mult * fp8_mult
+    b = np.asarray(bwd_cpu_s, dtype=np.float64) * host_mult * fp8_mult
+    return f, b + np.where(np.asarray(recompute_full, dtype=bool), f, 0.0)
+
+
 def optimizer_step_s(params_local, traffic_bytes_per_param, mem_bytes_per_s, mem_eff_frac, n_kernels,
                      kernel_overhead_s):
     """The optimizer step is memory-bound: every local parameter's weights, gradient and states are read

@@ -194,8 +194,6 @@ TE_COMPUTE_STREAMS = 4.0
 #: all-to-alls of tokens and probabilities 2, sort by local expert 2, activation with probabilities 1, unsort 1,
 #: combine all-to-all 1, unpermutation 1 (21)
 MOE_FIXED_FWD_KERNELS = 21.0
-#: kernels of the FFN the MoE layer replaces (fc1, activation, fc2), inside ``gpusim.model.llm.KERNELS_PER_LAYER``
-DENSE_FFN_FWD_KERNELS = 3.0
 
 
 def grouped_gemm_rounds(local_experts):
@@ -211,13 +209,27 @@ def grouped_gemm_rounds(local_experts):
     return np.ceil(local / TE_COMPUTE_STREAMS), np.minimum(local, TE_COMPUTE_STREAMS)
 
 
-def moe_forward_kernels(local_experts, fp8, shared):
-    """Kernels one MoE layer's forward pass launches: :data:`MOE_FIXED_FWD_KERNELS`, two GEMMs per local expert (fc1,
-    fc2), with FP8 two quantisations per local expert (their inputs: TE's ``nvte_multi_tensor_quantize``, one kernel
-    per tensor on the compute streams), and the shared experts' fc1, activation and fc2 (3) where the model has them."""
+def moe_forward_kernels(local_experts, fp8):
+    """Operations one MoE layer's forward pass launches beyond the dense layer's modules (whose CPU time
+    ``gpusim.model.compute.layer_cpu_s`` counts, the grouped fc1 and fc2 in place of the dense FC1 and FC2):
+    :data:`MOE_FIXED_FWD_KERNELS`, two GEMMs per local expert (fc1, fc2: TE's grouped GEMM launches one cuBLAS GEMM
+    each) and, with FP8, two quantisations per local expert (their inputs: TE's ``nvte_multi_tensor_quantize``, one
+    kernel per tensor), besides TE's per-expert ``torch.empty`` and ``torch.split`` calls (TE issue #1499, not
+    counted)."""
     local = _f(local_experts)
-    return (MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
-            + np.where(np.asarray(shared, dtype=bool), 3.0, 0.0))
+    return MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
+
+
+def moe_cpu_s(local_experts, fp8, launch_s):
+    """``(forward, backward)`` CPU seconds one MoE layer adds to a dense layer's launches (one micro-batch): the
+    forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each (ModelParams ``launch_cpu_s`` times
+    the host's slowdown); the backward runs each router and dispatcher operation's gradient once (the all-to-alls
+    again, permutations reversed) and two GEMMs per forward GEMM (data and weight gradients), with FP8 one
+    quantisation per expert GEMM's output gradient: ``fixed + 4 E_local (+ 2 E_local)``."""
+    local = _f(local_experts)
+    fwd = moe_forward_kernels(local, fp8)
+    bwd = MOE_FIXED_FWD_KERNELS + 4.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
+    return fwd * _f(launch_s), bwd * _f(launch_s)
 
 
 def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
@@ -229,15 +241,6 @@ def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
     dispatch kernels also wait on the host for the received token counts (DeepEP README: the normal kernels are not
     CUDA-graph compatible for that reason), so both dispatchers sync when dropless."""
     return ~np.isfinite(_f(capacity)) & ((_f(ep) > 1) | (_f(local_experts) > 1)) & (np.asarray(dispatcher) >= 0)
-
-
-def sync_exposed_s(cpu_s, gpu_s, launch_cpu_s):
-    """Seconds a host sync per layer exposes: after it the GPU's queue is empty and the CPU must launch the layer's
-    kernels (from one sync to the next: one layer's forward) before the GPU can run them, so the segment takes
-    ``max(cpu, gpu)`` instead of hiding under the CPU's lead: ``max(cpu - gpu, 0)``, plus one launch of latency
-    before the GPU starts again. (Without syncs the CPU's launch time is the whole step's and hides under the GPU's
-    whenever the step is GPU-bound.)"""
-    return np.maximum(_f(cpu_s) - _f(gpu_s), 0.0) + _f(launch_cpu_s)
 
 
 def moe_params_per_rank(x: dict, tp):
@@ -253,13 +256,13 @@ def moe_params_per_rank(x: dict, tp):
     return moe_frac * (moe_rank - h * _f(x["ff_dim"]) * mats / tp), moe_frac * expert_rank
 
 
-def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll, layer_f_s=0.0,
-                    dense_kernels_f=0.0) -> dict:
+def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) -> dict:
     """The change an MoE layer makes to one layer's forward/backward time, memory and parameters per rank,
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
-    dense FFN; ``delta_f_s`` includes ``sync_f_s``, the CPU launch time the dispatcher's host sync exposes, from
-    :func:`sync_exposed_s` on the layer's forward: ``layer_f_s`` seconds and ``dense_kernels_f`` kernels of the rest
-    of the layer), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
+    dense FFN; ``delta_f_s`` includes ``sync_f_s``, the dispatcher's host-sync round trip), ``cpu_f_s``,
+    ``cpu_b_s`` (the CPU launch time the MoE layer adds to the dense layer's, :func:`moe_cpu_s`, which
+    :mod:`gpusim.model.llm` sets against the GPU time as for every layer), ``ep_f_s``, ``ep_b_s`` (exposed
+    all-to-all), ``delta_params`` (per rank, per layer),
     ``expert_params`` (the routed experts per rank, per layer: sharded over the expert-data-parallel group),
     ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row. ``coll(kind, size, ranks, nodes[,
     inter])`` is the collectives model's time on the row's fabric (``inter``: another inter-node bandwidth)."""
@@ -267,7 +270,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll, la
     zero = np.zeros(np.shape(moe_frac))
     if not np.any(moe_frac > 0):
         return dict.fromkeys(("delta_f_s", "delta_b_s", "ep_f_s", "ep_b_s", "delta_params", "expert_params",
-                              "delta_act_bytes"), zero)
+                              "delta_act_bytes", "cpu_f_s", "cpu_b_s"), zero)
     h = _f(x["d_model"])
     E, k = _f(x["n_experts"]), _f(x["top_k"])
     fe, fs, fd = _f(x["expert_ff_dim"]), _f(x["shared_ff_dim"]), _f(x["ff_dim"])
@@ -339,12 +342,11 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll, la
     hidden = 1.0 - p.ep_a2a_overlap_frac
     ep_f = (2.0 * a2a + etp_comm) * hidden
     ep_b = (2.0 * a2a + etp_comm) * hidden
-    # [issue 17] the dispatcher's host sync: the rest of the layer's forward runs at max(CPU launches, GPU)
-    fp8_mode_k = np.asarray(x.get("fp8_mode", 0))
-    kern_f = _f(dense_kernels_f) - DENSE_FFN_FWD_KERNELS + moe_forward_kernels(local, fp8_mode_k, has_shared)
-    gpu_f = _f(layer_f_s) + (moe_f - dense_f) + ep_f
+    # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
+    host = _f(x.get("host_cpu_mult", 1.0))
+    cpu_f, cpu_b = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host)
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local)
-    sync_f = np.where(syncs, sync_exposed_s(kern_f * p.launch_cpu_s, gpu_f, p.launch_cpu_s), 0.0)
+    sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f
     delta_params, expert_params = moe_params_per_rank(x, tp)
     # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
@@ -383,7 +385,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll, la
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
             "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
-            "kernels_f": kern_f}
+            "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b}
 
 
 def moe_flop_delta_per_token(x: dict):

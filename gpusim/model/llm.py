@@ -59,6 +59,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model import placement as PLACE
+from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import fp8_k_half, gemm_time_s
 
@@ -471,7 +472,6 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # replace the dense FFN of the MoE layers (zero for a dense model); full recomputation runs them again
     domain = _f(x.get("nvlink_domain_gpus", g))
     moe = EXP.moe_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, domain=domain, g=g,
-                              layer_f_s=layer_f, dense_kernels_f=KERNELS_PER_LAYER,
                               coll=lambda kind, size, ranks, nn, bw=inter: coll(kind, size, ranks, nn, intra, bw))
     layer_f = layer_f + moe["delta_f_s"]
     layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)
@@ -494,6 +494,18 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac)
         tp_f = np.where(ub, ub_f, tp_f)
         tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
+
+    # [issue 17] one CPU thread launches the layer ahead of the GPU (Megatron-Core + Transformer Engine modules): where
+    # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
+    cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
+                               np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), rc == FULL)
+    # [issue 17] an MoE layer launches the router's and token dispatcher's operations and per-expert GEMMs and
+    # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
+    # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
+    cpu_f = cpu_f + moe["cpu_f_s"]
+    cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
+    layer_f = np.maximum(layer_f, cpu_f)
+    layer_b = np.maximum(layer_b, cpu_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp

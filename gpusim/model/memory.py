@@ -75,10 +75,43 @@ def memory_per_gpu_bytes(*, params, act_bytes_per_sample, act_ckpt_bytes_per_sam
             "buffers": buffers, "overhead": overhead, "total": total, "activation_per_sample": per_sample}
 
 
-def max_micro_batch(mem: dict, capacity_bytes):
-    """Largest micro-batch whose memory fits in ``capacity_bytes`` (0 if even the model states do not)."""
+def nccl_communicators(tp, pp, cp, dp, ep):
+    """[issue 17] NCCL communicators a rank holds: one per parallel group of more than one rank it talks in (tensor,
+    pipeline, context, data and expert parallelism; ``dp`` here excludes ``cp``). A data-parallel job holds one, a
+    single GPU none. Hand-worked: tp 1 pp 1 cp 2 dp 4 -> 2; tp 4 pp 4 cp 2 dp 2 -> 4; DDP on 8 GPUs -> 1."""
+    return sum((np.asarray(d, dtype=np.float64) > 1).astype(np.float64) for d in (tp, pp, cp, dp, ep))
+
+
+def headroom_bytes(capacity_bytes, row_bytes, row_frac, default_bytes, default_frac, communicators=0.0,
+                   communicator_bytes=0.0):
+    """[issue 17] Bytes of GPU memory a configuration must leave free beyond what it is predicted to use.
+
+    A row that sets its own headroom (``row_bytes`` and/or ``row_frac`` finite: ``--memory-headroom``) gets
+    ``row_bytes + row_frac x capacity`` (NaN counts as 0). The others get the memory of the NCCL communicators beyond
+    the first (which ``comm_buffer_bytes`` already counts), ``(communicators - 1)+ x communicator_bytes``, plus
+    ``max(default_bytes, default_frac x capacity)`` (:class:`gpusim.params.ModelParams` ``nccl_communicator_bytes``,
+    ``memory_headroom_bytes``, ``memory_headroom_frac``, whose sources are given there). Hand-worked: 80 GiB, row 0.05
+    -> 4 GiB; no row figure, 3 communicators of 688 MB, defaults 0 -> 1.376 GB."""
+    cap = np.asarray(capacity_bytes, dtype=np.float64)
+    rb = np.asarray(row_bytes, dtype=np.float64)
+    rf = np.asarray(row_frac, dtype=np.float64)
+    own = np.isfinite(rb) | np.isfinite(rf)
+    extra = np.maximum(np.asarray(communicators, dtype=np.float64) - 1.0, 0.0) * communicator_bytes
+    return np.where(own, np.nan_to_num(rb) + np.nan_to_num(rf) * cap,
+                    np.maximum(default_bytes, default_frac * cap) + extra)
+
+
+def fits_in_memory(total_bytes, capacity_bytes, headroom=0.0):
+    """[issue 17] A configuration fits when what it uses plus the headroom is within the GPU's memory:
+    ``total + headroom <= capacity``."""
+    return np.asarray(total_bytes, dtype=np.float64) + headroom <= np.asarray(capacity_bytes, dtype=np.float64)
+
+
+def max_micro_batch(mem: dict, capacity_bytes, headroom=0.0):
+    """Largest micro-batch whose memory fits in ``capacity_bytes`` less ``headroom`` (0 if even the model states do
+    not)."""
     fixed = mem["total"] - mem["activations"]
-    room = np.asarray(capacity_bytes, dtype=np.float64) - fixed
+    room = np.asarray(capacity_bytes, dtype=np.float64) - headroom - fixed
     with np.errstate(divide="ignore", invalid="ignore"):
         b = np.floor(room / mem["activation_per_sample"])
     return np.where(room > 0, np.maximum(b, 0.0), 0.0)

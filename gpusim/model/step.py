@@ -41,7 +41,8 @@ from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, opt
 from gpusim.model.data import data_times_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.llm import dp_group_placement, llm_terms, stage_state_bytes
-from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes, n_blocks
+from gpusim.model.memory import (fits_in_memory, headroom_bytes, max_micro_batch, memory_per_gpu_bytes,
+                                 n_blocks, nccl_communicators)
 from gpusim.model.sync import straggler_s
 from gpusim.params import ModelParams
 
@@ -211,6 +212,11 @@ class StepInputs:
     mla_kv_up: np.ndarray = _one(0.0)
     mla_kv_a: np.ndarray = _one(0.0)  # MLA's key/value down-projection width (latent + shared rotary key)
     v_dim: np.ndarray = _one(np.nan)  # value width over heads where it differs from the query's (MLA); NaN: q_dim
+    # [issue 17] memory a fit must leave free (--memory-headroom): bytes and a fraction of the GPU's memory; NaN: the
+    # ModelParams defaults (gpusim.model.memory.headroom_bytes)
+    mem_headroom_bytes: np.ndarray = _one(np.nan)
+    mem_headroom_frac: np.ndarray = _one(np.nan)
+    host_cpu_mult: np.ndarray = _one(1.0)  # [issue 17] the host CPU's launch time / an x86 DGX host's (Grace: > 1)
 
     @property
     def gpus_per_node(self) -> np.ndarray:
@@ -534,8 +540,12 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         fragmentation_frac=p.fragmentation_frac)
     if lt is not None:
         mem = _llm_memory(mem, lt, inp, llm, stage, dp, multi, p)
-    fits = mem["total"] <= inp.mem_capacity_bytes
-    max_b = max_micro_batch(mem, inp.mem_capacity_bytes)
+    # [issue 17] the memory a layout must leave free (allocator, NCCL communicators, CUDA context, workspaces)
+    comms = nccl_communicators(tp, pp, cp, dp / cp, inp.ep)
+    headroom = headroom_bytes(inp.mem_capacity_bytes, inp.mem_headroom_bytes, inp.mem_headroom_frac,
+                              p.memory_headroom_bytes, p.memory_headroom_frac, comms, p.nccl_communicator_bytes)
+    fits = fits_in_memory(mem["total"], inp.mem_capacity_bytes, headroom)
+    max_b = max_micro_batch(mem, inp.mem_capacity_bytes, headroom)
 
     # ---- bottleneck -----------------------------------------------------------------------------
     dispatch_bound = (mc["cpu_dispatch_s"] > mc["gpu_s"]) & ~measured
@@ -568,6 +578,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         "dp_comm_exposed_s": comm_part, "dp_degree": np.broadcast_to(dp / cp, np.shape(step_s)),
         "model_flop_per_step": model_flop,
         "memory_first_stage_bytes": mem.get("first", mem["total"]), "memory_last_stage_bytes": mem.get("last", mem["total"]),
+        "memory_headroom_bytes": headroom + 0.0 * step_s,  # [issue 17]
     }
 
 
@@ -580,7 +591,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
-             "mla_kv_up", "mla_kv_a", "v_dim")  # [issue 12]
+             "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult")  # [issue 12], [issue 17] host_cpu_mult
     x = {k: getattr(inp, k) for k in names}
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))

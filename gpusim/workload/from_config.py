@@ -513,6 +513,27 @@ def _recipe(raw: Any, p: Path) -> tuple[dict[str, Any], str]:
     return raw, str(p)
 
 
+#: [issue 17] transformers' ``_attn_implementation`` values: eager runs Q K^T, softmax and A V as separate kernels
+#: (the s x s scores kept for the backward pass); sdpa and the flash kernels fuse them
+ATTN_IMPLEMENTATIONS = {"eager": False, "sdpa": True, "flash_attention_2": True, "flash_attention_3": True}
+
+
+def _attn_implementation(c: _Cfg, default: bool) -> bool:
+    """[issue 17] Whether the config's ``_attn_implementation`` (as transformers writes it; ``attn_implementation``,
+    the ``from_pretrained`` argument's name, too) runs fused attention; absent: ``default`` (the reader's). An unknown
+    value is an error that lists the known ones."""
+    key = next((k for k in ("_attn_implementation", "attn_implementation") if c.has(k)), None)
+    if key is None:
+        return default
+    v = c.raw[key]
+    if v not in ATTN_IMPLEMENTATIONS:
+        raise c._fail(key, f"is {v!r}, not one of {', '.join(ATTN_IMPLEMENTATIONS)} (eager = unfused attention, the "
+                      f"others fused; or drop the field and pass --attention flash|unfused)")
+    if not ATTN_IMPLEMENTATIONS[v]:
+        c.assumptions.append("_attn_implementation eager: unfused attention, the s x s scores kept")
+    return ATTN_IMPLEMENTATIONS[v]
+
+
 def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict[str, Any], str]:
     """(spec, family, assumptions, raw dict, label) of a config; errors name the field."""
     raw, where = read_config(config)
@@ -535,6 +556,7 @@ def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict
         kw["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP) if max_pos else DEFAULT_SEQ_CAP
         c.assumptions.append(f"sequence length {kw['seq_len']} unless --seq-len is given "
                              f"({pos_key} {max_pos}, capped at {DEFAULT_SEQ_CAP})")
+    kw["flash_attention"] = _attn_implementation(c, bool(kw.get("flash_attention")))  # [issue 17]
     if kw.get("flash_attention"):
         c.assumptions.append("fused (flash) attention: the s x s attention probabilities are not kept")
     kw["max_positions"] = kw.get("max_positions") or max_pos
