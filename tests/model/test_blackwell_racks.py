@@ -148,3 +148,21 @@ def test_cli_tp_comm_overlap_flag(capsys):
     b = json.loads(capsys.readouterr().out)
     assert b["breakdown_s"]["tp_comm_exposed_s"] < a["breakdown_s"]["tp_comm_exposed_s"]
     assert b["step_s"] < a["step_s"]
+
+
+def test_group_placement_properties_over_a_grid():
+    """Every group fits its domains (members per domain x domains >= size, no more members than the group), a job
+    inside one domain keeps every group on NVLink, and the vectorised call equals the one-by-one call."""
+    from gpusim.model import placement as PL
+
+    rows = [(size, stride, n, g, d) for n, g, d in ((8, 8, 8), (64, 8, 8), (64, 4, 72), (256, 4, 72), (144, 4, 72),
+                                                    (1152, 4, 72), (512, 8, 8))
+            for size in (1, 2, 4, 8, 16, 32, 64) for stride in (1, 2, 4, 8, 16, 32)
+            if size * stride <= n and n % (size * stride) == 0]
+    a = np.array(rows, dtype=np.float64).T
+    k, dom = PL.group_placement(*a)
+    assert np.all(k * dom >= a[0]) and np.all(k <= a[0]) and np.all(k >= 1) and np.all(dom >= 1)
+    inside = a[2] <= a[4]
+    assert np.all(dom[inside] == 1) and np.all(k[inside] == a[0][inside])
+    one = np.array([[float(v) for v in PL.group_placement(*r)] for r in rows]).T
+    assert np.array_equal(one[0], k) and np.array_equal(one[1], dom)
