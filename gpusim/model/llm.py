@@ -58,6 +58,7 @@ from gpusim.model import context as CTX
 from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model import placement as PLACE
 from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
 from gpusim.model.gemm import fp8_k_half, gemm_time_s
@@ -92,21 +93,17 @@ def bubble_frac(pp, vp, n_micro):
     return (_f(pp) - 1.0) / (_f(vp) * _f(n_micro))
 
 
-def dp_group_placement(dp, tp, gpus_per_node, domain_gpus):
+def dp_group_placement(dp, tp, gpus_per_node, domain_gpus, n_gpus):
     """[issue 17] Where Megatron-Core puts a gradient-reduction group: ``(members per NVLink domain, domains it spans,
-    NIC share factor)``.
-
-    Megatron-Core numbers ranks in the order ``tp-cp-ep-dp-pp`` (``megatron/core/parallel_state.py``,
-    ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``, tp fastest): the ``dp`` ranks that share a stage's weights
-    (``dp`` here counts dp x cp, the distributed optimizer's group) are ``tp`` ranks apart, so as many as fit in one
-    NVLink domain sit in it, ``k = min(dp, max(domain / tp, 1))``, and the group spans ``dp / k`` domains. Its
-    collectives run over NVLink inside each domain and over the network between them, where the group's ``k``
-    members of a domain send through their own NICs: ``k / gpus_per_node`` of a node's inter-node bandwidth. On an
-    8-GPU HGX board the domain is the node; on a GB200/GB300 NVL72 rack it is the 72 GPUs of 18 trays of 4, so a
-    group inside one rack never touches the network (the node-based rule charged it at the trays' NICs).
+    NIC share factor)``: the shared placement rule (:func:`gpusim.model.placement.group_placement`) for a group of
+    ``dp`` ranks ``tp`` apart (Megatron-Core's rank order ``tp-cp-ep-dp-pp``; ``dp`` here counts dp x cp, the
+    distributed optimizer's group) in the job's ``n_gpus`` allocated in NVLink-domain blocks. Its collectives run over
+    NVLink inside each domain and over the network between them, where the group's ``k`` members of a domain send
+    through their own NICs: ``k / gpus_per_node`` of a node's inter-node bandwidth. On an 8-GPU HGX board the domain
+    is the node; on a GB200/GB300 NVL72 rack a group inside one segment of trays never touches the network.
     """
-    k = np.minimum(_f(dp), np.maximum(_f(domain_gpus) / _f(tp), 1.0))
-    return k, _f(dp) / k, k / _f(gpus_per_node)
+    k, domains = PLACE.group_placement(dp, tp, n_gpus, gpus_per_node, domain_gpus)
+    return k, domains, PLACE.nic_share(k, gpus_per_node)
 
 
 def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
@@ -427,8 +424,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
                                       kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
     layer_f = layer_f + cast_f
     # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
+    # (the cp group, ranks tp apart, in the job's NVLink-domain allocation blocks: gpusim.model.placement)
+    n_job = g * _f(x["n_nodes"])
+    block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
     cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
-                                     domain=_f(x.get("nvlink_domain_gpus", g)))
+                                     domain=block)
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     # [issue 12] modules recomputed in the backward pass (not under full recomputation, which reruns everything):
@@ -499,6 +499,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
     cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
                                np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), rc == FULL)
+    # [issue 17] an MoE layer launches the router's and token dispatcher's operations and per-expert GEMMs and
+    # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
+    # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
+    cpu_f = cpu_f + moe["cpu_f_s"]
+    cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
     layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
 
@@ -546,7 +551,10 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
-    cross = nodes * g > domain  # [issue 17] a stage boundary leaves the NVLink domain only when the job does
+    # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
+    # more than one of the job's allocation blocks (gpusim.model.placement)
+    pp_domains = dist(lambda *v: PLACE.group_placement(*v)[1], [pp, nodes * g / pp, nodes * g, g, domain])
+    cross = pp_domains > 1
     p2p_bytes = act_bytes / tp
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
     p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)

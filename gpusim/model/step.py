@@ -438,7 +438,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         # [issue 17] a data-parallel group takes every tp-th rank (Megatron's rank order tp-cp-ep-dp-pp): its members
         # share an NVLink domain as far as the domain holds them (an NVL72 rack, not only its tray)
         dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
-        _, dp_domains, nic_share = dp_group_placement(dp, tp, g, np.where(np.isfinite(dom), dom, g))
+        _, dp_domains, nic_share = dp_group_placement(dp, tp, g, np.where(np.isfinite(dom), dom, g), n)
         dp_n = np.where(llm, dp, n)
         dp_nodes = np.where(llm, dp_domains, nodes)
         dp_inter = np.where(llm, inp.inter_busbw_bytes_per_s * nic_share, inp.inter_busbw_bytes_per_s)
