@@ -36,7 +36,8 @@
   gradient, ``T f u/t``: TE's fused ``dact`` + cast + transpose). Their cost is counted over the 16-bit write the
   producing kernel is already charged for (:data:`NORM_FUSED_BYTES`, :data:`ACT_FUSED_BYTES`): delayed scaling
   writes FP8 (1 byte) in place of 16 bits (2) and the transposed copy in one more pass (read 1 + write 1): +1 byte
-  per element (-1 with non-TN GEMMs: no transpose); current scaling skips the separate amax read (the producing
+  per element (-1 with non-TN GEMMs: no transpose; where TE's fused kernel writes the transpose itself, as its
+  ``dact`` + cast + transpose does, the cost is 0: +1 is the conservative side); current scaling skips the separate amax read (the producing
   kernel computes it): read 2 + write 1 + 1 = 4 (3 non-TN); MXFP8 norms cast in a separate pass
   (:data:`CAST_BYTES`) while MXFP8 activations write both FP8 orientations and their scales in place of the 16-bit
   output: +2/32. The other tensors (the attention output; the gradients arriving from attention and from the

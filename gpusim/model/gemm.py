@@ -110,9 +110,10 @@ def fp8_fprop_ceiling_flop_per_s(delayed, current, ceiling8_flop_per_s, ceiling1
     """[issue 17] The matmul ceiling of Transformer Engine's FP8 *forward* GEMMs on GPUs with a fast-accumulation mode.
 
     TE runs the forward GEMM with fast accumulation and the two backward GEMMs with the split accumulator
-    (``transformer_engine/common/recipe``: ``fp8_gemm_fprop = MMParams(use_split_accumulator=False)``,
-    ``fp8_gemm_dgrad`` and ``fp8_gemm_wgrad`` ``use_split_accumulator=True``, for ``DelayedScaling`` and
-    ``Float8CurrentScaling``). With the split accumulator cuBLAS periodically promotes the tensor cores' partial sums
+    (NVIDIA/TransformerEngine ``transformer_engine/common/recipe/__init__.py``, ``Float8CurrentScaling``:
+    ``fp8_gemm_fprop = MMParams(use_split_accumulator=False)``, ``fp8_gemm_dgrad`` / ``fp8_gemm_wgrad``
+    ``use_split_accumulator=True``; for delayed scaling ``transformer_engine/pytorch/module/base.py``:
+    ``_2X_ACC_FPROP = False``, ``_2X_ACC_DGRAD = _2X_ACC_WGRAD = True``). With the split accumulator cuBLAS periodically promotes the tensor cores' partial sums
     to fp32 on the CUDA cores (cuBLAS docs, ``CUBLASLT_MATMUL_DESC_FAST_ACCUM``; CUTLASS's ``GmmaFP8Accumulation``,
     ``mma_promotion_interval`` 4), which costs tensor-core time. The measured FP8 ceiling (hwdb
     ``achievable_matmul_tflop_per_s.fp8``, stas00/ml-engineering's ``mamf-finder.py``: ``torch._scaled_mm`` with its
