@@ -61,7 +61,7 @@ from gpusim.model import fp8 as FP8
 from gpusim.model import placement as PLACE
 from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
-from gpusim.model.gemm import fp8_k_half, gemm_time_s
+from gpusim.model.gemm import fp8_fprop_ceiling_flop_per_s, fp8_k_half, gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -270,8 +270,13 @@ def tp_userbuffers_s(ag, rs, tp, t, slowdown_frac):
     return fwd, bwd
 
 
+#: [issue 17] the forward GEMM columns of :func:`layer_gemm_times_s` (QKV, attention output, FFN up, FFN down, MLA up)
+_FPROP_COLUMNS = (0, 3, 6, 9, 17, 20)
+
+
 def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
-                       serial_epilogue, o=None, q_lora=0.0, kv_a=0.0, kv_lora=0.0, kv_up=0.0, *, p) -> tuple:
+                       serial_epilogue, o=None, q_lora=0.0, kv_a=0.0, kv_lora=0.0, kv_up=0.0, ceil8_fwd=None, *,
+                       p) -> tuple:
     """Seconds of the 23 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
 
     Linear layers ``(n_out, k_in)``: QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
@@ -280,7 +285,8 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     heads (15, 16). A weight gradient with ``fused_wgrad`` (gradient-accumulation fusion) accumulates into the fp32
     main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e``. [issue 12] FP8
     (:mod:`gpusim.model.fp8`): the linear layers' GEMMs (columns 0-11 and 17-22) on FP8 operands at the FP8 matmul
-    ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
+    ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits. [issue 17] The forward GEMMs
+    (columns 0, 3, 6, 9, 17, 20) at ``ceil8_fwd`` (:func:`gemm.fp8_fprop_ceiling_flop_per_s`: fast accumulation).
 
     [issue 12] Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora > 0``): the query and the joint key/value are
     projected down to latents of ``q_lora`` and ``kv_a`` = ``kv_lora`` + the shared rotary key width (replicated over
@@ -330,6 +336,15 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
         t8 = _gemm_columns([ms[j] for j in lin], [ns[j] for j in lin], [ks[j] for j in lin], [bs[j] for j in lin],
                            ceil8, hbm, sms, _f(1.0), p, outs[..., lin], srcs[..., lin], serial_epilogue,
                            k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8))
+        if ceil8_fwd is not None and np.any(_f(ceil8_fwd) != ceil8):
+            # [issue 17] the forward GEMMs with fast accumulation (TE's fp8_gemm_fprop; gemm.fp8_fprop_ceiling_flop_per_s)
+            fw = [i for i, j in enumerate(lin) if j in _FPROP_COLUMNS]
+            tf = _gemm_columns([ms[lin[i]] for i in fw], [ns[lin[i]] for i in fw], [ks[lin[i]] for i in fw],
+                               [bs[lin[i]] for i in fw], ceil8_fwd, hbm, sms, _f(1.0), p, outs[..., [lin[i] for i in fw]],
+                               srcs[..., [lin[i] for i in fw]], serial_epilogue,
+                               k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8_fwd))
+            for i, v in zip(fw, tf):
+                t8[i] = v
         for i, j in enumerate(lin):
             t[j] = np.where(fp8 > 0, t8[i], t[j])
     if any_mla:
@@ -391,8 +406,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     vd = _f(x.get("v_dim", np.nan))
     o = np.where(mla & np.isfinite(vd), vd, q)  # the attention output's width (A V, the output projection's input)
     kva, kvu = _f(x.get("mla_kv_a", 0.0)), _f(x.get("mla_kv_up", 0.0))
+    # [issue 17] forward GEMMs with fast accumulation where the GPU has that mode (Hopper, Ada)
+    ceil8f = fp8_fprop_ceiling_flop_per_s(fp8 == FP8.DELAYED, fp8 == FP8.CURRENT, ceil8, ceil_rate,
+                                          _f(x.get("fp8_peak_ratio", 1.0))) if np.any(fp8 > 0) else ceil8
     t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,
-                                                       ceil8, fused_wgrad, serial, o, ql, kva, kvl, kvu])
+                                                       ceil8, fused_wgrad, serial, o, ql, kva, kvl, kvu, ceil8f])
 
     def gemm_lin(mm, nn, kk, batch=1.0):
         """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""

@@ -604,6 +604,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
                                        p.gemm_ceiling_frac * np.where(np.isfinite(peak16), peak16, peak))
     c8 = np.asarray(inp.fp8_ceiling_flop_per_s, dtype=np.float64)
     x["fp8_ceiling_flop_per_s"] = np.where(np.isfinite(c8), c8, p.gemm_ceiling_frac * peak)
+    x["fp8_peak_ratio"] = np.where(np.isfinite(peak16), peak / peak16, 1.0)  # [issue 17] FP8 / bf16 datasheet peak
     x["fp8_mode"] = inp.fp8_mode
     x["n_micro"] = inp.accum
     x["gpus_per_node"] = g
