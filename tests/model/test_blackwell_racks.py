@@ -121,8 +121,14 @@ def test_the_small_batch_gb200_step_has_no_phantom_dp_cost(db):
     """The issue's case: Nemotron-4 340B, 128 GB200, global batch 32 (8 micro-batches): the distributed
     optimizer's traffic stays in the rack and hides under the stage's backward/forward; what is exposed is at most
     the last / first bucket plus the unhidden rest, well under the compute (it was 1.6 s of a 3.0 s step)."""
-    r = simulate(_nemotron_gb200(), db=db, recommend=False)
-    assert r.breakdown_s["dp_comm_exposed_s"] < 0.1 * r.breakdown_s["compute_s"]
+    scn = _nemotron_gb200()
+    r = simulate(scn, db=db, recommend=False)
+    # an order of magnitude under the phantom 1.6 s (a bound on time, not a share of compute: compute itself moves
+    # with the FP8 mechanisms), and overlapping the gradient reduction never exposes more than not overlapping it
+    assert r.breakdown_s["dp_comm_exposed_s"] < 0.15
+    serial = simulate(scn.model_copy(update={"strategy": scn.strategy.model_copy(
+        update={"overlap_grad_reduce": False})}), db=db, recommend=False)
+    assert r.breakdown_s["dp_comm_exposed_s"] < serial.breakdown_s["dp_comm_exposed_s"]
 
 
 def test_tp_comm_overlap_is_never_slower_and_changes_only_tp(db):
