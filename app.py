@@ -14,9 +14,13 @@ import streamlit as st
 from gpusim.app_pages import shell
 
 st.set_page_config(page_title="gpusim planner", page_icon=":material/memory:", layout="wide")
+url = shell.url_snapshot()  # the query before the widgets read it
 page = shell.navigation()
 shell.sidebar()
-shell.url_notices()  # URL parameters the sidebar ignored (?batch=inf ...), said once
+shell.check_url(url, "sidebar")  # URL values the sidebar's widgets did not take (?model=llama3.1-70bb ...)
+shell.url_notices()  # and those it ignored (?batch=inf ...), said once
+notices = st.container()  # the page's own widgets' notices go above the page
 page.run()
-shell.url_notices()  # and those of the page's own widgets
+shell.check_url(url, page.url_path or "home")
+shell.url_notices(notices)
 shell.footer(_T0)

@@ -1,14 +1,14 @@
 """Predict the published MoE pretraining runs of ``validation/runs_moe.csv`` with their stated layouts and print the
 error, the open rows and the held-out rows separately (issue 17, item 7).
 
-Each row runs through ``gpusim.simulate(Scenario(...))`` as the source states it: the system's node template
-(DGX H100 / B200 / B300, GB200 / GB300 NVL72 racks), tp, pp, vp, cp, ep, micro-batch, global batch, sequence length,
-precision, and the distributed optimizer of the Megatron-Bridge performance recipes. Options the schema has no
-column for come from ``key=value`` tokens in the notes (:func:`row_options`): ``strategy=``, ``fp8_recipe=``,
-``attention=`` (as ``gpusim.validation_runs`` reads them) and the MoE ones, ``router=force_balanced`` (the
-Megatron-Bridge tables: "we force-balance the token distribution among experts": no routing imbalance),
-``moe_capacity_factor=`` (token-drop runs), ``ep_overlap=`` and ``moe_dispatcher=``. A model whose layers do not
-split over ``pp x vp`` runs with unequal stages (``uneven_pp``), as the published recipes split them.
+Every row is predicted by the shared runs report's row predictor, :func:`gpusim.validation_runs.predict_row` (one
+predictor for ``gpusim validate`` and this script): the system's node template (DGX H100 / B200 / B300, GB200 /
+GB300 NVL72 racks), tp, pp, vp, cp, ep, etp, micro-batch, global batch, sequence length, precision, the
+distributed optimizer of the Megatron-Bridge performance recipes, and the options of the notes' ``key=value``
+tokens (``strategy=``, ``fp8_recipe=``, ``attention=``, ``tp_comm_overlap=``, ``router=force_balanced``,
+``moe_capacity_factor=``, ``ep_overlap=``, ``moe_dispatcher=``: :data:`gpusim.validation_runs.OPTION_KEYS`). A
+model whose layers do not split over ``pp x vp`` runs with unequal stages (``uneven_pp``), as the published
+recipes split them.
 
 Usage: ``python benchmarks/moe_runs.py [--csv validation/runs_moe.csv] [--rows] [--holdout-rows]``. The held-out
 rows' individual errors are printed only with ``--holdout-rows`` (they are not to be looked at while modelling).
@@ -18,70 +18,24 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import math
-import re
 import statistics
 from pathlib import Path
 
-NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "hgx-h200-8", "b200": "dgx-b200", "b300": "dgx-b300",
-                "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "a100-sxm4-80gb": "dgx-a100-80gb"}
-STRATEGY = {"zero1": "zero1", "distopt": "zero1", "ddp": "ddp", "fsdp": "fsdp-full"}
-_TOKEN = re.compile(r"\b(strategy|fp8_recipe|attention|router|moe_capacity_factor|ep_overlap|moe_dispatcher)="
-                    r"([A-Za-z0-9_.\-]+)")
-
 
 def row_options(notes: str) -> dict:
-    """The ``key=value`` tokens of a row's notes (module docstring)."""
-    return dict(_TOKEN.findall(notes or ""))
+    """The ``key=value`` tokens of a row's notes, as the shared runs report reads them."""
+    from gpusim.validation_runs import options
 
-
-def _int(v, default=1):
-    v = (v or "").strip()
-    return int(float(v)) if v else default
+    return options(notes)
 
 
 def predict_row(r: dict, db=None):
-    """(predicted tokens/s/GPU or step seconds on the row's metric, measured, note) for one row; raises
-    :class:`gpusim.errors.GpusimError` when the row cannot be predicted."""
-    from gpusim.simulation import Scenario, simulate
-    from gpusim.workload import build_from_spec, get_workload
+    """The shared runs report's prediction of one row (:class:`gpusim.validation_runs.RunRow`: ``step_s``,
+    ``measured_step_s``, ``predicted`` on the row's metric, ``signed_frac``, ``chosen``, ``error``)."""
+    from gpusim.validation_runs import predict_row as shared
 
-    opts = row_options(r.get("notes", ""))
-    tp, pp, cp, ep, etp, vp = (_int(r.get(k)) for k in ("tp", "pp", "cp", "ep", "etp", "vp"))
-    gpus, gb, seq, mb = _int(r["gpus"]), _int(r["global_batch"]), _int(r["seq_len"]), _int(r.get("micro_batch"))
-    wl = get_workload(r["model"], seq_len=seq)
-    spec = wl.transformer
-    changes = {}
-    if opts.get("router") == "force_balanced":
-        changes["moe_imbalance_frac"] = 0.0
-    if "attention" in opts and spec.flash_attention != (opts["attention"] == "flash"):
-        changes["flash_attention"] = opts["attention"] == "flash"
-    if changes:
-        wl = build_from_spec(dataclasses.replace(spec, seq_len=seq, **changes), id=wl.id, name=wl.name)
-    node = NODE_FOR_GPU[r["gpu"]]
-    per_node = db.node(node).gpus_per_node
-    kw = dict(workload=wl, node=node, gpus=gpus, nodes=max(1, gpus // per_node),
-              kind=STRATEGY.get(opts.get("strategy", "zero1"), "zero1"), precision=r["precision"].strip(), tp=tp,
-              pp=pp, vp=vp, cp=cp, ep=ep, expert_tp=etp, micro_batch=mb, global_batch=gb, seq_len=seq,
-              uneven_pp=spec.n_layers % (pp * vp) != 0, recompute=(r.get("recompute") or "none").strip())
-    if "fp8_recipe" in opts and r["precision"].startswith("fp8"):
-        kw["fp8_recipe"] = opts["fp8_recipe"]
-    if "moe_capacity_factor" in opts:
-        kw["moe_capacity_factor"] = float(opts["moe_capacity_factor"])
-    for k in ("ep_overlap", "moe_dispatcher"):
-        if k in opts:
-            kw[k] = opts[k]
-    res = simulate(Scenario.create(**kw), db=db, recommend=False)
-    step = float(res.step_s)
-    metric = r["metric"]
-    if metric == "tokens_per_s_per_gpu":
-        pred = gb * seq / (step * gpus)
-    elif metric == "step_time_s":
-        pred = step
-    else:
-        pred = float(res.model_tflop_per_s_per_gpu)
-    return pred, float(r["value"]), ("" if res.fits_in_memory else "no fit (gpusim)"), res
+    return shared(r, file="runs_moe.csv", db=db)
 
 
 def signed_step_error(metric: str, pred: float, meas: float) -> float:
@@ -99,7 +53,6 @@ def _summary(errs):
 
 
 def main(argv=None):
-    from gpusim.errors import GpusimError
     from gpusim.hwdb import load
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -113,19 +66,19 @@ def main(argv=None):
     failed = {"0": [], "1": []}
     for r in rows:
         h = r["holdout"].strip()
-        try:
-            pred, meas, note, _ = predict_row(r, db)
-        except (GpusimError, KeyError, ValueError) as e:
-            failed[h].append((r["run_id"], str(e)))
-            if a.rows and (h == "0" or a.holdout_rows):
-                print(f"{r['run_id']:34s} not predicted: {e}")
+        show = a.rows and (h == "0" or a.holdout_rows)
+        res = predict_row(r, db)
+        if res.signed_frac is None:
+            failed[h].append((r["run_id"], res.error or "no prediction"))
+            if show:
+                print(f"{r['run_id']:34s} not predicted: {res.error}")
             continue
-        err = signed_step_error(r["metric"], pred, meas)
+        err = res.signed_frac
         part[h].append(err)
-        if a.rows and (h == "0" or a.holdout_rows):
+        if show:
             print(f"{r['run_id']:34s} {r['gpu']:9s} {r['tp']}/{r['pp']}/{r['vp'] or 1}/{r['cp']}/{r['ep']:>2s} "
-                  f"mb {r['micro_batch']:>2s} gb {r['global_batch']:>5s} {r['precision']:6s} measured {meas:9.1f} "
-                  f"predicted {pred:9.1f}  step error {100 * err:+6.1f}% {note}")
+                  f"mb {r['micro_batch']:>2s} gb {r['global_batch']:>5s} {r['precision']:6s} measured "
+                  f"{res.measured:9.1f} predicted {res.predicted:9.1f}  step error {100 * err:+6.1f}% {res.chosen}")
     for h, name in (("0", "open"), ("1", "held out")):
         n = len(part[h]) + len(failed[h])
         print(f"{name:9s}: predicted {len(part[h])}/{n}; step time {_summary(part[h])}")

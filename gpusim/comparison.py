@@ -23,6 +23,9 @@ from gpusim.errors import GpusimError, ScenarioError
 
 #: inputs applied together when attributing a gap (a GPU count is only valid with its node count)
 _GROUPS = (("gpus", "nodes"),)
+#: inputs that are one choice together when they differ: the fabric inside a node is a link, its wiring and
+#: whether peers talk directly (the planner's "Fabric inside a node" sets all three); only those that differ are named
+_FABRIC = ("intra", "intra_topology", "p2p")
 #: the figures shown side by side (key of StepResult.to_dict(), label, unit, higher is better?)
 FIGURES = (("step_s", "step", "s", False), ("throughput_samples_per_s", "throughput", "samples/s", True),
            ("throughput_per_gpu_samples_per_s", "per GPU", "samples/s", True), ("speedup", "speedup", "x", True),
@@ -75,6 +78,10 @@ def _changes(ref: dict, other: dict) -> list[tuple[str, ...]]:
         if any(k in keys for k in g):
             groups.append(tuple(k for k in g))
             done |= set(g)
+    fabric = tuple(k for k in _FABRIC if k in keys and k not in done)
+    if fabric:
+        groups.append(fabric)
+        done |= set(fabric)
     groups += [(k,) for k in keys if k not in done]
     return groups
 

@@ -194,8 +194,14 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                  for k in (LLM_BREAKDOWN_KEYS if llm else BREAKDOWN_KEYS)}
     notes = hw.assumptions
     if hw.n_gpus > 1 and not bool(b1["fits_in_memory"]):
-        notes += ("the one-GPU reference of speedup and efficiency does not fit in one GPU's memory: it is the "
-                  "modelled time of that GPU as if it did",)
+        if llm:  # [issue 17] as the layout search (plan, sweep) says it: no one-GPU reference, no efficiency
+            speedup = math.nan
+            notes += (f"scaling efficiency n/a: one GPU cannot hold the model at this micro-batch "
+                      f"({row_result(out, base)['memory_per_gpu_bytes'] / units.GIB:.0f} GiB of "
+                      f"{hw.gpu.memory_bytes / units.GIB:.0f} GiB), so there is no one-GPU reference",)
+        else:
+            notes += ("the one-GPU reference of speedup and efficiency does not fit in one GPU's memory: it is the "
+                      "modelled time of that GPU as if it did",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

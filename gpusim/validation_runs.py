@@ -13,7 +13,11 @@ predicted as it ran:
   ``attention=`` (``flash`` | ``unfused``: the attention kernel; NeMo and Megatron-Bridge run Transformer Engine's
   fused attention, which some catalogue entries of older models do not assume), ``tp_comm_overlap=1`` (Transformer
   Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
-  layouts: ``COMM_OVERLAP_CONFIG_MAP`` of Megatron-Bridge's ``scripts/performance`` configs).
+  layouts: ``COMM_OVERLAP_CONFIG_MAP`` of Megatron-Bridge's ``scripts/performance`` configs). The MoE ones:
+  ``router=force_balanced`` (the Megatron-Bridge performance tables: "we force-balance the token distribution
+  among experts": no routing imbalance), ``moe_capacity_factor=`` (token-drop runs, experts padded to capacity),
+  ``ep_overlap=`` (``a2a`` | ``dualpipe``) and ``moe_dispatcher=`` (``alltoall`` | ``deepep``), as the Scenario
+  fields of the same names.
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
@@ -49,7 +53,11 @@ NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "dgx-h200", "b200": "dgx-b20
 BLACKWELL = ("b200", "b300", "gb200", "gb300")
 STRATEGY_ALIASES = {"zero1": "zero1", "distopt": "zero1", "ddp": "ddp", "fsdp": "fsdp-full", "fsdp-full": "fsdp-full"}
 ENV_VAR = "GPUSIM_RUNS_DIR"
-_TOKEN = re.compile(r"\b(strategy|fp8_recipe|attention|tp_comm_overlap)=([A-Za-z0-9_\-]+)")
+#: the ``key=value`` options of a row's notes; a value may hold one decimal point followed by digits (``1.25``), so
+#: a sentence's full stop after a word value is not read as part of it
+OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
+               "ep_overlap", "moe_dispatcher")
+_TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-]+(?:\.[0-9]+)?)")
 
 
 def default_dir() -> Path | None:
@@ -132,7 +140,8 @@ def _workload(model: str, seq_len: int | None):
     return get_workload(model, seq_len=seq_len) if seq_len else get_workload(model)
 
 
-def _options(notes: str) -> dict:
+def options(notes: str) -> dict:
+    """The ``key=value`` tokens of a row's notes (:data:`OPTION_KEYS`; the module docstring says what each does)."""
     out = {}
     for key, val in _TOKEN.findall(notes or ""):
         out[key] = val
@@ -162,7 +171,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     mb_stated = (r.get("micro_batch") or "").strip()
     mb = _int(mb_stated)
     metric = r["metric"].strip()
-    opts = _options(r.get("notes", ""))
+    opts = options(r.get("notes", ""))
     prec = r["precision"].strip().lower()
     layout = f"{tp}/{pp}/{vp}/{cp}" + (f"/{ep}" if ep > 1 else "") + f" {mb}/{gb}"
     out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=str(r.get("holdout")).strip() == "1",
@@ -184,13 +193,16 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     kind = STRATEGY_ALIASES.get(opts.get("strategy", "zero1"), "zero1")
     stated_rc = (r.get("recompute") or "").strip().lower()
     chosen = []
-    if "attention" in opts and getattr(wl, "transformer", None) is not None:
-        flash = opts["attention"] == "flash"
-        if wl.transformer.flash_attention != flash:
-            from gpusim.workload import build_from_spec
+    spec = getattr(wl, "transformer", None)
+    changes = {}
+    if spec is not None and "attention" in opts and spec.flash_attention != (opts["attention"] == "flash"):
+        changes["flash_attention"] = opts["attention"] == "flash"
+    if spec is not None and opts.get("router") == "force_balanced" and getattr(spec, "n_experts", 0):
+        changes["moe_imbalance_frac"] = 0.0  # the tables force-balance the tokens: no busiest-rank excess
+    if changes:
+        from gpusim.workload import build_from_spec
 
-            wl = build_from_spec(dataclasses.replace(wl.transformer, flash_attention=flash, seq_len=seq),
-                                 id=wl.id, name=wl.name)
+        wl = build_from_spec(dataclasses.replace(spec, seq_len=seq, **changes), id=wl.id, name=wl.name)
     layers = getattr(getattr(wl, "transformer", None), "n_layers", None)
     uneven = bool(layers) and layers % (pp * vp) != 0
     if uneven:
@@ -202,6 +214,15 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
         base["tp_comm_overlap"] = True
     if prec.startswith("fp8") and "fp8_recipe" in opts:
         base["fp8_recipe"] = opts["fp8_recipe"]
+    try:
+        if "moe_capacity_factor" in opts:
+            base["moe_capacity_factor"] = float(opts["moe_capacity_factor"])
+    except ValueError:
+        out.error = f"moe_capacity_factor={opts['moe_capacity_factor']!r} in the notes is not a number"
+        return out
+    for key in ("ep_overlap", "moe_dispatcher"):
+        if key in opts:
+            base[key] = opts[key]
     try:
         res = simulate(Scenario.create(**base, recompute=stated_rc or "none"), db=db, params=params, recommend=False)
     except GpusimError as e:

@@ -91,6 +91,105 @@ def _color(i: int) -> str:
     return SERIES_COLORS[i % len(SERIES_COLORS)]
 
 
+def time_unit(max_s: float) -> tuple[float, str, str]:
+    """``(divisor, unit, word)`` for times on an axis, chosen by the largest one: s from 2 s up, ms from 2 ms up,
+    µs below (so that no tick or label needs an exponent: 5,700 ms is drawn as 5.7 s)."""
+    a = abs(float(max_s)) if max_s is not None and math.isfinite(float(max_s)) else 0.0
+    if a >= 2.0:
+        return 1.0, "s", "seconds"
+    if a >= 2 * units.MS:
+        return units.MS, "ms", "milliseconds"
+    return units.US, "µs", "microseconds"
+
+
+def num(x: float) -> str:
+    """Three significant digits without an exponent, thousands separated: 5,991 / 771 / 12.5 / 0.0163."""
+    x = float(x)
+    if not math.isfinite(x):
+        return str(x)
+    a = abs(x)
+    if a >= 100:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def tick(x: float) -> str:
+    """A tick label without an exponent or trailing zeros: 0.5 / 2 / 50 / 2,000 / 100,000."""
+    x = float(x)
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def log_ticks(lo: float, hi: float, *, fmt=None, most: int = 12) -> tuple[list[float], list[str]]:
+    """Tick values and labels of a log axis from ``lo`` to ``hi``: every decade and the 2 and 5 in between
+    (1, 2, 5, 10, 20 ...; 3s, then more, added while fewer than 3 fall in the span, so that a span under one decade
+    still has labels); over ``most`` ticks, the
+    decades only (every other decade past ``most`` decades); ``fmt`` writes a value (default :func:`tick`)."""
+    fmt = fmt or tick
+    if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return [], []
+    lo, hi = min(lo, hi), max(lo, hi)
+    for mantissas in ((1, 2, 5), (1, 2, 3, 5), (1, 1.5, 2, 3, 4, 5, 7)):  # finer while under 3 ticks
+        vals = []
+        for d in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+            for m in mantissas:
+                v = m * 10.0 ** d
+                if lo / 1.0001 <= v <= hi * 1.0001:
+                    vals.append(v)
+        if len(vals) >= 3:
+            break
+    if len(vals) > most:  # many decades: the decades only
+        vals = [v for v in vals if f"{v:.0e}".startswith("1")]
+        while len(vals) > most:
+            vals = vals[::2]
+    return vals, [fmt(v) for v in vals]
+
+
+def log_axis(values: Sequence[float], *, fmt=None, most: int = 12) -> dict:
+    """Layout of a log axis over ``values``: :func:`log_ticks` where the data are, and the next tick beyond an end
+    when it lies close to the data (20 below data from 21.7, so the labels bound them; not $500k above $210k, which
+    would waste a third of the chart); the range to the data and those ticks, with a small margin. ``{}`` without
+    positive values."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not vals:
+        return {}
+    lo, hi = min(vals), max(vals)
+    tv, _ = log_ticks(lo, hi, most=most)
+    decades = len(tv) > 3 and all(f"{v:.0e}".startswith("1") for v in tv)
+    near = 1.35  # an outer tick this close to the data is worth the extra room (20 below 21.7; not 500k above 210k)
+    if not tv or tv[0] > lo * 1.0001:
+        below = [10.0 ** math.floor(math.log10(lo))] if decades else log_ticks(lo / 10, lo)[0][-1:]
+        tv = [v for v in below if v >= lo / near or not tv] + tv
+    if tv[-1] < hi / 1.0001:
+        above = [10.0 ** math.ceil(math.log10(hi))] if decades else log_ticks(hi, hi * 10)[0][:1]
+        tv = tv + [v for v in above if v <= hi * near or len(tv) < 2]
+    a, b = math.log10(min(tv[0], lo)), math.log10(max(tv[-1], hi))
+    pad = 0.03 * max(b - a, 0.1)
+    return {"type": "log", "tickvals": tv, "ticktext": [(fmt or tick)(v) for v in tv], "range": [a - pad, b + pad]}
+
+
+def si(x: float) -> str:
+    """An SI-prefixed count for a tick: 500 / 2k / 10M / 1G / 100T."""
+    x = float(x)
+    for div, suf in ((units.PETA, "P"), (units.TERA, "T"), (units.GIGA, "G"), (units.MEGA, "M"),
+                     (units.KILO, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"
+
+
+def usd(x: float) -> str:
+    """A dollar tick: $500 / $2k / $50k / $1.2M."""
+    x = float(x)
+    for div, suf in ((units.MEGA, "M"), (units.KILO, "k")):
+        if abs(x) >= div:
+            return f"${x / div:.3g}{suf}"
+    return f"${x:.3g}"
+
+
 def _vline(fig: go.Figure, x: float, *, text: str = "", log: bool = False, top: bool = True, anchor: str = "left",
            **line) -> None:
     """A vertical line at data ``x`` with a label. Plotly's ``add_vline(annotation_text=...)`` places the label
@@ -131,42 +230,44 @@ def _layout(fig: go.Figure, title: str, height: int, *, per_row: int = 3, **kw) 
 def breakdown_figure(breakdown_s: Mapping[str, float], *, single_gpu_step_s: float | None = None,
                      comm_hidden_s: float | None = None, interval_s: Sequence[float] | None = None,
                      interval_level: float = 0.9, title: str = "Where one training step goes") -> go.Figure:
-    """A horizontal stacked bar of one step's parts in milliseconds (compute, exposed communication,
+    """A horizontal stacked bar of one step's parts in seconds, ms or µs by the step's length (:func:`time_unit`;
+    compute, exposed communication,
     data wait, optimizer, sync and stragglers, overhead). ``single_gpu_step_s`` draws the same GPU's step
     alone at the same per-GPU batch as a dashed line (the ideal for weak scaling); ``comm_hidden_s`` adds a
     second bar with the communication that ran under the backward pass (it costs no time);
     ``interval_s = (lo, hi)`` (a calibration's interval of the step time, at ``interval_level``) is drawn
     as an error bar on the bar's end."""
-    total_ms = sum(breakdown_s.values()) / units.MS
+    div, tu, word = time_unit(max(sum(breakdown_s.values()), float(single_gpu_step_s or 0.0)))
+    total_ms = sum(breakdown_s.values()) / div
     fig = go.Figure()
     rows = ["this step"]
     llm = any(k in breakdown_s for k in LLM_ONLY_KEYS)  # an LLM layout's breakdown names its own parts
     for key, label in (LLM_BREAKDOWN_LABELS if llm else BREAKDOWN_LABELS).items():
         v = float(breakdown_s.get(key, 0.0))
-        ms = v / units.MS
+        ms = v / div
         share = ms / total_ms if total_ms > 0 else 0.0
         fig.add_trace(go.Bar(
             x=[ms], y=rows, orientation="h", name=label, marker_color=BREAKDOWN_COLORS[key],
-            text=[f"{label}<br>{ms:.3g} ms" if share >= 0.12 else ""], textposition="inside",
-            insidetextanchor="middle", hovertemplate=f"{label}: %{{x:.4g}} ms ({share:.1%})<extra></extra>"))
+            text=[f"{label}<br>{num(ms)} {tu}" if share >= 0.12 else ""], textposition="inside",
+            insidetextanchor="middle", hovertemplate=f"{label}: %{{x:,.4g}} {tu} ({share:.1%})<extra></extra>"))
     if comm_hidden_s is not None and comm_hidden_s > 0:
         fig.add_trace(go.Bar(
-            x=[comm_hidden_s / units.MS], y=["communication hidden<br>under backward"], orientation="h",
+            x=[comm_hidden_s / div], y=["communication hidden<br>under backward"], orientation="h",
             name="hidden communication", marker_color=BREAKDOWN_COLORS["comm_exposed_s"], opacity=0.35,
-            hovertemplate="hidden under the backward pass: %{x:.4g} ms<extra></extra>"))
+            hovertemplate="hidden under the backward pass: %{x:,.4g} " + tu + "<extra></extra>"))
     if interval_s is not None:
-        lo, hi = (float(v) / units.MS for v in interval_s)
+        lo, hi = (float(v) / div for v in interval_s)
         fig.add_trace(go.Scatter(
             x=[total_ms], y=rows, mode="markers", name=f"{interval_level:.0%} interval (calibration)",
             marker={"color": "#000000", "size": 7, "symbol": "line-ns", "line": {"width": 2, "color": "#000000"}},
             error_x={"type": "data", "symmetric": False, "array": [max(hi - total_ms, 0.0)],
                      "arrayminus": [max(total_ms - lo, 0.0)], "color": "#000000", "thickness": 2, "width": 10},
-            hovertemplate=(f"step {total_ms:.4g} ms; {interval_level:.0%} interval {lo:.4g}-{hi:.4g} ms"
+            hovertemplate=(f"step {total_ms:.4g} {tu}; {interval_level:.0%} interval {lo:.4g}-{hi:.4g} {tu}"
                            "<extra>calibration</extra>")))
     if single_gpu_step_s is not None and math.isfinite(single_gpu_step_s):
-        x1 = single_gpu_step_s / units.MS
-        _vline(fig, x1, text=f"one GPU alone: {x1:.3g} ms", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
-    fig.update_xaxes(title_text="milliseconds per optimizer step", rangemode="tozero")
+        x1 = single_gpu_step_s / div
+        _vline(fig, x1, text=f"one GPU alone: {num(x1)} {tu}", anchor="right", line_dash="dash", line_color=IDEAL_COLOR)
+    fig.update_xaxes(title_text=f"{word} per optimizer step", rangemode="tozero", tickformat=",~g")
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, 240 if len(rows) == 1 else 290, barmode="stack", showlegend=True)
 
@@ -257,17 +358,19 @@ def efficiency_figure(curves: Mapping[str, Sequence[Mapping]], *, title: str = "
 
 
 def breakdown_vs_gpus_figure(rows: Sequence[Mapping], *, title: str = "Step time by part vs GPU count") -> go.Figure:
-    """Stacked bars of each part of the step (ms) for each GPU count of one scaling curve."""
+    """Stacked bars of each part of the step for each GPU count of one scaling curve, in s, ms or µs by the
+    longest step (:func:`time_unit`)."""
     fig = go.Figure()
     xs = [str(int(r["n_gpus"])) for r in rows]
+    div, tu, _ = time_unit(max((sum(float(r.get(k, 0.0)) for k in BREAKDOWN_LABELS) for r in rows), default=0.0))
     for key, label in BREAKDOWN_LABELS.items():
-        ys = [float(r.get(key, 0.0)) / units.MS for r in rows]
+        ys = [float(r.get(key, 0.0)) / div for r in rows]
         if not any(y > 0 for y in ys):
             continue
         fig.add_trace(go.Bar(x=xs, y=ys, name=label, marker_color=BREAKDOWN_COLORS[key],
-                             hovertemplate=f"{label}: %{{y:.4g}} ms<extra>%{{x}} GPUs</extra>"))
+                             hovertemplate=f"{label}: %{{y:,.4g}} {tu}<extra>%{{x}} GPUs</extra>"))
     fig.update_xaxes(title_text="GPUs", type="category")
-    fig.update_yaxes(title_text="ms per optimizer step")
+    fig.update_yaxes(title_text=f"{tu} per optimizer step", tickformat=",~g")
     return _layout(fig, title, 380, barmode="stack")
 
 
@@ -483,8 +586,8 @@ def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_k
                   highlight: Mapping | None = None, title: str = "Time to train vs cost") -> go.Figure:
     """Every evaluated configuration as a point (time vs US dollars), the Pareto frontier as a line, the
     deadline and budget as limits, and the recommended configuration (``highlight``) as a star. Time is in
-    minutes, hours or days, whichever the typical configuration takes; both log axes tick once per decade with
-    whole labels (1, 10, 100 ...; $1k, $10k ...)."""
+    minutes, hours or days, whichever the typical configuration takes; both axes are log, ticked at 1, 2 and 5 of
+    every decade (1, 2, 5, 10 ...; $1k, $2k, $5k ...), or linear when the values span less than a factor of 3."""
     times = sorted(float(p[time_key]) for p in points if math.isfinite(float(p[time_key] or math.inf)))
     typical = times[len(times) // 2] if times else units.DAY
     div, unit = ((units.MINUTE, "minutes") if typical < 2 * units.HOUR else
@@ -508,26 +611,45 @@ def pareto_figure(points: Sequence[Mapping], *, time_key: str = "time_s", cost_k
             name="recommended", text=[str(highlight.get(label_key, ""))],
             marker={"symbol": "star", "size": 18, "color": "#000000", "line": {"width": 1, "color": "#FFFFFF"}},
             hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit}, $%{{y:,.0f}}<extra>recommended</extra>"))
+    xs = [float(p[time_key]) / div for p in points] + ([deadline_s / div] if deadline_s else [])
+    ys = [float(p[cost_key]) for p in points] + ([float(budget_usd)] if budget_usd else [])
+    x_log = _ticked_axis(fig, "x", xs, fmt=tick, title=f"time to train ({unit})", linear_format=",~g")
+    y_log = _ticked_axis(fig, "y", ys, fmt=usd, title="cost (USD)", linear_format="$,~s")
     if deadline_s:
-        _vline(fig, deadline_s / div, text="deadline", log=True, line_dash="dash", line_color=LIMIT_COLOR)
+        _vline(fig, deadline_s / div, text="deadline", log=x_log, line_dash="dash", line_color=LIMIT_COLOR)
     if budget_usd:
-        _hline(fig, budget_usd, text="budget", log=True, line_dash="dash", line_color=LIMIT_COLOR)
-    fig.update_xaxes(title_text=f"time to train ({unit})", type="log", dtick=1, tickformat="~s")
-    fig.update_yaxes(title_text="cost (USD)", type="log", dtick=1, tickformat="$~s")
+        _hline(fig, budget_usd, text="budget", log=y_log, line_dash="dash", line_color=LIMIT_COLOR)
     return _layout(fig, title, 460)
+
+
+def _ticked_axis(fig: go.Figure, axis: str, values: Sequence[float], *, fmt, title: str,
+                 linear_format: str) -> bool:
+    """A log axis ticked at 1, 2, 5 x every decade (:func:`log_ticks`, labels written by ``fmt``) over the values,
+    its range the values' with a margin, or a linear axis (``linear_format``) when the values span less than
+    a factor of 3, where a log axis would show one label or none. Returns whether the axis is log."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    if not vals or max(vals) / min(vals) < 3.0:
+        update(title_text=title, type="linear", tickformat=linear_format, rangemode="tozero")
+        return False
+    update(title_text=title, **log_axis(vals, fmt=fmt))  # labels where the data are, and one beyond each end
+    return True
 
 
 def sensitivity_figure(rows: Sequence[Mapping], *, title: str = "What moves the answer most") -> go.Figure:
     """A tornado chart: for each assumption (rows of ``PlanResult.sensitivity``), the change of the cost and of
-    the time to train (percent) at the low and the high end of its range, largest swing on top."""
+    the time to train (percent) at the low (solid) and the high (hatched) end of its range, largest swing on top."""
     rows = sorted(rows, key=lambda r: float(r.get("swing_frac", 0.0)))
     names = [f"{r['assumption']} ({r['range']})" for r in rows]
     fig = go.Figure()
     for key, label, color in (("cost", "cost", _color(1)), ("time", "time to train", _color(0))):
-        for end, opacity in (("low", 1.0), ("high", 0.55)):
+        # the low end solid, the high end hatched in the same colour: two swatches a legend tells apart
+        for end, marker in (("low", {"color": color}),
+                            ("high", {"color": "#FFFFFF", "line": {"color": color, "width": 1.5},
+                                      "pattern": {"shape": "/", "fgcolor": color, "solidity": 0.45}})):
             fig.add_trace(go.Bar(
                 x=[100.0 * float(r[f"{key}_{end}_frac"]) for r in rows], y=names, orientation="h",
-                name=f"{label}, {end} end", marker={"color": color, "opacity": opacity},
+                name=f"{label}, {end} end", marker=marker,
                 hovertemplate=f"%{{y}}<br>{label}: %{{x:+.1f}}%<extra>{end} end</extra>"))
     fig.update_xaxes(title_text="change (%)", zeroline=True, zerolinewidth=2)
     return _layout(fig, title, max(220, 80 + 45 * len(rows)), barmode="group", per_row=2)
@@ -584,14 +706,17 @@ def measured_vs_fitted_figure(curves: Mapping[str, Mapping[str, Sequence]], *, x
             line={"color": color, "width": 2}, text=text,
             hovertemplate=f"%{{text}}<br>fitted %{{y:.4g}} {unit}<extra>{label}</extra>"))
     fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear", exponentformat="SI", tickformat="~s")
+    all_x = [float(x) for c in curves.values() for x in c["x"]]
     if bytes_x:
-        _byte_ticks(fig, [x for c in curves.values() for x in c["x"]])
+        _byte_ticks(fig, all_x)
+    elif log_x and all_x:  # explicit ticks: plotly labels the 2s and 5s between decades too, and they overlap
+        fig.update_xaxes(**log_axis(all_x, fmt=si, most=7))
     fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear",
                      **({} if log_y else {"rangemode": "tozero"}))
-    if log_y:  # decade ticks when the values span decades (plotly would label 2 and 5 in between)
+    if log_y:
         ys = [v for tr in fig.data for v in tr.y if v is not None and v > 0]
-        if ys and math.log10(max(ys) / min(ys)) >= 2:
-            fig.update_yaxes(dtick=1, tickformat="~g")
+        if ys:
+            fig.update_yaxes(**log_axis(ys, most=7))
     return _layout(fig, title, 380, per_row=4)
 
 
@@ -702,8 +827,10 @@ def held_out_figure(records: Sequence[Mapping], *, title: str = "Held-out DDP st
 def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_s_per_gpu",
                           label: str = "tokens/s per GPU", title: str = "Throughput over tp x pp",
                           best: int | None = None) -> go.Figure:
-    """A tp x pp heatmap of ``value`` (cells of :func:`gpusim.parallelism.layout_grid`, one micro-batch each);
-    infeasible cells are blank with their reason in the hover and an x, cells that do not fit are marked."""
+    """A tp x pp heatmap of ``value``: cells of :func:`gpusim.parallelism.layout_grid` (one micro-batch each) or
+    of the layout search folded per tp x pp (``gpusim.app_pages.best_layouts.cells``: a cell's ``layout`` names the
+    best layout there, shown in the hover); infeasible cells are blank with their reason in the hover and an x,
+    cells that do not fit are marked; ``best`` (an index of ``cells``) gets a star."""
     tps = sorted({int(c["tp"]) for c in cells})
     pps = sorted({int(c["pp"]) for c in cells})
     z = [[None] * len(tps) for _ in pps]
@@ -718,7 +845,9 @@ def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_
             text[r][k] = (f"{mark}{v:,.4g}" if c.get("fits_in_memory") else "✗ memory")
         else:
             text[r][k] = "✗"
-        hover[r][k] = (f"tp {c['tp']}, pp {c['pp']}, micro-batch {c['micro_batch']}<br>"
+        hover[r][k] = ((f"{c['layout']}<br>" if c.get("layout") else
+                        f"tp {c['tp']}, pp {c['pp']}" + (f", micro-batch {c['micro_batch']}" if c.get("micro_batch")
+                                                         else "") + "<br>")
                        + (f"{label}: {float(c[value]):,.4g}<br>" if c.get(value) is not None else "")
                        + (c.get("reason") or "fits"))
     fig = go.Figure(go.Heatmap(
@@ -733,12 +862,15 @@ def layout_heatmap_figure(cells: Sequence[Mapping], *, value: str = "tokens_per_
 SCHEDULE_COLORS = {"F": "#4C78A8", "B": "#72B7B2"}
 
 
-def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedule of one step") -> go.Figure:
+def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedule of one step",
+                             bubble_frac: float | None = None) -> go.Figure:
     """Stages x time: one bar per forward (F) and backward (B) pass of a micro-batch (and chunk), from
-    :func:`gpusim.parallelism.pipeline_schedule`; the gaps are the bubble."""
+    :func:`gpusim.parallelism.pipeline_schedule`; the gaps are the bubble. The title gives the bubble's share:
+    ``bubble_frac`` when given (the model's own figure, ``pp_bubble_s / step_s``, the one the advice and the
+    layout table quote), else the idle share of the drawn schedule. Time in s or ms by the step (:func:`time_unit`)."""
     fig = go.Figure()
-    scale = 1.0 / units.MS if schedule["step_s"] < 10 else 1.0
-    unit = "ms" if scale != 1.0 else "s"
+    div, unit, _ = time_unit(schedule["step_s"])
+    scale = 1.0 / div
     for kind, name in (("F", "forward"), ("B", "backward")):
         bl = [b for b in schedule["blocks"] if b["kind"] == kind]
         fig.add_trace(go.Bar(
@@ -747,10 +879,11 @@ def pipeline_schedule_figure(schedule: Mapping, *, title: str = "Pipeline schedu
             marker_line={"width": 0.5, "color": "#FFFFFF"},
             text=[str(b["micro_batch"]) if schedule["n_micro"] * schedule["vp"] <= 32 else "" for b in bl],
             textposition="inside", insidetextanchor="middle",
-            customdata=[[b["micro_batch"], b["chunk"]] for b in bl],
+            customdata=[[b["micro_batch"], b["chunk"], b["end_s"] * scale] for b in bl],
             hovertemplate=f"{name} of micro-batch %{{customdata[0]}}, chunk %{{customdata[1]}}<br>"
-                          f"%{{base:.4g}}-%{{x:.4g}} {unit}<extra></extra>"))
-    fig.update_xaxes(title_text=f"time in the step ({unit})", rangemode="tozero")
+                          f"%{{base:,.4g}}-%{{customdata[2]:,.4g}} {unit}<extra></extra>"))
+    fig.update_xaxes(title_text=f"time in the step ({unit})", rangemode="tozero", tickformat=",~g")
     fig.update_yaxes(autorange="reversed", type="category")
-    busy = schedule["busy_frac"]
-    return _layout(fig, f"{title} (bubble {1 - busy:.0%})", 120 + 34 * schedule["pp"], barmode="overlay")
+    bubble = (1 - schedule["busy_frac"]) if bubble_frac is None else float(bubble_frac)
+    what = "" if bubble_frac is None else " of the step"
+    return _layout(fig, f"{title} (bubble {bubble:.0%}{what})", 120 + 34 * schedule["pp"], barmode="overlay")

@@ -42,6 +42,9 @@ TOPOLOGY_TO_FABRIC: dict[str, str] = {
     "pcie-host": "pcie-host", "pcie-cross-socket": "pcie-cross-socket", "single": "auto",
 }
 _PCIE_FABRICS = ("pcie-switch", "pcie-host", "pcie-cross-socket")
+#: the wiring of a scale-up link by its kind (gpusim.hardware.IntraTopology), as the model reads a link given alone
+_LINK_TOPOLOGY = {"nvswitch": "nvswitch", "nvlink-mesh": "nvlink-mesh", "nvlink-bridge": "nvlink-bridge-pairs",
+                  "infinity-fabric": "nvlink-mesh"}
 _PEER_KINDS = {"switch": ("nvswitch",), "mesh": ("nvlink-mesh", "infinity-fabric"), "bridge": ("nvlink-bridge",),
                "direct": ("nvlink-bridge", "nvlink-mesh", "infinity-fabric")}
 
@@ -93,7 +96,9 @@ def fabric_changes(db, gpu_id: str, fabric: str) -> dict[str, Any]:
         link = peer_link_id(db, gpu)
         if link is None:
             raise ScenarioError(f"no link in the hardware database matches {gpu_id}'s {pl.technology}")
-        return {"intra": link, "intra_topology": None, "p2p": None}
+        # the wiring named (as `--intra-topology` would), not left to the link: what the model assumes for this
+        # link kind anyway, said in the scenario, so a comparison reads "pcie-cross-socket -> nvswitch"
+        return {"intra": link, "intra_topology": _LINK_TOPOLOGY[db.link(link).kind], "p2p": None}
     pcie = db.pcie_link_id(gpu)
     if fabric == "no-p2p":
         return {"intra": pcie, "intra_topology": "pcie-host", "p2p": False}

@@ -14,7 +14,7 @@ ctx = shell.require_scenario()
 scn = ctx.scenario
 st.markdown(f"#### Collectives · {scn.gpus} x {ctx.gpu_id} on {scn.nodes} node(s)")
 left, right = st.columns([1.4, 1])
-names = left.multiselect("Collectives", NAMES, default=["all_reduce", "all_gather", "all_to_all"], key="coll_names",
+names = left.multiselect("Collectives", shell.offer("coll_names", NAMES), default=["all_reduce", "all_gather", "all_to_all"], key="coll_names",
                          bind=shell.BIND)
 upload = right.file_uploader("nccl-tests output to compare (text or -J JSON)", key="coll_measured",
                              type=["txt", "log", "out", "json"])

@@ -4,7 +4,7 @@ change that explains most of the difference (gpusim.comparison: every change eva
 import streamlit as st
 
 from gpusim.app_pages import shell
-from gpusim.comparison import FIGURES, change_text, compare, format_figure
+from gpusim.comparison import change_text, compare, figures_for, format_figure
 
 PIN_KEY = "_pinned_scenario"
 
@@ -32,12 +32,22 @@ st.caption(f"pinned: {ref_title}")
 res = out["results"]
 
 
-rows = [{"": k.removeprefix("strategy."), "pinned": str(out["inputs"][0][k]), "current": str(out["inputs"][1][k])}
+def _show(v) -> str:
+    """An input as the sidebar says it: None is "auto", the GPU's (or node's) usual choice."""
+    return "auto" if v is None else str(v)
+
+
+def _change(ch) -> str:
+    """``gpu l40s -> h100-sxm, intra_topology pcie-cross-socket -> auto`` (change_text with None as auto)."""
+    return change_text({"inputs": {k: ["auto" if v is None else v for v in ab] for k, ab in ch["inputs"].items()}})
+
+
+rows = [{"": k.removeprefix("strategy."), "pinned": _show(out["inputs"][0][k]), "current": _show(out["inputs"][1][k])}
         for k in out["differs"]]
 if not rows:
     st.info("The current scenario is the pinned one: change something in the sidebar.")
 figs = []
-for key, label, unit, higher in FIGURES:
+for key, label, unit, higher in figures_for(res):
     a, b = res[0][key], res[1][key]
     rel = (f"{b / a - 1:+.0%}" if isinstance(a, (int, float)) and not isinstance(a, bool) and a else "")
     figs.append({"": label, "pinned": format_figure(unit, a), "current": format_figure(unit, b), "change": rel})
@@ -49,15 +59,24 @@ with right:
     st.markdown("**Predicted**")
     st.dataframe(figs, hide_index=True, width="stretch")
 g = out["gaps"][0]
-st.markdown(f"**Current vs pinned: throughput x{g['throughput_ratio']:.3g}.** One change at a time on the pinned "
-            "scenario:")
+st.markdown(f"**Current vs pinned: throughput x{g['throughput_ratio']:.3g} ({g['gap_samples_per_s']:+,.4g} samples/s).** "
+            "One change at a time on the pinned scenario (gpusim.comparison.compare, the attribution `gpusim compare` "
+            "prints):")
 for ch in g["changes"]:
     if ch["effect_samples_per_s"] is None:
-        st.markdown(f"- {change_text(ch)}: {shell.ui_text(ch['note'] or '')}")
+        st.markdown(f"- {_change(ch)}: {shell.ui_text(ch['note'] or '')}")
     else:
         share = f", {ch['share_of_gap_frac']:.0%} of the difference" if ch["share_of_gap_frac"] is not None else ""
-        st.markdown(f"- {change_text(ch)}: {ch['effect_samples_per_s']:+,.4g} samples/s{share}"
+        st.markdown(f"- {_change(ch)}: {ch['effect_samples_per_s']:+,.4g} samples/s{share}"
                     + (f" ({ch['note']})" if ch["note"] else ""))
-if g["explains_most"] is not None and len(g["changes"]) > 1:
-    st.success(f"{change_text(g['explains_most'])} explains most of the difference.", icon=":material/insights:")
+top = g["explains_most"]
+if top is not None and len(g["changes"]) > 1:
+    frac = top["share_of_gap_frac"]
+    if frac is not None and frac >= 0.5:
+        st.success(f"{_change(top)} explains most of the difference ({frac:.0%}).", icon=":material/insights:")
+    else:
+        st.info(f"No change explains most of the difference on its own: the largest, {_change(top)}, gives "
+                + (f"{frac:.0%}" if frac is not None else "a part")
+                + f"; the changes together add {g['interaction_samples_per_s']:+,.4g} samples/s beyond the sum of "
+                "their separate effects (they interact).", icon=":material/insights:")
 shell.downloads("gpusim-compare", json_obj=out)

@@ -46,10 +46,10 @@ with st.form("plan_form", border=True):
     deadline_d = shell.number_input(c[2], "Deadline (days)", 0.001, 1e5, None, key="deadline_d", bind=BIND,
                                    placeholder="none")
     budget = shell.number_input(c[3], "Budget (USD)", 1.0, 1e12, None, key="budget_usd", bind=BIND, placeholder="none")
-    mode = c[4].segmented_control("Rent or buy", ["cloud", "purchase", "both"], default="cloud", required=True,
+    mode = c[4].segmented_control("Rent or buy", shell.offer("plan_mode", ["cloud", "purchase", "both"]), default="cloud", required=True,
                                   key="plan_mode", bind=BIND)
     c = st.columns([2, 1, 1])
-    gpus = c[0].multiselect("Only these GPUs", sorted(db.gpus), key="plan_gpus", bind=BIND, placeholder="all GPUs")
+    gpus = c[0].multiselect("Only these GPUs", shell.offer("plan_gpus", sorted(db.gpus)), key="plan_gpus", bind=BIND, placeholder="all GPUs")
     max_gpus = shell.number_input(c[1], "At most GPUs", 1, 1_000_000, None, key="plan_max_gpus", bind=BIND,
                                  placeholder="default")
     max_gb = shell.number_input(c[2], "Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,

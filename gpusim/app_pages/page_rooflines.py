@@ -16,9 +16,9 @@ gpu_id = ctx.gpu_id
 fabrics_all = [f for f in A.FABRICS if f != "auto"]
 nets_all = A.network_ids(db)
 c1, c2 = st.columns([1.6, 1])
-fabrics = c1.multiselect("Interconnects inside a node", fabrics_all, default=A.available_fabrics(db, gpu_id),
+fabrics = c1.multiselect("Interconnects inside a node", shell.offer("roof_fabrics", fabrics_all), default=A.available_fabrics(db, gpu_id),
                          key="roof_fabrics", bind=shell.BIND)
-networks = c2.multiselect("Networks between nodes", nets_all,
+networks = c2.multiselect("Networks between nodes", shell.offer("roof_nets", nets_all),
                           default=[n for n in ("ib-ndr-400", "roce-100g", "eth-25g") if n in nets_all],
                           key="roof_nets", bind=shell.BIND)
 fabrics, networks, measured_note = A.drop_measured_variants(fabrics, networks, ctx.params)

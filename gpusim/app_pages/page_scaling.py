@@ -15,10 +15,10 @@ BIND = shell.BIND
 
 st.markdown(f"#### Scaling · {shell.scenario_title(ctx)}")
 c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1.2])
-mode = c1.segmented_control("Scaling", ["weak", "strong"], default="weak", required=True, key="mode", bind=BIND,
+mode = c1.segmented_control("Scaling", shell.offer("mode", ["weak", "strong"]), default="weak", required=True, key="mode", bind=BIND,
                             help="weak: the per-GPU batch stays (the global batch grows); strong: the global batch "
                                  "stays and is divided over the GPUs")
-max_gpus = c2.select_slider("Up to GPUs", [2 ** k for k in range(1, 15)], value=64, key="max_gpus", bind=BIND)
+max_gpus = c2.select_slider("Up to GPUs", shell.offer("max_gpus", [2 ** k for k in range(1, 15)]), value=64, key="max_gpus", bind=BIND)
 per_node = shell.number_input(c3, "GPUs per node", 1, 576, None, key="per_node", bind=BIND,
                            placeholder=f"{scn.gpus // scn.nodes} (scenario)",
                            help="the curves add whole nodes of this many GPUs")
@@ -32,11 +32,11 @@ fabrics_all = [f for f in A.FABRICS if f != "auto"]
 default_fabrics = [f for f in fabrics_all if f in A.available_fabrics(db, gpu_id)]
 nets_all = A.network_ids(db)
 c1, c2, c3 = st.columns([1.6, 1, 1])
-fabrics = c1.multiselect("Fabrics inside a node", fabrics_all, default=default_fabrics, key="cmp_fabrics", bind=BIND,
+fabrics = c1.multiselect("Fabrics inside a node", shell.offer("cmp_fabrics", fabrics_all), default=default_fabrics, key="cmp_fabrics", bind=BIND,
                          help="; ".join(f"{k}: {v}" for k, v in A.FABRICS.items() if k != "auto"))
-networks = c2.multiselect("Networks between nodes", nets_all,
+networks = c2.multiselect("Networks between nodes", shell.offer("cmp_nets", nets_all),
                           default=[n for n in ("ib-ndr-400", "eth-100g") if n in nets_all], key="cmp_nets", bind=BIND)
-kinds = c3.multiselect("Strategies", list(STRATEGY_KINDS),
+kinds = c3.multiselect("Strategies", shell.offer("cmp_strategies", STRATEGY_KINDS),
                        default=["ddp", "dp", "fsdp-full"], key="cmp_strategies", bind=BIND)
 fabrics, networks, measured_note = A.drop_measured_variants(fabrics, networks, ctx.params)
 if measured_note:

@@ -1,5 +1,7 @@
 """Step: one scenario, one model call: where the step goes, how fast, how well it scales, does it fit, why."""
 
+import math
+
 import streamlit as st
 
 from gpusim import units, viz
@@ -66,8 +68,12 @@ with right:
                    f"{units.format_duration(slo)} to {units.format_duration(shi)}.")
     elif iv is not None:
         st.caption(f"Calibration: {iv.get('note') or 'no interval for this hardware'}.")
-    c1.metric("Speedup vs 1 GPU", f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x")
-    c2.metric("Scaling efficiency", f"{res.scaling_efficiency_frac:.0%}", help="T1 / (N x TN) at the same per-GPU batch")
+    # n/a (nan) when the one-GPU reference does not fit in one GPU: there is nothing to compare with
+    no_ref = not math.isfinite(res.speedup)
+    c1.metric("Speedup vs 1 GPU", "n/a" if no_ref else f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x" + (
+        "; n/a: the one-GPU reference does not fit in one GPU's memory" if no_ref else ""))
+    c2.metric("Scaling efficiency", "n/a" if no_ref else f"{res.scaling_efficiency_frac:.0%}",
+              help="T1 / (N x TN) at the same per-GPU batch")
     c1.metric("MFU", f"{res.mfu_frac:.1%}", help="model FLOPs / (step time x GPUs x dense peak)")
     c2.metric("GPU busy", f"{res.gpu_util_frac:.0%}", help="estimated utilisation: kernel time / step time; "
                                                           "aim above 80%")

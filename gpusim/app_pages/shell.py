@@ -16,9 +16,11 @@ caches on ``ctx.cache_key``; :func:`interval` gives the calibration's interval f
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -236,10 +238,136 @@ def number_input(where, label: str, min_value, max_value, value=None, *, key: st
     return where.number_input(label, min_value, max_value, value, key=key, **kwargs)
 
 
-def url_notices() -> None:
-    """Show (once) which URL parameters were ignored."""
+def url_notices(where=None) -> None:
+    """Show (once) which URL parameters were ignored (in ``where``, a container, or here)."""
     for note in st.session_state.pop(URL_NOTICES_KEY, []):
-        st.warning(note, icon=":material/link_off:")
+        (where or st).warning(note, icon=":material/link_off:")
+
+
+#: the options of each URL-bound choice widget (selectbox, segmented control, multiselect ...), by key, as the
+#: pages offer them (:func:`offer`): what "did you mean" picks from
+_CHOICES_KEY = "_url_choices"
+#: session key of the scopes (the sidebar, each page) whose URL values were checked: on their first run in a session,
+#: when the URL seeds their widgets (later runs follow the widgets, and the URL follows them)
+_URL_CHECKED_KEY = "_url_checked"
+_URL_SAID_KEY = "_url_said"
+
+
+def offer(key: str, options):
+    """Register ``options`` as the choices of the widget ``key`` (for :func:`check_url`'s "did you mean") and
+    return them: ``st.selectbox("Model", shell.offer("model", ids), key="model", bind=BIND)``."""
+    options = list(options)
+    st.session_state.setdefault(_CHOICES_KEY, {})[key] = [str(o) for o in options]
+    return options
+
+
+def url_snapshot() -> dict[str, list[str]]:
+    """The URL's query as it is before the widgets read it: ``{key: [values]}``."""
+    return {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+
+
+def _taken(raws: list[str], value) -> bool:
+    """Whether the widget's value is what the URL asked for."""
+    if isinstance(value, (list, tuple, set)):
+        have = {str(v) for v in value}
+        want = [w for r in raws for w in (r.split(",") if r not in have else [r])]
+        return all(w in have for w in want if w != "")
+    raw = raws[-1] if raws else ""
+    if value is None:
+        return raw == ""
+    if isinstance(value, bool):
+        return raw.strip().lower() in (("true", "1", "yes", "on") if value else ("false", "0", "no", "off"))
+    if isinstance(value, (int, float)):
+        try:
+            return math.isclose(float(raw), float(value), rel_tol=1e-9, abs_tol=0.0)
+        except (TypeError, ValueError, OverflowError):
+            return False
+    return str(value) == raw
+
+
+def _edits(a: str, b: str) -> int:
+    """Edits from ``a`` to ``b``: insertions, deletions, substitutions and swaps of neighbours (the optimal string
+    alignment distance; a swapped pair, 'modle' for 'model', is one edit)."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def nearest(word: str, options) -> str | None:
+    """The option nearest to ``word`` ("did you mean"): fewest edits (:func:`_edits`), within a third of the longer
+    string's length (at least 2 edits), ties broken by the nearer length (a swap keeps it: 'modle' is 'model' more
+    likely than 'mode'), then difflib's similarity; None when nothing is that close."""
+    import difflib
+
+    best = None
+    for o in map(str, options):
+        n = _edits(word.lower(), o.lower())
+        if n <= max(2, len(max(word, o, key=len)) // 3):
+            key = (n, abs(len(word) - len(o)), -difflib.SequenceMatcher(None, word, o).ratio())
+            if best is None or key < best[0]:
+                best = (key, o)
+    return best[1] if best else None
+
+
+#: query parameters Streamlit itself reads (not settings of the planner)
+_STREAMLIT_PARAMS = frozenset({"embed", "embed_options"})
+
+
+@functools.lru_cache(maxsize=1)
+def url_keys() -> frozenset[str]:
+    """Every widget key of the sidebar and the pages (the names a URL can set), read from their source once."""
+    return frozenset(m for f in HERE.glob("*.py") for m in re.findall(r'key="([a-z_0-9]+)"', f.read_text()))
+
+
+def check_url(snapshot: dict[str, list[str]], scope: str) -> None:
+    """After the widgets ran: every URL value a widget did not take (a typo in a choice, ``?model=llama3.1-70bb``,
+    ``?gpu=h100sxm``; Streamlit drops those silently) gets a notice that names the value, what the page uses instead,
+    and the nearest valid choice ("did you mean"), and a name no page knows (``?modle=``) the nearest name. Numbers
+    out of range are :func:`number_input`'s (already said)."""
+    ss = st.session_state
+    checked: set = ss.setdefault(_URL_CHECKED_KEY, set())
+    if scope in checked:
+        return
+    checked.add(scope)
+    bad = ss.get(_URL_BAD_KEY, set())
+    choices = ss.get(_CHOICES_KEY, {})
+    if scope == "sidebar":  # names no page knows (?modle=...): said once, with the nearest name
+        known = url_keys()
+        for key in snapshot:
+            if key not in known and key not in _STREAMLIT_PARAMS:
+                near = nearest(key, sorted(known))
+                ss.setdefault(URL_NOTICES_KEY, []).append(
+                    f"URL parameter {key[:40]!r} ignored: no page has such a setting"
+                    + (f"; did you mean {near!r}?" if near else "."))
+    for key, raws in snapshot.items():
+        if key in bad or key.startswith("_") or key not in ss or key in ss.get(_URL_SAID_KEY, set()):
+            continue
+        value = ss[key]
+        if _taken(raws, value):
+            continue
+        opts = choices.get(key, [])
+        have = {str(v) for v in value} if isinstance(value, (list, tuple, set)) else set()
+        wrong = [w for r in raws for w in (r.split(",") if r not in opts else [r]) if w and w not in have] or raws
+        for w in wrong[:3]:
+            near = nearest(w, opts) if opts else None
+            hint = (f"; did you mean {near!r}?" if near else
+                    f"; it must be one of {', '.join(opts[:8])}{' ...' if len(opts) > 8 else ''}." if opts else ".")
+            ss.setdefault(_URL_SAID_KEY, set()).add(key)
+            uses = ", ".join(map(str, value)) if isinstance(value, (list, tuple, set)) else value
+            ss.setdefault(URL_NOTICES_KEY, []).append(
+                f"URL parameter {key}={w[:40]!r} ignored: not a valid choice{hint} The page uses {uses!r} instead.")
+
+
+def _flop(flop: float) -> str:
+    """A FLOP count without an exponent: 78.9 GFLOP / 1,315 TFLOP (never '1.315e+06 GFLOP')."""
+    div, unit = ((units.TERA, "TFLOP") if flop >= 10 * units.TERA else (units.GIGA, "GFLOP") if flop >= units.GIGA
+                 else (units.MEGA, "MFLOP"))
+    v = flop / div
+    return f"{v:,.0f} {unit}" if v >= 1000 else f"{v:.4g} {unit}"
 
 
 def _default(key: str, options: list | None = None, fallback: Any = None):
@@ -287,7 +415,7 @@ def sidebar() -> Context:
     with st.sidebar:
         st.markdown("### Scenario")
         with st.expander("Workload", expanded=True):
-            s["wl"] = st.segmented_control("Workload from", ["catalogue", "config.json", "custom"], key="wl",
+            s["wl"] = st.segmented_control("Workload from", offer("wl", ["catalogue", "config.json", "custom"]), key="wl",
                                            bind=BIND, default=DEFAULTS["wl"], required=True,
                                            help="a catalogue model, a Hugging Face config.json you upload (llama, "
                                                 "mixtral, qwen3_moe, deepseek_v3, gpt_oss, ...), or your own numbers")
@@ -304,19 +432,19 @@ def sidebar() -> Context:
                                               key="tokens", bind=BIND)
             else:
                 ids = workload_ids()
-                s["model"] = st.selectbox("Model", ids, index=ids.index(_default("model", ids)), key="model", bind=BIND)
+                s["model"] = st.selectbox("Model", offer("model", ids), index=ids.index(_default("model", ids)), key="model", bind=BIND)
                 try:
                     wl = get_workload(s["model"])
                     if wl.supports_seq_len:
                         s["seq"] = number_input(st, "Sequence length (tokens)", 1, 10_000_000, None, key="seq", bind=BIND,
                                                    placeholder=f"{wl.seq_len} (the model's)")
                     st.caption(f"{wl.name}: {wl.params / units.GIGA:.3g} B parameters, "
-                               f"{wl.fwd_flop_per_sample / units.GIGA:.4g} GFLOP forward per {wl.sample_unit}")
+                               f"{_flop(wl.fwd_flop_per_sample)} forward per {wl.sample_unit}")
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):
             hw_options = ["gpu", "node"] + ([CALIBRATED] if inuse is not None and inuse.has_machine else [])
-            s["hw"] = st.segmented_control("Describe by", hw_options, key="hw", bind=BIND, default=DEFAULTS["hw"],
+            s["hw"] = st.segmented_control("Describe by", offer("hw", hw_options), key="hw", bind=BIND, default=DEFAULTS["hw"],
                                            required=True, on_change=_hw_changed,
                                            help="a GPU and a fabric, or a node template (its GPU, fabric, CPUs, "
                                                 "NICs)" + ("; calibrated: the machine the calibration in use "
@@ -327,34 +455,34 @@ def sidebar() -> Context:
                 st.caption(f"{hwd['node'].name}: {hwd['gpu'].id}, measured links (from the Calibration page)")
             elif s["hw"] == "node":
                 nodes = sorted(db.nodes)
-                s["node"] = st.selectbox("Node template", nodes, index=nodes.index(_default("node", nodes)), key="node",
+                s["node"] = st.selectbox("Node template", offer("node", nodes), index=nodes.index(_default("node", nodes)), key="node",
                                          bind=BIND)
                 nd = db.node(s["node"])
                 st.caption(f"{nd.gpus_per_node} x {nd.gpu}, {nd.intra_link} ({nd.intra_topology})"
                            + (f", {nd.nics_per_node} x {nd.nic_link}" if nd.nic_link else ""))
             else:
                 gpus = sorted(db.gpus)
-                s["gpu"] = st.selectbox("GPU", gpus, index=gpus.index(_default("gpu", gpus)), key="gpu", bind=BIND)
+                s["gpu"] = st.selectbox("GPU", offer("gpu", gpus), index=gpus.index(_default("gpu", gpus)), key="gpu", bind=BIND)
             c1, c2 = st.columns(2)
             s["gpus"] = number_input(c1, "GPUs (total)", 1, 1_000_000, DEFAULTS["gpus"], key="gpus", bind=BIND)
             s["nodes"] = number_input(c2, "Nodes", 1, 100_000, DEFAULTS["nodes"], key="nodes", bind=BIND)
             if s["hw"] != CALIBRATED:  # the calibrated machine's fabric is what was measured
                 fabrics = list(A.FABRICS)
-                s["fabric"] = st.selectbox("Fabric inside a node", fabrics, key="fabric", bind=BIND,
+                s["fabric"] = st.selectbox("Fabric inside a node", offer("fabric", fabrics), key="fabric", bind=BIND,
                                            help="; ".join(f"{k}: {v}" for k, v in A.FABRICS.items()))
                 st.caption(A.FABRICS[s["fabric"]])
             if int(s["nodes"]) > 1:
                 nets = ["auto", *A.network_ids(db)]
-                s["net"] = st.selectbox("Network between nodes", nets, key="net", bind=BIND,
+                s["net"] = st.selectbox("Network between nodes", offer("net", nets), key="net", bind=BIND,
                                         help="auto: the node's NICs, or InfiniBand of the GPU's era")
                 s["nics"] = number_input(st, "NICs per node", 1, 72, None, key="nics", bind=BIND,
                                             placeholder="the node's")
         with st.expander("Strategy", expanded=True):
-            s["strategy"] = st.selectbox("Strategy", list(STRATEGY_KINDS),
+            s["strategy"] = st.selectbox("Strategy", offer("strategy", STRATEGY_KINDS),
                                          index=STRATEGY_KINDS.index(DEFAULTS["strategy"]), key="strategy", bind=BIND,
                                          help="dp: torch.nn.DataParallel; ddp: DistributedDataParallel; zero*/fsdp-*: "
                                               "sharded data parallel")
-            s["precision"] = st.selectbox("Precision", list(PRECISIONS), index=PRECISIONS.index(DEFAULTS["precision"]),
+            s["precision"] = st.selectbox("Precision", offer("precision", PRECISIONS), index=PRECISIONS.index(DEFAULTS["precision"]),
                                           key="precision", bind=BIND)
             c1, c2 = st.columns(2)
             s["batch"] = number_input(c1, "Per-GPU batch", 1, 10_000_000, DEFAULTS["batch"], key="batch", bind=BIND,
@@ -362,7 +490,7 @@ def sidebar() -> Context:
             s["accum"] = number_input(c2, "Accum. steps", 1, 100_000, DEFAULTS["accum"], key="accum", bind=BIND,
                                          help="gradient accumulation steps per optimizer step")
             s["ckpt"] = st.checkbox("Activation checkpointing", key="ckpt", bind=BIND)
-            s["optimizer"] = st.selectbox("Optimizer", list(OPTIMIZERS), index=OPTIMIZERS.index(DEFAULTS["optimizer"]),
+            s["optimizer"] = st.selectbox("Optimizer", offer("optimizer", OPTIMIZERS), index=OPTIMIZERS.index(DEFAULTS["optimizer"]),
                                           key="optimizer", bind=BIND)
             s["offload"] = st.checkbox("CPU offload (sharded strategies)", key="offload", bind=BIND)
         with st.expander("Data loader"):
@@ -511,7 +639,9 @@ def _json_default(o):
     return str(o)
 
 
-def scenario_title(ctx: Context) -> str:
+def scenario_title(ctx: Context, strategy: str | None = None) -> str:
+    """``llama3-70b on 64 x h100-sxm on 8 nodes · ddp, bf16, per-GPU batch 256``: the model, the hardware and the
+    sidebar's strategy, or ``strategy`` in its place (a page that runs its own: the Parallelism page)."""
     scn = ctx.scenario
     st_ = scn.strategy
     wl = scn.model or "custom workload"
@@ -521,6 +651,8 @@ def scenario_title(ctx: Context) -> str:
         where += " (the calibrated machine)"
     elif scn.node:
         where += f" ({scn.node})"
+    if strategy is not None:
+        return f"{wl} on {where}{fab} · {strategy}"
     acc = f" x {st_.accum} accumulation" if st_.accum > 1 else ""
     return f"{wl} on {where}{fab} · {st_.kind}, {st_.precision}, per-GPU batch {st_.per_gpu_batch}{acc}"
 

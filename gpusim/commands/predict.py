@@ -103,8 +103,11 @@ def print_report(res, interval=None) -> None:
         tput += f"  \\[{interval.get('level', 0.9):.0%} interval {lo:,.4g} .. {hi:,.4g}]"
     t.add_row("step", units.format_duration(res.step_s))
     t.add_row("throughput", tput)
-    t.add_row("speedup", f"{res.speedup:.3g}x over one GPU ({res.single_gpu_throughput_samples_per_s:,.4g} samples/s); "
-                         f"scaling efficiency {res.scaling_efficiency_frac:.0%}")
+    if res.speedup == res.speedup:
+        t.add_row("speedup", f"{res.speedup:.3g}x over one GPU ({res.single_gpu_throughput_samples_per_s:,.4g} "
+                             f"samples/s); scaling efficiency {res.scaling_efficiency_frac:.0%}")
+    else:  # [issue 17] an LLM layout whose one-GPU form does not fit: no reference (as plan and sweep say it)
+        t.add_row("speedup", "n/a (one GPU cannot hold the model: no one-GPU reference); scaling efficiency n/a")
     t.add_row("MFU / GPU busy", f"{res.mfu_frac:.1%} / {res.gpu_util_frac:.0%}")
     fits = "fits" if res.fits_in_memory else "[red]DOES NOT FIT[/]"
     held = (f", {units.format_bytes(res.memory_headroom_bytes)} of which must stay free (--memory-headroom)"

@@ -53,6 +53,7 @@ import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model import fp8 as FP8
+from gpusim.model import placement as PLACE
 from gpusim.model.sync import expected_max_std_normal
 from gpusim.strategy import RECOMPUTE_CODES
 
@@ -160,30 +161,86 @@ def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_byt
     return np.maximum(ib, nvl), np.where(N > 1, ib_bytes, 0.0), nvl_bytes * (r - 1.0) / np.maximum(r, 1.0)
 
 
-def ep_ranks_in_domain(ep, etp, domain, n_gpus):
-    """EP ranks of the worst-placed rank's group that share its NVLink domain. Groups are ``ep x etp``
-    consecutive ranks (Megatron-Core's rank order puts the expert group innermost after expert-TP). A group no
-    larger than the domain is inside one domain: when the job fits in one, when the groups tile the domains, and
-    when they do not (a 64-rank group on NVL72 racks of 72) because a job on NVL72 racks is placed by the scheduler
-    in segments of nodes that each sit inside one NVLink domain (Slurm's ``topology/block`` plugin and
-    ``sbatch --segment``, SchedMD topology.conf(5); TensorRT-LLM's GB200 scripts: "``--segment`` makes sure that
-    all nodes are in the same NVLink domain"), so a 256-GPU job runs as 4 x 64 GPUs of 4 racks, leaving trays
-    idle rather than splitting a group. A group larger than the domain has ``d / etp`` of its ranks in it."""
-    ep, etp, d = _f(ep), _f(etp), _f(domain)
-    span = ep * etp
-    return np.where(span <= d, ep, np.maximum(np.floor(d / etp), 1.0)) + 0.0 * _f(n_gpus)
+def ep_ranks_in_domain(ep, etp, domain, n_gpus, gpus_per_node):
+    """EP ranks of the worst-placed rank's group that share its NVLink domain: the shared placement rule
+    (:func:`gpusim.model.placement.group_placement`) for a group of ``ep`` ranks ``etp`` apart (Megatron-Core's
+    experts' rank order ``etp-ep-edp-pp``) in the job's ``n_gpus`` allocated in NVLink-domain blocks (a 256-GPU job
+    on NVL72 racks of 18 trays runs as 4 segments of 16 trays, Slurm ``--segment``: a 64-rank group sits in one)."""
+    return PLACE.group_placement(ep, etp, n_gpus, gpus_per_node, domain)[0]
 
 
 def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):
     """The EP group as :data:`gpusim.model.comm.ALL_TO_ALL` sees it: ``(n_nodes, inter_bytes_per_s)``.
 
     comm's "node" is a group of fast-linked ranks, so ``n_nodes`` = the NVLink domains the worst-placed rank's EP
-    group spans, ``ep / r`` with ``r`` = :func:`ep_ranks_in_domain`; comm sends each rank's remote part through
-    ``inter / r``, so ``inter`` = the NIC bandwidth of those ``r`` ranks, ``r x`` one GPU's share of its node's NICs
-    (``inter_busbw_bytes_per_s / gpus_per_node``; an NVL72 tray's NICs serve its 4 GPUs, not the rack's 72).
+    group spans (:func:`gpusim.model.placement.group_placement`), with ``r`` of its ranks in each; comm sends each
+    rank's remote part through ``inter / r``, so ``inter`` = the NIC bandwidth of those ``r`` ranks, ``r x`` one
+    GPU's share of its node's NICs (``inter_busbw_bytes_per_s / gpus_per_node``; an NVL72 tray's NICs serve its 4
+    GPUs, not the rack's 72).
     """
-    r = ep_ranks_in_domain(ep, etp, domain, n_gpus)
-    return _f(ep) / r, _f(inter_busbw_bytes_per_s) / _f(gpus_per_node) * r
+    r, domains = PLACE.group_placement(ep, etp, n_gpus, gpus_per_node, domain)
+    return domains, _f(inter_busbw_bytes_per_s) * PLACE.nic_share(r, gpus_per_node)
+
+
+#: compute streams Transformer Engine runs a grouped GEMM's (and a grouped quantisation's) per-expert kernels on:
+#: ``get_num_compute_streams() { static constexpr int num_compute_streams = 4; }`` (NVIDIA/TransformerEngine
+#: ``transformer_engine/common/util/multi_stream.cpp``)
+TE_COMPUTE_STREAMS = 4.0
+#: kernels of one MoE layer's forward pass besides its expert GEMMs, as Megatron-Core's router and all-to-all token
+#: dispatcher launch them (``megatron/core/transformer/moe/router.py``, ``token_dispatcher.py``
+#: ``MoEAlltoAllTokenDispatcher``, ``moe_utils.py``; fused permutation and router kernels as the performance recipes
+#: set them): router GEMM 1, score function + top-k 1, load-balancing (aux loss or bias) 3, tokens per expert 1,
+#: their gather over the tp x ep group 1, input / output splits 3, the device-to-host copy 1, permutation 2, dispatch
+#: all-to-alls of tokens and probabilities 2, sort by local expert 2, activation with probabilities 1, unsort 1,
+#: combine all-to-all 1, unpermutation 1 (21)
+MOE_FIXED_FWD_KERNELS = 21.0
+
+
+def grouped_gemm_rounds(local_experts):
+    """``(rounds, concurrent)``: Transformer Engine's grouped GEMM (``GroupedLinear``, Megatron-Core's
+    ``TEGroupedMLP`` under ``--moe-grouped-gemm``; ``multi_stream_cublas_gemm`` in
+    ``transformer_engine/common/gemm/cublaslt_gemm.cu``: "For now, we only have multi-stream cublas backend") launches
+    one cuBLAS GEMM per local expert, the ``i``-th on compute stream ``i mod 4`` (:data:`TE_COMPUTE_STREAMS`), so
+    ``E / ep`` experts run as ``ceil(E_local / 4)`` rounds of ``min(E_local, 4)`` concurrent GEMMs: each round fills
+    the SMs with its own tiles (wave quantisation per round) and pays its own kernel tail. Megatron-Core's MoE README:
+    "``--moe-grouped-gemm``: when there are multiple experts per rank, launch multiple local GEMM kernels in multiple
+    streams to improve the utilization"."""
+    local = np.maximum(_f(local_experts), 1.0)
+    return np.ceil(local / TE_COMPUTE_STREAMS), np.minimum(local, TE_COMPUTE_STREAMS)
+
+
+def moe_forward_kernels(local_experts, fp8):
+    """Operations one MoE layer's forward pass launches beyond the dense layer's modules (whose CPU time
+    ``gpusim.model.compute.layer_cpu_s`` counts, the grouped fc1 and fc2 in place of the dense FC1 and FC2):
+    :data:`MOE_FIXED_FWD_KERNELS`, two GEMMs per local expert (fc1, fc2: TE's grouped GEMM launches one cuBLAS GEMM
+    each) and, with FP8, two quantisations per local expert (their inputs: TE's ``nvte_multi_tensor_quantize``, one
+    kernel per tensor), besides TE's per-expert ``torch.empty`` and ``torch.split`` calls (TE issue #1499, not
+    counted)."""
+    local = _f(local_experts)
+    return MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
+
+
+def moe_cpu_s(local_experts, fp8, launch_s):
+    """``(forward, backward)`` CPU seconds one MoE layer adds to a dense layer's launches (one micro-batch): the
+    forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each (ModelParams ``launch_cpu_s`` times
+    the host's slowdown); the backward runs each router and dispatcher operation's gradient once (the all-to-alls
+    again, permutations reversed) and two GEMMs per forward GEMM (data and weight gradients), with FP8 one
+    quantisation per expert GEMM's output gradient: ``fixed + 4 E_local (+ 2 E_local)``."""
+    local = _f(local_experts)
+    fwd = moe_forward_kernels(local, fp8)
+    bwd = MOE_FIXED_FWD_KERNELS + 4.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
+    return fwd * _f(launch_s), bwd * _f(launch_s)
+
+
+def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
+    """Whether the layer's token dispatch makes the CPU wait for the GPU (one device-to-host sync per MoE layer
+    forward). Megatron-Core's ``MoEAlltoAllTokenDispatcher.preprocess`` (``token_dispatcher.py``) needs the input and
+    output splits of the all-to-all on the host: dropless with ``ep > 1`` (or several local experts) sets
+    ``cuda_sync_point = "before_ep_alltoall"``, token-drop without padding ``"before_permutation_1"``; only
+    drop-and-pad to a static capacity (gpusim's capacity factor pads) returns before any sync. DeepEP's normal
+    dispatch kernels also wait on the host for the received token counts (DeepEP README: the normal kernels are not
+    CUDA-graph compatible for that reason), so both dispatchers sync when dropless."""
+    return ~np.isfinite(_f(capacity)) & ((_f(ep) > 1) | (_f(local_experts) > 1)) & (np.asarray(dispatcher) >= 0)
 
 
 def moe_params_per_rank(x: dict, tp):
@@ -202,7 +259,10 @@ def moe_params_per_rank(x: dict, tp):
 def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) -> dict:
     """The change an MoE layer makes to one layer's forward/backward time, memory and parameters per rank,
     averaged over the layers (``moe_frac`` of them are MoE): ``delta_f_s``, ``delta_b_s`` (compute, replacing the
-    dense FFN), ``ep_f_s``, ``ep_b_s`` (exposed all-to-all), ``delta_params`` (per rank, per layer),
+    dense FFN; ``delta_f_s`` includes ``sync_f_s``, the dispatcher's host-sync round trip), ``cpu_f_s``,
+    ``cpu_b_s`` (the CPU launch time the MoE layer adds to the dense layer's, :func:`moe_cpu_s`, which
+    :mod:`gpusim.model.llm` sets against the GPU time as for every layer), ``ep_f_s``, ``ep_b_s`` (exposed
+    all-to-all), ``delta_params`` (per rank, per layer),
     ``expert_params`` (the routed experts per rank, per layer: sharded over the expert-data-parallel group),
     ``delta_act_bytes`` (per layer and micro-batch). All zero for a dense row. ``coll(kind, size, ranks, nodes[,
     inter])`` is the collectives model's time on the row's fabric (``inter``: another inter-node bandwidth)."""
@@ -210,7 +270,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     zero = np.zeros(np.shape(moe_frac))
     if not np.any(moe_frac > 0):
         return dict.fromkeys(("delta_f_s", "delta_b_s", "ep_f_s", "ep_b_s", "delta_params", "expert_params",
-                              "delta_act_bytes"), zero)
+                              "delta_act_bytes", "cpu_f_s", "cpu_b_s"), zero)
     h = _f(x["d_model"])
     E, k = _f(x["n_experts"]), _f(x["top_k"])
     fe, fs, fd = _f(x["expert_ff_dim"]), _f(x["shared_ff_dim"]), _f(x["ff_dim"])
@@ -237,8 +297,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     load = busiest_rank_load(n_tok, k, E, ep, etp, x["moe_capacity"], x["moe_imbalance_frac"])
     tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
     local = E / ep
-    x_up_f, x_up_b = linear(tpe, fe * up / etp, h, local)
-    x_dn_f, x_dn_b = linear(tpe, h, fe / etp, local)
+    rounds, conc = grouped_gemm_rounds(local)  # TE's grouped GEMM: per-expert cuBLAS GEMMs on 4 streams
+    x_up_f, x_up_b = linear(tpe, fe * up / etp, h, conc)
+    x_dn_f, x_dn_b = linear(tpe, h, fe / etp, conc)
+    x_up_f, x_up_b, x_dn_f, x_dn_b = (rounds * t for t in (x_up_f, x_up_b, x_dn_f, x_dn_b))
     routed_tokens = tpe * local
     perm_bytes = 2.0 * routed_tokens * h * e * 2.0  # permute before and unpermute after the experts (read + write)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
@@ -280,11 +342,20 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     hidden = 1.0 - p.ep_a2a_overlap_frac
     ep_f = (2.0 * a2a + etp_comm) * hidden
     ep_b = (2.0 * a2a + etp_comm) * hidden
+    # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
+    host = _f(x.get("host_cpu_mult", 1.0))
+    cpu_f, cpu_b = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host)
+    syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local)
+    sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
+    moe_f = moe_f + sync_f
     delta_params, expert_params = moe_params_per_rank(x, tp)
-    # activations kept for backward: the dense FFN's against router scores, dispatched tokens, expert
+    # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
+    # Megatron-Core multiplies the routing probabilities inside the experts' activation, ``activation_func_with_probs``
+    # in megatron/core/transformer/moe/experts.py, so the unpermutation keeps no token copy, and permutation and
+    # all-to-all backward need only the routing map and the splits), their probabilities (fp32), the expert
     # activations and the shared experts'
     dense_keep = T / tp * e * fd * (up + 1.0)
-    moe_keep = (n_tok * E * 4.0 + 2.0 * routed_tokens * h * e + routed_tokens * e * fe / etp * (up + 1.0)
+    moe_keep = (n_tok * E * 4.0 + routed_tokens * (h * e + 4.0) + routed_tokens * e * fe / etp * (up + 1.0)
                 + T / tp * e * fs * (up + 1.0))
     delta_act = moe_frac * (moe_keep - dense_keep)
     delta_f, delta_b = moe_frac * (moe_f - dense_f), moe_frac * (moe_b - dense_b)
@@ -313,7 +384,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
-            "tokens_per_expert": tpe, "a2a_s": a2a}
+            "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
+            "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b}
 
 
 def moe_flop_delta_per_token(x: dict):

@@ -24,6 +24,24 @@
   output gradients entering the data-gradient GEMMs (``T (q + 2 kv)/t``, ``T h``, ``T f u/t``, ``T h``). The
   weights are cast once per optimizer step (TE caches the FP8 weights over the micro-batches), 2 + 2 bytes per
   parameter.
+
+  [issue 17] **Casts fused into the kernel that makes the tensor.** Three of those tensors come out of a norm or an
+  activation kernel, and Transformer Engine quantises them there (NVIDIA/TransformerEngine
+  ``transformer_engine/pytorch/csrc/extensions/normalization.cpp`` ``layernorm_fwd`` / ``rmsnorm_fwd`` and
+  ``activation.cpp``: ``Impl::FULLY_FUSED`` for the per-tensor delayed-scaling ``Float8Quantizer`` and, for
+  activations, the ``MXFP8Quantizer``; ``Impl::FUSED_NORM_AMAX_FP8`` / ``FUSED_ACTIVATION_AMAX_FP8`` for the
+  ``Float8CurrentScalingQuantizer``: the kernel writes its 16-bit output *and its amax*, then ``quantize_with_amax``
+  casts it; MXFP8 norms are ``UNFUSED``): the two norm outputs (the QKV and FFN-up inputs, ``2 T h``), the
+  activation output (the FFN-down input, ``T f/t``) and, backward, the activation gradient (the FFN-up output
+  gradient, ``T f u/t``: TE's fused ``dact`` + cast + transpose). Their cost is counted over the 16-bit write the
+  producing kernel is already charged for (:data:`NORM_FUSED_BYTES`, :data:`ACT_FUSED_BYTES`): delayed scaling
+  writes FP8 (1 byte) in place of 16 bits (2) and the transposed copy in one more pass (read 1 + write 1): +1 byte
+  per element (-1 with non-TN GEMMs: no transpose; where TE's fused kernel writes the transpose itself, as its
+  ``dact`` + cast + transpose does, the cost is 0: +1 is the conservative side); current scaling skips the separate amax read (the producing
+  kernel computes it): read 2 + write 1 + 1 = 4 (3 non-TN); MXFP8 norms cast in a separate pass
+  (:data:`CAST_BYTES`) while MXFP8 activations write both FP8 orientations and their scales in place of the 16-bit
+  output: +2/32. The other tensors (the attention output; the gradients arriving from attention and from the
+  residual stream) are cast by a separate ``cast_transpose``: :data:`CAST_BYTES`.
 - **Memory**: the FP8 weight copy and its transpose, 2 bytes per parameter (MXFP8: + 2/32 for the scales), on
   top of bf16 weights, fp32 main gradients and the fp32 master copy (Megatron's mixed-precision optimizer keeps
   those as in bf16 training). Saved activations are counted as in bf16 (TE saves the FP8 copy of a linear
@@ -46,6 +64,16 @@ CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0, DELAYED_NTN: 3.0
 #: FP8 copies of the weights kept per parameter (rowwise + transpose, or rowwise only), and MXFP8's scales
 WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0}
 _CAST_TABLE = np.array([0.0] + [CAST_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+#: [issue 17] bytes per element of a quantisation fused into the norm kernel that makes the tensor, over that kernel's
+#: 16-bit write (module docstring: TE's normalization.cpp; MXFP8 norms are unfused: a separate pass)
+NORM_FUSED_BYTES = {DELAYED: -1.0 + 2.0, CURRENT: 2.0 + 1.0 + 1.0, MX: CAST_BYTES[MX], DELAYED_NTN: -1.0,
+                    CURRENT_NTN: 2.0 + 1.0}
+#: [issue 17] the same for the activation kernel (forward) and its gradient (backward; TE's activation.cpp: MXFP8
+#: fully fused, rowwise + columnwise copies + 1/32 scales each in place of the 16-bit output)
+ACT_FUSED_BYTES = {DELAYED: -1.0 + 2.0, CURRENT: 2.0 + 1.0 + 1.0, MX: 2.0 / 32.0, DELAYED_NTN: -1.0,
+                   CURRENT_NTN: 2.0 + 1.0}
+_NORM_TABLE = np.array([0.0] + [NORM_FUSED_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+_ACT_TABLE = np.array([0.0] + [ACT_FUSED_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
 _WEIGHT_TABLE = np.array([0.0] + [WEIGHT_COPY_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
 
 
@@ -90,13 +118,18 @@ def layer_cast_s(mode, *, T, h, q, kv, f, up, tp, mem_rate, kernel_tail_s):
     """Seconds of one layer's FP8 quantisation kernels, ``(forward, backward)``, per micro-batch."""
     if not np.any(np.asarray(mode) > 0):
         return 0.0, 0.0
-    per = cast_bytes_per_elem(mode)
-    on = np.asarray(mode) > 0
-    fwd_elems = _f(T) * (2.0 * h + q / tp + f / tp)
-    bwd_elems = _f(T) * ((q + 2.0 * kv) / tp + 2.0 * h + f * up / tp)
+    code = np.asarray(mode, dtype=np.int64)
+    per, norm, act = _CAST_TABLE[code], _NORM_TABLE[code], _ACT_TABLE[code]
+    on = code > 0
+    T = _f(T)
+    # [issue 17] separate cast_transpose passes for the attention output (forward) and for the gradients arriving from
+    # attention and from the residual stream (backward); the casts fused into the norms and the activation cost only
+    # their bytes over the 16-bit write those kernels are already charged for (module docstring)
+    fwd_bytes = T * (q / tp * per + 2.0 * h * norm + f / tp * act)
+    bwd_bytes = T * (((q + 2.0 * kv) / tp + 2.0 * h) * per + f * up / tp * act)
     tail = CASTS_PER_LAYER * kernel_tail_s
-    return (np.where(on, fwd_elems * per / mem_rate + tail, 0.0),
-            np.where(on, bwd_elems * per / mem_rate + tail, 0.0))
+    return (np.where(on, fwd_bytes / mem_rate + tail, 0.0),
+            np.where(on, bwd_bytes / mem_rate + tail, 0.0))
 
 
 def weight_cast_s(mode, params_local, mem_rate):

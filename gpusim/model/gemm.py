@@ -104,3 +104,29 @@ def gemm_efficiency_frac(m, n, k, peak_flop_per_s, ceiling_flop_per_s, mem_bytes
                     mem_eff_frac=mem_eff_frac, kernel_tail_s=kernel_tail_s, batch=batch, src_bytes=src_bytes,
                     serial_epilogue=serial_epilogue)
     return 2.0 * np.asarray(m, dtype=np.float64) * n * k * batch / (t * peak_flop_per_s)
+
+
+def fp8_fprop_ceiling_flop_per_s(delayed, current, ceiling8_flop_per_s, ceiling16_flop_per_s, peak_ratio):
+    """[issue 17] The matmul ceiling of Transformer Engine's FP8 *forward* GEMMs on GPUs with a fast-accumulation mode.
+
+    TE runs the forward GEMM with fast accumulation and the two backward GEMMs with the split accumulator
+    (NVIDIA/TransformerEngine ``transformer_engine/common/recipe/__init__.py``, ``Float8CurrentScaling``:
+    ``fp8_gemm_fprop = MMParams(use_split_accumulator=False)``, ``fp8_gemm_dgrad`` / ``fp8_gemm_wgrad``
+    ``use_split_accumulator=True``; for delayed scaling ``transformer_engine/pytorch/module/base.py``:
+    ``_2X_ACC_FPROP = False``, ``_2X_ACC_DGRAD = _2X_ACC_WGRAD = True``). With the split accumulator cuBLAS periodically promotes the tensor cores' partial sums
+    to fp32 on the CUDA cores (cuBLAS docs, ``CUBLASLT_MATMUL_DESC_FAST_ACCUM``; CUTLASS's ``GmmaFP8Accumulation``,
+    ``mma_promotion_interval`` 4), which costs tensor-core time. The measured FP8 ceiling (hwdb
+    ``achievable_matmul_tflop_per_s.fp8``, stas00/ml-engineering's ``mamf-finder.py``: ``torch._scaled_mm`` with its
+    default ``use_fast_accum=False``) is that slower mode: the H100 row is 70.9% of the FP8 datasheet peak against
+    80.3% for BF16, whose tensor-core pipeline has no promotion. Without promotion the FP8 pipeline is taken to reach
+    the BF16 fraction of its own peak: ``max(ceiling8, ceiling16 x peak8 / peak16)`` (H100: 705.5 x 2 = 1411 against
+    1245.5 TFLOP/s, x1.13, inside the 1.1-1.2x that pytorch/ao issue #2377 reports for fast accumulation on H100).
+
+    Only per-tensor scaling on TN-layout GPUs (``delayed`` / ``current``: compute capability below 10, Hopper and Ada)
+    has the two modes; Blackwell's tcgen05 GEMMs accumulate in tensor memory in fp32 and cuBLAS has no fast mode there
+    (NVIDIA/TransformerEngine PR #2748 review: "there is no fastAccuMode for sm100"), so their forward GEMMs keep
+    ``ceiling8``. Broadcastable arrays; FLOP/s."""
+    c8 = np.asarray(ceiling8_flop_per_s, dtype=np.float64)
+    fast = np.asarray(delayed, dtype=bool) | np.asarray(current, dtype=bool)
+    lifted = np.asarray(ceiling16_flop_per_s, dtype=np.float64) * np.asarray(peak_ratio, dtype=np.float64)
+    return np.where(fast & np.isfinite(lifted), np.maximum(c8, np.where(np.isfinite(lifted), lifted, c8)), c8)

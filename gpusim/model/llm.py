@@ -59,9 +59,10 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model import hybrid as HYB
+from gpusim.model import placement as PLACE
 from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
-from gpusim.model.gemm import fp8_k_half, gemm_time_s
+from gpusim.model.gemm import fp8_fprop_ceiling_flop_per_s, fp8_k_half, gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -93,21 +94,17 @@ def bubble_frac(pp, vp, n_micro):
     return (_f(pp) - 1.0) / (_f(vp) * _f(n_micro))
 
 
-def dp_group_placement(dp, tp, gpus_per_node, domain_gpus):
+def dp_group_placement(dp, tp, gpus_per_node, domain_gpus, n_gpus):
     """[issue 17] Where Megatron-Core puts a gradient-reduction group: ``(members per NVLink domain, domains it spans,
-    NIC share factor)``.
-
-    Megatron-Core numbers ranks in the order ``tp-cp-ep-dp-pp`` (``megatron/core/parallel_state.py``,
-    ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``, tp fastest): the ``dp`` ranks that share a stage's weights
-    (``dp`` here counts dp x cp, the distributed optimizer's group) are ``tp`` ranks apart, so as many as fit in one
-    NVLink domain sit in it, ``k = min(dp, max(domain / tp, 1))``, and the group spans ``dp / k`` domains. Its
-    collectives run over NVLink inside each domain and over the network between them, where the group's ``k``
-    members of a domain send through their own NICs: ``k / gpus_per_node`` of a node's inter-node bandwidth. On an
-    8-GPU HGX board the domain is the node; on a GB200/GB300 NVL72 rack it is the 72 GPUs of 18 trays of 4, so a
-    group inside one rack never touches the network (the node-based rule charged it at the trays' NICs).
+    NIC share factor)``: the shared placement rule (:func:`gpusim.model.placement.group_placement`) for a group of
+    ``dp`` ranks ``tp`` apart (Megatron-Core's rank order ``tp-cp-ep-dp-pp``; ``dp`` here counts dp x cp, the
+    distributed optimizer's group) in the job's ``n_gpus`` allocated in NVLink-domain blocks. Its collectives run over
+    NVLink inside each domain and over the network between them, where the group's ``k`` members of a domain send
+    through their own NICs: ``k / gpus_per_node`` of a node's inter-node bandwidth. On an 8-GPU HGX board the domain
+    is the node; on a GB200/GB300 NVL72 rack a group inside one segment of trays never touches the network.
     """
-    k = np.minimum(_f(dp), np.maximum(_f(domain_gpus) / _f(tp), 1.0))
-    return k, _f(dp) / k, k / _f(gpus_per_node)
+    k, domains = PLACE.group_placement(dp, tp, n_gpus, gpus_per_node, domain_gpus)
+    return k, domains, PLACE.nic_share(k, gpus_per_node)
 
 
 def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
@@ -274,8 +271,13 @@ def tp_userbuffers_s(ag, rs, tp, t, slowdown_frac):
     return fwd, bwd
 
 
+#: [issue 17] the forward GEMM columns of :func:`layer_gemm_times_s` (QKV, attention output, FFN up, FFN down, MLA up)
+_FPROP_COLUMNS = (0, 3, 6, 9, 17, 20)
+
+
 def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
-                       serial_epilogue, o=None, q_lora=0.0, kv_a=0.0, kv_lora=0.0, kv_up=0.0, *, p) -> tuple:
+                       serial_epilogue, o=None, q_lora=0.0, kv_a=0.0, kv_lora=0.0, kv_up=0.0, ceil8_fwd=None, *,
+                       p) -> tuple:
     """Seconds of the 23 GEMMs of one layer, the LM head and the attention core for one micro-batch of ``T`` tokens.
 
     Linear layers ``(n_out, k_in)``: QKV, attention output, FFN up, FFN down, vocab-parallel LM head; each as its
@@ -284,7 +286,8 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     heads (15, 16). A weight gradient with ``fused_wgrad`` (gradient-accumulation fusion) accumulates into the fp32
     main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e``. [issue 12] FP8
     (:mod:`gpusim.model.fp8`): the linear layers' GEMMs (columns 0-11 and 17-22) on FP8 operands at the FP8 matmul
-    ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits.
+    ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits. [issue 17] The forward GEMMs
+    (columns 0, 3, 6, 9, 17, 20) at ``ceil8_fwd`` (:func:`gemm.fp8_fprop_ceiling_flop_per_s`: fast accumulation).
 
     [issue 12] Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora > 0``): the query and the joint key/value are
     projected down to latents of ``q_lora`` and ``kv_a`` = ``kv_lora`` + the shared rotary key width (replicated over
@@ -334,6 +337,15 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
         t8 = _gemm_columns([ms[j] for j in lin], [ns[j] for j in lin], [ks[j] for j in lin], [bs[j] for j in lin],
                            ceil8, hbm, sms, _f(1.0), p, outs[..., lin], srcs[..., lin], serial_epilogue,
                            k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8))
+        if ceil8_fwd is not None and np.any(_f(ceil8_fwd) != ceil8):
+            # [issue 17] the forward GEMMs with fast accumulation (TE's fp8_gemm_fprop; gemm.fp8_fprop_ceiling_flop_per_s)
+            fw = [i for i, j in enumerate(lin) if j in _FPROP_COLUMNS]
+            tf = _gemm_columns([ms[lin[i]] for i in fw], [ns[lin[i]] for i in fw], [ks[lin[i]] for i in fw],
+                               [bs[lin[i]] for i in fw], ceil8_fwd, hbm, sms, _f(1.0), p, outs[..., [lin[i] for i in fw]],
+                               srcs[..., [lin[i] for i in fw]], serial_epilogue,
+                               k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8_fwd))
+            for i, v in zip(fw, tf):
+                t8[i] = v
         for i, j in enumerate(lin):
             t[j] = np.where(fp8 > 0, t8[i], t[j])
     if any_mla:
@@ -395,8 +407,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     vd = _f(x.get("v_dim", np.nan))
     o = np.where(mla & np.isfinite(vd), vd, q)  # the attention output's width (A V, the output projection's input)
     kva, kvu = _f(x.get("mla_kv_a", 0.0)), _f(x.get("mla_kv_up", 0.0))
+    # [issue 17] forward GEMMs with fast accumulation where the GPU has that mode (Hopper, Ada)
+    ceil8f = fp8_fprop_ceiling_flop_per_s(fp8 == FP8.DELAYED, fp8 == FP8.CURRENT, ceil8, ceil_rate,
+                                          _f(x.get("fp8_peak_ratio", 1.0))) if np.any(fp8 > 0) else ceil8
     t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,
-                                                       ceil8, fused_wgrad, serial, o, ql, kva, kvl, kvu])
+                                                       ceil8, fused_wgrad, serial, o, ql, kva, kvl, kvu, ceil8f])
 
     def gemm_lin(mm, nn, kk, batch=1.0):
         """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
@@ -444,8 +459,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
                                       kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
     layer_f = layer_f + cast_f
     # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
+    # (the cp group, ranks tp apart, in the job's NVLink-domain allocation blocks: gpusim.model.placement)
+    n_job = g * _f(x["n_nodes"])
+    block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
     cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
-                                     domain=_f(x.get("nvlink_domain_gpus", g)))
+                                     domain=block)
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     # [issue 12] modules recomputed in the backward pass (not under full recomputation, which reruns everything):
@@ -521,6 +539,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
     cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
                                np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), rc == FULL)
+    # [issue 17] an MoE layer launches the router's and token dispatcher's operations and per-expert GEMMs and
+    # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
+    # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
+    cpu_f = cpu_f + moe["cpu_f_s"]
+    cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
     layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
 
@@ -568,7 +591,10 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
-    cross = nodes * g > domain  # [issue 17] a stage boundary leaves the NVLink domain only when the job does
+    # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
+    # more than one of the job's allocation blocks (gpusim.model.placement)
+    pp_domains = dist(lambda *v: PLACE.group_placement(*v)[1], [pp, nodes * g / pp, nodes * g, g, domain])
+    cross = pp_domains > 1
     p2p_bytes = act_bytes / tp
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
     p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)

@@ -452,7 +452,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         # [issue 17] a data-parallel group takes every tp-th rank (Megatron's rank order tp-cp-ep-dp-pp): its members
         # share an NVLink domain as far as the domain holds them (an NVL72 rack, not only its tray)
         dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
-        _, dp_domains, nic_share = dp_group_placement(dp, tp, g, np.where(np.isfinite(dom), dom, g))
+        _, dp_domains, nic_share = dp_group_placement(dp, tp, g, np.where(np.isfinite(dom), dom, g), n)
         dp_n = np.where(llm, dp, n)
         dp_nodes = np.where(llm, dp_domains, nodes)
         dp_inter = np.where(llm, inp.inter_busbw_bytes_per_s * nic_share, inp.inter_busbw_bytes_per_s)
@@ -626,6 +626,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
                                        p.gemm_ceiling_frac * np.where(np.isfinite(peak16), peak16, peak))
     c8 = np.asarray(inp.fp8_ceiling_flop_per_s, dtype=np.float64)
     x["fp8_ceiling_flop_per_s"] = np.where(np.isfinite(c8), c8, p.gemm_ceiling_frac * peak)
+    x["fp8_peak_ratio"] = np.where(np.isfinite(peak16), peak / peak16, 1.0)  # [issue 17] FP8 / bf16 datasheet peak
     x["fp8_mode"] = inp.fp8_mode
     x["n_micro"] = inp.accum
     x["gpus_per_node"] = g

@@ -10,6 +10,7 @@ Skipped when Chromium is absent, except under CI (env var CI set), where that is
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -232,5 +233,104 @@ def test_step_path_and_a_hostile_url_in_chromium(server, browser):
         assert "Page not found" not in body
         assert "batch='inf' ignored" in body and "Traceback" not in body
         assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+# --- [issue 20] pages with a non-default scenario: what the user reads --------------------------------------------
+
+def _open(browser, server, path: str, n_charts: int, width: int = 1500, height: int = 1150):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/{path}", timeout=60_000)
+    _settle(page, n_charts)
+    return page, errors
+
+
+def _shot(page, tmp_path, name: str) -> Path:
+    height = page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": page.viewport_size["width"], "height": min(max(int(height), 1150), 6000)})
+    page.wait_for_timeout(800)
+    shot = tmp_path / f"screenshot-{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    _keep(shot)
+    return shot
+
+
+def test_parallelism_page_reads_its_own_scenario_and_one_best_layout(server, browser, tmp_path):
+    """The header names the page's strategy (ddp, global batch 128), not the sidebar's; the heatmap's star, the
+    inspected layout and its metric give the same tokens/s per GPU."""
+    page, errors = _open(browser, server, "parallelism?model=llama3-70b&gpu=h100-sxm&gpus=64&nodes=8&precision=bf16"
+                                          "&par_kind=ddp&par_gb=128", 3)
+    try:
+        body = page.inner_text("body")
+        assert "Parallelism · llama3-70b on 64 x h100-sxm on 8 nodes · ddp, bf16, global batch 128" in body
+        assert "per-GPU batch 256" not in body
+        assert "the best layout of the search" in body
+        star = page.locator(".js-plotly-plot text", has_text="★").first.text_content()
+        value = star.removeprefix("★").strip()
+        tile = page.locator('[data-testid="stMetric"]').filter(has_text="Tokens/s per GPU") \
+            .locator('[data-testid="stMetricValue"]').inner_text()
+        assert float(value.replace(",", "")) == pytest.approx(float(tile.replace(",", "")), abs=1.0)
+        assert "e+" not in (page.locator(".js-plotly-plot").nth(1).text_content() or "")  # the breakdown in s, no exponent
+        assert re.search(r"Pipeline schedule.*\(bubble \d+% of the step\)", body)
+        shot = _shot(page, tmp_path, "parallelism-issue20")
+        assert shot.stat().st_size > 30_000
+        assert page.locator('[data-testid="stException"]').count() == 0 and not errors, errors
+    finally:
+        page.close()
+
+
+def test_url_typos_are_named_with_the_nearest_choice(server, browser):
+    page, errors = _open(browser, server, "?model=llama3.1-70bb&gpu=h100sxm", 1)
+    try:
+        body = page.inner_text("body")
+        assert "model='llama3.1-70bb' ignored" in body and "did you mean 'llama3.1-70b'?" in body
+        assert "gpu='h100sxm' ignored" in body and "did you mean 'h100-sxm'?" in body
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def test_compare_page_attributes_a_gpu_and_fabric_switch(server, browser, tmp_path):
+    """Pin L40S on PCIe across sockets, switch to H100 + NVSwitch: the fabric is one change, possible only with the
+    GPU, and the joint change explains the difference (what `gpusim compare` prints)."""
+    page, errors = _open(browser, server, "compare?model=bert-large&gpu=l40s&batch=32&fabric=pcie-cross-socket", 0)
+    try:
+        page.get_by_role("button", name="Pin this scenario").click()
+        page.wait_for_selector("text=Unpin", timeout=30_000)
+        # h100-sxm is the default GPU: the URL drops gpu= for it
+        for label, option, url_now in (("GPU", "h100-sxm", "!location.search.includes('gpu=l40s')"),
+                                       ("Fabric inside a node", "nvswitch", "location.search.includes('fabric=nvswitch')")):
+            page.get_by_role("combobox", name=label).click()
+            page.keyboard.type(option)  # long lists are virtualised: filter to the option first
+            page.get_by_role("option", name=option, exact=True).click()
+            page.wait_for_function(url_now, timeout=30_000)
+            _settle(page, 0)
+        page.wait_for_selector("text=possible only together", timeout=60_000)
+        body = page.inner_text("body")
+        # (Streamlit's markdown draws -> as an arrow)
+        assert "intra pcie4-x16 → nvlink4-nvswitch, intra_topology pcie-cross-socket → nvswitch" in body
+        assert "explains most of the difference (100%)" in body
+        assert "→ None" not in body and "→ -" not in body
+        _shot(page, tmp_path, "compare-issue20")
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def test_plan_page_axes_have_labels(server, browser, tmp_path):
+    page, errors = _open(browser, server, "plan?model=llama2-7b&deadline_d=14&budget_usd=100000", 2)
+    try:
+        pareto = page.locator(".js-plotly-plot").filter(has_text="Time to train vs cost").first
+        ylabels = [t for t in pareto.locator(".ytick text").all_text_contents() if t.strip()]
+        xlabels = [t for t in pareto.locator(".xtick text").all_text_contents() if t.strip()]
+        assert len(ylabels) >= 2 and all(t.startswith("$") for t in ylabels), ylabels
+        assert len(xlabels) >= 2, xlabels
+        sens = page.locator(".js-plotly-plot").filter(has_text="What moves the answer most").first
+        assert sens.locator(".legendtext").count() == 4
+        _shot(page, tmp_path, "plan-issue20")
+        assert not errors, errors
     finally:
         page.close()

@@ -262,7 +262,9 @@ def test_memory_and_collective_figures_are_log_log_with_byte_ticks():
     fig = viz.collective_fit_figure(coll)
     assert [t.name for t in fig.data if t.showlegend is not False] == ["all_reduce intra-node n=4",
                                                                         "all_reduce intra-node n=8"]
-    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1  # decades apart: decade ticks
+    assert fig.layout.yaxis.type == "log"  # decades apart: decade ticks, written without an exponent
+    assert all(math.log10(v).is_integer() for v in fig.layout.yaxis.tickvals)
+    assert "e" not in "".join(fig.layout.yaxis.ticktext)
     assert fig.layout.xaxis.ticktext[0] == "1 KiB"
     _no_binary(_fig_json(fig))
 
@@ -314,3 +316,112 @@ def test_nan_and_inf_become_gaps():
     fig = viz.speedup_figure({"a": rows})
     assert fig.data[0].y[1] is None
     json.dumps(_fig_json(fig))  # serialisable
+
+
+# --- issue 20: readable axes with units -------------------------------------------------------------------
+
+def _labels(axis) -> list[str]:
+    return [str(t) for t in (axis.ticktext or [])]
+
+
+def test_time_unit_and_numbers_never_need_an_exponent():
+    assert viz.time_unit(8.35)[1] == "s" and viz.time_unit(0.0686)[1] == "ms" and viz.time_unit(3e-4)[1] == "µs"
+    assert viz.time_unit(1.5)[1] == "ms"  # 1,500 ms reads better than 1.5 s beside ms steps; 2 s and up in s
+    for x in (5991.2, 771.5, 12.49, 1.234, 0.0163, 123456.0):
+        assert "e" not in viz.num(x)
+    assert viz.num(5991.2) == "5,991"
+
+
+def test_an_llm_step_of_seconds_is_drawn_in_seconds():
+    """[issue 20] an 8 s step was labelled '5.99e+03 ms' inside its bar."""
+    bd = {"compute_s": 5.99, "tp_comm_exposed_s": 0.77, "pp_bubble_s": 1.35, "pp_p2p_exposed_s": 0.06,
+          "dp_comm_exposed_s": 0.016, "optimizer_s": 0.02, "sync_s": 0.14, "overhead_s": 0.001}
+    fig = viz.breakdown_figure(bd)
+    assert fig.layout.xaxis.title.text == "seconds per optimizer step"
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(sum(bd.values()))
+    texts = " ".join(t.text[0] for t in fig.data if t.text and t.text[0])
+    assert "compute<br>5.99 s" in texts and "e+" not in texts
+    short = viz.breakdown_figure(BREAKDOWN)
+    assert short.layout.xaxis.title.text == "milliseconds per optimizer step"
+
+
+def test_schedule_title_quotes_the_bubble_it_is_given():
+    from gpusim.parallelism import pipeline_schedule
+
+    s = pipeline_schedule(8, 1, 32, 0.054, 0.116)
+    drawn = 1 - s["busy_frac"]
+    fig = viz.pipeline_schedule_figure(s, bubble_frac=0.162)
+    assert "bubble 16% of the step" in fig.layout.title.text and f"{drawn:.0%}" not in fig.layout.title.text
+    assert fig.layout.xaxis.title.text == "time in the step (s)" if s["step_s"] >= 2 else "time in the step (ms)"
+
+
+def _ticks_in(axis, lo: float, hi: float) -> list[str]:
+    return [t for v, t in zip(axis.tickvals, axis.ticktext) if lo <= v <= hi]
+
+
+@pytest.mark.parametrize("costs, days", [
+    ((21_000.0, 35_600.0, 48_000.0, 140_000.0), (3.8, 5.1, 9.0, 2.1)),      # a 7B plan: one decade
+    ((9.0e6, 1.4e7, 2.7e7, 6.1e7), (40.0, 60.0, 90.0, 30.0)),              # a 405B plan: tens of millions
+    ((1.0e3, 1.0e5, 1.0e7), (1.0, 10.0, 100.0)),                           # many decades
+])
+def test_pareto_cost_axis_labels_at_least_two_ticks_within_the_data(costs, days):
+    """[issue 20] the log cost axis had one label ($100k) for a 7B plan and none for 405B."""
+    pts = [{"time_s": d * units.DAY, "cost_usd": c, "label": str(i)} for i, (c, d) in enumerate(zip(costs, days))]
+    fig = viz.pareto_figure(pts, frontier=pts[:2])
+    for axis, lo, hi in ((fig.layout.yaxis, min(costs), max(costs)), (fig.layout.xaxis, min(days), max(days))):
+        if axis.type == "log":
+            inside = _ticks_in(axis, lo, hi)
+            assert len(inside) >= 2, (axis.title.text, list(axis.ticktext))
+            assert all("e" not in t for t in axis.ticktext)
+        else:
+            assert axis.type == "linear" and hi / lo < 3
+    assert all(t.startswith("$") for t in _labels(fig.layout.yaxis))
+
+
+def test_pareto_narrow_range_is_linear_with_the_limits_on_it():
+    pts = [{"time_s": d * units.DAY, "cost_usd": c, "label": ""} for c, d in ((20_000.0, 4.0), (26_000.0, 5.0))]
+    fig = viz.pareto_figure(pts, deadline_s=6 * units.DAY, budget_usd=30_000.0)
+    assert fig.layout.yaxis.type == "linear" and fig.layout.xaxis.type == "linear"
+    ann = {a.text: a for a in fig.layout.annotations}
+    assert ann["deadline"].x == pytest.approx(6.0) and ann["budget"].y == pytest.approx(30_000.0)
+
+
+def test_log_ticks_1_2_5_per_decade_and_decades_when_many():
+    v, t = viz.log_ticks(15_000, 150_000, fmt=viz.usd)
+    assert v == [20_000, 50_000, 100_000] and t == ["$20k", "$50k", "$100k"]
+    v, _ = viz.log_ticks(1.0, 1e12, most=7)
+    assert len(v) <= 7 and all(math.log10(x).is_integer() for x in v)
+    ratios = [b / a for a, b in zip(v, v[1:])]
+    assert all(r >= 10 for r in ratios)
+
+
+def test_sensitivity_low_and_high_ends_have_distinct_swatches():
+    """[issue 20] the legend showed one swatch for both ends (the same colour at two opacities)."""
+    rows = [{"assumption": "MFU", "range": "-20%..+20%", "swing_frac": 0.4, "cost_low_frac": 0.25,
+             "cost_high_frac": -0.17, "time_low_frac": 0.25, "time_high_frac": -0.17}]
+    fig = viz.sensitivity_figure(rows)
+    by = {t.name: t for t in fig.data}
+    for what in ("cost", "time to train"):
+        low, high = by[f"{what}, low end"], by[f"{what}, high end"]
+        assert (low.marker.pattern.shape or "") != (high.marker.pattern.shape or "")
+        assert low.marker.color != high.marker.color
+
+
+def test_gemm_axis_ticks_are_decades_that_cannot_overlap():
+    """[issue 20] the GEMM chart's minor tick labels (2, 5 between decades) overlapped."""
+    fig = viz.gemm_fit_figure(_gemm_rows())
+    xs = [r["x"] for r in _gemm_rows()]
+    tv = list(fig.layout.xaxis.tickvals)
+    assert len(tv) >= 2 and all(b / a >= 10 for a, b in zip(tv, tv[1:]))
+    assert min(xs) / 10 <= tv[0] and tv[-1] <= max(xs) * 10
+    assert all("e" not in t for t in fig.layout.xaxis.ticktext)
+
+
+def test_log_axis_labels_the_data_and_adds_only_near_outer_ticks():
+    ax = viz.log_axis([21.7, 54.5, 2980.0])
+    assert ax["tickvals"][0] == 20.0 and ax["tickvals"][-1] == 2000.0  # 20 is close below; 5,000 too far above
+    lo, hi = ax["range"]
+    assert lo <= math.log10(20.0) and hi >= math.log10(2980.0)  # the data and the ticks are all in range
+    ax = viz.log_axis([21_000.0, 210_000.0], fmt=viz.usd)
+    assert ax["ticktext"] == ["$20k", "$50k", "$100k", "$200k"]
+    assert viz.log_axis([0.0, -1.0]) == {}

@@ -75,3 +75,21 @@ def test_a_data_parallel_global_batch_sets_the_accumulation(capsys):
     b = json.loads(run(capsys, *base, "--accum", "4")[1])
     assert a["step_s"] == b["step_s"] and a["global_batch"] == 64 and a["n_micro_batches"] == 4
     assert a["breakdown_s"].keys() == b["breakdown_s"].keys() and "tp_comm_exposed_s" not in a["breakdown_s"]
+
+
+def test_predict_moe_without_a_one_gpu_reference_says_efficiency_na(capsys):
+    """[issue 17] A 671B MoE cannot be held by one GPU: predict, like plan and sweep, gives no speedup and no
+    scaling efficiency (JSON null, text "n/a") instead of a superlinear figure against a GPU that cannot hold it;
+    a model whose one-GPU form fits keeps a finite efficiency."""
+    flags = ["--gpu", "gb200", "--gpus", "256", "--tp", "1", "--pp", "4", "--vp", "4", "--ep", "64",
+             "--micro-batch", "1", "--global-batch", "2048", "--seq-len", "4096", "--precision", "fp8", "--uneven-pp"]
+    code, out, _ = run(capsys, "predict", "--model", "deepseek-v3", *flags, "--json")
+    d = json.loads(out)
+    assert code == 0 and d["speedup"] is None and d["scaling_efficiency_frac"] is None
+    assert any("no one-GPU reference" in a for a in d["assumptions"])
+    code, out, _ = run(capsys, "predict", "--model", "deepseek-v3", *flags)
+    assert code == 0 and "scaling efficiency n/a" in out and "nan" not in out.lower().replace("nano", "")
+    code, out, _ = run(capsys, "predict", "--model", "gpt3-350m", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "2",
+                    "--micro-batch", "1", "--global-batch", "64", "--seq-len", "1024", "--precision", "bf16", "--json")
+    d = json.loads(out)
+    assert code == 0 and 0 < d["scaling_efficiency_frac"] <= 1.5

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gpusim.model import comm as C
+from gpusim.model import experts as EXP
 from gpusim.model.llm import dp_group_placement, split_overlap_s, tp_userbuffers_s
 from gpusim.model.step import _distopt_comm, evaluate
 from gpusim.params import DEFAULT_PARAMS
@@ -18,14 +19,38 @@ from gpusim.workload import get_workload
 
 
 def test_dp_group_placement_hand_worked():
-    # NVL72 rack (domain 72, trays of 4): tp 4, dp 4 -> all 4 dp ranks (4 apart) in one rack, one domain, 4 NICs of 4
-    k, domains, share = dp_group_placement(4.0, 4.0, 4.0, 72.0)
+    # NVL72 rack (domain 72, trays of 4), a 16-GPU job inside one rack: tp 4, dp 4 -> all 4 dp ranks (4 apart) in
+    # the rack, one domain, 4 NICs of a tray's 4
+    k, domains, share = dp_group_placement(4.0, 4.0, 4.0, 72.0, 16.0)
     assert (k, domains, share) == (4.0, 1.0, 1.0)
-    # tp 8, dp 16 on NVL72: 72 / 8 = 9 per rack, 16 / 9 racks, the group's 9 NICs of a tray's 4 -> 9/4 trays' worth
-    k, domains, share = dp_group_placement(16.0, 8.0, 4.0, 72.0)
-    assert k == 9.0 and domains == pytest.approx(16 / 9) and share == pytest.approx(9 / 4)
+    # tp 8, dp 16 on NVL72 (a 128-GPU job, 32 trays): allocated as 2 segments of 16 trays (the largest divisor of 32
+    # that fits in a rack's 18) = 64 GPUs each; 64 / 8 = 8 dp ranks per segment, 2 segments, 8 NICs of a tray's 4
+    k, domains, share = dp_group_placement(16.0, 8.0, 4.0, 72.0, 128.0)
+    assert (k, domains, share) == (8.0, 2.0, 2.0)
     # DGX H100 (domain = node = 8): tp 8 -> one rank per node, dp nodes, 1/8 of the node's NICs (the old rule)
-    assert dp_group_placement(4.0, 8.0, 8.0, 8.0) == (1.0, 4.0, 0.125)
+    assert dp_group_placement(4.0, 8.0, 8.0, 8.0, 32.0) == (1.0, 4.0, 0.125)
+
+
+def test_one_placement_rule_for_every_group_hand_worked():
+    from gpusim.model import placement as PL
+
+    # allocation blocks: a job inside one domain is one block; 64 trays of NVL72 -> segments of 16 trays (64 GPUs);
+    # 36 trays -> two full racks (18 divides 36); 2 DGX H100 -> the node (domain = node)
+    assert PL.allocation_block_gpus([64.0, 256.0, 144.0, 16.0], [4, 4, 4, 8], [72, 72, 72, 8]).tolist() == [
+        64.0, 64.0, 72.0, 8.0]
+    # pipeline group on 256 GB200 GPUs with pp 4: ranks 64 apart, one per 64-GPU segment -> 4 domains; pp 8: ranks
+    # 32 apart, 2 per segment -> 4 domains
+    assert [float(v) for v in PL.group_placement(4, 64, 256, 4, 72)] == [1.0, 4.0]
+    assert [float(v) for v in PL.group_placement(8, 32, 256, 4, 72)] == [2.0, 4.0]
+    # the same pipeline inside one rack (64 GPUs, pp 4, ranks 16 apart): one domain, no stage boundary leaves NVLink
+    assert [float(v) for v in PL.group_placement(4, 16, 64, 4, 72)] == [4.0, 1.0]
+    # expert group ep 32 x etp 4 on 512 GPUs of NVL72 (128 trays -> segments of 16 trays = 64 GPUs): 16 per segment
+    assert [float(v) for v in PL.group_placement(32, 4, 512, 4, 72)] == [16.0, 2.0]
+    # a group whose run (ep 16 x etp 1) fits a block of 72 but does not tile it: the worst group straddles two
+    assert [float(v) for v in PL.group_placement(16, 1, 144, 4, 72)] == [8.0, 2.0]
+    # the EP all-to-all and the DP collectives read the same rule
+    assert float(EXP.ep_ranks_in_domain(16, 1, 72, 144, 4)) == 8.0
+    assert dp_group_placement(16.0, 1.0, 4.0, 72.0, 144.0)[:2] == (8.0, 2.0)
 
 
 def test_split_overlap_closed_form():
@@ -96,8 +121,14 @@ def test_the_small_batch_gb200_step_has_no_phantom_dp_cost(db):
     """The issue's case: Nemotron-4 340B, 128 GB200, global batch 32 (8 micro-batches): the distributed
     optimizer's traffic stays in the rack and hides under the stage's backward/forward; what is exposed is at most
     the last / first bucket plus the unhidden rest, well under the compute (it was 1.6 s of a 3.0 s step)."""
-    r = simulate(_nemotron_gb200(), db=db, recommend=False)
-    assert r.breakdown_s["dp_comm_exposed_s"] < 0.1 * r.breakdown_s["compute_s"]
+    scn = _nemotron_gb200()
+    r = simulate(scn, db=db, recommend=False)
+    # an order of magnitude under the phantom 1.6 s (a bound on time, not a share of compute: compute itself moves
+    # with the FP8 mechanisms), and overlapping the gradient reduction never exposes more than not overlapping it
+    assert r.breakdown_s["dp_comm_exposed_s"] < 0.15
+    serial = simulate(scn.model_copy(update={"strategy": scn.strategy.model_copy(
+        update={"overlap_grad_reduce": False})}), db=db, recommend=False)
+    assert r.breakdown_s["dp_comm_exposed_s"] < serial.breakdown_s["dp_comm_exposed_s"]
 
 
 def test_tp_comm_overlap_is_never_slower_and_changes_only_tp(db):
@@ -123,3 +154,21 @@ def test_cli_tp_comm_overlap_flag(capsys):
     b = json.loads(capsys.readouterr().out)
     assert b["breakdown_s"]["tp_comm_exposed_s"] < a["breakdown_s"]["tp_comm_exposed_s"]
     assert b["step_s"] < a["step_s"]
+
+
+def test_group_placement_properties_over_a_grid():
+    """Every group fits its domains (members per domain x domains >= size, no more members than the group), a job
+    inside one domain keeps every group on NVLink, and the vectorised call equals the one-by-one call."""
+    from gpusim.model import placement as PL
+
+    rows = [(size, stride, n, g, d) for n, g, d in ((8, 8, 8), (64, 8, 8), (64, 4, 72), (256, 4, 72), (144, 4, 72),
+                                                    (1152, 4, 72), (512, 8, 8))
+            for size in (1, 2, 4, 8, 16, 32, 64) for stride in (1, 2, 4, 8, 16, 32)
+            if size * stride <= n and n % (size * stride) == 0]
+    a = np.array(rows, dtype=np.float64).T
+    k, dom = PL.group_placement(*a)
+    assert np.all(k * dom >= a[0]) and np.all(k <= a[0]) and np.all(k >= 1) and np.all(dom >= 1)
+    inside = a[2] <= a[4]
+    assert np.all(dom[inside] == 1) and np.all(k[inside] == a[0][inside])
+    one = np.array([[float(v) for v in PL.group_placement(*r)] for r in rows]).T
+    assert np.array_equal(one[0], k) and np.array_equal(one[1], dom)

@@ -216,12 +216,13 @@ def test_cli_predict_moe_json(capsys):
 
 def test_ep_groups_on_nvl72_racks_stay_inside_one_rack():
     # 64-rank EP groups on racks of 72: the scheduler places the job in segments inside one NVLink domain, so a
-    # 256-GPU job is 4 x 64 GPUs of 4 racks and every group is on NVLink (ep_ranks_in_domain's docstring)
-    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256)) == 64
-    assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256)) == 8  # 8 tiles 72
-    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64)) == 64  # the whole job inside one rack
-    assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256)) == 8  # larger than an 8-GPU node
-    assert float(EXP.ep_ranks_in_domain(32, 4, 72, 512)) == 18  # ep x etp = 128 > 72: 72 / etp of its ranks
+    # 256-GPU job is 4 x 64 GPUs of 4 racks and every group is on NVLink (gpusim.model.placement)
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256, 4)) == 64
+    assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256, 4)) == 8  # 8 tiles the 64-GPU segment
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64, 4)) == 64  # the whole job inside one rack
+    assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256, 8)) == 8  # larger than an 8-GPU node
+    # ep x etp = 128 on 512 GPUs (128 trays -> segments of 16 trays = 64 GPUs): 64 / etp = 16 of its ranks each
+    assert float(EXP.ep_ranks_in_domain(32, 4, 72, 512, 4)) == 16
     nodes, _ = EXP.a2a_fabric(64, 1, 72, 256, 4, 400e9)
     assert float(nodes) == 1.0  # the all-to-all never leaves the rack
 
@@ -257,3 +258,53 @@ def test_full_recomputation_keeps_only_each_moe_layers_input():
     # DeepSeek-V3's own layout (2,048 GPUs, pp 16, ep 64; DeepSeek-AI 2024 section 3.1) fits an 80 GB GPU
     own = simulate({**DSV3, "gpus": 2048, "nodes": 256, "ep": 64, "global_batch": 1024}, recommend=False)
     assert own.fits_in_memory
+
+
+def test_grouped_gemm_runs_as_te_launches_it_per_expert_on_four_streams():
+    # TE's multi-stream cuBLAS grouped GEMM: 16 local experts -> 4 rounds of 4 concurrent GEMMs; 2 -> 1 round of 2;
+    # 6 -> 2 rounds (4 + 2, timed as 2 rounds of 4)
+    rounds, conc = EXP.grouped_gemm_rounds(np.array([16.0, 2.0, 6.0, 1.0]))
+    assert rounds.tolist() == [4.0, 1.0, 2.0, 1.0] and conc.tolist() == [4.0, 2.0, 4.0, 1.0]
+
+
+def test_moe_forward_kernel_count_and_cpu_time_hand_worked():
+    # 16 local experts, bf16: 21 + 2 x 16 = 53 forward operations; FP8 quantises both inputs per expert: + 32 = 85
+    k = EXP.moe_forward_kernels(np.array([16.0, 16.0]), np.array([0, 1]))
+    assert k.tolist() == [53.0, 85.0]
+    # backward: 21 + 4 x 16 = 85 (bf16), + 2 x 16 = 117 with FP8; at 8 us each
+    f, b = EXP.moe_cpu_s(np.array([16.0, 16.0]), np.array([0, 1]), 8e-6)
+    assert f.tolist() == pytest.approx([53 * 8e-6, 85 * 8e-6]) and b.tolist() == pytest.approx([85 * 8e-6, 117 * 8e-6])
+
+
+def test_dispatcher_host_sync_only_where_megatron_syncs():
+    # Megatron-Core's all-to-all dispatcher syncs when dropless (ep > 1 or several local experts); padded capacity
+    # (drop-and-pad) does not
+    syncs = EXP.dispatcher_syncs(np.array([0, 0, 1, 0]), np.array([np.nan, 1.25, np.nan, np.nan]),
+                                 np.array([8.0, 8.0, 8.0, 1.0]), np.array([16.0, 16.0, 16.0, 1.0]))
+    assert syncs.tolist() == [True, False, True, False]
+
+
+def test_moe_step_grows_with_the_cpu_launch_cost_when_the_layer_is_launch_bound(db):
+    # small experts at a small micro-batch on a Grace host: the MoE layer's launches (router, dispatcher, 16 local
+    # experts' GEMMs) set the pace; the per-operation CPU cost shows in the step, more with more local experts
+    from gpusim.params import DEFAULT_PARAMS
+
+    scn = Scenario(model="qwen3-30b-a3b", gpu="gb200", gpus=8, nodes=2, kind="zero1", tp=1, pp=1, ep=8, per_gpu_batch=1,
+                   global_batch=64, seq_len=1024, precision="bf16")
+    slow = DEFAULT_PARAMS.model_copy(update={"launch_cpu_s": 50e-6})
+    fast = simulate(scn, db=db, recommend=False).step_s
+    assert simulate(scn, db=db, params=slow, recommend=False).step_s > fast
+
+
+def test_moe_activations_keep_one_copy_of_the_dispatched_tokens():
+    # Megatron-Core applies the routing probabilities in the experts' activation: the unpermutation keeps no token
+    # copy. Halving d_model's dispatched-token term shows as h x e + 4 bytes per routed token in delta_act_bytes.
+    from gpusim.params import DEFAULT_PARAMS
+
+    x = {"moe_frac": 1.0, "d_model": 1024.0, "n_experts": 8.0, "top_k": 2.0, "expert_ff_dim": 0.0,
+         "shared_ff_dim": 0.0, "ff_dim": 0.0, "ffn_mats": 3.0, "ep": 1.0, "expert_tp": 1.0, "moe_capacity": np.nan,
+         "moe_imbalance_frac": 0.0, "gpus_per_node": 8.0, "n_nodes": 1.0, "inter_busbw_bytes_per_s": 400e9}
+    out = EXP.moe_layer_terms(x, DEFAULT_PARAMS, gemm=lambda m, n, k, batch=1.0: 0.0 * m, T=1000.0, tp=1.0, e=2.0,
+                              mem_rate=1e12, domain=8.0, g=8.0, coll=lambda *a, **k: 0.0)
+    routed = 1000.0 * 2.0  # tokens x top-k, balanced, one rank
+    assert float(out["delta_act_bytes"]) == pytest.approx(1000.0 * 8.0 * 4.0 + routed * (1024.0 * 2.0 + 4.0))

@@ -84,3 +84,35 @@ def test_blackwell_per_tensor_fp8_casts_cost_less_than_hoppers(db):
     a, b = evaluate(stack_rows([row]), P), evaluate(stack_rows([hop]), P)
     assert a["step_s"][0] < b["step_s"][0]
     assert a["memory_per_gpu_bytes"][0] < b["memory_per_gpu_bytes"][0]
+
+
+def test_fprop_fast_accumulation_ceiling_closed_form():
+    # [issue 17] H100: training ceilings bf16 794.5 x 0.888 = 705.5, fp8 1402.6 x 0.888 = 1245.5 TFLOP/s (split
+    # accumulator); the forward GEMMs with fast accumulation reach the bf16 fraction of the FP8 peak: 705.5 x 2 = 1411
+    from gpusim.model.gemm import fp8_fprop_ceiling_flop_per_s
+
+    c8, c16 = 1402.6e12 * 0.888, 794.5e12 * 0.888
+    got = fp8_fprop_ceiling_flop_per_s(np.array([True, False, False]), np.array([False, True, False]), c8, c16, 2.0)
+    assert got.tolist() == pytest.approx([2.0 * c16, 2.0 * c16, c8])  # delayed, current: lifted; Blackwell/MX: kept
+    assert float(got[0]) / c8 == pytest.approx(1411.032 / 1245.5088, rel=1e-6)
+    # never below the measured FP8 ceiling (a GPU whose FP8 MAMF already beats the lifted bf16 one keeps its own)
+    assert float(fp8_fprop_ceiling_flop_per_s(True, False, 3.0e15, 1.0e15, 2.0)) == 3.0e15
+    assert float(fp8_fprop_ceiling_flop_per_s(True, False, c8, float("nan"), 2.0)) == c8
+
+
+def test_fprop_ceiling_speeds_only_hopper_forward_gemms():
+    # the forward GEMMs of an H100 FP8 layer get faster, the backward ones and the 16-bit LM head do not
+    from gpusim.model import fp8 as FP8
+    from gpusim.model import llm
+    from gpusim.params import ModelParams
+
+    p = ModelParams()
+    args = [8192.0, 8192.0, 8192.0, 64.0, 8192.0, 1024.0, 28672.0, 2.0, 128256.0, 4.0, 1.0, 705.5e12, 3.35e12, 132.0,
+            2.0, FP8.CURRENT, 1245.5e12, True, False]
+    args = [np.array([v]) for v in args]
+    slow = llm.layer_gemm_times_s(*args, p=p)
+    fast = llm.layer_gemm_times_s(*args, ceil8_fwd=np.array([1411.0e12]), p=p)
+    for j in (0, 3, 6, 9):
+        assert np.all(fast[j] < slow[j])
+    for j in (1, 2, 4, 5, 7, 8, 10, 11, 12, 13, 14):
+        assert np.array_equal(fast[j], slow[j])

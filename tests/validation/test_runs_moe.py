@@ -47,9 +47,29 @@ def test_every_published_moe_run_predicts_with_its_stated_layout():
 
     mod, db = _bench(), load()
     for r in _rows():
-        pred, meas, _, res = mod.predict_row(r, db)
-        assert pred > 0 and meas > 0, r["run_id"]
-        assert res.breakdown_s["ep_comm_exposed_s"] >= 0
+        res = mod.predict_row(r, db)
+        assert not res.error, (r["run_id"], res.error)
+        assert res.predicted > 0 and res.measured > 0 and res.step_s > 0, r["run_id"]
+
+
+def test_the_benchmark_and_gpusim_validate_share_one_row_predictor():
+    """benchmarks/moe_runs.py reads the notes and predicts through gpusim.validation_runs: the MoE options change the
+    shared report's prediction as the notes say (a forced-balanced router is no slower than a sampled one; a
+    capacity factor of 2 pads the experts to twice the mean load)."""
+    from gpusim import validation_runs as VR
+    from gpusim.hwdb import load
+
+    db = load()
+    r = next(x for x in _rows() if "router=force_balanced" in x["notes"] and x["holdout"] == "0")
+    assert _bench().predict_row(r, db).step_s == VR.predict_row(r, db=db).step_s
+    sampled = dict(r, notes=r["notes"].replace("router=force_balanced", ""))
+    padded = dict(r, notes=r["notes"] + "; moe_capacity_factor=2.0")
+    balanced_s = VR.predict_row(r, db=db).step_s
+    assert VR.predict_row(sampled, db=db).step_s >= balanced_s
+    assert VR.predict_row(padded, db=db).step_s > balanced_s
+    assert VR.options("router=force_balanced; moe_capacity_factor=1.25. strategy=zero1.") == {
+        "router": "force_balanced", "moe_capacity_factor": "1.25", "strategy": "zero1"}
+    assert "moe_capacity_factor" in VR.predict_row(dict(r, notes="moe_capacity_factor=x"), db=db).error
 
 
 def test_notes_options_are_read():
