@@ -57,13 +57,10 @@ screenshots: $(VENV)/.test-stamp chromium
 fuzz: $(VENV)/.test-stamp
 	$(PY) benchmarks/fuzz_cli.py --cases 400 --seed 0
 
+# every benchmark runs and prints its figures; targets missed are listed at the end, not failures (exit 0;
+# non-zero only when a benchmark itself crashed). The list is in benchmarks/run_all.py.
 bench: $(VENV)/.test-stamp
-	$(PY) benchmarks/model_speed.py
-	$(PY) benchmarks/cold_start.py
-	$(PY) benchmarks/sweep.py
-	$(PY) benchmarks/app_rerun.py
-	$(PY) benchmarks/llm_speed.py --rows 200000
-	$(PY) benchmarks/layout_search.py
+	$(PY) benchmarks/run_all.py
 
 clean-venv:
 	rm -rf $(VENV)
