@@ -22,7 +22,8 @@ applies them to every example):
   (for commands that need GPUs, a browser, minutes of time, or a server). Keep that list short.
 
 ``--update`` reruns every example and keeps the shown selection: each shown line is matched to the new output
-with numbers masked, and replaced by the new line (an elided part of a line stays elided). When the structure no
+with numbers masked, and replaced by the new line (an elided part of a line stays elided) unless it still
+matches under the rules above (then it stays as it is, so that a rerun changes only what moved). When the structure no
 longer matches (a shown line is gone), the example is rewritten as the first lines of the new output, as many
 as were shown, plus ``...`` if there is more; such examples are listed so that a person can choose the lines
 again. The file is written atomically (a temporary file in the same directory, then a rename).
@@ -327,7 +328,9 @@ def updated_block(ex: Example, out: list[str]) -> tuple[list[str], bool]:
         n = max(len([s for s in ex.shown if s.strip() != ELLIPSIS]), 1)
         block = out[:n] + ([ELLIPSIS] if len(out) > n else [])
         return block, False
-    new = [ELLIPSIS if i is None else _keep_elided(s, out[i]) for s, i in zip(ex.shown, idx, strict=True)]
+    # a line that still matches (numbers within the tolerance, timings) is kept as it is: no churn in the diff
+    new = [ELLIPSIS if i is None else s if line_matches(s, out[i]) else _keep_elided(s, out[i])
+           for s, i in zip(ex.shown, idx, strict=True)]
     return new, True
 
 
