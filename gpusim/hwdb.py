@@ -331,7 +331,8 @@ def load(user_dirs: Sequence[str | os.PathLike] | None = None, *, builtin: bool 
 # --- on-disk cache of the validated database ------------------------------------------------------------
 # Parsing ~20 YAML files (12,000 nodes) and validating ~150 entries costs 0.1-0.3 s of every CLI start. The
 # validated HardwareDB is pickled under a key that hashes everything the result depends on: the bytes and paths
-# of every file read, the schema and loader source (hardware.py, this file) and the Python/pydantic versions.
+# of every file read, the schema and loader source (hardware.py, units.py, this file) and the Python/pydantic
+# versions.
 # Any change gives a new key (a miss, then a parse); a cache that cannot be read (corrupt, truncated, written by
 # another version) is ignored and rewritten; one that cannot be written (read-only home) is skipped. Files are
 # written atomically (temporary file + rename), so concurrent starts never see half a file. Only databases
@@ -359,7 +360,7 @@ def _cache_key(layers: Sequence[Path]) -> str | None:
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     try:
-        for src in (here / "hardware.py", here / "hwdb.py"):
+        for src in (here / "hardware.py", here / "hwdb.py", here / "units.py"):  # the schema, its bounds, the loader
             h.update(src.read_bytes())
         h.update(f"{sys.version}|{pydantic.VERSION}|{MAX_FILE_BYTES}".encode())
         for directory in layers:
