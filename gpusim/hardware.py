@@ -232,7 +232,7 @@ class Link(_Sourced):
 
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "bandwidth_gbyte_per_s_per_direction", "signalling_gbit_per_s", "latency_us", "nvls", "in_network_reduction",
-        "mesh_peers")
+        "mesh_peers", "links_per_gpu")
 
     kind: LinkKind
     scope: Literal["intra-node", "inter-node"]
@@ -247,6 +247,11 @@ class Link(_Sourced):
                                    description="point-to-point mesh: the GPU's bandwidth is split evenly over links to "
                                                "this many peers (one xGMI link per pair on MI300X: 7), so a collective "
                                                "over g GPUs gets min(g-1, mesh_peers) / mesh_peers of it")
+    # [issue 18] collectives per NVLink generation
+    links_per_gpu: int | None = Field(default=None, ge=1, le=64,
+                                      description="NVLink links per GPU (12 on A100, 18 on H100 and B200): NCCL's topology "
+                                                  "gives each link a per-generation bandwidth (ModelParams."
+                                                  "nccl_nvlink_gbyte_per_s_per_link), so a ring gets links x that")
 
     @model_validator(mode="after")
     def _consistency(self):

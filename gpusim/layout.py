@@ -88,7 +88,9 @@ class Layout:
             problems.append(f"{n_layers} layers are not divisible by pp {pp} x vp {vp} = {pp * vp}"
                             + (f" (with pp {pp}, vp could be {', '.join(map(str, ok[:8]))})" if ok else
                                f" (pp could be {', '.join(map(str, _divisors(n_layers, min(n_layers, 64))))})")
-                            + "; --uneven-pp allows stages of unequal layers")
+                            + f"; add --uneven-pp to run {n_layers} layers over {pp * vp} unequal stage chunks, as "
+                              "published runs do (Megatron-Core --decoder-first/last-pipeline-num-layers, e.g. "
+                              "DeepSeek-V3's 61 layers on pp 16)")
         if vp > 1 and pp == 1:
             problems.append("vp > 1 (interleaved schedule) needs pp > 1")
         if nvlink_domain_gpus and tp > nvlink_domain_gpus and not force_tp:

@@ -98,7 +98,7 @@ class ModelParams(BaseModel):
         description="bus bandwidth of each protocol (LL, LL128, Simple) / the Simple protocol's, per algorithm")
     ll_max_busbw_bytes_per_s: dict[str, list[float]] = _F(
         default={"volta": [39e9, 39e9, 20.4e9], "ampere": [87.7e9, 22.5e9, 19e9], "hopper": [141e9, 45e9, 35e9],
-                 "blackwell": [141e9, 45e9, 35e9]},
+                 "blackwell": [282e9, 90e9, 70e9]},
         description="largest LL-protocol bus bandwidth per GPU architecture, for 1, 2 and more nodes (NVIDIA GPUs; "
                     "other architectures are not capped)")
     ll128_compute_capabilities: list[str] = _F(
@@ -116,6 +116,15 @@ class ModelParams(BaseModel):
                                   description="CollNet (InfiniBand SHARP) latency across the network")
     collnet_busbw_frac: float = _F(default=0.9, gt=0, le=1.0,
                                    description="CollNet bus bandwidth / twice the ring's inter-node bus bandwidth")
+    # --- [issue 18] collectives per GPU generation and fabric (NCCL's topology and tuner facts) ----------
+    nccl_nvlink_gbyte_per_s_per_link: dict[str, float] = _F(
+        default={"6.0": 18.0, "7.0": 20.0, "8.0": 20.0, "8.6": 12.0, "9.0": 20.6, "10.0": 40.1},
+        description="bandwidth NCCL's topology gives one NVLink link, by the GPU's compute capability (the largest "
+                    "key at or below it; 8.6 only by exact match, as in NCCL): a ring through an NVSwitch gets "
+                    "links_per_gpu x this (GB/s, 1e9 bytes/s)")
+    nvls_tree_busbw_frac: float = _F(default=5.0 / 6.0, gt=0, le=1.0,
+                                     description="NVLS-tree across nodes: algorithm bandwidth / the network's per-node "
+                                                 "bandwidth at which it moves its bytes (NCCL's 5/6 for NVLS and NVLS-tree)")
     busbw_override_bytes_per_s: dict[str, float] = _F(
         default={}, description="measured bus bandwidth per level ('intra-node', 'inter-node') that replaces "
                                 "link x efficiency (set by calibration)")
@@ -271,7 +280,21 @@ PROVENANCE: dict[str, str] = {
                         "0.92 (120 of 128 bytes), Tree LL 1/3.8, Tree LL128 120/128",
     "ll_max_busbw_bytes_per_s": "NVIDIA NCCL src/graph/tuning.cc llMaxBws (GB/s; Volta {39, 39, 20.4}, Ampere "
                                 "{87.7, 22.5, 19.0}, Hopper {141, 45, 35} in NCCL 2.2x; NCCL 2.19 had 87.7 for Hopper "
-                                "too). Blackwell: Hopper's figures carried over (assumption)",
+                                "too). Blackwell {2 x 141, 2 x 45, 2 x 35}: ncclTunerConstantsDefaults.llMaxBws of "
+                                "the NCCL src/graph/tuning.cc that has a Blackwell row (2.27+, with the tuner-plugin "
+                                "constants table)",
+    "nccl_nvlink_gbyte_per_s_per_link": "NVIDIA NCCL src/graph/topo.h (v2.19, commit "
+                                        "b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2, and unchanged in 2.2x): SM60_NVLINK_BW "
+                                        "18.0, SM70 20.0, SM80 20.0, SM86 12.0, SM90 20.6, SM100 40.1 GB/s per link; "
+                                        "src/graph/topo.cc ncclTopoGetNvbw picks SM100 for compute capability >= 10.0, "
+                                        "SM90 >= 9.0, SM86 == 8.6, SM80 >= 8.0, SM70 >= 7.0, else SM60. A ring through "
+                                        "an NVSwitch sums them over the GPU's links (ncclTopoSearch fills channels up to "
+                                        "the GPU-to-NVSwitch bandwidth): 18 x 20.6 = 370.8 GB/s on H100, which NVIDIA "
+                                        "quotes as the ring busbw (~370 GB/s, nccl-tests issue 212); 12 x 20 = 240 on "
+                                        "A100, 18 x 40.1 = 721.8 on B200",
+    "nvls_tree_busbw_frac": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): "
+                            "'else if (a == NCCL_ALGO_NVLS || a == NCCL_ALGO_NVLS_TREE) ratio *= 5.0/6.0' (bus to "
+                            "algorithm bandwidth), with bw = min(bwIntra, nNodes <= 2 ? bwInter : bwInter/2) for NVLS-tree",
     "ll128_compute_capabilities": "NVIDIA NCCL src/graph/tuning.cc ncclTopoTuneModel (2.2x): 'Enable LL128 by default "
                                   "only on Volta/Ampere/Hopper/Blackwell+NVLink. Other cases are not tested and may cause "
                                   "silent data corruption': typeIntra <= PATH_NVB, equal compute capabilities, and "

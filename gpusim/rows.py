@@ -28,7 +28,7 @@ from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, Node
 from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
-                                 intra_node_busbw)
+                                 intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link, nccl_nvswitch_busbw)
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -280,6 +280,10 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
+    if hw.topology == "nvswitch" and hw.intra_link is not None and g > 1:  # [issue 18] NCCL's per-generation NVLink
+        nv = nccl_nvswitch_busbw(hw.intra_link.links_per_gpu, nccl_nvlink_gbyte_per_s_per_link(
+            hw.gpu.compute_capability if hw.gpu.vendor == "nvidia" else None, params.nccl_nvlink_gbyte_per_s_per_link))
+        intra_bw = intra_bw if nv is None else nv
     intra_hop = hw.intra_link.latency_s if hw.intra_link else 0.0
     if hw.topology == "nvlink-bridge-pairs" and g > 2:
         intra_hop = max(intra_hop, hw.pcie_link.latency_s)
@@ -423,6 +427,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
+        "tp_comm_overlap": st.tp_comm_overlap,  # [issue 17]
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
         "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
@@ -564,7 +569,7 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     if pr == "mxfp8" and not hw.gpu.microscaling:
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
                             f"none: use --precision fp8 (per-tensor scaling)")
-    mode = FP8.MX if pr == "mxfp8" else FP8.MODES[strategy.fp8_recipe]
+    mode = FP8.mode_code(pr, strategy.fp8_recipe, hw.gpu.compute_capability)  # [issue 17] non-TN FP8 GEMMs
     c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.achievable_matmul_flop_per_s("bf16")
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")

@@ -204,6 +204,11 @@ class Strategy(FiniteModel):
                                                          "(Megatron-LM's asynchronous all-reduce / all-gather / "
                                                          "reduce-scatter; --no-async-tensor-model-parallel-allreduce "
                                                          "turns it off)")
+    tp_comm_overlap: bool = Field(default=False, description="[issue 17] LLM layouts with sequence parallelism: "
+                                                             "Transformer Engine's userbuffers overlap of the "
+                                                             "tensor-parallel all-gathers / reduce-scatters with their "
+                                                             "GEMMs, split in tp chunks (NeMo / Megatron-Bridge "
+                                                             "tp_comm_overlap)")
 
     @model_validator(mode="before")
     @classmethod

@@ -107,6 +107,9 @@ def add_layout_args(p) -> None:
                    help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
+    g.add_argument("--tp-comm-overlap", action="store_true", default=None,
+                   help="with tp > 1 and sequence parallelism: Transformer Engine's userbuffers overlap of the TP "
+                        "all-gathers / reduce-scatters with their GEMMs (NeMo / Megatron-Bridge tp_comm_overlap)")
 
 
 #: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
@@ -144,7 +147,8 @@ def add_memory_args(g) -> None:
 
 def layout_kwargs(args) -> dict:
     out = {k: getattr(args, k, None) for k in ("tp", "pp", "vp", "sp", "global_batch", "recompute", "cp", "cp_comm",
-                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor", *MOE_OPTIONS,
+                                         "uneven_pp", "ep", "expert_tp", "moe_capacity_factor", "tp_comm_overlap",
+                                         *MOE_OPTIONS,
                                          *MEMORY_OPTIONS)}
     if getattr(args, "force_tp", False):
         out["force_tp"] = True

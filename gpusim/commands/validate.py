@@ -20,8 +20,26 @@ def register(sub) -> None:
                    help="list the N worst anchored rows (default 8)")
     p.add_argument("--llm-csv", metavar="FILE", help="LLM layout rows (default: validation/llm_parallel.csv; "
                                                      "'none' to skip)")
+    p.add_argument("--sweeps-csv", metavar="FILE", help="all-reduce sweeps across systems (default: "
+                                                       "validation/nccl_sweeps.csv; 'none' to skip)")
+    p.add_argument("--runs", metavar="CSV", nargs="*", default=None,
+                   help="published training runs (default: every validation/runs_*.csv; give no file to skip)")
+    p.add_argument("--show-holdout", action="store_true",
+                   help="also print the held-out runs' row-by-row errors (their summary is always printed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
+
+
+def _runs_results(args, db, params):
+    """[issue 17] The published training runs of validation/runs_*.csv (gpusim.validation_runs)."""
+    from gpusim import validation_runs as R
+
+    runs = getattr(args, "runs", None)
+    if runs is not None and not runs:
+        return []
+    if runs is None and args.csv:  # a user's CSV alone: the project's tables are not mixed in
+        return []
+    return R.run(runs, db=db, params=params)
 
 
 def _llm_results(args, db, params):
@@ -34,6 +52,16 @@ def _llm_results(args, db, params):
     if params is not None and callable(params):
         params = params(V.GPU_ID)
     return V.run(path, db=db, params=params)
+
+
+def _sweep_results(args, db, params):
+    """The all-reduce sweeps across systems (validation/nccl_sweeps.csv) with gpusim's predictions."""
+    from gpusim import validation_comm as VC
+
+    choice = getattr(args, "sweeps_csv", None)
+    if choice == "none" or (args.csv and not choice):
+        return []
+    return VC.run(choice or VC.default_csv(), db=db, params=params)
 
 
 def print_llm(results) -> None:
@@ -55,6 +83,22 @@ def print_llm(results) -> None:
     for sid, g in V.summarize(results).items():
         print(f"{sid}: {g['predicted']} of {g['rows']} rows, mean abs error {fmt_pct(g['mean_ape'])}, median "
               f"{fmt_pct(g['median_ape'])}, max {fmt_pct(g['max_ape'])}")
+
+
+def print_runs(results, *, holdout_rows: bool = False, holdout_summary: bool = True) -> None:
+    """[issue 17] The published-runs table and its per-regime summary (gpusim.validation_runs.report)."""
+    from gpusim.commands._common import print_table
+    from gpusim import validation_runs as R
+
+    if not results:
+        return
+    table, lines = R.report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
+    print_table(table, list(R.TABLE_COLUMNS),
+                title="Published training runs (validation/runs_*.csv): step time with the stated layout "
+                      "(error > 0: predicted slower)",
+                justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
+    for line in lines:
+        print(line)
 
 
 def cmd_validate(args) -> int:
@@ -81,11 +125,17 @@ def cmd_validate(args) -> int:
         results += run(path, db=db, params=params)
     summary = summarize(results)
     llm = _llm_results(args, db, params)
+    sweeps = _sweep_results(args, db, params)  # [issue 18] collectives across systems
+    runs = _runs_results(args, db, params)
     if args.json:
+        from gpusim import validation_comm as VC
         from gpusim import validation_llm as V
+        from gpusim import validation_runs as R
 
         print_json({**summary, "rows": [asdict(r) for r in results],
-                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)}})
+                    "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
+                    "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)},
+                    "published_runs": {"summary": R.summarize(runs), "rows": R.to_dicts(runs)}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -129,6 +179,10 @@ def cmd_validate(args) -> int:
         print(f"  per source (median/p90): {parts}")
         print("  per size decade (median/p90): " + ", ".join(
             f"{d['decade']} {fmt_pct(d['median_ape'])}/{fmt_pct(d['p90_ape'])} (n={d['n']})" for d in bb["decades"]))
+    if sweeps:
+        from gpusim.validation_comm import print_section
+
+        print_section(sweeps, print_table, fmt_pct)
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")
@@ -143,6 +197,10 @@ def cmd_validate(args) -> int:
     for reason, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"  {count} x {reason}")
     print_llm(llm)
+    if runs:
+        from gpusim import validation_runs as R
+
+        print_runs(runs, holdout_rows=getattr(args, "show_holdout", False))
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",

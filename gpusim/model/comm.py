@@ -31,6 +31,13 @@ and achievable bus bandwidth from the hardware database:
   tens of MiB although its peak is the highest;
 - *nvls_tree* (NVLS inside each node, a tree across nodes) and *collnet* (InfiniBand SHARP: the switches
   reduce, so each node sends and receives the buffer once, up to twice the ring's inter-node bus bandwidth);
+- a tree's network phase [issue 18]: between two nodes each node sends the buffer once per direction (the ring
+  sends ``factor x S``), so its network term is ``factor x`` the NICs' bandwidth; beyond two nodes an interior node
+  of the double binary tree carries about twice that, so ``factor / 2 x``. NCCL's tuner encodes the same
+  (``src/graph/tuning.cc``: tree bandwidth ``bwIntra`` for ``nNodes <= 2``, ``bwInter`` beyond; NVLS-tree
+  ``min(bwIntra, nNodes <= 2 ? bwInter : bwInter/2)`` with its 5/6 bus-to-algorithm ratio,
+  ``ModelParams.nvls_tree_busbw_frac``). This is how two nodes over 8x 200 Gb/s GPUDirect-TCPXO reach a bus
+  bandwidth above their NICs' total while four nodes of H100 gain nothing from NVLS-tree over the ring;
 - *hierarchical* (forced only): reduce-scatter inside, all-reduce across, all-gather inside (Horovod).
 
 **Across nodes**, a ring sends ``factor * S`` out of every node through its NICs (NCCL spreads channels
@@ -94,6 +101,7 @@ class Tuning:
     nvls_tree_hop_s: float
     collnet_latency_s: float
     collnet_busbw_frac: float
+    nvls_tree_busbw_frac: float = 5.0 / 6.0
 
     def hop_extra(self, level: str, algo: str) -> np.ndarray:
         """Per-hop latency of each protocol beyond the link's own (LL) latency: NCCL's ``hwLat`` of the
@@ -119,7 +127,8 @@ def tuning_from_params(p) -> Tuning:
                ring_proto_frac=tuple(p.proto_busbw_frac["ring"]), tree_proto_frac=tuple(p.proto_busbw_frac["tree"]),
                nvls_channels=float(p.nvls_channels), nccl_steps=float(p.nccl_steps),
                nvls_chunk_bytes=float(p.nvls_chunk_bytes), nvls_tree_hop_s=float(p.nvls_tree_hop_s),
-               collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac))
+               collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac),
+               nvls_tree_busbw_frac=float(p.nvls_tree_busbw_frac))
     if len(_TUNING_CACHE) > 64:
         _TUNING_CACHE.clear()
     _TUNING_CACHE[id(p)] = (p, t)
@@ -275,6 +284,11 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 cand = base + nvls_latency_s + f * (s + fill) / (intra * nvls_gain_frac)
                 t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:
+                # [issue 18] what a tree's network phase costs in bus-bandwidth terms: a node sends (and receives) the
+                # buffer once per direction between two nodes, about twice beyond (interior nodes of the double binary
+                # tree), where a ring sends factor x S; NCCL's rules say the same (tuning.cc: the tree's bandwidth is
+                # bwIntra for nNodes <= 2, bwInter beyond; NVLS-tree's network term bwInter, halved beyond 2 nodes)
+                tree_net = np.where(f > 0, f, 1.0) / np.where(nodes <= 2.0, 1.0, 2.0)  # f = 0: one rank (time 0)
                 # NCCL's double binary tree across nodes, chains inside
                 if not forced or algorithm == ALGO_TREE:
                     _, e = np.frexp(np.maximum(s, 64.0) / 64.0)
@@ -282,7 +296,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                     x_intra_tree, x_inter_tree = tn.hop_extra("intra", "tree"), tn.hop_extra("inter", "tree")
                     log_nodes = np.log2(nodes)
                     lat0 = 2.0 * ((g - 1.0) * ihop + log_nodes * ohop)
-                    tree_bw = ring_bw * tree_busbw_frac
+                    tree_bw = np.minimum(intra, inter * tree_net) * tree_busbw_frac
                     for p in protos:
                         corr = _TREE_CORR[p][idx]
                         lat = lat0 + 2.0 * ((g - 1.0) * x_intra_tree[p] + log_nodes * x_inter_tree[p])
@@ -290,7 +304,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                         t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, okp(p, multi))
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
-                    bw = np.minimum(intra * nvls_gain_frac, inter * tree_busbw_frac)
+                    bw = np.minimum(intra * nvls_gain_frac, inter * tree_net * tn.nvls_tree_busbw_frac)
                     cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
                     t, code = keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once

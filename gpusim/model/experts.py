@@ -162,14 +162,16 @@ def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_byt
 
 def ep_ranks_in_domain(ep, etp, domain, n_gpus):
     """EP ranks of the worst-placed rank's group that share its NVLink domain. Groups are ``ep x etp``
-    consecutive ranks: inside one domain when the job fits in one or the groups tile the domains; when they
-    straddle domain boundaries (a 64-rank group on NVL72 racks of 72) the smallest piece is ``gcd(d, span)``
-    ranks; a group larger than the domain has ``d / etp`` of its ranks in it."""
-    ep, etp, d, n = _f(ep), _f(etp), _f(domain), _f(n_gpus)
+    consecutive ranks (Megatron-Core's rank order puts the expert group innermost after expert-TP). A group no
+    larger than the domain is inside one domain: when the job fits in one, when the groups tile the domains, and
+    when they do not (a 64-rank group on NVL72 racks of 72) because a job on NVL72 racks is placed by the scheduler
+    in segments of nodes that each sit inside one NVLink domain (Slurm's ``topology/block`` plugin and
+    ``sbatch --segment``, SchedMD topology.conf(5); TensorRT-LLM's GB200 scripts: "``--segment`` makes sure that
+    all nodes are in the same NVLink domain"), so a 256-GPU job runs as 4 x 64 GPUs of 4 racks, leaving trays
+    idle rather than splitting a group. A group larger than the domain has ``d / etp`` of its ranks in it."""
+    ep, etp, d = _f(ep), _f(etp), _f(domain)
     span = ep * etp
-    tiles = (n <= d) | (np.mod(d, span) == 0)
-    piece = np.gcd(np.maximum(d, 1.0).astype(np.int64), np.maximum(span, 1.0).astype(np.int64)) / etp
-    return np.where(span <= d, np.where(tiles, ep, np.maximum(piece, 1.0)), np.maximum(np.floor(d / etp), 1.0))
+    return np.where(span <= d, ep, np.maximum(np.floor(d / etp), 1.0)) + 0.0 * _f(n_gpus)
 
 
 def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):

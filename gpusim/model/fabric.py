@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpusim import units
 from gpusim.params import PATH_CLASSES, ModelParams
 
 TOPOLOGY_CODES = {"single": 0, "nvswitch": 1, "nvlink-mesh": 2, "nvlink-bridge-pairs": 3, "pcie-switch": 4,
@@ -76,3 +77,32 @@ def inter_node_busbw(nic_bytes_per_s, nics_per_node, network_path_code, oversubs
     e = eff[np.asarray(network_path_code, dtype=np.int64)]
     return (np.asarray(nic_bytes_per_s, dtype=np.float64) * np.asarray(nics_per_node, dtype=np.float64) * e
             / np.asarray(oversubscription, dtype=np.float64))
+
+
+def nccl_nvlink_gbyte_per_s_per_link(compute_capability: str | None, table: dict[str, float]) -> float | None:
+    """NCCL's bandwidth of one NVLink link for a GPU of this compute capability (GB/s), or ``None``.
+
+    NCCL ``src/graph/topo.cc`` ``ncclTopoGetNvbw``: the figure of the newest generation at or below the GPU's
+    (``SM100`` for 10.x, ``SM90`` for 9.x, ``SM80`` for 8.x) except ``SM86`` (GA10x), which only 8.6 takes.
+    ``table`` is ``ModelParams.nccl_nvlink_gbyte_per_s_per_link`` (keys ``"major.minor"``).
+    """
+    if not compute_capability:
+        return None
+    if compute_capability in table:
+        return float(table[compute_capability])
+
+    def key(cc: str) -> tuple[int, int]:
+        major, minor = cc.split(".")
+        return int(major), int(minor)
+    mine = key(compute_capability)
+    below = [k for k in table if k.endswith(".0") and key(k) <= mine]
+    return float(table[max(below, key=key)]) if below else None
+
+
+def nccl_nvswitch_busbw(links_per_gpu, per_link_gbyte_per_s) -> float | None:
+    """Ring bus bandwidth through an NVSwitch as NCCL's topology search finds it: every GPU reaches the switch over
+    all its links, so ``links x per-link`` bytes/s whatever the number of GPUs (2 to all of them: a partial node
+    keeps each GPU's links). ``None`` where either figure is unknown (the link x efficiency rule applies)."""
+    if not links_per_gpu or per_link_gbyte_per_s is None:
+        return None
+    return units.gbyte_per_s_to_bytes_per_s(float(links_per_gpu) * float(per_link_gbyte_per_s))

@@ -9,7 +9,9 @@
   FP8), as do the norms and element-wise kernels.
 - **Casts and amax, memory-bound**: every FP8 GEMM input is quantised by a kernel that reads the bf16 tensor
   and writes the FP8 copy and its transpose (TE ``cast_transpose``: the transpose feeds the weight-gradient
-  GEMM), 2 + 2 bytes per element, fusing the amax of the tensor:
+  GEMM), 2 + 2 bytes per element, fusing the amax of the tensor. [issue 17] On GPUs whose FP8 GEMMs take non-TN
+  layouts (compute capability 10.x: :func:`non_tn_gemm`) TE writes no transpose for per-tensor scaling: 2 + 1
+  bytes, and one FP8 weight copy:
 
   - *delayed scaling* (TE ``DelayedScaling``, the default): the scale comes from the amax history of earlier
     steps, so one pass suffices;
@@ -35,11 +37,39 @@ from __future__ import annotations
 import numpy as np
 
 NONE, DELAYED, CURRENT, MX = 0, 1, 2, 3
+#: [issue 17] per-tensor scaling on a GPU whose FP8 GEMMs take every layout (no transposed copy: :func:`non_tn_gemm`)
+DELAYED_NTN, CURRENT_NTN = 4, 5
 MODES = {"delayed": DELAYED, "current": CURRENT}
-#: bytes moved per element by one quantisation of a bf16 tensor (read 2, write rowwise + columnwise FP8 1 + 1)
-CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0}
-#: FP8 copies of the weights kept per parameter (rowwise + transpose), and MXFP8's scales
-WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0}
+#: bytes moved per element by one quantisation of a bf16 tensor (read 2, write rowwise + columnwise FP8 1 + 1; current
+#: scaling reads the tensor once more for its amax; with non-TN GEMMs only the rowwise copy is written)
+CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0, DELAYED_NTN: 3.0, CURRENT_NTN: 5.0}
+#: FP8 copies of the weights kept per parameter (rowwise + transpose, or rowwise only), and MXFP8's scales
+WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0}
+_CAST_TABLE = np.array([0.0] + [CAST_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+_WEIGHT_TABLE = np.array([0.0] + [WEIGHT_COPY_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+
+
+def non_tn_gemm(compute_capability: str | None) -> bool:
+    """[issue 17] Whether cuBLAS FP8 GEMMs on this GPU take non-TN layouts, so Transformer Engine keeps no transposed
+    FP8 copy for per-tensor scaling: compute capability 10.x-11.x or 13.0 and later (Blackwell data-center parts), as
+    TE's ``is_non_tn_fp8_gemm_supported()`` decides (``transformer_engine/pytorch/utils.py``:
+    ``(10, 0) <= capability < (12, 0) or capability >= (13, 0)``). Hopper (9.0) and Ada (8.9) need TN: the
+    weight-gradient and data-gradient GEMMs read a transposed FP8 copy made by ``cast_transpose``."""
+    if not compute_capability:
+        return False
+    major, _, minor = str(compute_capability).partition(".")
+    cc = (int(major), int(minor or 0))
+    return (10, 0) <= cc < (12, 0) or cc >= (13, 0)
+
+
+def mode_code(precision: str, recipe: str, compute_capability: str | None) -> int:
+    """The integer FP8 mode of a row: MXFP8, or per-tensor ``recipe`` (with or without the transposed copy)."""
+    if precision == "mxfp8":
+        return MX
+    base = MODES[recipe]
+    if non_tn_gemm(compute_capability):
+        return DELAYED_NTN if base == DELAYED else CURRENT_NTN
+    return base
 #: bytes per element of an activation kept for the backward pass in FP8 (``fp8_act``): one byte plus the fine-grained
 #: scales, one fp32 per 1x128 tile (DeepSeek-V3 section 3.3.1/3.3.2, its recipe under per-tensor fp8 too: the
 #: conservative choice) or one E8M0 per 32 elements with MXFP8
@@ -53,9 +83,7 @@ def _f(a):
 
 
 def cast_bytes_per_elem(mode):
-    m = np.asarray(mode)
-    return np.where(m == CURRENT, CAST_BYTES[CURRENT], np.where(m == MX, CAST_BYTES[MX],
-                                                                 np.where(m == DELAYED, CAST_BYTES[DELAYED], 0.0)))
+    return _CAST_TABLE[np.asarray(mode, dtype=np.int64)]
 
 
 def layer_cast_s(mode, *, T, h, q, kv, f, up, tp, mem_rate, kernel_tail_s):
@@ -87,5 +115,4 @@ def act_cache_bytes(mode, fp8_act, elem_bytes):
 
 
 def weight_copy_bytes_per_param(mode):
-    m = np.asarray(mode)
-    return np.where(m == MX, WEIGHT_COPY_BYTES[MX], np.where(m > 0, WEIGHT_COPY_BYTES[DELAYED], 0.0))
+    return _WEIGHT_TABLE[np.asarray(mode, dtype=np.int64)]

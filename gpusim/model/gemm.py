@@ -83,6 +83,20 @@ def gemm_time_s(m, n, k, ceiling_flop_per_s, mem_bytes_per_s, sm_count, *, elem_
     return np.where(serial, np.maximum(t_flop, t_mem) + t_src, np.maximum(t_flop, t_mem + t_src)) + kernel_tail_s
 
 
+def fp8_k_half(k_half, ceiling16_flop_per_s, ceiling8_flop_per_s):
+    """[issue 17] The prologue/epilogue length of an FP8 GEMM tile in k-steps of its own main loop.
+
+    A tile's fixed cost (filling the shared-memory pipeline, converting the fp32 accumulators and storing the
+    16-bit output tile: CUTLASS "Efficient GEMM in CUDA", the mainloop/epilogue split) moves the same bytes at
+    the same memory and latency speed whatever the operand type, while the FP8 main loop runs each k-step at the
+    FP8 tensor-core rate (about twice the 16-bit one). Counted in k-steps of the faster loop it is therefore
+    ``k_half x ceiling8 / ceiling16`` long: short reductions lose more of the FP8 rate, one reason the FP8
+    speed-up is smaller for narrow models (Megatron-Bridge's performance guide: "speedup is lower for small hidden
+    sizes where linear layers are a smaller fraction of total compute")."""
+    return np.asarray(k_half, dtype=np.float64) * (np.asarray(ceiling8_flop_per_s, dtype=np.float64)
+                                                   / np.asarray(ceiling16_flop_per_s, dtype=np.float64))
+
+
 def gemm_efficiency_frac(m, n, k, peak_flop_per_s, ceiling_flop_per_s, mem_bytes_per_s, sm_count, *, elem_bytes,
                          k_half, mem_eff_frac, kernel_tail_s, batch=1.0, src_bytes=0.0, serial_epilogue=False):
     """Achieved fraction of the datasheet peak of one GEMM shape (what a GEMM sweep measures)."""

@@ -59,7 +59,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model.distinct import Distinct
-from gpusim.model.gemm import gemm_time_s
+from gpusim.model.gemm import fp8_k_half, gemm_time_s
 
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -89,6 +89,23 @@ def pipeline_step_s(first_s, mid_s, last_s, pp, vp, n_micro):
 def bubble_frac(pp, vp, n_micro):
     """The interleaved 1F1B bubble with equal stages, ``(pp - 1) / (vp m)`` of the steady state (SC'21 eq. 2)."""
     return (_f(pp) - 1.0) / (_f(vp) * _f(n_micro))
+
+
+def dp_group_placement(dp, tp, gpus_per_node, domain_gpus):
+    """[issue 17] Where Megatron-Core puts a gradient-reduction group: ``(members per NVLink domain, domains it spans,
+    NIC share factor)``.
+
+    Megatron-Core numbers ranks in the order ``tp-cp-ep-dp-pp`` (``megatron/core/parallel_state.py``,
+    ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``, tp fastest): the ``dp`` ranks that share a stage's weights
+    (``dp`` here counts dp x cp, the distributed optimizer's group) are ``tp`` ranks apart, so as many as fit in one
+    NVLink domain sit in it, ``k = min(dp, max(domain / tp, 1))``, and the group spans ``dp / k`` domains. Its
+    collectives run over NVLink inside each domain and over the network between them, where the group's ``k``
+    members of a domain send through their own NICs: ``k / gpus_per_node`` of a node's inter-node bandwidth. On an
+    8-GPU HGX board the domain is the node; on a GB200/GB300 NVL72 rack it is the 72 GPUs of 18 trays of 4, so a
+    group inside one rack never touches the network (the node-based rule charged it at the trays' NICs).
+    """
+    k = np.minimum(_f(dp), np.maximum(_f(domain_gpus) / _f(tp), 1.0))
+    return k, _f(dp) / k, k / _f(gpus_per_node)
 
 
 def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
@@ -164,13 +181,14 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
 _STACK_ROWS = 4096
 
 
-def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, srcs=None, serial=False) -> list:
+def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, srcs=None, serial=False,
+                  k_half=None) -> list:
     """Times of GEMM ``j`` = (ms[j], ns[j], ks[j], batch bs[j]) for every row, as a list of arrays. ``outs`` / ``srcs``:
     bytes written / read per output element, arrays whose last axis is the GEMM ``j`` (default: ``elem_bytes``
     written, nothing read); ``serial``: the GPU's epilogue reads its source after the main loop
     (:mod:`gpusim.model.gemm`)."""
-    kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
-              serial_epilogue=serial)
+    kh = p.gemm_k_half_steps if k_half is None else k_half
+    kw = dict(k_half=kh, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, serial_epilogue=serial)
     nc = len(ms)
     outs = np.asarray(elem_bytes)[..., None] if outs is None else outs
     srcs = np.zeros(1) if srcs is None else srcs
@@ -184,6 +202,8 @@ def _gemm_columns(ms, ns, ks, bs, ceiling, hbm, sms, elem_bytes, p, outs=None, s
     cols = np.broadcast_arrays(*ms, *ns, *ks, *bs)
     M, N, K, B = (np.stack(cols[i * nc:(i + 1) * nc], axis=-1) for i in range(4))
     kw["serial_epilogue"] = np.asarray(serial)[..., None]
+    if np.ndim(kh):
+        kw["k_half"] = np.asarray(kh)[..., None]
     t = gemm_time_s(M, N, K, ceiling[..., None], hbm[..., None], sms[..., None], elem_bytes=elem_bytes[..., None],
                     batch=B, out_bytes=outs, src_bytes=srcs, **kw)
     return [t[..., j] for j in range(nc)]
@@ -220,6 +240,36 @@ def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_
                       + beside_gemm_s(rs, wgrad_up_s, slowdown_frac),
                       beside_gemm_s(ar, wgrad_qkv_s, slowdown_frac) + beside_gemm_s(ar, wgrad_up_s, slowdown_frac))
     return np.where(np.asarray(async_bwd, dtype=bool), beside, sync)
+
+
+def split_overlap_s(comm_s, gemm_s, chunks, slowdown_frac):
+    """[issue 17] Exposed seconds of a collective pipelined with its GEMM in ``chunks`` pieces: the first piece's
+    communication cannot overlap (``comm / chunks``), the rest hides under the GEMM up to its length, and the GEMM
+    slows by ``slowdown_frac`` of the overlapped time: ``max(comm - gemm, comm / chunks) + s min(comm, gemm)``.
+
+    Transformer Engine's comm-GEMM overlap (``te.module`` userbuffers, ``ub_overlap_ag`` / ``ub_overlap_rs``;
+    NeMo/Megatron-Bridge ``tp_comm_overlap`` with the ``userbuffers_*_tp*`` configs) splits an all-gather's GEMM or a
+    reduce-scatter's GEMM into ``tp`` chunks and moves chunk ``i + 1`` (ring exchange, copy engines or a few SMs)
+    while chunk ``i`` multiplies (Wang et al., "Overlap Communication with Dependent Computation via Decomposition in
+    Large Deep Learning Models", ASPLOS 2023, section 3)."""
+    c, g = _f(comm_s), _f(gemm_s)
+    return np.maximum(c - g, c / _f(chunks)) + slowdown_frac * np.minimum(c, g)
+
+
+def tp_userbuffers_s(ag, rs, tp, t, slowdown_frac):
+    """[issue 17] Exposed seconds of one layer's TP collectives with sequence parallelism under TE userbuffers,
+    ``(forward, backward)`` per micro-batch. Forward: the all-gathers before QKV and FFN-up pipelined with those GEMMs
+    (``t[0]``, ``t[6]``), the reduce-scatters after the attention output and FFN-down projections with theirs
+    (``t[3]``, ``t[9]``). Backward: the output-gradient all-gathers of the two row-parallel layers with their
+    data-gradient GEMMs (``t[4]``, ``t[10]``, ring exchange: :func:`split_overlap_s`); the column-parallel layers'
+    input re-gathers beside their data-gradient GEMMs (``t[1]``, ``t[7]``) and their input-gradient reduce-scatters
+    beside their weight-gradient GEMMs (``t[2]``, ``t[8]``), TE's "bulk" overlaps (:func:`beside_gemm_s`)."""
+    fwd = (split_overlap_s(ag, t[0], tp, slowdown_frac) + split_overlap_s(rs, t[3], tp, slowdown_frac)
+           + split_overlap_s(ag, t[6], tp, slowdown_frac) + split_overlap_s(rs, t[9], tp, slowdown_frac))
+    bwd = (split_overlap_s(ag, t[4], tp, slowdown_frac) + split_overlap_s(ag, t[10], tp, slowdown_frac)
+           + beside_gemm_s(ag, t[1], slowdown_frac) + beside_gemm_s(ag, t[7], slowdown_frac)
+           + beside_gemm_s(rs, t[2], slowdown_frac) + beside_gemm_s(rs, t[8], slowdown_frac))
+    return fwd, bwd
 
 
 def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8, ceil8, fused_wgrad,
@@ -277,9 +327,11 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     t = _gemm_columns(ms, ns, ks, bs, ceil_rate, hbm, sms, e, p, outs[..., :len(ms)], srcs[..., :len(ms)],
                       serial_epilogue)
     if np.any(fp8 > 0):
+        # [issue 17] FP8 operands (1 byte) but a 16-bit output (TE's FP8 GEMMs write the activation dtype; the weight
+        # gradient accumulates into fp32), and the tile's fixed cost in k-steps of the faster FP8 loop (gemm.fp8_k_half)
         t8 = _gemm_columns([ms[j] for j in lin], [ns[j] for j in lin], [ks[j] for j in lin], [bs[j] for j in lin],
-                           ceil8, hbm, sms, _f(1.0), p, np.where(_WGRAD_COLUMN & fused, 4.0, 1.0)[..., lin],
-                           srcs[..., lin], serial_epilogue)
+                           ceil8, hbm, sms, _f(1.0), p, outs[..., lin], srcs[..., lin], serial_epilogue,
+                           k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8))
         for i, j in enumerate(lin):
             t[j] = np.where(fp8 > 0, t8[i], t[j])
     if any_mla:
@@ -436,6 +488,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     tp_b = (tp_backward_s(ar, ag, rs, sp, x["tp_async_bwd"], dgrad_qkv_s=t[1], wgrad_qkv_s=t[2], dgrad_up_s=t[7],
                           wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac)
             + 2.0 * (rc == FULL) * one) * exposed  # full recomputation runs the forward's collectives again
+    ub = np.asarray(x.get("tp_comm_overlap", False), dtype=bool) & sp
+    if np.any(ub):  # [issue 17] Transformer Engine's userbuffers comm-GEMM overlap
+        ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac)
+        tp_f = np.where(ub, ub_f, tp_f)
+        tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
@@ -481,7 +538,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
 
     # ---- p2p between stages ------------------------------------------------------------------------
     nodes = _f(x["n_nodes"])
-    cross = nodes > 1
+    cross = nodes * g > domain  # [issue 17] a stage boundary leaves the NVLink domain only when the job does
     p2p_bytes = act_bytes / tp
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
     p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)

@@ -40,7 +40,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
 from gpusim.model.distinct import Distinct
-from gpusim.model.llm import llm_terms, stage_state_bytes
+from gpusim.model.llm import dp_group_placement, llm_terms, stage_state_bytes
 from gpusim.model.memory import max_micro_batch, memory_per_gpu_bytes, n_blocks
 from gpusim.model.sync import straggler_s
 from gpusim.params import ModelParams
@@ -171,6 +171,7 @@ class StepInputs:
     grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
     gemm_serial_epilogue: np.ndarray = _one(False)  # the GPU's GEMM kernels run the epilogue after the main loop
     tp_async_bwd: np.ndarray = _one(True)  # backward TP collectives beside the gradient GEMMs (Megatron's default)
+    tp_comm_overlap: np.ndarray = _one(False)  # [issue 17] TE userbuffers: TP collectives split beside their GEMMs
     # [issue 12] context parallelism (gpusim.model.context) and an uneven pipeline split's model layers
     cp: np.ndarray = _one()
     cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
@@ -264,6 +265,13 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
                      c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"], c["ll_max"], c["ll128"]])
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
+    if code == ZERO1 and np.any(c["llm"]):  # [issue 17] Megatron's distributed optimizer on the LLM layout rows
+        exp_d, hid_d, tot_d = _distopt_comm(c, coll, ov)
+        if np.all(c["llm"]):
+            return exp_d, hid_d, tot_d
+        total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
+        exp, hid = _overlap(total, last, bwd_s, ov)
+        return (np.where(c["llm"], exp_d, exp), np.where(c["llm"], hid_d, hid), np.where(c["llm"], tot_d, total))
     if code in (DDP, ZERO1):
         # bucketed all-reduce once per optimizer step, under the last micro-batch's backward
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
@@ -306,6 +314,33 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
         reduce = coll(C.REDUCE, c["G"])
         return k * (bcast + np.where(c["n"] > 1, scatter, 0.0) + reduce), 0.0 * k, reduce
     raise ValueError(f"unknown strategy code {code}")
+
+
+def _distopt_comm(c: dict, coll, overlap_frac):
+    """[issue 17] (exposed, hidden, total) seconds per step of Megatron-Core's distributed optimizer with
+    ``--overlap-grad-reduce`` and ``--overlap-param-gather`` (the NeMo / Megatron-Bridge performance recipes' setting).
+
+    Megatron-Core (``megatron/core/distributed/param_and_grad_buffer.py``, ``distributed_data_parallel.py``; the
+    distributed optimizer's docs, "overlap_grad_reduce" / "overlap_param_gather") keeps the gradients of a stage in
+    buckets of consecutive layers. Gradients accumulate locally over the micro-batches; in the last micro-batch's
+    backward pass each bucket is reduce-scattered over the dp (x cp) group as soon as its layers' gradients are final,
+    so the reduce-scatters hide under the rest of that backward pass and only the last bucket (the first layers) is
+    exposed. After the optimizer step each rank holds its updated shard; the next step's forward pass all-gathers the
+    parameters bucket by bucket, the next bucket's all-gather dispatched while the current one's layers run, so only
+    the first bucket's all-gather is exposed. Per step::
+
+        exposed = max(RS - f W_b, RS_last) + max(AG - f W_f, AG_first)
+
+    with ``RS``, ``AG`` the bucketed collectives of the stage's gradient (``G``) and parameter (``W``) bytes, ``W_b`` /
+    ``W_f`` one micro-batch's backward / forward time of the stage (zero where overlap is off) and ``f`` the
+    overlap fraction. The volume is the all-reduce's (RS + AG), as Rajbhandari et al. SC'20 section 5 state for
+    ZeRO stage 1-2.
+    """
+    rs_total, rs_last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.REDUCE_SCATTER, x))
+    ag_total, ag_first = C.bucketed_time_s(c["W"], c["bucket"], lambda x: coll(C.ALL_GATHER, x))
+    rs_exp, rs_hid = _overlap(rs_total, rs_last, c["bwd_s"], overlap_frac)
+    ag_exp, ag_hid = _overlap(ag_total, ag_first, c["fwd_ov_s"], overlap_frac)
+    return rs_exp + ag_exp, rs_hid + ag_hid, rs_total + ag_total
 
 
 #: rows evaluated at a time. A model evaluation makes a few hundred temporaries of one float64 per row; at a million
@@ -394,12 +429,13 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
             lt = llm_terms(_llm_inputs(inp, g, p), p)
-        # a data-parallel group takes every tp-th rank (Megatron's rank order tp, dp, pp): its members share a
-        # node as far as the node holds them, and the node's tp groups share its NICs
-        dp_per_node = np.minimum(dp, np.maximum(g / tp, 1.0))
+        # [issue 17] a data-parallel group takes every tp-th rank (Megatron's rank order tp-cp-ep-dp-pp): its members
+        # share an NVLink domain as far as the domain holds them (an NVL72 rack, not only its tray)
+        dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
+        _, dp_domains, nic_share = dp_group_placement(dp, tp, g, np.where(np.isfinite(dom), dom, g))
         dp_n = np.where(llm, dp, n)
-        dp_nodes = np.where(llm, dp / dp_per_node, nodes)
-        dp_inter = np.where(llm, inp.inter_busbw_bytes_per_s * dp_per_node / g, inp.inter_busbw_bytes_per_s)
+        dp_nodes = np.where(llm, dp_domains, nodes)
+        dp_inter = np.where(llm, inp.inter_busbw_bytes_per_s * nic_share, inp.inter_busbw_bytes_per_s)
         P_local = np.where(llm, lt["stage_params"], P)
         G = np.where(llm, P_local * inp.grad_bytes_per_param, G)
         W = np.where(llm, P_local * inp.gather_bytes_per_param, W)
@@ -419,6 +455,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # ---- communication (each strategy evaluated only on its own rows) ------------------------------
     ctx = {"n": dp_n, "nodes": dp_nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
            "blocks": blocks, "fwd_s": fwd_s, "bwd_s": bwd_s * np.asarray(inp.dp_overlap, dtype=np.float64),
+           "fwd_ov_s": fwd_s * np.asarray(inp.dp_overlap, dtype=np.float64), "llm": llm,  # [issue 17]
            "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
@@ -538,7 +575,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
-             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",

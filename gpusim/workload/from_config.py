@@ -245,6 +245,54 @@ def _gpt_oss(c: _Cfg) -> dict[str, Any]:
     return spec
 
 
+def _llama4(c: _Cfg) -> dict[str, Any]:
+    """Llama 4 (Hugging Face ``Llama4Config`` / ``Llama4TextConfig``, transformers ``models/llama4``): the text
+    model's fields sit under ``text_config`` (``model_type: llama4``) or at the top (``llama4_text``).
+
+    - **Interleaved dense and MoE layers**: ``moe_layers`` (default ``range(step - 1, L, step)`` with
+      ``interleave_moe_layer_step``: every layer for Scout, every second for Maverick); the dense layers' MLP is
+      ``intermediate_size_mlp`` wide, the routed experts' ``intermediate_size``.
+    - **Shared expert**: ``Llama4TextMoe`` adds one shared expert of ``intermediate_size`` on every token; the
+      router is a sigmoid over ``num_local_experts`` with top ``num_experts_per_tok`` (1).
+    - **Chunked attention**: the RoPE layers (``no_rope_layers[i] == 1``; default three of every four) attend
+      within chunks of ``attention_chunk_size``; the NoPE layers attend globally. Counted as a window of the chunk
+      size on those layers: exact while the sequence is no longer than a chunk, an upper bound beyond (a chunk's
+      queries see on average half of it). ``use_qk_norm``: a weightless L2 norm of q and k (not counted).
+    """
+    t = c.sub("text_config") if isinstance(c.raw.get("text_config"), dict) else c
+    spec = _decoder(t, tie_default=False)
+    L = spec["n_layers"]
+    step = t.int("interleave_moe_layer_step", 1, why="every layer an MoE layer")
+    moe = set(t.int_list("moe_layers")) if t.has("moe_layers") else set(range(step - 1, L, step))
+    if any(i >= L for i in moe):
+        raise t._fail("moe_layers", f"must list layer indices below num_hidden_layers {L} (got {sorted(moe)})")
+    fe = t.int("intermediate_size")
+    spec.update(d_ff=t.int("intermediate_size_mlp", fe, why="dense layers as wide as the experts"),
+                n_experts=t.int("num_local_experts"), top_k=t.int("num_experts_per_tok", 1, why="Llama4 default"),
+                expert_d_ff=fe, n_shared_experts=1, shared_expert_d_ff=fe,
+                dense_layers=tuple(i for i in range(L) if i not in moe))
+    if t.bool("use_qk_norm", True, why="Llama4TextConfig default"):
+        # Llama4TextL2Norm has no weight (unlike Qwen3's RMSNorm on q and k): no parameters; its elementwise cost
+        # is left out
+        c.assumptions.append("use_qk_norm: Llama 4's weightless L2 norm of q and k is not counted")
+    chunk = t.opt_int("attention_chunk_size")
+    if chunk:
+        rope = t.int_list("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(L)]
+        if len(rope) != L:
+            raise t._fail("no_rope_layers", f"must list {L} flags, one per layer (got {len(rope)})")
+        spec["attention_window"] = chunk
+        spec["window_layers"] = tuple(i for i, r in enumerate(rope) if r)
+        c.assumptions.append(f"chunked attention ({chunk} tokens) on the RoPE layers counted as a window of "
+                             f"{chunk} keys (exact up to one chunk; an upper bound beyond)")
+    max_pos = t.int("max_position_embeddings", None, why="no position limit known")
+    if max_pos:
+        spec["max_positions"] = max_pos
+    spec["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP) if max_pos else DEFAULT_SEQ_CAP
+    c.assumptions.append(f"sequence length {spec['seq_len']} unless --seq-len is given (text_config "
+                         f"max_position_embeddings {max_pos}, capped at {DEFAULT_SEQ_CAP})")
+    return spec
+
+
 def _gemma(c: _Cfg) -> dict[str, Any]:
     spec = _decoder(c, tie_default=True)
     spec["activation"] = "gelu_tanh"                      # GeGLU
@@ -406,6 +454,8 @@ _READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "gpt_oss": _gpt_oss,
+    "llama4": _llama4,
+    "llama4_text": _llama4,
     "mpt": _mpt,
     "falcon": _falcon,
     "gemma": _gemma,

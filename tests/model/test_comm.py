@@ -165,8 +165,9 @@ def test_tree_uses_nccls_mid_size_correction():
         t, _, _ = choice(C.ALL_REDUCE, size, 16, nodes=2, algorithm=C.ALGO_TREE, protocol=C.PROTO_SIMPLE)
         t0, _, _ = choice(C.ALL_REDUCE, 64.0, 16, nodes=2, algorithm=C.ALGO_TREE, protocol=C.PROTO_SIMPLE)
         return float(t) - float(t0)  # latency cancels (the 64 B bandwidth term is negligible)
-    ring_bw = min(370e9, 360e9) * P.tree_busbw_frac
     f = C.bus_factor(C.ALL_REDUCE, 16)
+    # two nodes: the tree's network phase moves the buffer once per direction, so its term is f x the NICs' 360 GB/s
+    ring_bw = min(370e9, 360e9 * f) * P.tree_busbw_frac
     assert bw_term(2.0**20) == pytest.approx(f * 2**20 / (ring_bw * 0.5), rel=1e-3)
     assert bw_term(2.0**30) == pytest.approx(f * 2**30 / ring_bw, rel=1e-3)
 

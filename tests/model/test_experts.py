@@ -37,7 +37,7 @@ def test_all_to_all_volume_per_moe_layer_closed_form():
 @pytest.mark.parametrize("ep, domain, gpus, g, want", [
     (8, 8, 256, 8, (1, 400e9)),  # inside one DGX H100: one "node" of the collectives model
     (16, 8, 256, 8, (2, 400e9)),  # two DGX H100: two nodes, each rank with 1/8 of its node's NICs
-    (64, 72, 256, 4, (8, 8 * 100e9)),  # NVL72 trays of 4: the worst group has 8 ranks in a rack (gcd(72, 64))
+    (64, 72, 256, 4, (1, 64 * 100e9)),  # NVL72 trays of 4, 256 GPUs: placed in segments, each group in one rack
     (64, 72, 64, 4, (1, 64 * 100e9)),  # the whole job inside one rack: NVLink only
 ])
 def test_the_ep_group_as_the_collectives_model_sees_it(ep, domain, gpus, g, want):
@@ -214,12 +214,16 @@ def test_cli_predict_moe_json(capsys):
     assert "ep_comm_exposed_s" in d["breakdown_s"] and "cp_comm_exposed_s" in d["breakdown_s"]
 
 
-def test_ep_groups_that_straddle_nvl72_racks_pay_the_network():
-    # 64-rank EP groups on racks of 72: the group at ranks 64-127 has only 8 ranks in rack 0 (gcd(72, 64))
-    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256)) == 8
+def test_ep_groups_on_nvl72_racks_stay_inside_one_rack():
+    # 64-rank EP groups on racks of 72: the scheduler places the job in segments inside one NVLink domain, so a
+    # 256-GPU job is 4 x 64 GPUs of 4 racks and every group is on NVLink (ep_ranks_in_domain's docstring)
+    assert float(EXP.ep_ranks_in_domain(64, 1, 72, 256)) == 64
     assert float(EXP.ep_ranks_in_domain(8, 1, 72, 256)) == 8  # 8 tiles 72
     assert float(EXP.ep_ranks_in_domain(64, 1, 72, 64)) == 64  # the whole job inside one rack
     assert float(EXP.ep_ranks_in_domain(16, 1, 8, 256)) == 8  # larger than an 8-GPU node
+    assert float(EXP.ep_ranks_in_domain(32, 4, 72, 512)) == 18  # ep x etp = 128 > 72: 72 / etp of its ranks
+    nodes, _ = EXP.a2a_fabric(64, 1, 72, 256, 4, 400e9)
+    assert float(nodes) == 1.0  # the all-to-all never leaves the rack
 
 
 def test_moe_layouts_refused_by_the_state_bound_really_do_not_fit(db):

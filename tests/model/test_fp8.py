@@ -36,10 +36,13 @@ def test_fp8_recipes_order_and_memory():
     mx = simulate(Scenario(**L70, precision="mxfp8"))
     assert delayed.step_s < bf16.step_s  # GEMM-bound layers: the FP8 ceiling is twice the bf16 one on B200
     assert delayed.step_s < current.step_s  # the extra amax pass
-    assert mx.step_s == pytest.approx(delayed.step_s, rel=0.01)
-    # the FP8 weights and their transposes: 2 bytes per parameter more
+    # [issue 17] MXFP8 quantises both orientations (its 1x32 blocks run along the reduction), per-tensor FP8 on B200
+    # only the rowwise one (non-TN GEMMs): MXFP8 a little slower, by its casts only
+    assert delayed.step_s < mx.step_s < 1.05 * delayed.step_s
+    # [issue 17] B200's FP8 GEMMs take non-TN layouts (TE is_non_tn_fp8_gemm_supported): one FP8 weight copy, no
+    # transpose: 1 byte per parameter more (2 + 1 against 2 bytes; on H100 it is 2 + 2, test_fp8_gemm_shape.py)
     extra = delayed.memory_breakdown_bytes["weights"] - bf16.memory_breakdown_bytes["weights"]
-    assert extra == pytest.approx(bf16.memory_breakdown_bytes["weights"], rel=1e-9)  # 2 + 2 against 2 bytes
+    assert extra == pytest.approx(0.5 * bf16.memory_breakdown_bytes["weights"], rel=1e-9)
 
 
 def test_aliases_and_blackwell_only_mxfp8(capsys):

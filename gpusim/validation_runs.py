@@ -1,0 +1,332 @@
+"""Published large-model training runs (``validation/runs_*.csv``) predicted with their stated layouts.
+
+Every ``validation/runs_*.csv`` of the repository is read (``runs_dense.csv``, ``runs_moe.csv``, ...): one row per
+published run with its source, model, GPU, GPU count, every parallel degree the source states, micro-batch, global
+batch, sequence length, precision and the measured figure (the schema is in ``validation/README.md``). Each row is
+predicted as it ran:
+
+- The node is the GPU's system as the source names it (:data:`NODE_FOR_GPU`: DGX H100, HGX/DGX B200 and B300, and
+  for GB200/GB300 the NVL72 rack's compute trays of 4 GPUs with the rack's 72-GPU NVLink domain).
+- Options the schema has no column for are read from ``key=value`` tokens in the row's notes: ``strategy=``
+  (``zero1`` = Megatron's distributed optimizer, the default of the NeMo/Megatron-Bridge performance recipes;
+  ``fsdp`` = Megatron-FSDP), ``fp8_recipe=`` (``delayed`` | ``current``).
+  ``attention=`` (``flash`` | ``unfused``: the attention kernel; NeMo and Megatron-Bridge run Transformer Engine's
+  fused attention, which some catalogue entries of older models do not assume), ``tp_comm_overlap=1`` (Transformer
+  Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
+  layouts: ``COMM_OVERLAP_CONFIG_MAP`` of Megatron-Bridge's ``scripts/performance`` configs).
+- What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
+  (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
+  is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
+  split evenly over ``pp x vp`` is run with unequal stages (``uneven_pp``), as Megatron-Core's published recipes do
+  (``account_for_embedding_in_pipeline_split`` / ``..._loss_...``).
+- The measured figure is compared on its own metric: step seconds directly; tokens/s/GPU as
+  ``global_batch x seq_len / (step x gpus)``; model TFLOP/s/GPU with gpusim's model FLOPs (a source whose FLOP
+  count differs shows up as an error: its notes say so).
+
+The report groups rows by regime (:func:`regime`: dense BF16 Hopper, dense FP8 Hopper, Blackwell, MoE; a row is in
+every regime it belongs to) and gives, per regime and separately for the held-out rows (``holdout = 1``), the
+predicted count, the median and 90th-percentile absolute error and the median signed error (positive = predicted
+slower than measured).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
+           "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
+           "notes")
+METRICS = ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_per_s_per_gpu")
+#: the hwdb node template each published system ran on (the DGX/HGX board or the NVL72 rack's compute tray)
+NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "dgx-h200", "b200": "dgx-b200", "b300": "dgx-b300",
+                "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "a100-sxm4-80gb": "dgx-a100-80gb"}
+BLACKWELL = ("b200", "b300", "gb200", "gb300")
+STRATEGY_ALIASES = {"zero1": "zero1", "distopt": "zero1", "ddp": "ddp", "fsdp": "fsdp-full", "fsdp-full": "fsdp-full"}
+ENV_VAR = "GPUSIM_RUNS_DIR"
+_TOKEN = re.compile(r"\b(strategy|fp8_recipe|attention|tp_comm_overlap)=([A-Za-z0-9_\-]+)")
+
+
+def default_dir() -> Path | None:
+    """The folder holding ``runs_*.csv``: ``$GPUSIM_RUNS_DIR``, else the repository's ``validation/``."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    here = Path(__file__).resolve().parent.parent / "validation"
+    return here if here.is_dir() else None
+
+
+def default_paths() -> list[Path]:
+    d = default_dir()
+    return sorted(d.glob("runs_*.csv")) if d is not None else []
+
+
+@dataclass
+class RunRow:
+    run_id: str
+    source_id: str
+    file: str
+    holdout: bool
+    model: str
+    gpu: str
+    gpus: int
+    layout: str
+    precision: str
+    metric: str
+    measured: float
+    regimes: tuple[str, ...]
+    predicted: float | None = None
+    step_s: float | None = None
+    measured_step_s: float | None = None
+    chosen: str = ""
+    error: str = ""
+
+    @property
+    def signed_frac(self) -> float | None:
+        """(predicted - measured) / measured in step time: positive = predicted slower than measured."""
+        if self.step_s is None or self.measured_step_s is None:
+            return None
+        return self.step_s / self.measured_step_s - 1.0
+
+    @property
+    def ape(self) -> float | None:
+        s = self.signed_frac
+        return None if s is None else abs(s)
+
+
+def _int(v, default=1) -> int:
+    v = (v or "").strip()
+    return int(float(v)) if v else default
+
+
+def regime(r: dict) -> tuple[str, ...]:
+    """The regimes a row belongs to: ``moe`` (ep > 1 or an MoE model), ``blackwell`` (B200/B300/GB200/GB300), and for
+    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8)."""
+    out = []
+    moe = _int(r.get("ep")) > 1 or _is_moe(r["model"])
+    if moe:
+        out.append("moe")
+    if r["gpu"] in BLACKWELL:
+        out.append("blackwell")
+    if not moe:
+        fp8 = r["precision"].strip().lower() in ("fp8", "mxfp8", "fp8-cs", "fp8-mx")
+        out.append(("dense-fp8" if fp8 else "dense-bf16") + ("" if r["gpu"] not in BLACKWELL else "-blackwell"))
+    return tuple(out)
+
+
+def _is_moe(model: str) -> bool:
+    try:
+        wl = _workload(model, None)
+    except Exception:  # noqa: BLE001 - an unknown model is reported by predict_row
+        return False
+    return bool(getattr(getattr(wl, "transformer", None), "n_experts", 0))
+
+
+def _workload(model: str, seq_len: int | None):
+    from gpusim.workload import get_workload
+
+    return get_workload(model, seq_len=seq_len) if seq_len else get_workload(model)
+
+
+def _options(notes: str) -> dict:
+    out = {}
+    for key, val in _TOKEN.findall(notes or ""):
+        out[key] = val
+    return out
+
+
+def _measured_step_s(metric: str, value: float, gb: int, seq: int, gpus: int, model_flop_per_step: float | None):
+    if metric == "step_time_s":
+        return value
+    if metric == "tokens_per_s_per_gpu":
+        return gb * seq / (value * gpus)
+    if metric == "model_tflop_per_s_per_gpu":
+        return None if model_flop_per_step is None else model_flop_per_step / (value * 1e12 * gpus)
+    return None
+
+
+def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
+    """Predict one published run with its stated layout (module docstring). Never raises for a bad row: the row
+    comes back with ``error`` set and no prediction."""
+    from gpusim.errors import GpusimError
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    tp, pp, cp, ep, etp = (_int(r.get(k)) for k in ("tp", "pp", "cp", "ep", "etp"))
+    vp = _int(r.get("vp"))
+    gpus, gb, seq = _int(r["gpus"]), _int(r["global_batch"]), _int(r["seq_len"])
+    mb_stated = (r.get("micro_batch") or "").strip()
+    mb = _int(mb_stated)
+    metric = r["metric"].strip()
+    opts = _options(r.get("notes", ""))
+    prec = r["precision"].strip().lower()
+    layout = f"{tp}/{pp}/{vp}/{cp}" + (f"/{ep}" if ep > 1 else "") + f" {mb}/{gb}"
+    out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=str(r.get("holdout")).strip() == "1",
+                 model=r["model"], gpu=r["gpu"], gpus=gpus, layout=layout, precision=prec, metric=metric,
+                 measured=float(r["value"]), regimes=regime(r))
+    if metric not in METRICS:
+        out.error = f"metric {metric!r} is not one of {', '.join(METRICS)}"
+        return out
+    node = NODE_FOR_GPU.get(r["gpu"])
+    if node is None:
+        out.error = f"no node template for GPU {r['gpu']!r} (known: {', '.join(NODE_FOR_GPU)})"
+        return out
+    try:
+        wl = _workload(r["model"], seq)
+    except GpusimError as e:
+        out.error = str(e)
+        return out
+    per_node = db.node(node).gpus_per_node
+    kind = STRATEGY_ALIASES.get(opts.get("strategy", "zero1"), "zero1")
+    stated_rc = (r.get("recompute") or "").strip().lower()
+    chosen = []
+    if "attention" in opts and getattr(wl, "transformer", None) is not None:
+        flash = opts["attention"] == "flash"
+        if wl.transformer.flash_attention != flash:
+            from gpusim.workload import build_from_spec
+
+            wl = build_from_spec(dataclasses.replace(wl.transformer, flash_attention=flash, seq_len=seq),
+                                 id=wl.id, name=wl.name)
+    layers = getattr(getattr(wl, "transformer", None), "n_layers", None)
+    uneven = bool(layers) and layers % (pp * vp) != 0
+    if uneven:
+        chosen.append("uneven pp")
+    base = dict(workload=wl, node=node, gpus=gpus, nodes=max(1, gpus // per_node), kind=kind, precision=prec, tp=tp,
+                pp=pp, vp=vp, cp=cp, ep=ep, expert_tp=etp, micro_batch=mb, global_batch=gb, seq_len=seq,
+                uneven_pp=uneven)
+    if opts.get("tp_comm_overlap") in ("1", "true", "on") and tp > 1:
+        base["tp_comm_overlap"] = True
+    if prec.startswith("fp8") and "fp8_recipe" in opts:
+        base["fp8_recipe"] = opts["fp8_recipe"]
+    try:
+        res = simulate(Scenario.create(**base, recompute=stated_rc or "none"), db=db, params=params, recommend=False)
+    except GpusimError as e:
+        out.error = str(e)
+        return out
+    if not stated_rc:
+        chosen.append("rc none")
+    if not mb_stated:
+        chosen.append("mb 1")
+    if not res.fits_in_memory:
+        chosen.append("no fit (gpusim)")
+    out.chosen = ", ".join(chosen)
+    out.step_s = float(res.step_s)
+    tflop = res.model_tflop_per_s_per_gpu
+    flop_step = None if tflop is None else tflop * 1e12 * gpus * out.step_s
+    out.measured_step_s = _measured_step_s(metric, out.measured, gb, seq, gpus,
+                                           None if flop_step is None else float(flop_step))
+    if metric == "step_time_s":
+        out.predicted = out.step_s
+    elif metric == "tokens_per_s_per_gpu":
+        out.predicted = gb * seq / (out.step_s * gpus)
+    elif tflop is not None:
+        out.predicted = float(tflop)
+    return out
+
+
+def read_rows(paths) -> list[tuple[str, dict]]:
+    """``(file name, row dict)`` of every row of ``paths``; a file whose header is not the schema raises
+    :class:`~gpusim.errors.GpusimError` naming the missing columns."""
+    from gpusim.errors import GpusimError
+
+    out = []
+    for p in paths:
+        with open(p, newline="") as fh:
+            rd = csv.DictReader(fh)
+            missing = [c for c in COLUMNS if c not in (rd.fieldnames or ())]
+            if missing:
+                raise GpusimError(f"{p}: missing column(s) {', '.join(missing)}; the schema is "
+                                  f"{', '.join(COLUMNS)} (validation/README.md)")
+            out += [(Path(p).name, row) for row in rd if (row.get("run_id") or "").strip()]
+    return out
+
+
+def run(paths=None, *, db=None, params=None) -> list[RunRow]:
+    from gpusim.hwdb import load
+
+    paths = default_paths() if paths is None else list(paths)
+    if not paths:
+        return []
+    db = db or load()
+    return [predict_row(r, file=f, db=db, params=params(r["gpu"]) if callable(params) else params)
+            for f, r in read_rows(paths)]
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default), without numpy for a handful of rows."""
+    s = sorted(xs)
+    if not s:
+        return math.nan
+    pos = q * (len(s) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def stats(rows: list[RunRow]) -> dict:
+    """``rows``, ``predicted``, ``predicted_frac``, ``median_ape``, ``p90_ape``, ``median_signed`` (None when empty)."""
+    pred = [r for r in rows if r.ape is not None]
+    errs = [r.ape for r in pred]
+    signed = [r.signed_frac for r in pred]
+    return {"rows": len(rows), "predicted": len(pred), "predicted_frac": len(pred) / len(rows) if rows else None,
+            "median_ape": _quantile(errs, 0.5) if errs else None, "p90_ape": _quantile(errs, 0.9) if errs else None,
+            "median_signed": _quantile(signed, 0.5) if signed else None}
+
+
+REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe")
+
+
+def summarize(results: list[RunRow]) -> dict:
+    """Per regime and overall, for the rows that may be looked at (``open``) and the held-out ones (``holdout``)."""
+    out = {}
+    for part, sel in (("open", lambda r: not r.holdout), ("holdout", lambda r: r.holdout)):
+        rows = [r for r in results if sel(r)]
+        d = {"all": stats(rows)}
+        for g in REGIMES:
+            rg = [r for r in rows if g in r.regimes]
+            if rg:
+                d[g] = stats(rg)
+        out[part] = d
+    return out
+
+
+def format_signed(x) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def to_dicts(results: list[RunRow]) -> list[dict]:
+    return [{**asdict(r), "signed_frac": r.signed_frac, "ape": r.ape} for r in results]
+
+
+TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas s", "pred s", "error",
+                 "assumed / why not")
+
+
+def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
+    """``(table rows, summary lines)`` for printing: every row (a held-out row's prediction and error only with
+    ``holdout_rows``) and one line per regime for the open rows and, with ``holdout_summary``, the held-out rows."""
+    from gpusim.validation import fmt_pct
+
+    table = []
+    for r in results:
+        show = holdout_rows or not r.holdout
+        table.append([r.run_id, "yes" if r.holdout else "", r.model, r.gpu, r.gpus, r.layout, r.precision,
+                      f"{r.measured_step_s:.4g}" if r.measured_step_s else "",
+                      f"{r.step_s:.4g}" if (r.step_s is not None and show) else "",
+                      fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
+                      r.chosen if not r.error else r.error[:70]])
+    lines = []
+    summ = summarize(results)
+    for part in ("open", "holdout"):
+        if part == "holdout" and not holdout_summary:
+            continue
+        for g, st in summ[part].items():
+            if st["rows"]:
+                lines.append(f"{'held-out' if part == 'holdout' else 'open'} {g}: {st['predicted']} of {st['rows']} "
+                             f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
+                             f"signed {format_signed(st['median_signed'])}")
+    return table, lines

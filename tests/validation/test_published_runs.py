@@ -1,0 +1,98 @@
+"""[issue 17] The published-runs table (validation/runs_*.csv) and its report (gpusim.validation_runs)."""
+
+import csv
+import hashlib
+
+import pytest
+
+from gpusim import validation_runs as R
+from gpusim.commands.validate import print_runs
+from gpusim.errors import GpusimError
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_every_runs_file_has_the_schema_sources_and_a_held_out_quarter():
+    paths = R.default_paths()
+    assert any(p.name == "runs_dense.csv" for p in paths)
+    for p in paths:
+        rows = _rows(p)
+        with open(p, newline="") as fh:
+            assert tuple(next(csv.reader(fh))) == R.COLUMNS, p
+        ids = [r["run_id"] for r in rows]
+        assert len(ids) == len(set(ids)), f"{p}: run_id not unique"
+        assert all(r["source"].strip() and r["source_id"].strip() for r in rows)
+        assert all(r["metric"] in R.METRICS for r in rows)
+        assert sum(r["holdout"] == "1" for r in rows) >= len(rows) / 4, f"{p}: hold out at least a quarter"
+
+
+def test_dense_holdout_is_the_stated_hash_rule():
+    """runs_dense.csv holds out sha1(run_id)[:8] mod 10 < 3, chosen before any prediction was looked at."""
+    for r in _rows(R.default_dir() / "runs_dense.csv"):
+        h = int(hashlib.sha1(r["run_id"].encode()).hexdigest()[:8], 16)
+        assert (r["holdout"] == "1") == (h % 10 < 3), r["run_id"]
+
+
+def test_measured_step_from_each_metric_hand_worked():
+    # 1536 sequences of 8192 tokens at 813 tokens/s/GPU on 256 GPUs: 1536 * 8192 / (813 * 256) = 60.4576 s
+    assert R._measured_step_s("tokens_per_s_per_gpu", 813.0, 1536, 8192, 256, None) == pytest.approx(60.4576, rel=1e-5)
+    assert R._measured_step_s("step_time_s", 4.31, 64, 4096, 256, None) == 4.31
+    # 8.6e18 model FLOPs per step at 400 TFLOP/s on 16384 GPUs: 8.6e18 / (4e14 * 16384) = 1.3123 s
+    assert R._measured_step_s("model_tflop_per_s_per_gpu", 400.0, 1, 1, 16384, 8.6e18) == pytest.approx(1.31226, rel=1e-4)
+    assert R._measured_step_s("model_tflop_per_s_per_gpu", 400.0, 1, 1, 16384, None) is None
+
+
+def test_stats_closed_form():
+    rows = []
+    for i, e in enumerate((-0.10, 0.02, 0.05, 0.20, -0.01)):
+        r = R.RunRow(run_id=str(i), source_id="X", file="f", holdout=False, model="m", gpu="g", gpus=1, layout="",
+                     precision="bf16", metric="step_time_s", measured=1.0, regimes=("dense-bf16",),
+                     step_s=1.0 + e, measured_step_s=1.0)
+        rows.append(r)
+    rows.append(R.RunRow(run_id="x", source_id="X", file="f", holdout=False, model="m", gpu="g", gpus=1, layout="",
+                         precision="bf16", metric="step_time_s", measured=1.0, regimes=("dense-bf16",), error="no"))
+    s = R.stats(rows)
+    assert s["rows"] == 6 and s["predicted"] == 5
+    # |errors| sorted 0.01 0.02 0.05 0.10 0.20: median 0.05; p90 at position 3.6: 0.10 + 0.6 * 0.10 = 0.16
+    assert s["median_ape"] == pytest.approx(0.05)
+    assert s["p90_ape"] == pytest.approx(0.16)
+    assert s["median_signed"] == pytest.approx(0.02)
+
+
+def test_regimes():
+    base = {"ep": "1", "model": "llama3-8b"}
+    assert R.regime({**base, "gpu": "h100-sxm", "precision": "bf16"}) == ("dense-bf16",)
+    assert R.regime({**base, "gpu": "h100-sxm", "precision": "fp8"}) == ("dense-fp8",)
+    assert R.regime({**base, "gpu": "gb200", "precision": "mxfp8"}) == ("blackwell", "dense-fp8-blackwell")
+    assert "moe" in R.regime({"ep": "8", "model": "mixtral-8x7b", "gpu": "h100-sxm", "precision": "bf16"})
+
+
+def test_another_runs_file_drops_in_and_a_bad_header_is_refused(tmp_path):
+    src = R.default_dir() / "runs_dense.csv"
+    rows = _rows(src)[:1]
+    for name in ("runs_dense.csv", "runs_moe.csv"):
+        with open(tmp_path / name, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=R.COLUMNS)
+            w.writeheader()
+            w.writerows({**rows[0], "run_id": name} for _ in range(1))
+    got = R.read_rows(sorted(tmp_path.glob("runs_*.csv")))
+    assert [f for f, _ in got] == ["runs_dense.csv", "runs_moe.csv"]
+    (tmp_path / "runs_bad.csv").write_text("run_id,model\nx,llama3-8b\n")
+    with pytest.raises(GpusimError, match="missing column"):
+        R.read_rows([tmp_path / "runs_bad.csv"])
+
+
+def test_the_dense_table_is_predicted_and_reported(capsys):
+    res = R.run([R.default_dir() / "runs_dense.csv"])
+    assert len(res) == len(_rows(R.default_dir() / "runs_dense.csv"))
+    assert sum(r.ape is not None for r in res) >= 0.95 * len(res), [(r.run_id, r.error) for r in res if r.error]
+    summ = R.summarize(res)
+    assert summ["holdout"]["all"]["rows"] >= len(res) / 4
+    table, lines = R.report(res, holdout_rows=False, holdout_summary=False)
+    assert not any(x.startswith("held-out") for x in lines) and any(x.startswith("open all:") for x in lines)
+    assert all(row[9] == "hidden" for row, r in zip(table, res) if r.holdout)
+    print_runs(res)
+    assert "held-out all:" in capsys.readouterr().out
