@@ -21,12 +21,11 @@ applies them to every example):
 - **Not run**: a block preceded by the line ``<!-- docs-example: not run (REASON) -->`` is listed and skipped
   (for commands that need GPUs, a browser, minutes of time, or a server). Keep that list short.
 
-``--update`` reruns every example and keeps the shown selection: each shown line is matched to the new output
-with numbers masked, and replaced by the new line (an elided part of a line stays elided) unless it still
-matches under the rules above (then it stays as it is, so that a rerun changes only what moved). When the structure no
-longer matches (a shown line is gone), the example is rewritten as the first lines of the new output, as many
-as were shown, plus ``...`` if there is more; such examples are listed so that a person can choose the lines
-again. The file is written atomically (a temporary file in the same directory, then a rename).
+``--update`` reruns every example and keeps the shown selection: each shown line is looked for in the new output
+with numbers masked and replaced by the new line (an elided part of a line stays elided) unless it still
+matches under the rules above (then it stays as it is, so that a rerun changes only what moved). A shown line
+that is no longer printed is dropped, and the example is listed so that a person can choose its lines again.
+The file is written atomically (a temporary file in the same directory, then a rename).
 """
 
 from __future__ import annotations
@@ -320,18 +319,39 @@ def _keep_elided(shown: str, new: str) -> str:
 
 
 def updated_block(ex: Example, out: list[str]) -> tuple[list[str], bool]:
-    """New shown lines for an example (the same selection, new values); second value False when the
-    selection could not be kept and the block became a prefix of the new output."""
-    try:
-        idx = align(ex.shown, out, numbers=False)
-    except Mismatch:
+    """New shown lines for an example: the same selection with the new values. Returns the lines and whether
+    every shown line was found again.
+
+    Each shown line is looked for, in order, in the new output with its numbers masked (so a moved figure is
+    still the same line); a line found is replaced by the new one (kept as it is when it still matches under the
+    rules, so that a rerun changes only what moved); a line no longer printed is dropped; a ``...`` is put
+    wherever output lines are skipped. When no line is found at all, the block becomes the first lines of the
+    new output (as many as were shown) and ``...``.
+    """
+    picked: list[tuple[str, int]] = []
+    pos, lost = 0, 0
+    for s in ex.shown:
+        if s.strip() == ELLIPSIS:
+            continue
+        at = next((i for i in range(pos, len(out)) if line_matches(s, out[i], numbers=False)), None)
+        if at is None:
+            lost += 1
+            continue
+        picked.append((s if line_matches(s, out[at]) else _keep_elided(s, out[at]), at))
+        pos = at + 1
+    if not picked:
         n = max(len([s for s in ex.shown if s.strip() != ELLIPSIS]), 1)
-        block = out[:n] + ([ELLIPSIS] if len(out) > n else [])
-        return block, False
-    # a line that still matches (numbers within the tolerance, timings) is kept as it is: no churn in the diff
-    new = [ELLIPSIS if i is None else s if line_matches(s, out[i]) else _keep_elided(s, out[i])
-           for s, i in zip(ex.shown, idx, strict=True)]
-    return new, True
+        return out[:n] + ([ELLIPSIS] if len(out) > n else []), False
+    block: list[str] = []
+    prev = -1
+    for text, at in picked:
+        if at > prev + 1:
+            block.append(ELLIPSIS)
+        block.append(text)
+        prev = at
+    if prev < len(out) - 1:
+        block.append(ELLIPSIS)
+    return block, lost == 0
 
 
 def update_file(path: Path, *, log=print) -> list[str]:
@@ -350,7 +370,7 @@ def update_file(path: Path, *, log=print) -> list[str]:
         block, kept = updated_block(ex, out)
         first = ex.start + ex.command_lines
         lines[first:ex.end] = block
-        log(f"{ex.where}: {'updated' if kept else 'RESET to the first lines of the output (review it)'}")
+        log(f"{ex.where}: {'updated' if kept else 'updated; some shown lines are no longer printed (review it)'}")
         if not kept:
             reset.append(ex.where)
     text = "\n".join(lines) + "\n"

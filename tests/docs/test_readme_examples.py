@@ -79,6 +79,12 @@ def test_updater_keeps_the_selection_and_elisions():
     ex2 = rx.Example(Path("x.md"), 1, 0, 0, "gpusim x", 1, ["done 100 rows in 0.30 s", "b 2.00"])
     new, kept = rx.updated_block(ex2, ["done 100 rows in 9.99 s", "b 2.01"])
     assert kept and new == ["done 100 rows in 0.30 s", "b 2.00"]
+    # a shown line no longer printed is dropped (and reported), the rest of the selection stays
+    ex3 = rx.Example(Path("x.md"), 1, 0, 0, "gpusim x", 1, ["a 1", "b 2", "c 3", "..."])
+    new, kept = rx.updated_block(ex3, ["a 5", "c 6", "d"])
+    assert not kept and new == ["a 5", "c 6", "..."]
+    new, kept = rx.updated_block(ex3, ["a 5", "x", "c 6"])  # output skipped between two shown lines: `...`
+    assert not kept and new == ["a 5", "...", "c 6"]
     new, kept = rx.updated_block(ex, ["completely", "different"])
     assert not kept and new == ["completely", "different"]
 
