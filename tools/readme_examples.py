@@ -5,8 +5,9 @@ their shown output with what the command prints now, and (``--update``, ``make r
     .venv/bin/python tools/readme_examples.py --update   # rerun every example and rewrite its output in place
 
 An example is a fenced block whose first line starts with ``$ gpusim `` (a trailing ``\\`` continues the command on
-the next line); the lines after the command are its shown output. The rules (tests/docs/test_readme_examples.py
-applies them to every example):
+the next line); the lines after the command are its shown output. Commands run from the repository root as
+``python -m gpusim ...`` at a terminal width of 140 columns (``COLUMNS=140``, no colour). The rules
+(tests/docs/test_readme_examples.py applies them to every example):
 
 - **Text** must be the same, line by line, after removing whitespace at line ends.
 - **Numbers** may differ by :data:`RTOL` (2%) relative, or, when shown with decimals, by one unit in the last
