@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from gpusim.errors import HardwareFileError, UnknownIdError
@@ -26,10 +25,14 @@ ENV_VAR = "GPUSIM_HWDB"
 CACHE_DIR_ENV_VAR = "GPUSIM_CACHE_DIR"
 CACHE_ENV_VAR = "GPUSIM_CACHE"
 
-try:  # the C loader is ~10x faster; fall back where libyaml is missing
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+
+def _loader_class():
+    """PyYAML's C safe loader (~10x faster), or the pure-Python one where libyaml is missing. yaml is imported
+    here, not at the top: a start served from the cache (:func:`cache_dir`) parses nothing."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 #: parser limits for hardware files (the shipped files are < 100 KiB, < 10 levels deep, without aliases
 #: expanding past a few hundred nodes): a larger, deeper or alias-exploding file is refused, not loaded
@@ -173,6 +176,8 @@ def _check_node_graph(root, path: Path) -> None:
     """Refuse duplicate keys, impossible timestamps, nesting past :data:`MAX_DEPTH` and aliases expanding past
     :data:`MAX_EXPANDED_NODES` (a "billion laughs" bomb), on the composed node graph before anything is
     constructed. Linear in the file: each node's expanded size is computed once (aliases share the node)."""
+    import yaml
+
     size: dict[int, int] = {}
     aliases = 0
     seen: set[int] = set()
@@ -225,7 +230,7 @@ def _check_node_graph(root, path: Path) -> None:
 
 def load_yaml_text(text: str, path: Path):
     """Parse one YAML document with the safe loader and the limits above; ``_Refused`` or ``yaml.YAMLError``."""
-    loader = _Loader(text)
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -237,6 +242,8 @@ def load_yaml_text(text: str, path: Path):
 
 
 def _read_file(path: Path) -> tuple[dict, list[str]]:
+    import yaml
+
     from gpusim.checks import read_text
     from gpusim.errors import GpusimError
 
