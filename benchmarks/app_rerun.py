@@ -141,7 +141,7 @@ def main() -> int:
           f"{'met' if par_ok else 'NOT met'}")
     cold = first_load_ms(PARALLELISM, LLAMA)
     print(f"Parallelism page first load in a fresh process (Step page, then Parallelism): {cold:,.0f} ms")
-    # a benchmark reports figures; it is not a test (issue 20: `make bench` runs every benchmark to the end)
+    # a benchmark reports; a missed target is a figure, not a failure (benchmarks/run_all.py lists it)
     return 0
 
 

@@ -28,7 +28,7 @@ DatasheetPrecision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Source(_Strict):

@@ -15,18 +15,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from gpusim.errors import HardwareFileError, UnknownIdError
 from gpusim.hardware import GPU, SECTIONS, Cluster, Energy, HwdbFile, Link, Node, Price
 
 ENV_VAR = "GPUSIM_HWDB"
+#: where the parsed-and-validated database is cached (see :func:`cache_dir`); ``GPUSIM_CACHE=0`` turns it off
+CACHE_DIR_ENV_VAR = "GPUSIM_CACHE_DIR"
+CACHE_ENV_VAR = "GPUSIM_CACHE"
 
-try:  # the C loader is ~10x faster; fall back where libyaml is missing
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+
+def _loader_class():
+    """PyYAML's C safe loader (~10x faster), or the pure-Python one where libyaml is missing. yaml is imported
+    here, not at the top: a start served from the cache (:func:`cache_dir`) parses nothing."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 #: parser limits for hardware files (the shipped files are < 100 KiB, < 10 levels deep, without aliases
 #: expanding past a few hundred nodes): a larger, deeper or alias-exploding file is refused, not loaded
@@ -170,6 +176,8 @@ def _check_node_graph(root, path: Path) -> None:
     """Refuse duplicate keys, impossible timestamps, nesting past :data:`MAX_DEPTH` and aliases expanding past
     :data:`MAX_EXPANDED_NODES` (a "billion laughs" bomb), on the composed node graph before anything is
     constructed. Linear in the file: each node's expanded size is computed once (aliases share the node)."""
+    import yaml
+
     size: dict[int, int] = {}
     aliases = 0
     seen: set[int] = set()
@@ -222,7 +230,7 @@ def _check_node_graph(root, path: Path) -> None:
 
 def load_yaml_text(text: str, path: Path):
     """Parse one YAML document with the safe loader and the limits above; ``_Refused`` or ``yaml.YAMLError``."""
-    loader = _Loader(text)
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -234,6 +242,8 @@ def load_yaml_text(text: str, path: Path):
 
 
 def _read_file(path: Path) -> tuple[dict, list[str]]:
+    import yaml
+
     from gpusim.checks import read_text
     from gpusim.errors import GpusimError
 
@@ -325,15 +335,112 @@ def load(user_dirs: Sequence[str | os.PathLike] | None = None, *, builtin: bool 
     return _load_cached(builtin, tuple(str(d.resolve()) for d in dirs))
 
 
+# --- on-disk cache of the validated database ------------------------------------------------------------
+# Parsing ~20 YAML files (12,000 nodes) and validating ~150 entries costs 0.1-0.3 s of every CLI start. The
+# validated HardwareDB is pickled under a key that hashes everything the result depends on: the bytes and paths
+# of every file read, the schema and loader source (hardware.py, units.py, this file) and the Python/pydantic
+# versions.
+# Any change gives a new key (a miss, then a parse); a cache that cannot be read (corrupt, truncated, written by
+# another version) is ignored and rewritten; one that cannot be written (read-only home) is skipped. Files are
+# written atomically (temporary file + rename), so concurrent starts never see half a file. Only databases
+# without problems are cached: errors are always found by parsing.
+
+def cache_dir() -> Path | None:
+    """``$GPUSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpusim``, else ``~/.cache/gpusim``; None when
+    ``GPUSIM_CACHE=0`` (never inside the installed package, which may be read-only)."""
+    if os.environ.get(CACHE_ENV_VAR, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    explicit = os.environ.get(CACHE_DIR_ENV_VAR, "").strip()
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpusim"
+
+
+def _cache_key(layers: Sequence[Path]) -> str | None:
+    """Content hash of every input of :func:`_load_cached`; None when a layer cannot be read (then parse)."""
+    import hashlib
+    import sys
+
+    import pydantic
+
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    try:
+        for src in (here / "hardware.py", here / "hwdb.py", here / "units.py"):  # the schema, its bounds, the loader
+            h.update(src.read_bytes())
+        h.update(f"{sys.version}|{pydantic.VERSION}|{MAX_FILE_BYTES}".encode())
+        for directory in layers:
+            h.update(b"\0layer\0" + str(directory).encode())
+            if not directory.exists():
+                h.update(b"missing")
+                continue
+            for path in ([directory] if directory.is_file() else _yaml_files(directory)):
+                data = path.read_bytes()
+                h.update(b"\0file\0" + str(path).encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    except OSError:
+        return None
+    return h.hexdigest()[:32]
+
+
+def _cache_read(path: Path) -> HardwareDB | None:
+    import pickle
+
+    try:
+        with open(path, "rb") as f:
+            db = pickle.load(f)
+    except Exception:  # missing, truncated, corrupt, written by another version: parse instead
+        return None
+    return db if isinstance(db, HardwareDB) else None
+
+
+def _cache_write(path: Path, db: HardwareDB) -> None:
+    import pickle
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(db, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        # keep the directory small: the few most recent databases (several checkouts or --hwdb sets)
+        old = sorted(path.parent.glob("hwdb-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)[8:]
+        for p in old:
+            p.unlink(missing_ok=True)
+    except Exception:  # read-only or full disk, races with another process: the cache is only an optimisation
+        pass
+
+
 @functools.lru_cache(maxsize=8)
 def _load_cached(builtin: bool, user_dirs: tuple[str, ...]) -> HardwareDB:
+    layers: list[Path] = [builtin_dir()] if builtin else []
+    layers += [Path(d) for d in user_dirs]
+    directory = cache_dir()
+    key = _cache_key(layers) if directory is not None else None
+    cached = directory / f"hwdb-{key}.pickle" if key else None
+    if cached is not None:
+        db = _cache_read(cached)
+        if db is not None:
+            return db
+    db = _parse_layers(layers)
+    if cached is not None:
+        _cache_write(cached, db)
+    return db
+
+
+def _parse_layers(layers: Sequence[Path]) -> HardwareDB:
     problems: list[str] = []
     tables: dict[str, dict] = {s: {} for s in SECTIONS}
     origin: dict[tuple[str, str], str] = {}
     overridden: list[tuple[str, str, str]] = []
-
-    layers: list[Path] = [builtin_dir()] if builtin else []
-    layers += [Path(d) for d in user_dirs]
 
     for directory in layers:
         seen_here: dict[tuple[str, str], str] = {}

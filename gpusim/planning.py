@@ -398,7 +398,8 @@ def price_for(db, *, mode: str, node, gpu, gpus_per_node: int, assumed: bool, pr
 # =================================================================================================
 
 def bill_of_materials(config: Mapping[str, Any], db, workload, *, checkpoint_interval_s: float | None = None,
-                      optimizer: str = "adam") -> dict[str, Any]:
+                      optimizer: str = "adam", checkpoint_budget_s: float | None = None,
+                      failure_rate_per_gpu_hour: float = FAILURE_RATE_PER_GPU_HOUR) -> dict[str, Any]:
     """Sizing of one configuration (a row of the plan table): per node power supply, CPU cores, system RAM,
     storage bandwidth, network ports; each item with its rule.
 
@@ -411,7 +412,9 @@ def bill_of_materials(config: Mapping[str, Any], db, workload, *, checkpoint_int
     - **System RAM**: at least the node's total GPU memory (pinned staging buffers, checkpoint staging,
       dataset page cache), plus the optimizer states a CPU-offload strategy keeps on the host.
     - **Storage**: read bandwidth the data pipeline needs at the predicted throughput (bytes per sample from
-      the workload), and the write bandwidth that keeps each checkpoint under 1% of its interval.
+      the workload), and the write bandwidth that writes one checkpoint within its time budget
+      (:func:`gpusim.checkpoint_sizing.checkpoint_write_need`: 1% of the checkpoint interval, the interval
+      given or Young's optimum for that write time; ``checkpoint_budget_s`` states another), with the sources.
     - **Network**: one NIC port per GPU for multi-node training (rail-optimised, as in DGX SuperPOD) unless the
       node template says otherwise; switches for a two-level non-blocking fat tree of :data:`SWITCH_RADIX`-port
       switches (leaves use half their ports for uplinks).
@@ -457,14 +460,21 @@ def bill_of_materials(config: Mapping[str, Any], db, workload, *, checkpoint_int
                                                           if offload else "")})
     read_bps = thr_node * float(workload.input_bytes_per_sample) if math.isfinite(thr_node) else math.nan
     ck_bytes = checkpoint_bytes(workload.params, str(config.get("precision", "amp_bf16")), optimizer)
-    interval = checkpoint_interval_s or float(config.get("checkpoint_interval_s", math.nan))
-    write_bps = ck_bytes / (0.01 * interval) if interval and math.isfinite(interval) else math.nan
+    # [issue 20] sized from the interval and a time budget per checkpoint (gpusim.checkpoint_sizing), not 1% of
+    # a Young interval that is short exactly when writes are fast
+    from gpusim.checkpoint_sizing import checkpoint_write_need, describe
+
+    ck_need = checkpoint_write_need(ck_bytes, n_gpus=g * nodes, failure_rate_per_gpu_hour=failure_rate_per_gpu_hour,
+                                    interval_s=checkpoint_interval_s, budget_s=checkpoint_budget_s)
     items.append({
         "item": "storage bandwidth", "read_bytes_per_s_per_node": read_bps,
-        "checkpoint_write_bytes_per_s": write_bps, "checkpoint_bytes": ck_bytes,
+        "checkpoint_write_bytes_per_s": ck_need["write_bytes_per_s"], "checkpoint_bytes": ck_bytes,
+        "checkpoint_budget_s": ck_need["budget_s"], "checkpoint_interval_s": ck_need["interval_s"],
+        "checkpoint_budget_source": ck_need["budget_source"],
+        "checkpoint_interval_source": ck_need["interval_source"],
         "node_has_bytes_per_s": node.storage_bytes_per_s if node else None,
-        "rule": "data read at the predicted throughput x bytes per sample; checkpoint writes within 1% of "
-                "the checkpoint interval (all nodes together)"})
+        "rule": "data read at the predicted throughput x bytes per sample; checkpoint writes (all nodes together) "
+                + describe(ck_need)})
     ports = nics * nodes
     if nodes > 1:
         down = SWITCH_RADIX // 2
@@ -784,7 +794,9 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
                               sample_unit=wl.sample_unit, steps=float(row["steps"]),
                               steps_per_epoch=(total_samples / epochs / float(row["global_batch"]))
                               if samples is not None else None)
-        result.bom = bill_of_materials(row.to_dict(), db, wl, optimizer=optimizer)
+        result.bom = bill_of_materials(row.to_dict(), db, wl, optimizer=optimizer,
+                                       checkpoint_interval_s=checkpoint_interval_s,
+                                       failure_rate_per_gpu_hour=failure_rate_per_gpu_hour)
         if with_sensitivity:
             result.sensitivity = sensitivity(row, db=db, workload=wl, params=params, inputs=inputs,
                                              options=options, optimizer=optimizer)

@@ -56,7 +56,7 @@ def _summary(kind: str, e, db) -> dict:
 
 
 def cmd_list(args) -> int:
-    from gpusim.commands._common import load_db, print_json, print_table
+    from gpusim.commands._common import load_db, print_json
 
     db = load_db(args)
     rows = [(kind, e) for kind, e in db.entries(args.kind)]
@@ -65,15 +65,22 @@ def cmd_list(args) -> int:
                      "sources": [s.model_dump(mode="json", exclude_none=True) for s in e.sources],
                      "origin": db.origin[(kind, e.id)]} for kind, e in rows])
         return 0
+    from gpusim.textable import render
+
     kinds = [args.kind] if args.kind else list(KINDS)
+    printed = False
     for kind in kinds:
         entries = [e for k, e in rows if k == kind]
         if not entries:
             continue
         first = _summary(kind, entries[0], db)
-        cols = ["id", "name", *(_HEADERS.get(k, k) for k in first)]
-        table_rows = [[e.id, e.name, *(_fmt(v) for v in _summary(kind, e, db).values())] for e in entries]
-        print_table(table_rows, cols, title=f"{kind} ({len(entries)})")
+        # [issue 20] plain aligned text, the name last (gpusim.textable): rich's wrapped tables took ~0.5 s here
+        cols = ["id", *(_HEADERS.get(k, k) for k in first), "name"]
+        table_rows = [[e.id, *(_fmt(v) for v in _summary(kind, e, db).values()), e.name] for e in entries]
+        if printed:
+            print()
+        print(render(table_rows, cols, title=f"{kind} ({len(entries)})"))
+        printed = True
     return 0
 
 

@@ -98,11 +98,19 @@ def print_report(res, interval=None) -> None:
     tput = f"{res.throughput_samples_per_s:,.4g} samples/s ({res.throughput_per_gpu_samples_per_s:,.4g} per GPU)"
     if res.tokens_per_s:
         tput += f" = {res.tokens_per_s:,.4g} tokens/s"
+    no_interval = None
     if interval:
         lo, hi = interval["throughput_samples_per_s"]
-        tput += f"  \\[{interval.get('level', 0.9):.0%} interval {lo:,.4g} .. {hi:,.4g}]"
+        # [issue 20] a calibration that does not apply here (a CPU one used with --gpu h100-sxm) has an interval
+        # of zero width: say why there is none instead of printing "[90% interval X .. X]"
+        if interval.get("applies", True) and hi > lo * (1 + 1e-9):
+            tput += f"  \\[{interval.get('level', 0.9):.0%} interval {lo:,.4g} .. {hi:,.4g}]"
+        else:
+            no_interval = interval.get("note") or "the calibration's fitted parameters do not move this prediction"
     t.add_row("step", units.format_duration(res.step_s))
     t.add_row("throughput", tput)
+    if no_interval:
+        t.add_row("interval", f"none: {no_interval}")
     if res.speedup == res.speedup:
         t.add_row("speedup", f"{res.speedup:.3g}x over one GPU ({res.single_gpu_throughput_samples_per_s:,.4g} "
                              f"samples/s); scaling efficiency {res.scaling_efficiency_frac:.0%}")

@@ -412,6 +412,27 @@ def test_interval_brackets_the_prediction(gpu_cal, cpu_cal, db):
     assert not iv["applies"] and iv["step_s"][0] == pytest.approx(iv["step_s"][1]) and "note" in iv
 
 
+@pytest.mark.timeout(180)
+def test_cli_predict_with_a_calibration_that_does_not_transfer_prints_no_interval(cpu_cal, tmp_path, capsys):
+    """[issue 20] a CPU calibration used with --gpu h100-sxm said it does not transfer, then printed a zero-width
+    "[90% interval 2.781e+04 .. 2.781e+04]"; now it prints no interval and says why."""
+    import re
+
+    from gpusim.cli import main
+
+    path = cpu_cal.save(tmp_path / "cpu.json")
+    assert main(["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "64",
+                 "--calibration", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "90% interval" not in text
+    assert re.search(r"interval\s+none: no fitted parameter of this calibration applies", text), text
+    # a calibration that applies still shows its interval, with a width
+    assert main(["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "64",
+                 "--calibration", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["interval"]["applies"] is False
+
+
 # ---- the file ------------------------------------------------------------------------------------------------
 @pytest.mark.timeout(120)
 def test_file_round_trip(gpu_cal, db, tmp_path):

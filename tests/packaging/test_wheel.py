@@ -32,19 +32,29 @@ def test_wheel_installs_and_lists_the_database(tmp_path):
     # the dependencies come from this environment; gpusim itself only from the wheel (a .pth adds the
     # dependencies' directory but not its editable-install hooks, which only site directories run)
     (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # without PYTHONPATH: a checkout on it makes pip think gpusim is installed already and skip the wheel
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(vpy), "install", "--no-deps", "-q", str(wheel)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=clean)
     if r.returncode != 0:  # older pip without --python: unpack the wheel ourselves
         import zipfile
 
         zipfile.ZipFile(wheel).extractall(site)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUSIM_HWDB")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUSIM_HWDB", "GPUSIM_CACHE")}
+    env["GPUSIM_CACHE_DIR"] = str(tmp_path / "user-cache")
     code = ("import gpusim, json, sys; from gpusim.cli import main; "
             "print(gpusim.__file__, file=sys.stderr); sys.exit(main(['hw', 'list', '--json']))")
+    installed_before = sorted(p for p in Path(site).rglob("*") if "__pycache__" not in p.parts)
     r = subprocess.run([str(vpy), "-c", code], cwd=outside, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
+    # [issue 20] the validated database is cached in the user's cache directory, never inside the installed
+    # package (which may be read-only); a second start reads it back and prints the same
+    assert len(list((tmp_path / "user-cache").glob("hwdb-*.pickle"))) == 1
+    assert sorted(p for p in Path(site).rglob("*") if "__pycache__" not in p.parts) == installed_before
+    again = subprocess.run([str(vpy), "-c", code], cwd=outside, capture_output=True, text=True, timeout=120, env=env)
+    assert again.returncode == 0 and again.stdout == r.stdout
     assert str(ROOT) not in r.stderr, f"gpusim imported from the checkout, not the wheel: {r.stderr}"
     items = json.loads(r.stdout)
     kinds = [it["kind"] for it in items]
