@@ -243,9 +243,15 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     fs = f * s
 
     def proto_bw(bw, p):
-        """Bus bandwidth of protocol ``p`` on a Simple-protocol bus bandwidth ``bw``; LL capped by NCCL's llMaxBws."""
+        """Bus bandwidth of protocol ``p`` on a Simple-protocol bus bandwidth ``bw``; LL capped by NCCL's llMaxBws.
+
+        An LL cap of 0 (a transport that cannot run LL, e.g. TCPXO) gives a bandwidth of 0 and so an infinite time;
+        that candidate is masked out: NaN here keeps the division by it from warning (a NaN time is never kept)."""
         out = bw * tn.ring_proto_frac[p]
-        return np.minimum(out, ll_cap) if p == PROTO_LL else out
+        if p != PROTO_LL:
+            return out
+        out = np.minimum(out, ll_cap)
+        return np.where(out > 0, out, np.nan) if np.any(out <= 0) else out
 
     if c in (SEND_RECV, ALL_TO_ALL):
         # point to point: every peer at once, one hop; across nodes each GPU's flow uses its share of the NICs

@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "API.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_readme_shows_the_same_script():
+    """The README's Python section is docs/API.md's procurement script (run below), not a copy that can drift."""
+    readme = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert _blocks()[-1] in readme
 
 
 def test_the_doc_has_a_script():
