@@ -396,21 +396,11 @@ def _cache_read(path: Path) -> HardwareDB | None:
 
 def _cache_write(path: Path, db: HardwareDB) -> None:
     import pickle
-    import tempfile
+
+    from gpusim.fsutil import atomic_write_bytes
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(db, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_bytes(path, pickle.dumps(db, protocol=pickle.HIGHEST_PROTOCOL))
         # keep the directory small: the few most recent databases (several checkouts or --hwdb sets)
         old = sorted(path.parent.glob("hwdb-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)[8:]
         for p in old:

@@ -37,28 +37,10 @@ def load_db(args):
 
 
 def _jsonable(obj: Any):
-    import datetime as dt
+    """One JSON conversion for the CLI and the API (``gpusim.results.jsonable``), so --json and to_dict() agree."""
+    from gpusim.results import jsonable
 
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        np = None
-    if np is not None:
-        if isinstance(obj, np.ndarray):
-            return [_jsonable(x) for x in obj.tolist()]
-        if isinstance(obj, np.generic):
-            obj = obj.item()
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, (dt.date, dt.datetime)):
-        return obj.isoformat()
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(x) for x in obj]
-    if hasattr(obj, "model_dump"):
-        return _jsonable(obj.model_dump(mode="json"))
-    return obj
+    return jsonable(obj)
 
 
 def print_json(obj: Any) -> None:
