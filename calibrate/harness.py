@@ -126,6 +126,7 @@ class Ctx:
     nvml: Any = None  # calibrate.env.Nvml or None
     nvml_handle: Any = None
     _groups: dict = field(default_factory=dict)
+    _rq_window: tuple[float, float] | None = None  # (run-queue wait, wall) of the last time_calls, seconds
 
     @property
     def device_kind(self) -> str:
@@ -227,6 +228,14 @@ class Ctx:
         if timer == "auto":
             timer = "events" if self.device_kind == "cuda" else "host"
         out: list[float] = []
+        rq0, w0 = runqueue_wait_s(), time.perf_counter()
+        try:
+            return self._time_calls(fn, reps, inner, timer, out)
+        finally:
+            rq1 = runqueue_wait_s()
+            self._rq_window = (rq1 - rq0, time.perf_counter() - w0) if rq0 is not None and rq1 is not None else None
+
+    def _time_calls(self, fn, reps: int, inner: int, timer: str, out: list[float]) -> list[float]:
         if timer == "events":
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -269,8 +278,32 @@ class Ctx:
     def timed_fields(self, times: list[float], warmup: int, inner: int, throttle: list[str]) -> dict:
         st = summarize(times)
         noisy, why = noise_flags(st, self.budget.min_reps, throttle)
+        extra = {}
+        if self._rq_window is not None and self._rq_window[1] > 0:
+            extra["runqueue_wait_frac"] = self._rq_window[0] / self._rq_window[1]
+        self._rq_window = None  # one window per record: a record timed otherwise (data loading) gets none
         return {**st, "inner_iters": inner, "warmup": warmup, "noisy": noisy, "noisy_reason": why,
-                "throttle_reasons": sorted(set(throttle))}
+                "throttle_reasons": sorted(set(throttle)), **extra}
+
+
+def runqueue_wait_s() -> float | None:
+    """Seconds this process's threads have spent runnable but waiting for a CPU (Linux
+    ``/proc/self/task/*/schedstat``, second field, nanoseconds; kernel Documentation/scheduler/sched-stats.rst);
+    None where the kernel does not expose it. Over a timing window, wait / wall is how much of the window
+    another process (or too many threads of our own) held the cores: the contention a CPU calibration must
+    not mistake for the cost of the work."""
+    total_ns = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total_ns += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            continue
+    return total_ns / 1e9
 
 
 # ---- initialisation ---------------------------------------------------------------------------------

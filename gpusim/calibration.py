@@ -121,6 +121,9 @@ from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 FORMAT = "gpusim-calibration"
 VERSION = 1
 
+#: a record whose measuring rank waited for a CPU more than this share of its timing window was measured with
+#: more runnable threads than cores (``runqueue_wait_frac``, calibrate/harness.py): the fit's notes say so
+CONTENDED_WAIT_FRAC = 0.25
 #: residual weight of a record flagged noisy (1 for a clean one)
 NOISY_WEIGHT = 0.3
 #: ``train_frac`` without DDP baselines: the shipped defaults take 7/8 of the best-shape GEMM ceiling
@@ -1243,6 +1246,7 @@ def predict_held_out(records, values: dict[str, float], env: Environment, db, pa
         row = {"workload": r.workload, "per_rank_batch": r.per_rank_batch, "n_ranks": r.n_ranks,
                "n_nodes": r.n_nodes, "precision": r.precision, "measured_s": r.time_s,
                "measured_p10_s": r.time_s_p10, "measured_p90_s": r.time_s_p90, "noisy": r.noisy,
+               "runqueue_wait_frac": r.runqueue_wait_frac,
                "predicted_s": res.step_s, "error_frac": err, "predicted_breakdown_s": res.breakdown_s,
                "predicted_comm_total_s": res.detail["comm_total_s"]}
         b = base.get(_baseline_key(r))
@@ -1260,7 +1264,9 @@ def predict_held_out(records, values: dict[str, float], env: Environment, db, pa
         if ns is not None:
             row["measured_no_sync_s"] = ns.time_s
         rows.append(row)
-    return {"records": rows, "skipped": skipped, **_summary(errs), "anchored": _summary(anch_errs)}
+    waits = [row["runqueue_wait_frac"] for row in rows if row["runqueue_wait_frac"] is not None]
+    return {"records": rows, "skipped": skipped, **_summary(errs), "anchored": _summary(anch_errs),
+            "max_runqueue_wait_frac": max(waits) if waits else None}
 
 
 def _summary(errs: list[float]) -> dict:
@@ -1356,6 +1362,14 @@ def fit_inputs(inp: FitInputs, *, db=None, base: ModelParams = DEFAULT_PARAMS) -
     n_timed = sum(1 for r in inp.records if hasattr(r, "noisy"))
     if n_timed:
         notes.append(f"{n_noisy} of {n_timed} timed profile records were flagged noisy: kept with weight {NOISY_WEIGHT}")
+    waited = [r for r in inp.records if (getattr(r, "runqueue_wait_frac", None) or 0.0) > CONTENDED_WAIT_FRAC]
+    if waited:
+        worst = max(waited, key=lambda r: r.runqueue_wait_frac)
+        notes.append(f"{len(waited)} records were measured while a rank waited for a CPU more than "
+                     f"{CONTENDED_WAIT_FRAC:.0%} of the time (worst {worst.runqueue_wait_frac:.0%}, {worst.bench}): "
+                     "more threads were runnable than there were cores (the job's own communication threads, or "
+                     "another process), and their times include that wait; on a shared machine, calibrate when it "
+                     "is quiet")
     notes.append("overlap_frac and overlap_slowdown_frac are not fitted (only the held-out steps inform them): "
                  "defaults kept")
 
@@ -1369,7 +1383,7 @@ def fit_inputs(inp: FitInputs, *, db=None, base: ModelParams = DEFAULT_PARAMS) -
         held = predict_held_out(inp.records, values, env, db, params, hardware)
     else:
         params = base
-        held = {"records": [], "skipped": [], **_summary([]), "anchored": _summary([])}
+        held = {"records": [], "skipped": [], **_summary([]), "anchored": _summary([]), "max_runqueue_wait_frac": None}
     std = {}
     for b in blocks:
         std.update(b.std())

@@ -122,6 +122,11 @@ class _Timed(_Record):
     noisy_reason: str | None = None
     throttle_reasons: list[str] = Field(default_factory=list,
                                         description="NVML clock-event reasons seen while measuring (GPU only)")
+    runqueue_wait_frac: float | None = Field(
+        default=None, ge=0,
+        description="share of the timing window the measuring rank's threads spent runnable but waiting for a CPU "
+                    "(Linux schedstat; can exceed 1 with several threads): another process competing for the "
+                    "cores (None where not measured)")
 
     @field_validator("time_s", "time_s_min", "time_s_p10", "time_s_p90", "time_s_max")
     @classmethod
