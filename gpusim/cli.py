@@ -47,9 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the BLAS thread-pool variables :func:`main` set for this process (so that launchers of other programs,
+#: ``gpusim calibrate``'s torchrun, can give them the user's environment instead)
+BLAS_ENV_SET: tuple[str, ...] = ()
+
+
+def _one_blas_thread() -> None:
+    """One OpenBLAS thread for a CLI process, unless the user chose otherwise: the model's arrays are small and
+    elementwise, and the pool numpy's OpenBLAS starts at import (one thread per core, spinning while it waits)
+    only competes with the main thread; on 2 busy cores it cost ~10% of a `gpusim predict` start
+    (benchmarks/cold_start.py). No effect once numpy is imported (the library read its variables then)."""
+    global BLAS_ENV_SET
+    if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        BLAS_ENV_SET = ("OPENBLAS_NUM_THREADS",)
+
+
 def main(argv: list[str] | None = None) -> int:
     from gpusim.errors import GpusimError
 
+    _one_blas_thread()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

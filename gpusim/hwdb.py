@@ -17,13 +17,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from gpusim import diskcache
+from gpusim.diskcache import CACHE_DIR_ENV_VAR, CACHE_ENV_VAR, cache_dir, cache_path, content_key  # noqa: F401
 from gpusim.errors import HardwareFileError, UnknownIdError
 from gpusim.hardware import GPU, SECTIONS, Cluster, Energy, HwdbFile, Link, Node, Price
 
 ENV_VAR = "GPUSIM_HWDB"
-#: where the parsed-and-validated database is cached (see :func:`cache_dir`); ``GPUSIM_CACHE=0`` turns it off
-CACHE_DIR_ENV_VAR = "GPUSIM_CACHE_DIR"
-CACHE_ENV_VAR = "GPUSIM_CACHE"
 
 
 def _loader_class():
@@ -336,86 +335,39 @@ def load(user_dirs: Sequence[str | os.PathLike] | None = None, *, builtin: bool 
 
 
 # --- on-disk cache of the validated database ------------------------------------------------------------
-# Parsing ~20 YAML files (12,000 nodes) and validating ~150 entries costs 0.1-0.3 s of every CLI start. The
-# validated HardwareDB is pickled under a key that hashes everything the result depends on: the bytes and paths
-# of every file read, the schema and loader source (hardware.py, units.py, this file) and the Python/pydantic
-# versions.
-# Any change gives a new key (a miss, then a parse); a cache that cannot be read (corrupt, truncated, written by
-# another version) is ignored and rewritten; one that cannot be written (read-only home) is skipped. Files are
-# written atomically (temporary file + rename), so concurrent starts never see half a file. Only databases
-# without problems are cached: errors are always found by parsing.
-
-def cache_dir() -> Path | None:
-    """``$GPUSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpusim``, else ``~/.cache/gpusim``; None when
-    ``GPUSIM_CACHE=0`` (never inside the installed package, which may be read-only)."""
-    if os.environ.get(CACHE_ENV_VAR, "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
-    explicit = os.environ.get(CACHE_DIR_ENV_VAR, "").strip()
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gpusim"
-
+# Parsing ~20 YAML files (12,000 nodes) and validating ~150 entries costs 0.1-0.3 s of every CLI start: the
+# validated HardwareDB is pickled by gpusim.diskcache under a key that hashes every file read (bytes and paths),
+# the schema and loader source (hardware.py, units.py, this file) and the Python/pydantic versions.
 
 def _cache_key(layers: Sequence[Path]) -> str | None:
     """Content hash of every input of :func:`_load_cached`; None when a layer cannot be read (then parse)."""
-    import hashlib
-    import sys
-
-    import pydantic
-
-    h = hashlib.sha256()
     here = Path(__file__).resolve().parent
+    files: list[Path] = []
+    marks: list[str] = []
     try:
-        for src in (here / "hardware.py", here / "hwdb.py", here / "units.py"):  # the schema, its bounds, the loader
-            h.update(src.read_bytes())
-        h.update(f"{sys.version}|{pydantic.VERSION}|{MAX_FILE_BYTES}".encode())
         for directory in layers:
-            h.update(b"\0layer\0" + str(directory).encode())
-            if not directory.exists():
-                h.update(b"missing")
-                continue
-            for path in ([directory] if directory.is_file() else _yaml_files(directory)):
-                data = path.read_bytes()
-                h.update(b"\0file\0" + str(path).encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+            marks.append(str(directory) + ("" if directory.exists() else ":missing"))
+            if directory.exists():
+                files += [directory] if directory.is_file() else _yaml_files(directory)
     except OSError:
         return None
-    return h.hexdigest()[:32]
+    return content_key((here / "hardware.py", here / "hwdb.py", here / "units.py"), files,
+                       f"{MAX_FILE_BYTES}|{'|'.join(marks)}")
 
 
 def _cache_read(path: Path) -> HardwareDB | None:
-    import pickle
-
-    try:
-        with open(path, "rb") as f:
-            db = pickle.load(f)
-    except Exception:  # missing, truncated, corrupt, written by another version: parse instead
-        return None
-    return db if isinstance(db, HardwareDB) else None
+    return diskcache.read(path, HardwareDB)
 
 
 def _cache_write(path: Path, db: HardwareDB) -> None:
-    import pickle
-
-    from gpusim.fsutil import atomic_write_bytes
-
-    try:
-        atomic_write_bytes(path, pickle.dumps(db, protocol=pickle.HIGHEST_PROTOCOL))
-        # keep the directory small: the few most recent databases (several checkouts or --hwdb sets)
-        old = sorted(path.parent.glob("hwdb-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)[8:]
-        for p in old:
-            p.unlink(missing_ok=True)
-    except Exception:  # read-only or full disk, races with another process: the cache is only an optimisation
-        pass
+    diskcache.write(path, db)
 
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(builtin: bool, user_dirs: tuple[str, ...]) -> HardwareDB:
     layers: list[Path] = [builtin_dir()] if builtin else []
     layers += [Path(d) for d in user_dirs]
-    directory = cache_dir()
-    key = _cache_key(layers) if directory is not None else None
-    cached = directory / f"hwdb-{key}.pickle" if key else None
+    cached = cache_path("hwdb", _cache_key(layers)) if cache_dir() is not None else None
     if cached is not None:
         db = _cache_read(cached)
         if db is not None:

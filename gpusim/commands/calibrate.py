@@ -243,7 +243,9 @@ def cmd_calibrate(args) -> int:
     if args.debug_point_delay:
         cmd += ["--debug-point-delay", f"{args.debug_point_delay:g}"]
 
-    env = dict(os.environ)
+    from gpusim.cli import BLAS_ENV_SET
+
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV_SET}  # the user's BLAS threads, not the CLI's
     env["PYTHONUNBUFFERED"] = "1"
     if backend == "gloo":
         env["OMP_NUM_THREADS"] = "1"  # one thread per process: the processes share the cores

@@ -85,7 +85,7 @@ def _one(v=1.0):
     return field(default_factory=lambda: np.asarray(v))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # no __eq__: rows of arrays do not compare to one bool (and it is ~150 fields)
 class StepInputs:
     """Everything the model needs, as broadcastable float64/int/bool arrays (SI units).
 

@@ -17,24 +17,18 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from gpusim import diskcache
 from gpusim.errors import ScenarioError, UnknownIdError
 import gpusim.workload.cnn as cnn
 import gpusim.workload.rnn as rnn
-from gpusim.workload.core import FAMILIES, IMAGENET_JPEG_BYTES, IMAGENET_PREPROCESS_CORE_S, Workload, \
+from gpusim.workload.core import IMAGENET_JPEG_BYTES, IMAGENET_PREPROCESS_CORE_S, Workload, \
     image_pipeline, text_pipeline
 from gpusim.workload.transformer import TransformerSpec, EntryInfo, build_transformer
 
 DATA_DIR = Path(__file__).with_name("data")
-
-try:  # the C loader is ~10x faster; fall back where libyaml is missing
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
 
 _KORTHIKANTI = ("Korthikanti et al. 2022, 'Reducing Activation Recomputation in Large Transformer Models', "
                 "arXiv:2205.05198, Sec. 4.1 (activation bytes per layer s*h*(34+5*a*s/h))")
@@ -67,77 +61,76 @@ BUILDERS: dict[str, tuple[Callable[..., Workload], bool]] = {
 
 # --- the schema of a data file --------------------------------------------------------------------
 
-_SPEC_ADAPTER = TypeAdapter(TransformerSpec)
 _SPEC_FIELDS = set(TransformerSpec.__dataclass_fields__)
+
+
+@functools.cache
+def _spec_adapter():
+    """The validator of TransformerSpec fields, built on first use (a start served from the cache needs none)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(TransformerSpec)
+
+
+def __getattr__(name: str):
+    """The file schema (:mod:`gpusim.workload.catalogue_schema`), imported where asked for: a start served from
+    the cache builds no pydantic model of it."""
+    if name in ("ModelEntry", "CatalogueFile"):
+        from gpusim.workload import catalogue_schema
+
+        return getattr(catalogue_schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def spec_from_dict(values: dict[str, Any], where: str) -> TransformerSpec:
     """A :class:`TransformerSpec` from plain values (lists become tuples), every field type-checked;
     an unknown or ill-typed field raises :class:`ScenarioError` naming it."""
+    from pydantic import ValidationError
+
     unknown = sorted(set(values) - _SPEC_FIELDS)
     if unknown:
         raise ScenarioError(f"{where}: unknown TransformerSpec field {unknown[0]!r} "
                             f"(known: {', '.join(sorted(_SPEC_FIELDS))})")
     try:
-        return _SPEC_ADAPTER.validate_python(values)
+        return _spec_adapter().validate_python(values)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise ScenarioError(f"{where}: spec field {loc!r}: {err['msg']} (got {err.get('input')!r})") from None
 
 
-class ModelEntry(BaseModel):
-    """One catalogue entry."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="lower-case, hyphenated")
-    name: str = Field(min_length=1)
-    family: Literal[FAMILIES]  # type: ignore[valid-type]
-    aliases: tuple[str, ...] = ()
-    builder: Literal["transformer", "resnet", "vgg16", "inception_v3", "ssd300", "mask_rcnn", "gnmt"] = "transformer"
-    spec: dict[str, Any] | None = None
-    hf_config: dict[str, Any] | None = None
-    seq_len: int | None = Field(default=None, ge=1, description="default tokens per sequence (overrides the config's)")
-    args: dict[str, Any] = {}
-    pipeline: Literal["imagenet", "squad", "text"] | None = None
-    sources: tuple[str, ...] = Field(min_length=1)
-    notes: str = ""
-
-    @field_validator("sources")
-    @classmethod
-    def _sources_say_something(cls, v):
-        if any(len(s.strip()) < 10 for s in v):
-            raise ValueError("every source must name a paper, model card or file (at least 10 characters)")
-        return v
-
-    @model_validator(mode="after")
-    def _spec_iff_transformer(self):
-        if (self.builder == "transformer") != ((self.spec is None) != (self.hf_config is None)):
-            raise ValueError("a transformer entry needs one of `spec` (TransformerSpec fields) or `hf_config` "
-                             "(a Hugging Face config.json); other builders take `args`")
-        return self
-
-
-class CatalogueFile(BaseModel):
-    """One data file: a model family."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    title: str
-    order: int
-    defaults: dict[str, Any] = {}
-    models: tuple[ModelEntry, ...] = Field(min_length=1)
+#: the code whose output the cache holds: the schema and loader (this file) and the builders it refers to
+_CACHED_CODE = ("catalogue.py", "catalogue_schema.py", "transformer.py", "core.py", "cnn.py", "rnn.py", "from_config.py")
 
 
 @functools.lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, Callable[[int | None], Workload]], dict[str, str],
                      dict[str, tuple[EntryInfo, TransformerSpec]]]:
-    """Read and validate every data file once: (id -> builder, alias -> id, id -> (info, spec))."""
+    """Every data file read and validated once: (id -> builder, alias -> id, id -> (info, spec)); from the
+    on-disk cache (:mod:`gpusim.diskcache`) when neither the files nor the code that reads them changed."""
+    paths = sorted(DATA_DIR.glob("*.yaml"))
+    here = Path(__file__).resolve().parent
+    cached = diskcache.cache_path("catalogue", diskcache.content_key(
+        [here / f for f in _CACHED_CODE], paths)) if diskcache.cache_dir() is not None else None
+    hit = diskcache.read(cached, tuple)
+    if hit is not None and len(hit) == 3:
+        return hit
+    out = _parse(paths)
+    diskcache.write(cached, out)
+    return out
+
+
+def _parse(paths: Sequence[Path]):
+    import yaml
+    from pydantic import ValidationError
+
+    from gpusim.workload.catalogue_schema import CatalogueFile
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # C: ~10x faster; Python where libyaml is missing
     files = []
-    for path in sorted(DATA_DIR.glob("*.yaml")):
+    for path in paths:
         try:
-            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
             files.append((path, CatalogueFile.model_validate(raw)))
         except (OSError, yaml.YAMLError) as e:
             raise ScenarioError(f"catalogue file {path}: cannot read it ({e})") from None
