@@ -20,7 +20,7 @@ PKG = ROOT / "gpusim"
 #: the stages, lowest first; a module belongs to the first stage with a pattern that matches it (a pattern ending
 #: in ".*" matches a package's modules). Keep in step with docs/ARCHITECTURE.md.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("gpusim.errors", "gpusim.units", "gpusim.checks", "gpusim.fsutil", "gpusim.hardware",
+    ("foundation", ("gpusim.errors", "gpusim.units", "gpusim.checks", "gpusim.fsutil", "gpusim.diskcache", "gpusim.hardware",
                     "gpusim.hwdb", "gpusim.hwdb_data", "gpusim.params", "gpusim.strategy", "gpusim.profile",
                     "gpusim.topology", "gpusim.nccl_tests", "gpusim.workload", "gpusim.workload.*",
                     "gpusim.checkpoint_sizing", "gpusim.textable")),
@@ -41,7 +41,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: inside the foundation's workload package: the noun first, then its builders, then the catalogue, then the package
 WORKLOAD_ORDER = (("gpusim.workload.core", "gpusim.workload.ssm"), ("gpusim.workload.transformer",),
                   ("gpusim.workload.flops", "gpusim.workload.cnn", "gpusim.workload.rnn", "gpusim.workload.from_config",
-                   "gpusim.workload.from_torch"), ("gpusim.workload.catalogue",), ("gpusim.workload",))
+                   "gpusim.workload.from_torch", "gpusim.workload.catalogue_schema"), ("gpusim.workload.catalogue",), ("gpusim.workload",))
 
 #: what the pure model may import besides numpy and the standard library
 MODEL_MAY_IMPORT = ("gpusim.model", "gpusim.params", "gpusim.strategy", "gpusim.units", "gpusim.errors")
