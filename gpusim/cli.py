@@ -19,18 +19,46 @@ import pkgutil
 import sys
 
 
-def _commands():
+#: subcommands registered by a module of another name (every other command lives in gpusim/commands/<name>.py)
+COMMAND_MODULES = {"scale": "predict"}
+
+
+def _commands(only: str | None = None):
+    """The command modules, in ``--help`` order; with ``only`` (a subcommand name), just the module that
+    registers it when there is one (a start then imports and builds one parser, not fifteen: ~30 ms of a cold
+    start, issue 20)."""
     import gpusim.commands as pkg
 
-    mods = [importlib.import_module(f"gpusim.commands.{m.name}")
-            for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+    names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+    if only is not None and COMMAND_MODULES.get(only, only) in names:
+        names = [COMMAND_MODULES.get(only, only)]
+    mods = [importlib.import_module(f"gpusim.commands.{n}") for n in names]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
+
+
+def _subcommand(argv: list[str]) -> str | None:
+    """The subcommand named on a command line (the first word that is neither an option nor the value of
+    ``--hwdb``), or None."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if a == "--hwdb":
+            i += 2
+            continue
+        if not a.startswith("-"):
+            return a
+        i += 1
+    return None
 
 
 from gpusim.commands._common import Parser as _Parser  # noqa: E402  (argparse's errors as one line)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, the global options and just that subcommand (what
+    :func:`main` parses a command line with: an unknown name still gets every command, for its error)."""
     from gpusim import __version__
 
     parser = _Parser(
@@ -42,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a directory of your own hardware YAML files that add to or override the shipped "
                              "database (repeatable; also $GPUSIM_HWDB)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in _commands():
+    for mod in _commands(only):
         mod.register(sub)
     return parser
 
@@ -67,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     from gpusim.errors import GpusimError
 
     _one_blas_thread()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_subcommand(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

