@@ -243,6 +243,76 @@ def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
     return ~np.isfinite(_f(capacity)) & ((_f(ep) > 1) | (_f(local_experts) > 1)) & (np.asarray(dispatcher) >= 0)
 
 
+#: GPU kernels among :data:`MOE_FIXED_FWD_KERNELS` (the 21 less the four collectives: the tokens-per-expert gather, the
+#: two dispatch all-to-alls and the combine, whose time is the collectives model's): each pays the GPU's per-kernel
+#: launch and tail (ModelParams ``kernel_tail_s``) as the dense layer's element-wise kernels do, forward and backward
+MOE_FIXED_GPU_KERNELS = MOE_FIXED_FWD_KERNELS - 4.0
+
+
+def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_chunks, dispatcher=ALLTOALL):
+    """HBM bytes of one MoE layer's token (un)permutation in one pass (the forward; the backward moves the same:
+    each kernel's gradient is the reverse gather/scatter), for one rank.
+
+    Megatron-Core's all-to-all dispatcher (``MoEAlltoAllTokenDispatcher`` in
+    ``megatron/core/transformer/moe/token_dispatcher.py``; the fused kernels of ``--moe-permute-fusion``, Transformer
+    Engine's ``moe_permute_with_probs`` / ``moe_unpermute`` and ``moe_sort_chunks_by_index``):
+
+    - **permute** the rank's ``n`` tokens into ``n k`` expert-ordered copies before the dispatch: read ``n h e``,
+      write ``n k h e``, with each copy's fp32 routing probability (``4 n k``);
+    - **sort chunks** after the dispatch when the rank holds several experts and ``ep > 1`` (``dispatch_postprocess``:
+      ``sort_chunks_by_idxs`` reorders the received ``r`` copies from source-rank-major to expert-major): read and write
+      ``r h e`` and the probabilities (``8 r``); the combine's **unsort** moves the expert outputs back: ``2 r h e``;
+    - **unpermute** after the combine: read the ``n k`` returned copies, write the ``n`` summed tokens.
+
+    ``n = tokens`` (the rank's own), ``r = recv_tokens`` (the copies it computes). The hierarchical dispatcher
+    (DeepEP / HybridEP: ``MoEFlexTokenDispatcher``) receives deduplicated tokens and permutes them to its experts
+    after the dispatch and back before the combine: read and write ``r h e`` each (``4 r h e``).
+    Hand-worked (all-to-all, ``n = 4096``, ``k = 8``, ``r = n k``, ``h = 2048``, bf16, sorted):
+    ``(2 x 4096 x 9 + 4 x 32768) x 2048 x 2 + 4 x 32768 + 8 x 32768 = 1.3759e9`` bytes."""
+    n, r, k = _f(tokens), _f(recv_tokens), _f(top_k)
+    he = _f(d_model) * elem_bytes
+    sort = np.asarray(sort_chunks, dtype=bool)
+    a2a = (2.0 * n * (1.0 + k) + np.where(sort, 4.0 * r, 0.0)) * he + 4.0 * n * k + np.where(sort, 8.0 * r, 0.0)
+    flex = 4.0 * r * he
+    return np.where(np.asarray(dispatcher) == DEEPEP, flex, a2a)
+
+
+def sorts_chunks(dispatcher, ep, local_experts):
+    """Whether the all-to-all dispatcher reorders the received tokens by local expert (``ep > 1`` and more than one
+    local expert: ``MoEAlltoAllTokenDispatcher`` builds ``sort_input_by_local_experts`` only then)."""
+    return (np.asarray(dispatcher) == ALLTOALL) & (_f(ep) > 1) & (_f(local_experts) > 1)
+
+
+def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
+    """``(forward, backward)`` bytes of the FP8 quantisations an MoE layer makes against the dense FFN's (per rank and
+    micro-batch; zero without FP8).
+
+    Transformer Engine's ``GroupedLinear`` quantises each expert's input itself (``tex.split_quantize`` over the
+    ``m_splits``: one separate quantisation per expert, :data:`gpusim.model.fp8.CAST_BYTES` per element): the fc1 input
+    is the permuted tokens (``r h``: no norm kernel to fuse the cast into, the pre-MLP norm's bf16 output also feeds the
+    router), the fc2 input the output of Megatron-Core's fused ``weighted_bias_swiglu`` (``r f_e / etp``: a bf16 write,
+    ``TEGroupedMLP`` in ``megatron/core/transformer/moe/experts.py``); backward, the output gradients entering the two
+    data-gradient GEMMs (``r h`` after the combine's backward, ``r f_e u / etp`` after the activation's). The dense
+    FFN they replace had the FC1 input cast fused into its norm and the FC2 input and FC1 output-gradient casts fused
+    into its activation (:func:`gpusim.model.fp8.layer_cast_s`), and the FC2 output gradient cast separately. Shared
+    experts keep the dense FFN's fused casts at their width ``f_s`` and take the norm's fusion (without them the
+    norm's fused cast is gone). Hand-worked (MXFP8, ``T = 4096``, ``r = 32768``, ``h = 2048``, ``f = 6144``,
+    ``f_e = 768``, no shared experts, ``u = 2``, ``tp = etp = 1``): cast ``4 + 2/32``, norm-fused ``4 + 2/32``,
+    act-fused ``2/32`` bytes; forward ``32768 x 2816 x 4.0625 - 4096 x 6144 x 0.0625 - 4096 x 2048 x 4.0625``
+    = 3.4303e8 bytes."""
+    code = np.asarray(mode)
+    per, norm, act = FP8.cast_bytes_per_elem(code), FP8.norm_fused_bytes_per_elem(code), FP8.act_fused_bytes_per_elem(code)
+    r, T = _f(recv_tokens), _f(T)
+    h, f, fe, fs, up, tp, etp = (_f(v) for v in (h, f, fe, fs, up, tp, etp))
+    shared = fs > 0
+    fwd = (r * (h + fe / etp) * per + T * fs / tp * act
+           - T * f / tp * act - np.where(shared, 0.0, T * h * norm))
+    bwd = (r * (h + fe * up / etp) * per + T * fs * up / tp * act
+           - T * f * up / tp * act - np.where(shared, 0.0, T * h * per))
+    on = code > 0
+    return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
+
+
 def moe_params_per_rank(x: dict, tp):
     """Parameters per rank of the FFN of one layer, averaged over the layers, against the dense FFN's
     (``delta``), and the routed experts' part (``expert``): router ``h E``, shared experts / tp, ``E / ep``
@@ -302,10 +372,24 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     x_dn_f, x_dn_b = linear(tpe, h, fe / etp, conc)
     x_up_f, x_up_b, x_dn_f, x_dn_b = (rounds * t for t in (x_up_f, x_up_b, x_dn_f, x_dn_b))
     routed_tokens = tpe * local
-    perm_bytes = 2.0 * routed_tokens * h * e * 2.0  # permute before and unpermute after the experts (read + write)
+    # [issue 17] the dispatcher's (un)permutations as Megatron-Core runs them (permutation_bytes), the same bytes
+    # backward; the router's, permutations' and splits' kernels each pay the GPU's kernel tail (MOE_FIXED_GPU_KERNELS)
+    dispatcher = np.asarray(x.get("moe_dispatcher", ALLTOALL))
+    perm_bytes = permutation_bytes(n_tok, routed_tokens, k, h, e,
+                                   sort_chunks=sorts_chunks(dispatcher, ep, local), dispatcher=dispatcher)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
-    experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate
-    experts_b = x_up_b + x_dn_b + 2.0 * (x_act + perm_bytes) / mem_rate
+    fixed_tail = MOE_FIXED_GPU_KERNELS * p.kernel_tail_s
+    experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate + fixed_tail
+    experts_b = x_up_b + x_dn_b + (2.0 * x_act + perm_bytes) / mem_rate + fixed_tail
+    # [issue 17] FP8: the experts' inputs and output gradients quantised by separate per-expert kernels
+    # (expert_cast_bytes), each a kernel of its own
+    fp8_code = np.asarray(x.get("fp8_mode", 0))
+    if np.any(fp8_code > 0):
+        cast_f, cast_b = expert_cast_bytes(fp8_code, T=T, recv_tokens=routed_tokens, h=h, f=fd, fe=fe, fs=fs, up=up,
+                                           tp=tp, etp=etp)
+        quant_tail = np.where(fp8_code > 0, 2.0 * local * p.kernel_tail_s, 0.0)
+        experts_f = experts_f + cast_f / mem_rate + quant_tail
+        experts_b = experts_b + cast_b / mem_rate + quant_tail
     # shared experts: a dense FFN of width fs on every token, tp-split
     s_up_f, s_up_b = linear(T, fs * up / tp, h)
     s_dn_f, s_dn_b = linear(T, h, fs / tp)
