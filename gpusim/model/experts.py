@@ -313,6 +313,18 @@ def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
     return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
 
 
+def wgrad_epilogue_bytes(grad_accum_fusion, elem_bytes):
+    """``(out_bytes, src_bytes)`` per weight element of one weight-gradient GEMM: accumulated into the fp32 main
+    gradient in the GEMM's epilogue with gradient-accumulation fusion (write 4, read 4: Megatron-LM's
+    ``--gradient-accumulation-fusion``; Transformer Engine ``GroupedLinear(fuse_wgrad_accumulation=True)`` for the
+    experts), else a 16-bit gradient written (``elem_bytes``, nothing read; the separate accumulation kernel is
+    :mod:`gpusim.model.llm`'s). For an expert whose ``k``-dimension is its few hundred tokens this traffic, ``8 h f_e``
+    bytes per GEMM whatever the tokens, can outweigh the GEMM's FLOPs: ``2 m h f_e`` FLOPs over ``8 h f_e`` bytes is
+    ``m / 4`` FLOP per byte, below an H100's FP8 ridge (about 600) for ``m`` < 2,400 tokens per expert."""
+    fused = np.asarray(grad_accum_fusion, dtype=bool)
+    return np.where(fused, 4.0, _f(elem_bytes)), np.where(fused, 4.0, 0.0)
+
+
 def moe_params_per_rank(x: dict, tp):
     """Parameters per rank of the FFN of one layer, averaged over the layers, against the dense FFN's
     (``delta``), and the routed experts' part (``expert``): router ``h E``, shared experts / tp, ``E / ep``
@@ -347,9 +359,16 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     up = _f(x["ffn_mats"]) - 1.0
     ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
 
+    # [issue 17] every GEMM writes a 16-bit output; a weight gradient with gradient-accumulation fusion (Megatron-Core
+    # --gradient-accumulation-fusion; TE GroupedLinear's fuse_wgrad_accumulation for the experts) accumulates into the
+    # fp32 main gradient: reads 4 and writes 4 bytes per weight element each micro-batch (wgrad_epilogue_bytes), as
+    # gpusim.model.llm charges the dense layer's
+    w_out, w_src = wgrad_epilogue_bytes(x.get("grad_accum_fusion", True), e)
+
     def linear(m_rows, n_out, k_in, batch=1.0):
-        fw = gemm(m_rows, n_out, k_in, batch)
-        return fw, gemm(m_rows, k_in, n_out, batch) + gemm(k_in, n_out, m_rows, batch)
+        fw = gemm(m_rows, n_out, k_in, batch, out_bytes=e)
+        return fw, (gemm(m_rows, k_in, n_out, batch, out_bytes=e)
+                    + gemm(k_in, n_out, m_rows, batch, out_bytes=w_out, src_bytes=w_src))
 
     # the dense FFN the MoE layer replaces (as gpusim.model.llm computes it)
     d_up_f, d_up_b = linear(T, fd * up / tp, h)
