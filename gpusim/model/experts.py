@@ -196,6 +196,33 @@ TE_COMPUTE_STREAMS = 4.0
 MOE_FIXED_FWD_KERNELS = 21.0
 
 
+#: of :data:`MOE_FIXED_FWD_KERNELS`, the operations Megatron-Core's all-to-all dispatcher runs *before* its host sync
+#: (``cuda_sync_point = "before_ep_alltoall"``): router GEMM 1, score function + top-k 1, balancing 3, tokens per
+#: expert 1, their gather 1, input / output splits 3, the device-to-host copy 1, permutation 2 (13); the other 8 (the
+#: dispatch all-to-alls 2, chunk sort 2, activation 1, unsort 1, combine 1, unpermutation 1) and the experts' GEMMs and
+#: quantisations follow it
+MOE_PRESYNC_FWD_KERNELS = 13.0
+
+
+def synced_forward_s(gpu_post_s, cpu_post_s, gpu_pre_s, cpu_pre_s):
+    """Forward seconds of one MoE layer whose dispatcher waits for the GPU once per forward (:func:`dispatcher_syncs`).
+
+    Between two such syncs the CPU and the GPU start together (the sync drained the stream: PyTorch CUDA semantics,
+    a device-to-host copy blocks the host until the queued kernels finish) and run one segment: the *post*-sync part
+    of the MoE layer (dispatch all-to-all, the experts' per-expert GEMMs and quantisations, combine, unpermutation:
+    many small launches) and then the *pre*-sync part of the next layer (norms, attention, router, the dispatcher's
+    preprocessing: few, long kernels). The GPU cannot start a kernel before the CPU has launched it, so the segment
+    ends at ``max(max(c_post, g_post) + g_pre, c_post + c_pre)``: where the post part is launch-bound and the pre
+    part GPU-bound, the launches of the one and the GPU time of the other *add* instead of hiding each other, which
+    the ``max(GPU, CPU)`` of a sync-free layer (:func:`gpusim.model.compute.layer_cpu_s`) would assume. Megatron-Core's
+    CUDA-graph and sync-free MoE work exists for this (NVIDIA/Megatron-LM PR #3496: "The AlltoAll dispatcher and
+    GroupedGEMM rely on CPU-resident tensors for token-expert assignments, which breaks CUDA graph capture due to host
+    synchronizations"). Hand-worked: post 0.6 ms CPU / 0.2 ms GPU, pre 0.2 ms CPU / 0.3 ms GPU: 0.9 ms (sync-free
+    0.8 ms)."""
+    gP, cP, gQ, cQ = _f(gpu_post_s), _f(cpu_post_s), _f(gpu_pre_s), _f(cpu_pre_s)
+    return np.maximum(np.maximum(cP, gP) + gQ, cP + cQ)
+
+
 def grouped_gemm_rounds(local_experts):
     """``(rounds, concurrent)``: Transformer Engine's grouped GEMM (``GroupedLinear``, Megatron-Core's
     ``TEGroupedMLP`` under ``--moe-grouped-gemm``; ``multi_stream_cublas_gemm`` in
@@ -452,6 +479,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f
+    # [issue 17] the part of the layer after the sync: its GPU time and its CPU launches (synced_forward_s)
+    post_gpu_f = experts_f + shared_f
+    post_cpu_f = cpu_f - MOE_PRESYNC_FWD_KERNELS * p.launch_cpu_s * host
     delta_params, expert_params = moe_params_per_rank(x, tp)
     # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
     # Megatron-Core multiplies the routing probabilities inside the experts' activation, ``activation_func_with_probs``
@@ -489,7 +519,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
             "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
-            "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b}
+            "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b,
+            "syncs": syncs & (moe_frac > 0), "post_gpu_f_s": moe_frac * post_gpu_f,
+            "post_cpu_f_s": moe_frac * post_cpu_f}
 
 
 def moe_flop_delta_per_token(x: dict):

@@ -546,7 +546,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
     cpu_f = cpu_f + moe["cpu_f_s"]
     cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
-    layer_f = np.maximum(layer_f, cpu_f)
+    syncs = moe.get("syncs", False)
+    if np.any(syncs):  # [issue 17] the host sync splits the forward: launches after it wait (experts.synced_forward_s)
+        g_post, c_post = moe["post_gpu_f_s"], moe["post_cpu_f_s"]
+        synced = EXP.synced_forward_s(g_post, c_post, layer_f - g_post, cpu_f - c_post)
+        layer_f = np.where(syncs, synced, np.maximum(layer_f, cpu_f))
+    else:
+        layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------

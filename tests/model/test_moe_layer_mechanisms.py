@@ -155,3 +155,38 @@ def test_force_balanced_router_is_the_sampled_spread():
     want = 1.0 + float(expected_max_std_normal(8.0)) * np.sqrt(120.0 / (127.0 * mu))
     assert float(EXP.busiest_rank_load(4096.0, 8.0, 128.0, 8.0)) == pytest.approx(want)
     assert 1.005 < want < 1.01
+
+
+# ---- the dispatcher's host sync ---------------------------------------------------------------------------------
+
+def test_synced_forward_adds_the_launch_bound_and_the_gpu_bound_halves():
+    # post-sync part launch-bound (0.6 ms CPU, 0.2 ms GPU), pre-sync part GPU-bound (0.2 ms CPU, 0.3 ms GPU): the sync
+    # makes them add, 0.6 + 0.3 = 0.9 ms, where a sync-free layer would take max(0.5, 0.8) = 0.8 ms
+    assert float(EXP.synced_forward_s(0.2e-3, 0.6e-3, 0.3e-3, 0.2e-3)) == pytest.approx(0.9e-3)
+    # GPU-bound on both sides: the GPU's sum; launch-bound on both: the CPU's sum
+    assert float(EXP.synced_forward_s(0.5e-3, 0.1e-3, 0.4e-3, 0.1e-3)) == pytest.approx(0.9e-3)
+    assert float(EXP.synced_forward_s(0.1e-3, 0.5e-3, 0.1e-3, 0.4e-3)) == pytest.approx(0.9e-3)
+    assert EXP.MOE_PRESYNC_FWD_KERNELS < EXP.MOE_FIXED_FWD_KERNELS
+
+
+def test_the_layer_reports_its_post_sync_part_only_where_the_dispatcher_syncs():
+    dropless = _terms(_x(ep=2.0))
+    padded = _terms(_x(ep=2.0, moe_capacity=1.0))
+    assert bool(np.all(dropless["syncs"])) and not bool(np.any(padded["syncs"]))
+    host = DEFAULT_PARAMS.launch_cpu_s
+    assert float(dropless["post_cpu_f_s"]) == pytest.approx(float(dropless["cpu_f_s"])
+                                                             - EXP.MOE_PRESYNC_FWD_KERNELS * host)
+
+
+def test_a_launch_bound_moe_layer_is_slower_with_the_sync(db, monkeypatch):
+    # Qwen3-30B-A3B at one 8192-token sequence on a Grace host, 16 local experts, dropless (the dispatcher syncs): the
+    # experts' launches (post-sync) outlast their GPU time while the attention (pre-sync) outlasts its launches, so
+    # the step exceeds the sync-free max(GPU, CPU) composition of the same layer
+    from gpusim.simulation import Scenario, simulate
+
+    scn = Scenario(model="qwen3-30b-a3b", gpu="gb200", gpus=8, nodes=2, kind="zero1", tp=1, pp=1, ep=8,
+                   per_gpu_batch=1, global_batch=64, seq_len=8192, precision="bf16")
+    synced = simulate(scn, db=db, recommend=False).step_s
+    monkeypatch.setattr(EXP, "synced_forward_s", lambda gP, cP, gQ, cQ: np.maximum(gP + gQ, cP + cQ))
+    free = simulate(scn, db=db, recommend=False).step_s
+    assert synced > free
