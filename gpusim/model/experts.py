@@ -21,6 +21,17 @@ Technical Report" 2024 for shared and fine-grained experts):
 - **Load imbalance**: every MoE layer's all-to-all waits for the busiest rank of the EP group, which computes
   and receives more than the mean; see :func:`busiest_rank_load`.
 - **Shared experts** run on every token like a dense FFN of width ``n_shared f_s`` split over tp.
+- [issue 17] **Token permutation** at the byte counts of Megatron-Core's dispatcher kernels (:func:`permutation_bytes`:
+  permute, chunk sort and unsort, unpermute; the same bytes backward), each of the router's and dispatcher's kernels
+  paying the GPU's kernel tail (:data:`MOE_FIXED_GPU_KERNELS`).
+- [issue 17] **FP8 expert casts**: Transformer Engine's grouped linear layers quantise each expert's input and output
+  gradient in a separate pass over the routed tokens (:func:`expert_cast_bytes`), where the dense FFN fused them into
+  its norm and activation.
+- [issue 17] **Weight gradients** of the experts accumulate into the fp32 main gradient in the GEMM epilogue
+  (:func:`wgrad_epilogue_bytes`): 8 bytes per weight element per micro-batch, which bounds a small expert's
+  weight-gradient GEMM by memory.
+- [issue 17] **The dispatcher's host sync** splits the forward into the launches after it and the GPU work before it
+  (:func:`synced_forward_s`), which add where they do not hide each other.
 - **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); a fixed fraction
   ``ep_a2a_overlap_frac`` of it (a calibration's figure, default 0) hides here. The schedules that hide it under
   another micro-batch's compute (Megatron-Core's EP A2A overlap, DeepSeek-V3's DualPipe) are the scenario's
