@@ -17,8 +17,8 @@ predicted as it ran:
   ``router=force_balanced`` (the Megatron-Bridge performance tables: "we force-balance the token distribution
   among experts": Megatron-Core's random router logits, so only the sampling spread of a uniform router:
   ``gpusim.model.experts.busiest_rank_load``), ``moe_capacity_factor=`` (token-drop runs, experts padded to capacity),
-  ``ep_overlap=`` (``1f1b`` | ``dualpipe``: Megatron-Core's EP A2A overlap or DualPipe) and ``moe_dispatcher=`` (``alltoall`` | ``deepep``), as the Scenario
-  fields of the same names.
+  ``ep_overlap=`` (``1f1b`` | ``dualpipe``: Megatron-Core's EP A2A overlap or DualPipe) and ``moe_dispatcher=``
+  (``alltoall`` | ``deepep``), as the Scenario fields of the same names.
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
