@@ -15,9 +15,10 @@ predicted as it ran:
   Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
   layouts: ``COMM_OVERLAP_CONFIG_MAP`` of Megatron-Bridge's ``scripts/performance`` configs). The MoE ones:
   ``router=force_balanced`` (the Megatron-Bridge performance tables: "we force-balance the token distribution
-  among experts": no routing imbalance), ``moe_capacity_factor=`` (token-drop runs, experts padded to capacity),
-  ``ep_overlap=`` (``a2a`` | ``dualpipe``) and ``moe_dispatcher=`` (``alltoall`` | ``deepep``), as the Scenario
-  fields of the same names.
+  among experts": Megatron-Core's random router logits, so only the sampling spread of a uniform router:
+  ``gpusim.model.experts.busiest_rank_load``), ``moe_capacity_factor=`` (token-drop runs, experts padded to capacity),
+  ``ep_overlap=`` (``1f1b`` | ``dualpipe``: Megatron-Core's EP A2A overlap or DualPipe) and ``moe_dispatcher=``
+  (``alltoall`` | ``deepep``), as the Scenario fields of the same names.
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
@@ -197,8 +198,11 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     changes = {}
     if spec is not None and "attention" in opts and spec.flash_attention != (opts["attention"] == "flash"):
         changes["flash_attention"] = opts["attention"] == "flash"
-    if spec is not None and opts.get("router") == "force_balanced" and getattr(spec, "n_experts", 0):
-        changes["moe_imbalance_frac"] = 0.0  # the tables force-balance the tokens: no busiest-rank excess
+    # ``router=force_balanced`` (the tables force-balance the tokens: Megatron-Core's --moe-router-force-load-balancing)
+    # replaces the router's logits by fresh normal draws per token (``RandomSTE`` / ``apply_random_logits`` in
+    # megatron/core/transformer/moe/moe_utils.py, "random logits of router for load-balanced benchmark"): every token's
+    # top-k is then a uniform random k-subset, exactly the sampling spread of experts.busiest_rank_load, which the row
+    # keeps (balanced in expectation, not per micro-batch)
     if changes:
         from gpusim.workload import build_from_spec
 

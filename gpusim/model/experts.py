@@ -21,6 +21,17 @@ Technical Report" 2024 for shared and fine-grained experts):
 - **Load imbalance**: every MoE layer's all-to-all waits for the busiest rank of the EP group, which computes
   and receives more than the mean; see :func:`busiest_rank_load`.
 - **Shared experts** run on every token like a dense FFN of width ``n_shared f_s`` split over tp.
+- [issue 17] **Token permutation** at the byte counts of Megatron-Core's dispatcher kernels (:func:`permutation_bytes`:
+  permute, chunk sort and unsort, unpermute; the same bytes backward), each of the router's and dispatcher's kernels
+  paying the GPU's kernel tail (:data:`MOE_FIXED_GPU_KERNELS`).
+- [issue 17] **FP8 expert casts**: Transformer Engine's grouped linear layers quantise each expert's input and output
+  gradient in a separate pass over the routed tokens (:func:`expert_cast_bytes`), where the dense FFN fused them into
+  its norm and activation.
+- [issue 17] **Weight gradients** of the experts accumulate into the fp32 main gradient in the GEMM epilogue
+  (:func:`wgrad_epilogue_bytes`): 8 bytes per weight element per micro-batch, which bounds a small expert's
+  weight-gradient GEMM by memory.
+- [issue 17] **The dispatcher's host sync** splits the forward into the launches after it and the GPU work before it
+  (:func:`synced_forward_s`), which add where they do not hide each other.
 - **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); a fixed fraction
   ``ep_a2a_overlap_frac`` of it (a calibration's figure, default 0) hides here. The schedules that hide it under
   another micro-batch's compute (Megatron-Core's EP A2A overlap, DeepSeek-V3's DualPipe) are the scenario's
@@ -196,6 +207,33 @@ TE_COMPUTE_STREAMS = 4.0
 MOE_FIXED_FWD_KERNELS = 21.0
 
 
+#: of :data:`MOE_FIXED_FWD_KERNELS`, the operations Megatron-Core's all-to-all dispatcher runs *before* its host sync
+#: (``cuda_sync_point = "before_ep_alltoall"``): router GEMM 1, score function + top-k 1, balancing 3, tokens per
+#: expert 1, their gather 1, input / output splits 3, the device-to-host copy 1, permutation 2 (13); the other 8 (the
+#: dispatch all-to-alls 2, chunk sort 2, activation 1, unsort 1, combine 1, unpermutation 1) and the experts' GEMMs and
+#: quantisations follow it
+MOE_PRESYNC_FWD_KERNELS = 13.0
+
+
+def synced_forward_s(gpu_post_s, cpu_post_s, gpu_pre_s, cpu_pre_s):
+    """Forward seconds of one MoE layer whose dispatcher waits for the GPU once per forward (:func:`dispatcher_syncs`).
+
+    Between two such syncs the CPU and the GPU start together (the sync drained the stream: PyTorch CUDA semantics,
+    a device-to-host copy blocks the host until the queued kernels finish) and run one segment: the *post*-sync part
+    of the MoE layer (dispatch all-to-all, the experts' per-expert GEMMs and quantisations, combine, unpermutation:
+    many small launches) and then the *pre*-sync part of the next layer (norms, attention, router, the dispatcher's
+    preprocessing: few, long kernels). The GPU cannot start a kernel before the CPU has launched it, so the segment
+    ends at ``max(max(c_post, g_post) + g_pre, c_post + c_pre)``: where the post part is launch-bound and the pre
+    part GPU-bound, the launches of the one and the GPU time of the other *add* instead of hiding each other, which
+    the ``max(GPU, CPU)`` of a sync-free layer (:func:`gpusim.model.compute.layer_cpu_s`) would assume. Megatron-Core's
+    CUDA-graph and sync-free MoE work exists for this (NVIDIA/Megatron-LM PR #3496: "The AlltoAll dispatcher and
+    GroupedGEMM rely on CPU-resident tensors for token-expert assignments, which breaks CUDA graph capture due to host
+    synchronizations"). Hand-worked: post 0.6 ms CPU / 0.2 ms GPU, pre 0.2 ms CPU / 0.3 ms GPU: 0.9 ms (sync-free
+    0.8 ms)."""
+    gP, cP, gQ, cQ = _f(gpu_post_s), _f(cpu_post_s), _f(gpu_pre_s), _f(cpu_pre_s)
+    return np.maximum(np.maximum(cP, gP) + gQ, cP + cQ)
+
+
 def grouped_gemm_rounds(local_experts):
     """``(rounds, concurrent)``: Transformer Engine's grouped GEMM (``GroupedLinear``, Megatron-Core's
     ``TEGroupedMLP`` under ``--moe-grouped-gemm``; ``multi_stream_cublas_gemm`` in
@@ -243,6 +281,89 @@ def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
     return ~np.isfinite(_f(capacity)) & ((_f(ep) > 1) | (_f(local_experts) > 1)) & (np.asarray(dispatcher) >= 0)
 
 
+#: GPU kernels among :data:`MOE_FIXED_FWD_KERNELS` (the 21 less the four collectives: the tokens-per-expert gather, the
+#: two dispatch all-to-alls and the combine, whose time is the collectives model's): each pays the GPU's per-kernel
+#: launch and tail (ModelParams ``kernel_tail_s``) as the dense layer's element-wise kernels do, forward and backward
+MOE_FIXED_GPU_KERNELS = MOE_FIXED_FWD_KERNELS - 4.0
+
+
+def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_chunks, dispatcher=ALLTOALL):
+    """HBM bytes of one MoE layer's token (un)permutation in one pass (the forward; the backward moves the same:
+    each kernel's gradient is the reverse gather/scatter), for one rank.
+
+    Megatron-Core's all-to-all dispatcher (``MoEAlltoAllTokenDispatcher`` in
+    ``megatron/core/transformer/moe/token_dispatcher.py``; the fused kernels of ``--moe-permute-fusion``, Transformer
+    Engine's ``moe_permute_with_probs`` / ``moe_unpermute`` and ``moe_sort_chunks_by_index``):
+
+    - **permute** the rank's ``n`` tokens into ``n k`` expert-ordered copies before the dispatch: read ``n h e``,
+      write ``n k h e``, with each copy's fp32 routing probability (``4 n k``);
+    - **sort chunks** after the dispatch when the rank holds several experts and ``ep > 1`` (``dispatch_postprocess``:
+      ``sort_chunks_by_idxs`` reorders the received ``r`` copies from source-rank-major to expert-major): read and write
+      ``r h e`` and the probabilities (``8 r``); the combine's **unsort** moves the expert outputs back: ``2 r h e``;
+    - **unpermute** after the combine: read the ``n k`` returned copies, write the ``n`` summed tokens.
+
+    ``n = tokens`` (the rank's own), ``r = recv_tokens`` (the copies it computes). The hierarchical dispatcher
+    (DeepEP / HybridEP: ``MoEFlexTokenDispatcher``) receives deduplicated tokens and permutes them to its experts
+    after the dispatch and back before the combine: read and write ``r h e`` each (``4 r h e``).
+    Hand-worked (all-to-all, ``n = 4096``, ``k = 8``, ``r = n k``, ``h = 2048``, bf16, sorted):
+    ``(2 x 4096 x 9 + 4 x 32768) x 2048 x 2 + 4 x 4096 x 8 + 8 x 32768 = 8.3925e8`` bytes, against the
+    ``4 r h e = 5.3687e8`` of one read and write of the copies before and after the experts."""
+    n, r, k = _f(tokens), _f(recv_tokens), _f(top_k)
+    he = _f(d_model) * elem_bytes
+    sort = np.asarray(sort_chunks, dtype=bool)
+    a2a = (2.0 * n * (1.0 + k) + np.where(sort, 4.0 * r, 0.0)) * he + 4.0 * n * k + np.where(sort, 8.0 * r, 0.0)
+    flex = 4.0 * r * he
+    return np.where(np.asarray(dispatcher) == DEEPEP, flex, a2a)
+
+
+def sorts_chunks(dispatcher, ep, local_experts):
+    """Whether the all-to-all dispatcher reorders the received tokens by local expert (``ep > 1`` and more than one
+    local expert: ``MoEAlltoAllTokenDispatcher`` builds ``sort_input_by_local_experts`` only then)."""
+    return (np.asarray(dispatcher) == ALLTOALL) & (_f(ep) > 1) & (_f(local_experts) > 1)
+
+
+def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
+    """``(forward, backward)`` bytes of the FP8 quantisations an MoE layer makes against the dense FFN's (per rank and
+    micro-batch; zero without FP8).
+
+    Transformer Engine's ``GroupedLinear`` quantises each expert's input itself (``tex.split_quantize`` over the
+    ``m_splits``: one separate quantisation per expert, :data:`gpusim.model.fp8.CAST_BYTES` per element): the fc1 input
+    is the permuted tokens (``r h``: no norm kernel to fuse the cast into, the pre-MLP norm's bf16 output also feeds the
+    router), the fc2 input the output of Megatron-Core's fused ``weighted_bias_swiglu`` (``r f_e / etp``: a bf16 write,
+    ``TEGroupedMLP`` in ``megatron/core/transformer/moe/experts.py``); backward, the output gradients entering the two
+    data-gradient GEMMs (``r h`` after the combine's backward, ``r f_e u / etp`` after the activation's). The dense
+    FFN they replace had the FC1 input cast fused into its norm and the FC2 input and FC1 output-gradient casts fused
+    into its activation (:func:`gpusim.model.fp8.layer_cast_s`), and the FC2 output gradient cast separately. Shared
+    experts keep the dense FFN's fused casts at their width ``f_s`` and take the norm's fusion (without them the
+    norm's fused cast is gone). Hand-worked (MXFP8, ``T = 4096``, ``r = 32768``, ``h = 2048``, ``f = 6144``,
+    ``f_e = 768``, no shared experts, ``u = 2``, ``tp = etp = 1``): cast ``4 + 2/32``, norm-fused ``4 + 2/32``,
+    act-fused ``2/32`` bytes; forward ``32768 x 2816 x 4.0625 - 4096 x 6144 x 0.0625 - 4096 x 2048 x 4.0625``
+    = 3.3921e8 bytes, backward ``32768 x 3584 x 4.0625 - 4096 x 12288 x 0.0625 - 4096 x 2048 x 4.0625`` = 4.3988e8."""
+    code = np.asarray(mode)
+    per, norm, act = FP8.cast_bytes_per_elem(code), FP8.norm_fused_bytes_per_elem(code), FP8.act_fused_bytes_per_elem(code)
+    r, T = _f(recv_tokens), _f(T)
+    h, f, fe, fs, up, tp, etp = (_f(v) for v in (h, f, fe, fs, up, tp, etp))
+    shared = fs > 0
+    fwd = (r * (h + fe / etp) * per + T * fs / tp * act
+           - T * f / tp * act - np.where(shared, 0.0, T * h * norm))
+    bwd = (r * (h + fe * up / etp) * per + T * fs * up / tp * act
+           - T * f * up / tp * act - np.where(shared, 0.0, T * h * per))
+    on = code > 0
+    return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
+
+
+def wgrad_epilogue_bytes(grad_accum_fusion, elem_bytes):
+    """``(out_bytes, src_bytes)`` per weight element of one weight-gradient GEMM: accumulated into the fp32 main
+    gradient in the GEMM's epilogue with gradient-accumulation fusion (write 4, read 4: Megatron-LM's
+    ``--gradient-accumulation-fusion``; Transformer Engine ``GroupedLinear(fuse_wgrad_accumulation=True)`` for the
+    experts), else a 16-bit gradient written (``elem_bytes``, nothing read; the separate accumulation kernel is
+    :mod:`gpusim.model.llm`'s). For an expert whose ``k``-dimension is its few hundred tokens this traffic, ``8 h f_e``
+    bytes per GEMM whatever the tokens, can outweigh the GEMM's FLOPs: ``2 m h f_e`` FLOPs over ``8 h f_e`` bytes is
+    ``m / 4`` FLOP per byte, below an H100's FP8 ridge (about 600) for ``m`` < 2,400 tokens per expert."""
+    fused = np.asarray(grad_accum_fusion, dtype=bool)
+    return np.where(fused, 4.0, _f(elem_bytes)), np.where(fused, 4.0, 0.0)
+
+
 def moe_params_per_rank(x: dict, tp):
     """Parameters per rank of the FFN of one layer, averaged over the layers, against the dense FFN's
     (``delta``), and the routed experts' part (``expert``): router ``h E``, shared experts / tp, ``E / ep``
@@ -277,9 +398,16 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     up = _f(x["ffn_mats"]) - 1.0
     ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
 
+    # [issue 17] every GEMM writes a 16-bit output; a weight gradient with gradient-accumulation fusion (Megatron-Core
+    # --gradient-accumulation-fusion; TE GroupedLinear's fuse_wgrad_accumulation for the experts) accumulates into the
+    # fp32 main gradient: reads 4 and writes 4 bytes per weight element each micro-batch (wgrad_epilogue_bytes), as
+    # gpusim.model.llm charges the dense layer's
+    w_out, w_src = wgrad_epilogue_bytes(x.get("grad_accum_fusion", True), e)
+
     def linear(m_rows, n_out, k_in, batch=1.0):
-        fw = gemm(m_rows, n_out, k_in, batch)
-        return fw, gemm(m_rows, k_in, n_out, batch) + gemm(k_in, n_out, m_rows, batch)
+        fw = gemm(m_rows, n_out, k_in, batch, out_bytes=e)
+        return fw, (gemm(m_rows, k_in, n_out, batch, out_bytes=e)
+                    + gemm(k_in, n_out, m_rows, batch, out_bytes=w_out, src_bytes=w_src))
 
     # the dense FFN the MoE layer replaces (as gpusim.model.llm computes it)
     d_up_f, d_up_b = linear(T, fd * up / tp, h)
@@ -302,10 +430,24 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     x_dn_f, x_dn_b = linear(tpe, h, fe / etp, conc)
     x_up_f, x_up_b, x_dn_f, x_dn_b = (rounds * t for t in (x_up_f, x_up_b, x_dn_f, x_dn_b))
     routed_tokens = tpe * local
-    perm_bytes = 2.0 * routed_tokens * h * e * 2.0  # permute before and unpermute after the experts (read + write)
+    # [issue 17] the dispatcher's (un)permutations as Megatron-Core runs them (permutation_bytes), the same bytes
+    # backward; the router's, permutations' and splits' kernels each pay the GPU's kernel tail (MOE_FIXED_GPU_KERNELS)
+    dispatcher = np.asarray(x.get("moe_dispatcher", ALLTOALL))
+    perm_bytes = permutation_bytes(n_tok, routed_tokens, k, h, e,
+                                   sort_chunks=sorts_chunks(dispatcher, ep, local), dispatcher=dispatcher)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
-    experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate
-    experts_b = x_up_b + x_dn_b + 2.0 * (x_act + perm_bytes) / mem_rate
+    fixed_tail = MOE_FIXED_GPU_KERNELS * p.kernel_tail_s
+    experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate + fixed_tail
+    experts_b = x_up_b + x_dn_b + (2.0 * x_act + perm_bytes) / mem_rate + fixed_tail
+    # [issue 17] FP8: the experts' inputs and output gradients quantised by separate per-expert kernels
+    # (expert_cast_bytes), each a kernel of its own
+    fp8_code = np.asarray(x.get("fp8_mode", 0))
+    if np.any(fp8_code > 0):
+        cast_f, cast_b = expert_cast_bytes(fp8_code, T=T, recv_tokens=routed_tokens, h=h, f=fd, fe=fe, fs=fs, up=up,
+                                           tp=tp, etp=etp)
+        quant_tail = np.where(fp8_code > 0, 2.0 * local * p.kernel_tail_s, 0.0)
+        experts_f = experts_f + cast_f / mem_rate + quant_tail
+        experts_b = experts_b + cast_b / mem_rate + quant_tail
     # shared experts: a dense FFN of width fs on every token, tp-split
     s_up_f, s_up_b = linear(T, fs * up / tp, h)
     s_dn_f, s_dn_b = linear(T, h, fs / tp)
@@ -348,6 +490,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f
+    # [issue 17] the part of the layer after the sync: its GPU time and its CPU launches (synced_forward_s)
+    post_gpu_f = experts_f + shared_f
+    post_cpu_f = cpu_f - MOE_PRESYNC_FWD_KERNELS * p.launch_cpu_s * host
     delta_params, expert_params = moe_params_per_rank(x, tp)
     # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
     # Megatron-Core multiplies the routing probabilities inside the experts' activation, ``activation_func_with_probs``
@@ -385,7 +530,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
             "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
-            "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b}
+            "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b,
+            "syncs": syncs & (moe_frac > 0), "post_gpu_f_s": moe_frac * post_gpu_f,
+            "post_cpu_f_s": moe_frac * post_cpu_f}
 
 
 def moe_flop_delta_per_token(x: dict):

@@ -114,6 +114,16 @@ def cast_bytes_per_elem(mode):
     return _CAST_TABLE[np.asarray(mode, dtype=np.int64)]
 
 
+def norm_fused_bytes_per_elem(mode):
+    """[issue 17] :data:`NORM_FUSED_BYTES` of a mode code (0 without FP8)."""
+    return _NORM_TABLE[np.asarray(mode, dtype=np.int64)]
+
+
+def act_fused_bytes_per_elem(mode):
+    """[issue 17] :data:`ACT_FUSED_BYTES` of a mode code (0 without FP8)."""
+    return _ACT_TABLE[np.asarray(mode, dtype=np.int64)]
+
+
 def layer_cast_s(mode, *, T, h, q, kv, f, up, tp, mem_rate, kernel_tail_s):
     """Seconds of one layer's FP8 quantisation kernels, ``(forward, backward)``, per micro-batch."""
     if not np.any(np.asarray(mode) > 0):

@@ -413,10 +413,12 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     t = dist(lambda *v: layer_gemm_times_s(*v, p=p), [T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, e, fp8,
                                                        ceil8, fused_wgrad, serial, o, ql, kva, kvl, kvu, ceil8f])
 
-    def gemm_lin(mm, nn, kk, batch=1.0):
-        """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8."""
+    def gemm_lin(mm, nn, kk, batch=1.0, out_bytes=None, src_bytes=0.0):
+        """One GEMM of a linear layer (the MoE experts' and router's): FP8 where the row trains in FP8. ``out_bytes`` /
+        ``src_bytes``: bytes written / read per output element (default: the operand width written, nothing read;
+        a weight gradient accumulated into the fp32 main gradient writes and reads 4)."""
         kw = dict(k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s, batch=batch,
-                  serial_epilogue=serial)
+                  serial_epilogue=serial, out_bytes=out_bytes, src_bytes=src_bytes)
         g16 = gemm_time_s(mm, nn, kk, ceil_rate, hbm, sms, elem_bytes=e, **kw)
         if not np.any(fp8 > 0):
             return g16
@@ -544,7 +546,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
     cpu_f = cpu_f + moe["cpu_f_s"]
     cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
-    layer_f = np.maximum(layer_f, cpu_f)
+    syncs = moe.get("syncs", False)
+    if np.any(syncs):  # [issue 17] the host sync splits the forward: launches after it wait (experts.synced_forward_s)
+        g_post, c_post = moe["post_gpu_f_s"], moe["post_cpu_f_s"]
+        synced = EXP.synced_forward_s(g_post, c_post, layer_f - g_post, cpu_f - c_post)
+        layer_f = np.where(syncs, synced, np.maximum(layer_f, cpu_f))
+    else:
+        layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
 
     # ---- parameters per stage ---------------------------------------------------------------------

@@ -304,7 +304,7 @@ def test_moe_activations_keep_one_copy_of_the_dispatched_tokens():
     x = {"moe_frac": 1.0, "d_model": 1024.0, "n_experts": 8.0, "top_k": 2.0, "expert_ff_dim": 0.0,
          "shared_ff_dim": 0.0, "ff_dim": 0.0, "ffn_mats": 3.0, "ep": 1.0, "expert_tp": 1.0, "moe_capacity": np.nan,
          "moe_imbalance_frac": 0.0, "gpus_per_node": 8.0, "n_nodes": 1.0, "inter_busbw_bytes_per_s": 400e9}
-    out = EXP.moe_layer_terms(x, DEFAULT_PARAMS, gemm=lambda m, n, k, batch=1.0: 0.0 * m, T=1000.0, tp=1.0, e=2.0,
+    out = EXP.moe_layer_terms(x, DEFAULT_PARAMS, gemm=lambda m, n, k, batch=1.0, **kw: 0.0 * m, T=1000.0, tp=1.0, e=2.0,
                               mem_rate=1e12, domain=8.0, g=8.0, coll=lambda *a, **k: 0.0)
     routed = 1000.0 * 2.0  # tokens x top-k, balanced, one rank
     assert float(out["delta_act_bytes"]) == pytest.approx(1000.0 * 8.0 * 4.0 + routed * (1024.0 * 2.0 + 4.0))

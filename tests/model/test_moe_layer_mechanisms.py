@@ -1,0 +1,192 @@
+"""[issue 17] The MoE layer's mechanisms as Megatron-Core and Transformer Engine run them, each on a hand-worked case:
+the dispatcher's (un)permutations and chunk sorts, the experts' separate FP8 quantisations, the weight gradients
+accumulated into the fp32 main gradient, the MoE kernels' GPU tails, and the force-balanced (random-logit) router."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim.model import experts as EXP
+from gpusim.model import fp8 as FP8
+from gpusim.params import DEFAULT_PARAMS
+
+
+def _x(**over):
+    x = {"moe_frac": 1.0, "d_model": 1024.0, "n_experts": 8.0, "top_k": 2.0, "expert_ff_dim": 512.0,
+         "shared_ff_dim": 0.0, "ff_dim": 1024.0, "ffn_mats": 3.0, "ep": 1.0, "expert_tp": 1.0, "moe_capacity": np.nan,
+         "moe_imbalance_frac": 0.0, "gpus_per_node": 8.0, "n_nodes": 1.0, "inter_busbw_bytes_per_s": 400e9}
+    x.update(over)
+    return x
+
+
+def _terms(x, gemm=None, mem_rate=1e12, params=DEFAULT_PARAMS):
+    gemm = gemm or (lambda m, n, k, batch=1.0, **kw: 0.0 * np.asarray(m, dtype=float))
+    return EXP.moe_layer_terms(x, params, gemm=gemm, T=1000.0, tp=1.0, e=2.0, mem_rate=mem_rate, domain=8.0, g=8.0,
+                               coll=lambda *a, **k: 0.0)
+
+
+# ---- token permutation -------------------------------------------------------------------------------------------
+
+def test_permutation_bytes_of_the_all_to_all_dispatcher_hand_worked():
+    # n = 4096 tokens, top-8, r = 32768 copies received, h = 2048, bf16, several local experts (chunks sorted):
+    # permute 4096 x (1 + 8) rows + unpermute the same, sort + unsort 4 x 32768 rows, each of 2048 x 2 bytes, and the
+    # fp32 probabilities of the 32768 permuted copies (4 bytes) and of the sorted ones (read + write: 8)
+    got = EXP.permutation_bytes(4096.0, 32768.0, 8.0, 2048.0, 2.0, sort_chunks=True)
+    assert float(got) == (2 * 4096 * 9 + 4 * 32768) * 4096 + 4 * 4096 * 8 + 8 * 32768 == 839_254_016
+    unsorted = EXP.permutation_bytes(4096.0, 32768.0, 8.0, 2048.0, 2.0, sort_chunks=False)
+    assert float(unsorted) == 2 * 4096 * 9 * 4096 + 4 * 4096 * 8
+    # DeepEP / HybridEP: the received copies permuted to the experts and back, read + write each
+    flex = EXP.permutation_bytes(4096.0, 32768.0, 8.0, 2048.0, 2.0, sort_chunks=False, dispatcher=EXP.DEEPEP)
+    assert float(flex) == 4 * 32768 * 4096
+
+
+def test_chunks_are_sorted_only_with_several_local_experts_over_an_ep_group():
+    assert bool(EXP.sorts_chunks(EXP.ALLTOALL, 8.0, 16.0))
+    assert not bool(EXP.sorts_chunks(EXP.ALLTOALL, 1.0, 16.0))  # no all-to-all: the permutation is expert-major
+    assert not bool(EXP.sorts_chunks(EXP.ALLTOALL, 8.0, 1.0))  # one expert per rank: nothing to reorder
+    assert not bool(EXP.sorts_chunks(EXP.DEEPEP, 8.0, 16.0))
+
+
+def test_the_layer_charges_the_permutation_bytes_and_the_kernel_tails():
+    # GEMMs free, experts 0 wide: the forward MoE time is the permutation's bytes at mem_rate, the router scores'
+    # bytes, and the fixed kernels' tails; the dense FFN (ff_dim 0) subtracts nothing
+    x = _x(expert_ff_dim=0.0, ff_dim=0.0, ep=2.0)
+    out = _terms(x, mem_rate=1e12)
+    n, k, E, h = 1000.0, 2.0, 8.0, 1024.0
+    recv = n * k  # balanced (imbalance 0), ep x tokens x k / E per expert x E / ep experts
+    perm = EXP.permutation_bytes(n, recv, k, h, 2.0, sort_chunks=True)
+    scores = n * E * 4.0 * 3.0
+    tails = EXP.MOE_FIXED_GPU_KERNELS * DEFAULT_PARAMS.kernel_tail_s
+    sync = DEFAULT_PARAMS.launch_cpu_s  # the dispatcher's host round trip (dropless, ep > 1)
+    assert float(out["delta_f_s"]) == pytest.approx((perm + scores) / 1e12 + tails + sync)
+    assert EXP.MOE_FIXED_GPU_KERNELS == EXP.MOE_FIXED_FWD_KERNELS - 4.0
+
+
+# ---- FP8 quantisation of the experts' inputs --------------------------------------------------------------------
+
+def test_expert_cast_bytes_mxfp8_hand_worked():
+    # MXFP8: a separate cast moves 4 + 2/32 bytes per element; the dense FFN's norm-fused FC1-input cast the same
+    # (MXFP8 norms are unfused), its activation-fused casts 2/32
+    f, b = EXP.expert_cast_bytes(FP8.MX, T=4096.0, recv_tokens=32768.0, h=2048.0, f=6144.0, fe=768.0, fs=0.0, up=2.0,
+                                 tp=1.0, etp=1.0)
+    c = 4.0 + 2.0 / 32.0
+    assert float(f) == pytest.approx(32768 * (2048 + 768) * c - 4096 * 6144 * (2 / 32) - 4096 * 2048 * c)
+    assert float(f) == pytest.approx(3.39214336e8)
+    assert float(b) == pytest.approx(32768 * (2048 + 1536) * c - 4096 * 12288 * (2 / 32) - 4096 * 2048 * c)
+
+
+def test_expert_cast_bytes_delayed_with_shared_experts_and_none_without_fp8():
+    # delayed scaling on Hopper: a separate cast 4 bytes, fused into the norm or the activation +1; with a shared
+    # expert of width 512 the norm's fused cast and the FC2 output-gradient cast stay (the shared expert's)
+    T, r, h, f, fe, fs = 100.0, 800.0, 64.0, 256.0, 32.0, 512.0
+    fw, bw = EXP.expert_cast_bytes(FP8.DELAYED, T=T, recv_tokens=r, h=h, f=f, fe=fe, fs=fs, up=2.0, tp=1.0, etp=1.0)
+    assert float(fw) == r * (h + fe) * 4.0 + T * fs * 1.0 - T * f * 1.0
+    assert float(bw) == r * (h + 2 * fe) * 4.0 + T * fs * 2 * 1.0 - T * f * 2 * 1.0
+    z = EXP.expert_cast_bytes(FP8.NONE, T=T, recv_tokens=r, h=h, f=f, fe=fe, fs=fs, up=2.0, tp=1.0, etp=1.0)
+    assert float(z[0]) == 0.0 and float(z[1]) == 0.0
+
+
+def test_fp8_rows_pay_the_expert_casts_and_one_kernel_per_expert_input():
+    x16 = _x(ep=1.0)
+    x8 = _x(ep=1.0, fp8_mode=FP8.DELAYED)
+    d16, d8 = _terms(x16), _terms(x8)
+    r = 1000.0 * 2.0
+    cf, _ = EXP.expert_cast_bytes(FP8.DELAYED, T=1000.0, recv_tokens=r, h=1024.0, f=1024.0, fe=512.0, fs=0.0, up=2.0,
+                                  tp=1.0, etp=1.0)
+    local = 8.0
+    # the GEMM stub is free; CPU launches differ too but are reported apart (cpu_f_s), not in delta_f_s
+    assert float(d8["delta_f_s"] - d16["delta_f_s"]) == pytest.approx(
+        float(cf) / 1e12 + 2.0 * local * DEFAULT_PARAMS.kernel_tail_s)
+
+
+# ---- weight gradients into the fp32 main gradient ---------------------------------------------------------------
+
+def test_wgrad_epilogue_bytes():
+    out, src = EXP.wgrad_epilogue_bytes(True, 2.0)
+    assert (float(out), float(src)) == (4.0, 4.0)
+    out, src = EXP.wgrad_epilogue_bytes(False, 2.0)
+    assert (float(out), float(src)) == (2.0, 0.0)
+
+
+def test_expert_weight_gradients_accumulate_into_the_main_gradient():
+    # the layer asks every weight-gradient GEMM (m = the weight's input width, n = its output width, k = the tokens)
+    # for 4 + 4 bytes per output element with gradient-accumulation fusion, and a 16-bit write without; forward and
+    # data-gradient GEMMs write 16 bits
+    calls = []
+
+    def gemm(m, n, k, batch=1.0, out_bytes=None, src_bytes=0.0):
+        calls.append((float(np.ravel(k)[0]), float(np.ravel(out_bytes)[0]), float(np.ravel(src_bytes)[0])))
+        return 0.0 * np.asarray(m, dtype=float)
+
+    _terms(_x(grad_accum_fusion=True), gemm=gemm)
+    wgrads = [c for c in calls if c[2] > 0]
+    # router, 2 routed-expert GEMMs, 2 dense-FFN GEMMs replaced (shared experts: 2 more, width 0): all with wgrads
+    assert wgrads and all(c[1] == 4.0 and c[2] == 4.0 for c in wgrads)
+    assert len(wgrads) == len(calls) // 3
+    assert all(c[1] == 2.0 for c in calls if c[2] == 0.0)
+    calls.clear()
+    _terms(_x(grad_accum_fusion=False), gemm=gemm)
+    assert all(c[2] == 0.0 and c[1] == 2.0 for c in calls)
+
+
+def test_small_experts_weight_gradient_is_bound_by_the_main_gradient_traffic():
+    # 1024 tokens per expert of DeepSeek-V3's shape (7168 x 2048) in FP8 on an H100-like GPU (3.35 TB/s, 132 SMs):
+    # 2 x 1024 x 7168 x 2048 FLOPs (30 GFLOP, 35 us at 850 TFLOP/s) against 8 bytes x 7168 x 2048 (117 MB, 50 us at
+    # 0.7 x 3.35 TB/s): memory-bound
+    from gpusim.model.gemm import gemm_time_s
+
+    hbm = 3.35e12
+    kw = dict(elem_bytes=1.0, k_half=128.0, mem_eff_frac=0.7, kernel_tail_s=0.0)
+    fused = gemm_time_s(7168.0, 2048.0, 1024.0, 850e12, hbm, 132.0, out_bytes=4.0, src_bytes=4.0, **kw)
+    plain = gemm_time_s(7168.0, 2048.0, 1024.0, 850e12, hbm, 132.0, out_bytes=2.0, **kw)
+    assert float(fused) == pytest.approx((7168 * 1024 + 1024 * 2048 + 8.0 * 7168 * 2048) / (hbm * 0.7))
+    assert float(fused) > 1.3 * float(plain)
+
+
+# ---- the force-balanced router ----------------------------------------------------------------------------------
+
+def test_force_balanced_router_is_the_sampled_spread():
+    # Megatron-Core's --moe-router-force-load-balancing draws random logits per token: the busiest of 8 ranks holding
+    # 16 of 128 experts, 4096 tokens x top-8 each, carries 1 + z_8 sqrt((E - k) / ((E - 1) mu)) of the mean
+    from gpusim.model.sync import expected_max_std_normal
+
+    mu = 4096.0 * 8.0
+    want = 1.0 + float(expected_max_std_normal(8.0)) * np.sqrt(120.0 / (127.0 * mu))
+    assert float(EXP.busiest_rank_load(4096.0, 8.0, 128.0, 8.0)) == pytest.approx(want)
+    assert 1.005 < want < 1.01
+
+
+# ---- the dispatcher's host sync ---------------------------------------------------------------------------------
+
+def test_synced_forward_adds_the_launch_bound_and_the_gpu_bound_halves():
+    # post-sync part launch-bound (0.6 ms CPU, 0.2 ms GPU), pre-sync part GPU-bound (0.2 ms CPU, 0.3 ms GPU): the sync
+    # makes them add, 0.6 + 0.3 = 0.9 ms, where a sync-free layer would take max(0.5, 0.8) = 0.8 ms
+    assert float(EXP.synced_forward_s(0.2e-3, 0.6e-3, 0.3e-3, 0.2e-3)) == pytest.approx(0.9e-3)
+    # GPU-bound on both sides: the GPU's sum; launch-bound on both: the CPU's sum
+    assert float(EXP.synced_forward_s(0.5e-3, 0.1e-3, 0.4e-3, 0.1e-3)) == pytest.approx(0.9e-3)
+    assert float(EXP.synced_forward_s(0.1e-3, 0.5e-3, 0.1e-3, 0.4e-3)) == pytest.approx(0.9e-3)
+    assert EXP.MOE_PRESYNC_FWD_KERNELS < EXP.MOE_FIXED_FWD_KERNELS
+
+
+def test_the_layer_reports_its_post_sync_part_only_where_the_dispatcher_syncs():
+    dropless = _terms(_x(ep=2.0))
+    padded = _terms(_x(ep=2.0, moe_capacity=1.0))
+    assert bool(np.all(dropless["syncs"])) and not bool(np.any(padded["syncs"]))
+    host = DEFAULT_PARAMS.launch_cpu_s
+    assert float(dropless["post_cpu_f_s"]) == pytest.approx(float(dropless["cpu_f_s"])
+                                                             - EXP.MOE_PRESYNC_FWD_KERNELS * host)
+
+
+def test_a_launch_bound_moe_layer_is_slower_with_the_sync(db, monkeypatch):
+    # Qwen3-30B-A3B at one 8192-token sequence on a Grace host, 16 local experts, dropless (the dispatcher syncs): the
+    # experts' launches (post-sync) outlast their GPU time while the attention (pre-sync) outlasts its launches, so
+    # the step exceeds the sync-free max(GPU, CPU) composition of the same layer
+    from gpusim.simulation import Scenario, simulate
+
+    scn = Scenario(model="qwen3-30b-a3b", gpu="gb200", gpus=8, nodes=2, kind="zero1", tp=1, pp=1, ep=8,
+                   per_gpu_batch=1, global_batch=64, seq_len=8192, precision="bf16")
+    synced = simulate(scn, db=db, recommend=False).step_s
+    monkeypatch.setattr(EXP, "synced_forward_s", lambda gP, cP, gQ, cQ: np.maximum(gP + gQ, cP + cQ))
+    free = simulate(scn, db=db, recommend=False).step_s
+    assert synced > free
