@@ -100,3 +100,13 @@ def test_sweep_csv_column_sets_the_floor(tmp_path, db):
     f.write_text(head + "x,S,u,all_reduce,a100-sxm4-80gb,,8,1,,,,,two,1024,0.04,no\n")
     with pytest.raises(Exception, match="row 2"):
         vc.run(f, db=db)
+
+
+def test_the_fit_models_a_g_run_with_the_same_floor():
+    from gpusim.calibration import CollPoint, LevelFit, _coll_model
+
+    lv = {"intra-node": LevelFit(busbw=200e9, hop=1e-6)}
+    pts = [CollPoint("all_reduce", 1024.0, 8, 1, "intra-node", 1.0, 1.0, "x", g) for g in (1, 8)]
+    one, eight = _coll_model(pts, lv, 0.0, DEFAULT_PARAMS)
+    assert one < 8 * LAUNCH_S  # 14 hops of 1 us plus 1 KiB at 200 GB/s
+    assert eight == pytest.approx(8 * LAUNCH_S, rel=1e-12)
