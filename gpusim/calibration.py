@@ -531,6 +531,7 @@ class CollPoint:
     time_s: float
     weight: float
     source: str
+    gpus_per_thread: int = 1  # nccl-tests -g: one thread launched it on this many GPUs
 
     @property
     def code(self) -> int:
@@ -551,7 +552,7 @@ def collective_points(inp: FitInputs) -> list[CollPoint]:
             if row.wrong:
                 continue  # a wrong result is no measurement
             pts.append(CollPoint(run.collective, row.size_bytes, run.n_ranks, run.n_nodes, run.level, row.time_s, 1.0,
-                                 Path(run.source).name))
+                                 Path(run.source).name, max(1, int(getattr(run, "gpus_per_thread", 1) or 1))))
     return pts
 
 
@@ -603,6 +604,11 @@ def _coll_model(pts: list[CollPoint], lv: dict[str, LevelFit], base: float, para
             np.array([float(p.n_nodes) for p in sel]), intra_bw, intra_hop, inter_bw, inter_hop, False,
             base_latency_s=base, nvls_gain_frac=params.nvls_gain_frac, nvls_latency_s=params.nvls_latency_s,
             tree_busbw_frac=params.tree_busbw_frac, tuning=tuning)[0]
+        # a run with one thread driving several GPUs (nccl-tests -g) is launch-bound at small sizes: the same floor as
+        # in predictions, so the fitted latencies stay those of the fabric
+        g = np.array([float(p.gpus_per_thread) for p in sel])
+        if np.any(g > 1):
+            out[idx] = C.thread_bound_time_s(out[idx], g, params.nccl_thread_launch_s)
     return out
 
 

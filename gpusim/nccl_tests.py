@@ -101,6 +101,7 @@ class NcclTestsRun:
     rows: list[NcclRow] = field(default_factory=list)
     nccl_version: str | None = None
     warnings: list[str] = field(default_factory=list)
+    gpus_per_thread: int = 1  # the header's "nGpus" (-g): GPUs one thread drives
 
     @property
     def n_nodes(self) -> int:
@@ -186,6 +187,7 @@ def parse_text(text: str, source: str = "<text>") -> list[NcclTestsRun]:
     cols: list[str] | None = None
     cur: NcclTestsRun | None = None
     nccl_version = None
+    gpus_per_thread = 1
     file_hint = _collective_from(source)
 
     def finish():
@@ -207,6 +209,8 @@ def parse_text(text: str, source: str = "<text>") -> list[NcclTestsRun]:
         if s.startswith("# nThread"):
             finish()
             ranks = {}
+            mg = re.search(r"nGpus\s+(\d+)", s)
+            gpus_per_thread = max(1, int(mg.group(1))) if mg else 1
             continue
         mv = re.search(r"nccl-library=(\d+)|NCCL version (\S+)", s)
         if mv:
@@ -230,7 +234,8 @@ def parse_text(text: str, source: str = "<text>") -> list[NcclTestsRun]:
                 hosts = [h for _, (h, _) in sorted(ranks.items())]
                 names = [d for _, (_, d) in sorted(ranks.items())]
                 cur = NcclTestsRun(source=source, collective=coll, binary=f"{stem}_perf", n_ranks=len(ranks),
-                                   hosts=hosts, device_names=names, nccl_version=nccl_version)
+                                   hosts=hosts, device_names=names, nccl_version=nccl_version,
+                                   gpus_per_thread=gpus_per_thread)
                 if not ranks:
                     cur.warnings.append(f"{source}: no '#  Rank ... device' lines before the table: the number of "
                                         f"ranks is unknown")

@@ -125,6 +125,14 @@ class ModelParams(BaseModel):
     nvls_tree_busbw_frac: float = _F(default=5.0 / 6.0, gt=0, le=1.0,
                                      description="NVLS-tree across nodes: algorithm bandwidth / the network's per-node "
                                                  "bandwidth at which it moves its bytes (NCCL's 5/6 for NVLS and NVLS-tree)")
+    xgmi_link_eff_frac: float = _F(default=0.75, gt=0, le=1,
+                                   description="usable fraction of an AMD Infinity Fabric (xGMI) link's rated "
+                                               "bandwidth (CRC and protocol overhead): a ring over a full xGMI mesh "
+                                               "gets peers x per-link x this (replaces busbw_eff_frac['nvlink-mesh'])")
+    nccl_thread_launch_s: float = _F(default=4.2e-6, ge=0, le=1e-3,
+                                     description="CPU time for one thread to launch one GPU's part of a grouped "
+                                                 "collective: a thread driving g GPUs (nccl-tests -g g) cannot start "
+                                                 "collectives faster than one per g x this")
     busbw_override_bytes_per_s: dict[str, float] = _F(
         default={}, description="measured bus bandwidth per level ('intra-node', 'inter-node') that replaces "
                                 "link x efficiency (set by calibration)")
@@ -291,6 +299,18 @@ PROVENANCE: dict[str, str] = {
     "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212, NVIDIA); those two "
                       "rows are therefore marked as used for defaults in `gpusim validate`",
     "nvls_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat[NVLINK][NVLS][Simple] = 23 us, baseLat 0",
+    "xgmi_link_eff_frac": "AMD ROCm blog 'Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X' "
+                          "(J. Kolla, P. Alizadeh, G. Lee, 2025-03-02, https://rocm.blogs.amd.com/software-tools-"
+                          "optimization/mi300x-rccl-xgmi/README.html): 64 GB/s rated per link, 'CRC bit correction and "
+                          "protocol overhead ... reduce the usable bandwidth to approximately 48 GB/s per link ... about "
+                          "75%'; RCCL's topology uses the same figures (ROCm/rocm-systems projects/rccl/src/graph/topo.h "
+                          "at 03a89144e7d85d6824d0e27fabf9736814617f63: GFX94X_XGMI_WIDTH 48.0, MI200_XGMI_WIDTH 36.0 "
+                          "= 0.72 of MI250X's 50 GB/s links)",
+    "nccl_thread_launch_s": "NVIDIA/nccl-tests issue 123 (https://github.com/NVIDIA/nccl-tests/issues/123), DGX A100: "
+                            "an 8-128 B all-reduce on 8 GPUs driven by one thread (-g 8, ring, 1 channel) takes 33.7 us "
+                            "against ~21 us with a thread per GPU (-t 8); NCCL's maintainer (sjeaugey): 'when you run "
+                            "with -g NUM_GPUS, all GPUs are handled by a single thread ... the CPU is the bottleneck'; "
+                            "33.7 us / 8 GPUs = 4.2 us per GPU (the 2-GPU -g run, 10 us, is GPU-bound: 2 x 4.2 < 10)",
     "coll_base_latency_s": "engineering estimate of a CUDA kernel launch plus NCCL's host-side enqueue (a few "
                            "microseconds); calibration fits it",
     "tree_busbw_frac": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): tree busBw = 0.92 x the ring's",

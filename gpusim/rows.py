@@ -308,6 +308,8 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
+    if hw.topology == "nvlink-mesh" and hw.intra_link is not None and hw.intra_link.kind == "infinity-fabric" and g > 1:
+        intra_bw = link_bw * params.xgmi_link_eff_frac  # [issue 18] AMD's usable xGMI fraction (RCCL topo.h, ROCm blog)
     if hw.topology == "nvswitch" and hw.intra_link is not None and g > 1:  # [issue 18] NCCL's per-generation NVLink
         nv = nccl_nvswitch_busbw(hw.intra_link.links_per_gpu, nccl_nvlink_gbyte_per_s_per_link(
             hw.gpu.compute_capability if hw.gpu.vendor == "nvidia" else None, params.nccl_nvlink_gbyte_per_s_per_link))

@@ -342,8 +342,11 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
                nodes: int = 1, intra: str | None = None, inter: str | None = None, intra_topology: str | None = None,
                p2p: bool | None = None, nics_per_node: int | None = None, oversubscription: float = 1.0,
                algorithm: str = "auto", protocol: str = "auto", db=None,
-               params: ModelParams | None = None) -> list[dict]:
-    """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer)."""
+               params: ModelParams | None = None, gpus_per_thread: int = 1) -> list[dict]:
+    """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer).
+
+    ``gpus_per_thread``: GPUs one CPU thread launches the collective on (nccl-tests ``-g``; 1 for a process or a
+    thread per GPU): the time is at least that many launches (:func:`gpusim.model.comm.thread_bound_time_s`)."""
     from gpusim.hwdb import load
 
     if collective_name not in C.COLLECTIVES:
@@ -377,6 +380,11 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         hw = resolve_hardware(scn, db)
     except ValidationError as e:
         raise ScenarioError(format_validation_error(e)) from None
+    g_node = hw.n_gpus // max(1, hw.nodes)
+    if isinstance(gpus_per_thread, bool) or not isinstance(gpus_per_thread, (int, np.integer)) \
+            or not 1 <= gpus_per_thread <= max(1, g_node):
+        raise ScenarioError(f"--gpus-per-thread {gpus_per_thread!r}: a thread drives 1 to {g_node} GPUs of one node "
+                            f"({hw.n_gpus} GPUs on {hw.nodes} node(s)); nccl-tests' -g value, 1 for one process per GPU")
     row = hardware_row(hw, params)
     sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
     if np.any(sizes <= 0) or not np.all(np.isfinite(sizes)):
@@ -394,6 +402,7 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         # default), so the tuner's automatic choice leaves it out and --algorithm collnet forces it
         sharp=row["_sharp"] and algorithm == "collnet",
         ll_max_busbw_bytes_per_s=row["_ll_max"], ll128=row["ll128"], tuning=C.tuning_from_params(params))
+    t = C.thread_bound_time_s(t, gpus_per_thread, params.nccl_thread_launch_s)
     if not np.all(np.isfinite(t)):
         raise ScenarioError(f"{collective_name} cannot run with algorithm {algorithm!r} on this fabric "
                             f"({hw.n_gpus} GPUs on {hw.nodes} node(s)); use --algorithm auto")

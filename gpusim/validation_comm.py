@@ -109,20 +109,22 @@ def run(path: str | os.PathLike | None = None, *, db=None, params=None) -> list[
             if gpu is None and r.get("node") in db.nodes:
                 gpu = db.gpus.get(db.nodes[r["node"]].gpu)
             res.vendor = gpu.vendor if gpu is not None else ""
+            per_thread = int(r.get("gpus_per_thread") or 1)  # nccl-tests -g (empty: a process per GPU)
         except (KeyError, ValueError) as e:
             raise GpusimError(f"row {i + 2} of {path or default_csv()}: bad value ({e}); see validation/README.md") \
                 from None
         out.append(res)
         key = (r["collective"], r["gpu"], r["node"], res.gpus, res.nodes, r.get("intra") or None,
                r.get("intra_topology") or None, r["inter"] or None,
-               int(r["nics_per_node"]) if r["nics_per_node"] else None, r.get("algorithm_forced") or "auto")
+               int(r["nics_per_node"]) if r["nics_per_node"] else None, r.get("algorithm_forced") or "auto",
+               per_thread)
         groups.setdefault(key, []).append(res)
-    for (coll, gpu, node, gpus, nodes, intra, topo, inter, nics, algo), members in groups.items():
+    for (coll, gpu, node, gpus, nodes, intra, topo, inter, nics, algo, per_thread), members in groups.items():
         sizes = [m.size_bytes for m in members]
         try:
             pred = collective(coll, sizes, gpu=gpu or None, node=node or None, gpus=gpus, nodes=nodes, intra=intra,
                               intra_topology=topo, inter=inter, nics_per_node=nics, algorithm=algo, db=db,
-                              params=_params_for(params, gpu))
+                              params=_params_for(params, gpu), gpus_per_thread=per_thread)
         except GpusimError as e:
             for m in members:
                 m.error = f"{type(e).__name__}: {e}"

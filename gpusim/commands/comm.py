@@ -27,6 +27,9 @@ def register(sub) -> None:
     p.add_argument("--algorithm", default="auto",
                    choices=("auto", "ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical", "p2p"))
     p.add_argument("--protocol", default="auto", choices=("auto", "ll", "ll128", "simple"))
+    p.add_argument("--gpus-per-thread", type=int, metavar="G",
+                   help="GPUs one CPU thread launches the collective on (nccl-tests -g; default: the --measured "
+                        "file's nGpus, else 1 = a process per GPU): small messages are then CPU-bound")
     p.add_argument("--bytes", action="append", metavar="SIZE",
                    help="message size: 1073741824, 25MiB, 1GB; a list (1MiB,64MiB) or a sweep doubling from one size "
                         "to another (1KiB..16GiB); repeatable. Default: the sizes of --measured, else 1KiB..16GiB")
@@ -108,7 +111,9 @@ def comm_result(args):
     rows = collective(args.collective, sizes, gpu=args.gpu, node=args.node, gpus=args.gpus, nodes=args.nodes,
                       intra=args.intra, inter=args.inter, intra_topology=args.intra_topology,
                       nics_per_node=args.nics_per_node, oversubscription=args.oversubscription, algorithm=args.algorithm,
-                      protocol=args.protocol, db=db, params=params)
+                      protocol=args.protocol, db=db, params=params,
+                      gpus_per_thread=(args.gpus_per_thread if getattr(args, "gpus_per_thread", None) is not None
+                                       else run.gpus_per_thread if run is not None else 1))
     if run is not None:
         by_size = {r.size_bytes: r for r in run.rows}
         for r in rows:

@@ -397,6 +397,21 @@ def hierarchical_all_reduce_s(size_bytes, g, nodes, intra_busbw, intra_hop_s, in
     return np.where(g > 1, rs_ag, 0.0) + np.where(nodes > 1, cross, 0.0)
 
 
+def thread_bound_time_s(time_s, gpus_per_thread, thread_launch_s):
+    """Time per collective when one CPU thread launches it on ``gpus_per_thread`` GPUs, back to back.
+
+    nccl-tests run with ``-g g`` (one thread drives ``g`` GPUs, the layout of a single-process benchmark) launches each
+    iteration's collective GPU by GPU from that thread while the GPUs run the previous one, so an iteration takes
+    ``max(time_s, g x thread_launch_s)``: small messages become CPU-bound (NVIDIA/nccl-tests issue 123: "when you run
+    with -g NUM_GPUS, all GPUs are handled by a single thread and that causes extra latency as the CPU is the
+    bottleneck"). With a thread or a process per GPU (``g = 1``, DDP's layout) the floor is one launch, below any
+    collective's time. ``time_s = 0`` (one rank) stays 0.
+    """
+    t = np.asarray(time_s, dtype=np.float64)
+    floor = np.asarray(gpus_per_thread, dtype=np.float64) * float(thread_launch_s)
+    return np.where(t > 0, np.maximum(t, floor), t)
+
+
 def bucketed_time_s(total_bytes, bucket_bytes, time_fn):
     """Time to run a collective over ``total_bytes`` split into buckets of ``bucket_bytes``.
 
