@@ -75,26 +75,37 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: the BLAS thread-pool variables :func:`main` set for this process (so that launchers of other programs,
+#: the environment variables :func:`main` set for this process (so that launchers of other programs,
 #: ``gpusim calibrate``'s torchrun, can give them the user's environment instead)
-BLAS_ENV_SET: tuple[str, ...] = ()
+START_ENV_SET: tuple[str, ...] = ()
 
 
-def _one_blas_thread() -> None:
-    """One OpenBLAS thread for a CLI process, unless the user chose otherwise: the model's arrays are small and
-    elementwise, and the pool numpy's OpenBLAS starts at import (one thread per core, spinning while it waits)
-    only competes with the main thread; on 2 busy cores it cost ~10% of a `gpusim predict` start
-    (benchmarks/cold_start.py). No effect once numpy is imported (the library read its variables then)."""
-    global BLAS_ENV_SET
+def _quiet_start() -> None:
+    """Two start-up costs a CLI process does not need, each skipped unless the user set the variable:
+
+    - ``OPENBLAS_NUM_THREADS=1``: the model's arrays are small and elementwise, and the pool numpy's OpenBLAS
+      starts at import (one thread per core, spinning while it waits) only competes with the main thread; on 2
+      busy cores it cost ~10% of a `gpusim predict` start (benchmarks/cold_start.py). No effect once numpy is
+      imported (the library read its variables then).
+    - ``PYDANTIC_DISABLE_PLUGINS=__all__``: pydantic otherwise scans the entry points of every installed
+      distribution for plugins when it builds its first validator (~7 ms with this project's environment);
+      gpusim's validation uses none.
+    """
+    global START_ENV_SET
+    set_now = []
     if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
-        BLAS_ENV_SET = ("OPENBLAS_NUM_THREADS",)
+        set_now.append("OPENBLAS_NUM_THREADS")
+    if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+        set_now.append("PYDANTIC_DISABLE_PLUGINS")
+    START_ENV_SET = tuple(set_now)
 
 
 def main(argv: list[str] | None = None) -> int:
     from gpusim.errors import GpusimError
 
-    _one_blas_thread()
+    _quiet_start()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_subcommand(argv))
     args = parser.parse_args(argv)

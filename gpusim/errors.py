@@ -4,7 +4,6 @@ how to fix it. The CLI prints ``str(error)`` on stderr and exits non-zero; the a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -23,6 +22,8 @@ class UnknownIdError(GpusimError, KeyError):
         self.kind = kind
         self.wanted = wanted
         known = sorted(known)
+        import difflib  # here: most starts raise no error (issue 20)
+
         close = difflib.get_close_matches(wanted.lower(), known, n=3, cutoff=0.5)
         if not close:  # substring matches catch "h100" -> "h100-sxm", "h100-pcie"
             close = [k for k in known if wanted.lower() in k][:3]

@@ -7,7 +7,6 @@ Windows within one filesystem).
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -21,6 +20,8 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
 
     path = output_path(path, "output")
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here, not at the top: tempfile pulls in shutil and random (~4 ms of a CLI start)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding=encoding) as f:
@@ -41,6 +42,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temporary file in the same directory, then rename); returns the path.
 
     For caches and other files gpusim owns (no device check, no fsync: losing a cache on a crash costs a re-parse)."""
+    import tempfile
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

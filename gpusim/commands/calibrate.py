@@ -119,6 +119,20 @@ def _command_line(args, resume: bool | None = None) -> list[str]:
     return cmd
 
 
+def worker_env(backend: str) -> dict[str, str]:
+    """The environment of torchrun and its workers: the user's (not what this CLI process set for its own start,
+    gpusim.cli.START_ENV_SET), unbuffered, and with gloo one OpenMP thread per process (they share the cores)."""
+    import os
+
+    from gpusim.cli import START_ENV_SET
+
+    env = {k: v for k, v in os.environ.items() if k not in START_ENV_SET}
+    env["PYTHONUNBUFFERED"] = "1"
+    if backend == "gloo":
+        env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
 def _pdeathsig():  # pragma: no cover - runs in the child between fork and exec
     """Linux: torchrun gets SIGTERM if this launcher dies, even by SIGKILL, so no run is orphaned."""
     try:
@@ -243,12 +257,7 @@ def cmd_calibrate(args) -> int:
     if args.debug_point_delay:
         cmd += ["--debug-point-delay", f"{args.debug_point_delay:g}"]
 
-    from gpusim.cli import BLAS_ENV_SET
-
-    env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV_SET}  # the user's BLAS threads, not the CLI's
-    env["PYTHONUNBUFFERED"] = "1"
-    if backend == "gloo":
-        env["OMP_NUM_THREADS"] = "1"  # one thread per process: the processes share the cores
+    env = worker_env(backend)
 
     where = (f"{nproc} process{'es' if nproc > 1 else ''} on this node"
              + (f", nodes {args.nnodes}" if multi and args.nnodes else ""))
