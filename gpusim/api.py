@@ -34,13 +34,12 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from gpusim.commands import module_name
 from gpusim.commands._common import Parser
 from gpusim.errors import ScenarioError
 
 #: command -> the module that registers it
-COMMAND_MODULES = {"predict": "gpusim.commands.predict", "scale": "gpusim.commands.predict",
-                   "sweep": "gpusim.commands.sweep", "plan": "gpusim.commands.plan",
-                   "compare": "gpusim.commands.compare", "comm": "gpusim.commands.comm"}
+COMMAND_MODULES = {c: module_name(c) for c in ("predict", "scale", "sweep", "plan", "compare", "comm")}
 
 
 class _RaisingParser(Parser):

@@ -19,20 +19,16 @@ import pkgutil
 import sys
 
 
-#: subcommands registered by a module of another name (every other command lives in gpusim/commands/<name>.py)
-COMMAND_MODULES = {"scale": "predict"}
-
-
 def _commands(only: str | None = None):
     """The command modules, in ``--help`` order; with ``only`` (a subcommand name), just the module that
     registers it when there is one (a start then imports and builds one parser, not fifteen: ~30 ms of a cold
     start, issue 20)."""
     import gpusim.commands as pkg
 
-    names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
-    if only is not None and COMMAND_MODULES.get(only, only) in names:
-        names = [COMMAND_MODULES.get(only, only)]
-    mods = [importlib.import_module(f"gpusim.commands.{n}") for n in names]
+    names = [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+    if only is not None and pkg.module_name(only) in names:
+        names = [pkg.module_name(only)]
+    mods = [importlib.import_module(n) for n in names]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
