@@ -657,7 +657,9 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
             "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
             "peak16_flop_per_s": nan if peak16 is None else peak16,
-            "weight_bytes_per_param": float(GATHER_BYTES[pr]) + float(FP8.weight_copy_bytes_per_param(mode))}
+            # [issue 17] FP8 primary weights with a sharded optimizer (gpusim.model.fp8.weight_state_bytes)
+            "weight_bytes_per_param": float(FP8.weight_state_bytes(mode, strategy.fp8_param_gather,
+                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr]))}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -190,6 +190,10 @@ class Strategy(FiniteModel):
                                   "(DeepSeek-V3 section 3.3.2); the attention output projection's input stays 16-bit")
     opt_state_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description="dtype of the optimizer's states "
                                                      "(Adam's moments); master weights and gradients stay fp32")
+    fp8_param_gather: bool = Field(default=True, description="[issue 17] fp8/mxfp8 with a sharded optimizer "
+                                   "(zero1 = Megatron's distributed optimizer, FSDP): the parameters are kept as FP8 "
+                                   "tensors, no bf16 copy (Megatron-Core --fp8-param-gather, set by Megatron-Bridge's "
+                                   "FP8 recipes); with ddp the bf16 weights stay beside their FP8 copies")
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")

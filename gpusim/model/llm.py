@@ -619,6 +619,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         full = fa * f0 + ff * (full - f0) + mkeep
     kept = kept + np.where(rc == FULL, 0.0, moe["delta_act_bytes"])
     full = full + moe["delta_act_bytes"]
+    if np.any(fp8 > 0):  # [issue 17] TE keeps the linear layers' FP8 input copies (fp8.te_saved_input_delta_bytes)
+        dense_ffn = 1.0 - _f(x.get("moe_frac", 0.0))
+        te8 = FP8.te_saved_input_delta_bytes(np.where(fp8_act, FP8.NONE, fp8), tokens=b * s / cp, h=h, o_in=o, f=f,
+                                             tp=tp, sp=sp, elem_bytes=e, norms_recomputed=norms_on,
+                                             attn_frac=fa if hyb else 1.0,
+                                             dense_ffn_frac=(ff if hyb else 1.0) * dense_ffn)
+        kept, full = kept + np.where(rc == FULL, 0.0, te8), full + te8
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
