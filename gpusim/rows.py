@@ -659,6 +659,8 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
             "peak16_flop_per_s": nan if peak16 is None else peak16,
             # [issue 17] FP8 primary weights with a sharded optimizer (gpusim.model.fp8.weight_state_bytes)
             "weight_bytes_per_param": float(FP8.weight_state_bytes(mode, strategy.fp8_param_gather,
+                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr])),
+            "gather_bytes_per_param": float(FP8.param_gather_bytes(mode, strategy.fp8_param_gather,
                                                                    strategy.shard_stage >= 1, GATHER_BYTES[pr]))}
 
 

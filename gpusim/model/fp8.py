@@ -219,3 +219,15 @@ def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
     copies = weight_copy_bytes_per_param(mode)
     primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool)
     return np.where(primary, copies, _f(elem_bytes) + copies)
+
+
+def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
+    """[issue 17] Bytes per parameter the distributed optimizer / FSDP all-gathers after the optimizer step. With
+    FP8 primary weights (``fp8_param_gather`` and a sharded optimizer) per-tensor scaling gathers the FP8 bytes, 1 per
+    parameter (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather``: "keep the compute param in fp8 ...
+    and perform the param all-gather in fp8"); MXFP8 gathers the bf16 weights into the gradient buffer and casts them
+    after (``reuse_grad_buf_for_mxfp8_param_ag``, ``distributed/param_and_grad_buffer.py``), ``elem_bytes``; without
+    FP8 primary weights ``elem_bytes``. Hand-worked: per-tensor, zero1 -> 1; MXFP8 -> 2; ddp -> 2."""
+    code = np.asarray(mode, dtype=np.int64)
+    primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool) & (code > 0) & (code != MX)
+    return np.where(primary, 1.0, _f(elem_bytes))
