@@ -1,0 +1,94 @@
+"""[issue 17] The memory of FP8 runs as Megatron-Core and Transformer Engine keep it (gpusim.model.fp8): FP8 primary
+weights with the distributed optimizer, the linear layers' inputs saved as their FP8 copies, the parameter all-gather
+in FP8; and the GB200's sustained matmul clock. Closed forms on hand-worked cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim.hwdb import load
+from gpusim.model import fp8 as FP8
+from gpusim.simulation import Scenario, simulate
+
+E = 2.0  # 16-bit activations
+
+
+def test_saved_input_delta_hand_worked():
+    # T 4096, h 4096, o 4096, f 14336, tp 1, no sp, per-tensor FP8 (1 byte): the QKV input -T h, the output
+    # projection's extra FP8 copy +T o, the FFN-up input -T h, the FFN-down input -T f: -4096 x 18432 bytes
+    kw = dict(tokens=4096.0, h=4096.0, o_in=4096.0, f=14336.0, tp=1.0, sp=False, elem_bytes=E)
+    for mode in (FP8.DELAYED, FP8.CURRENT, FP8.DELAYED_NTN, FP8.CURRENT_NTN):
+        assert float(FP8.te_saved_input_delta_bytes(mode, **kw)) == pytest.approx(-4096.0 * 18432.0)
+    # MXFP8 saves 1 + 1/32 bytes: -T h (1 - 1/32) + T o (1 + 1/32) - T h (1 - 1/32) - T f (1 - 1/32)
+    c = 1.0 + 1.0 / 32.0
+    want = 4096.0 * (4096.0 * (c - E) + 4096.0 * c + 4096.0 * (c - E) + 14336.0 * (c - E))
+    assert float(FP8.te_saved_input_delta_bytes(FP8.MX, **kw)) == pytest.approx(want)
+    assert FP8.te_saved_input_delta_bytes(FP8.NONE, **kw) == 0.0
+
+
+def test_saved_input_delta_with_tp_sp_recomputed_norms_and_moe():
+    # tp 4 with sequence parallelism: every term / 4; without sp the norm outputs are replicated (not / 4)
+    T, h, o, f = 8192.0, 8192.0, 8192.0, 28672.0
+    sp = FP8.te_saved_input_delta_bytes(FP8.DELAYED, tokens=T, h=h, o_in=o, f=f, tp=4.0, sp=True, elem_bytes=E)
+    assert float(sp) == pytest.approx(T / 4.0 * (-h + o - h - f))
+    nosp = FP8.te_saved_input_delta_bytes(FP8.DELAYED, tokens=T, h=h, o_in=o, f=f, tp=4.0, sp=False, elem_bytes=E)
+    assert float(nosp) == pytest.approx(T * (-2.0 * h) + T / 4.0 * (o - f))
+    # recomputed norms keep no norm output at all: only the projection copy and the FFN-down input change
+    rn = FP8.te_saved_input_delta_bytes(FP8.DELAYED, tokens=T, h=h, o_in=o, f=f, tp=4.0, sp=True, elem_bytes=E,
+                                        norms_recomputed=True)
+    assert float(rn) == pytest.approx(T / 4.0 * (o - f))
+    # an MoE layer (dense_ffn_frac 0): its routed experts are counted by gpusim.model.experts, only attention here
+    moe = FP8.te_saved_input_delta_bytes(FP8.DELAYED, tokens=T, h=h, o_in=o, f=f, tp=4.0, sp=True, elem_bytes=E,
+                                         dense_ffn_frac=0.0)
+    assert float(moe) == pytest.approx(T / 4.0 * (-h + o))
+    # vectorised over rows: a bf16 row next to an FP8 row
+    both = FP8.te_saved_input_delta_bytes(np.array([FP8.NONE, FP8.DELAYED]), tokens=T, h=h, o_in=o, f=f, tp=4.0,
+                                          sp=True, elem_bytes=E)
+    assert both[0] == 0.0 and both[1] == pytest.approx(float(sp))
+
+
+def test_weight_and_gather_bytes_per_param():
+    # Hopper per-tensor: FP8 weight + its transpose (2) as the parameters, or the bf16 weight beside them (4)
+    assert float(FP8.weight_state_bytes(FP8.DELAYED, True, True)) == 2.0
+    assert float(FP8.weight_state_bytes(FP8.CURRENT, True, False)) == 4.0  # DDP: no FP8 primary weights
+    assert float(FP8.weight_state_bytes(FP8.CURRENT, False, True)) == 4.0
+    # Blackwell per-tensor (non-TN GEMMs, no transpose): 1 or 3; MXFP8 both orientations and their scales
+    assert float(FP8.weight_state_bytes(FP8.CURRENT_NTN, True, True)) == 1.0
+    assert float(FP8.weight_state_bytes(FP8.DELAYED_NTN, True, False)) == 3.0
+    assert float(FP8.weight_state_bytes(FP8.MX, True, True)) == pytest.approx(2.0625)
+    assert float(FP8.weight_state_bytes(FP8.MX, False, True)) == pytest.approx(4.0625)
+    # the parameter all-gather: FP8 for per-tensor primary weights, bf16 for MXFP8 (gathered into the grad buffer)
+    assert float(FP8.param_gather_bytes(FP8.CURRENT, True, True)) == 1.0
+    assert float(FP8.param_gather_bytes(FP8.DELAYED_NTN, True, True)) == 1.0
+    assert float(FP8.param_gather_bytes(FP8.MX, True, True)) == 2.0
+    assert float(FP8.param_gather_bytes(FP8.CURRENT, True, False)) == 2.0
+    assert float(FP8.param_gather_bytes(FP8.NONE, True, True)) == 2.0
+
+
+L8 = dict(model="llama3-8b", seq_len=8192, gpu="h100-sxm", gpus=8, nodes=1, global_batch=128, per_gpu_batch=1,
+          tp=1, pp=1, recompute="none")
+
+
+def test_fp8_run_memory_end_to_end():
+    # Llama 3 8B on 8 H100 with the distributed optimizer: the weights are the FP8 parameters and their transposes,
+    # 2 bytes each (bf16 would be 2 as well, and DDP keeps 2 + 2); the saved activations shrink by 32 layers x the
+    # closed form, times the 10% fragmentation allowance
+    bf16 = simulate(Scenario(**L8, kind="zero1", precision="amp_bf16"))
+    fp8 = simulate(Scenario(**L8, kind="zero1", precision="fp8"))
+    ddp = simulate(Scenario(**L8, kind="ddp", precision="fp8"))
+    w16 = bf16.memory_breakdown_bytes["weights"]
+    assert fp8.memory_breakdown_bytes["weights"] == pytest.approx(w16, rel=1e-9)
+    assert ddp.memory_breakdown_bytes["weights"] == pytest.approx(2.0 * w16, rel=1e-9)
+    delta = float(FP8.te_saved_input_delta_bytes(FP8.DELAYED, tokens=8192.0, h=4096.0, o_in=4096.0, f=14336.0,
+                                                 tp=1.0, sp=False, elem_bytes=E))
+    got = fp8.memory_breakdown_bytes["activations"] - bf16.memory_breakdown_bytes["activations"]
+    assert got == pytest.approx(32.0 * delta * 1.1, rel=1e-6)
+    assert got < 0
+
+
+def test_gb200_sustained_matmul_clock():
+    # the B200's measured MSMF / MAMF (same die) applied to the GB200's measured best-shape burst
+    gpu = load().gpu("gb200")
+    assert gpu.training_matmul_flop_per_s("fp8") == pytest.approx(3615.6e12 * 0.832)
+    assert gpu.training_matmul_flop_per_s("bf16") == pytest.approx(1822.0e12 * 0.828)
