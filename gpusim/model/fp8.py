@@ -231,3 +231,26 @@ def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
     code = np.asarray(mode, dtype=np.int64)
     primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool) & (code > 0) & (code != MX)
     return np.where(primary, 1.0, _f(elem_bytes))
+
+
+#: [issue 17] bytes per element of a sequence-parallel input all-gather of an FP8 linear layer, ``(forward, backward
+#: re-gather)``: TE quantises the local shard and gathers the FP8 data (``transformer_engine/pytorch/module/linear.py``,
+#: "Cast local input tensor if needed" before the all-gather; per-tensor scaling gathers the rowwise data only, "All-gather
+#: is not supported with FP8 column-wise data", and keeps that rowwise shard for the backward re-gather; MXFP8 gathers
+#: both orientations with their 1x32 scales forward and the columnwise copy backward)
+TP_INPUT_GATHER_BYTES = {DELAYED: (1.0, 1.0), CURRENT: (1.0, 1.0), DELAYED_NTN: (1.0, 1.0), CURRENT_NTN: (1.0, 1.0),
+                         MX: (2.0 + 2.0 / 32.0, 1.0 + 1.0 / 32.0)}
+_AGF_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][0] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,
+                                                                          CURRENT_NTN)])
+_AGB_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][1] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,
+                                                                          CURRENT_NTN)])
+
+
+def tp_input_gather_bytes(mode, elem_bytes):
+    """[issue 17] Bytes per element of the tensor-parallel all-gathers of a linear layer's input, ``(forward,
+    backward)`` (:data:`TP_INPUT_GATHER_BYTES`; ``elem_bytes`` without FP8). The output-gradient all-gathers of the
+    row-parallel layers and every reduce-scatter stay 16-bit in this model. Hand-worked: per-tensor (1, 1); MXFP8
+    (2.0625, 1.03125); bf16 (2, 2)."""
+    code = np.asarray(mode, dtype=np.int64)
+    e = _f(elem_bytes)
+    return (np.where(code > 0, _AGF_TABLE[code], e), np.where(code > 0, _AGB_TABLE[code], e))

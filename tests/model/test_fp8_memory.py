@@ -92,3 +92,26 @@ def test_gb200_sustained_matmul_clock():
     gpu = load().gpu("gb200")
     assert gpu.training_matmul_flop_per_s("fp8") == pytest.approx(3615.6e12 * 0.832)
     assert gpu.training_matmul_flop_per_s("bf16") == pytest.approx(1822.0e12 * 0.828)
+
+
+def test_tp_input_gather_bytes_and_backward_closed_form():
+    from gpusim.model.llm import beside_gemm_s, tp_backward_s, tp_userbuffers_s
+
+    assert tuple(map(float, FP8.tp_input_gather_bytes(FP8.CURRENT, 2.0))) == (1.0, 1.0)
+    assert tuple(map(float, FP8.tp_input_gather_bytes(FP8.MX, 2.0))) == (2.0625, 1.03125)
+    assert tuple(map(float, FP8.tp_input_gather_bytes(FP8.NONE, 2.0))) == (2.0, 2.0)
+    # sequence parallelism, synchronous backward: two output-gradient all-gathers (16-bit), two input re-gathers (the
+    # FP8 copies: ag_in) and two reduce-scatters; asynchronous: the re-gathers beside the data-gradient GEMMs
+    ar, ag, ag8, rs = 3.0, 1.0, 0.5, 1.0
+    g = dict(dgrad_qkv_s=0.2, wgrad_qkv_s=5.0, dgrad_up_s=0.2, wgrad_up_s=5.0, slowdown_frac=0.1)
+    assert float(tp_backward_s(ar, ag, rs, True, False, ag_in=ag8, **g)) == pytest.approx(2 * ag + 2 * ag8 + 2 * rs)
+    want = (2 * ag + 2 * float(beside_gemm_s(ag8, 0.2, 0.1)) + 2 * float(beside_gemm_s(rs, 5.0, 0.1)))
+    assert float(tp_backward_s(ar, ag, rs, True, True, ag_in=ag8, **g)) == pytest.approx(want)
+    # without ag_in the 16-bit figures (unchanged for bf16 rows)
+    assert float(tp_backward_s(ar, ag, rs, True, False, **g)) == pytest.approx(4 * ag + 2 * rs)
+    t = [1.0] * 23
+    f16, b16 = tp_userbuffers_s(ag, rs, 4.0, t, 0.0)
+    f8, b8 = tp_userbuffers_s(ag, rs, 4.0, t, 0.0, ag8, ag8)
+    # each GEMM (1 s) hides its collective but its first of tp chunks: ag / 4 exposed per all-gather
+    assert float(f16 - f8) == pytest.approx(2 * (ag - ag8) / 4.0)
+    assert float(b16) == pytest.approx(float(b8))  # the re-gathers hide under 1 s GEMMs either way (no slowdown)
