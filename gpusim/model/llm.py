@@ -59,6 +59,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model import hybrid as HYB
+from gpusim.model import memory as MEM
 from gpusim.model import placement as PLACE
 from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
@@ -644,9 +645,14 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
     frag = 1.0 + p.fragmentation_frac
-    act_first = (lps * kept * in_flight * interleave + recompute_buf) * frag
+    resident, off_s = lps, 0.0
+    if np.any(_f(x.get("act_offload_layers", 0.0)) > 0):  # [issue 17] activations of some layers in host memory
+        gone, off_s = MEM.activation_offload_terms(x["act_offload_layers"], lps, kept,
+                                                   _f(x["pcie_bytes_per_s"]) * p.h2d_pinned_eff_frac, layer_f, layer_b)
+        resident = lps - gone
+    act_first = (resident * kept * in_flight * interleave + recompute_buf) * frag
     logits = 4.0 * T * V / tp  # fp32 logits of the micro-batch in the loss
-    act_last = np.where(multi_stage, (lps * kept + recompute_buf + logits) * frag, act_first + logits * frag)
+    act_last = np.where(multi_stage, (resident * kept + recompute_buf + logits) * frag, act_first + logits * frag)
 
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
     # (``n_layers`` padded); the model FLOPs count the model's own layers
@@ -662,6 +668,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
                         + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
                         + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
+    if np.any(off_s):  # [issue 17] exposed offload copies: every stage's micro-batch longer by off_s
+        compute_s, steady, bubble = compute_s + m * off_s, steady + m * off_s, bubble + (pp - 1.0) * off_s / vp
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,

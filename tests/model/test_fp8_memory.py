@@ -115,3 +115,31 @@ def test_tp_input_gather_bytes_and_backward_closed_form():
     # each GEMM (1 s) hides its collective but its first of tp chunks: ag / 4 exposed per all-gather
     assert float(f16 - f8) == pytest.approx(2 * (ag - ag8) / 4.0)
     assert float(b16) == pytest.approx(float(b8))  # the re-gathers hide under 1 s GEMMs either way (no slowdown)
+
+
+def test_activation_offload_closed_form():
+    from gpusim.model.memory import activation_offload_terms
+
+    gone, exposed = activation_offload_terms(40.0, 80.0, 3.9e9, 180e9, 0.010, 0.020)
+    c = 3.9e9 / 180e9
+    assert float(gone) == 39.0
+    assert float(exposed) == pytest.approx(40.0 * ((c - 0.010) + (c - 0.020)))
+    # copies shorter than the layers they hide under cost nothing; more layers than the stage holds are capped
+    gone, exposed = activation_offload_terms(200.0, 80.0, 1e9, 180e9, 0.010, 0.020)
+    assert float(gone) == 79.0 and float(exposed) == 0.0
+    gone, exposed = activation_offload_terms(0.0, 80.0, 3.9e9, 180e9, 0.010, 0.020)
+    assert float(gone) == 0.0 and float(exposed) == 0.0
+
+
+def test_activation_offload_end_to_end():
+    # Llama 3 70B under Megatron-FSDP on 64 GB200 (the Megatron-Bridge recipe offloads 40 of 80 layers): n layers
+    # offloaded take (n - 1) layers' saved activations off the GPU (one is in transit), linearly in n
+    base = dict(model="llama3-70b", seq_len=8192, gpu="gb200", gpus=64, nodes=16, node="gb200-nvl72",
+                kind="fsdp-full", global_batch=256, per_gpu_batch=2, tp=1, pp=1, recompute="none", precision="fp8-cs")
+    acts = {n: simulate(Scenario(**base, activation_offload_layers=n)) for n in (0, 1, 21, 40)}
+    a = {n: r.memory_breakdown_bytes["activations"] for n, r in acts.items()}
+    assert a[1] == pytest.approx(a[0], rel=1e-12)
+    per_layer = (a[0] - a[40]) / 39.0
+    assert per_layer > 0
+    assert (a[0] - a[21]) / 20.0 == pytest.approx(per_layer, rel=1e-9)
+    assert acts[40].step_s >= acts[0].step_s  # a copy is never faster than none
