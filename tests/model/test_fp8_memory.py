@@ -143,3 +143,24 @@ def test_activation_offload_end_to_end():
     assert per_layer > 0
     assert (a[0] - a[21]) / 20.0 == pytest.approx(per_layer, rel=1e-9)
     assert acts[40].step_s >= acts[0].step_s  # a copy is never faster than none
+
+
+def test_cli_flags(capsys):
+    import json
+
+    from gpusim.cli import main
+
+    args = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--tp", "1",
+            "--micro-batch", "1", "--global-batch", "128", "--precision", "fp8", "--strategy", "zero1", "--recompute", "none",
+            "--json"]
+    out = {}
+    for name, extra in (("default", []), ("bf16_weights", ["--no-fp8-param-gather"]),
+                        ("offload", ["--activation-offload-layers", "8"])):
+        assert main(args + extra) == 0
+        out[name] = json.loads(capsys.readouterr().out)
+    w = {k: v["memory_breakdown_bytes"]["weights"] for k, v in out.items()}
+    assert w["bf16_weights"] == pytest.approx(2.0 * w["default"], rel=1e-9)  # 2 + 2 against the FP8 2 per parameter
+    a = {k: v["memory_breakdown_bytes"]["activations"] for k, v in out.items()}
+    # pp 1: the one stage also holds the fp32 logits (4 T V bytes, +10% fragmentation); 7 of its 32 layers leave the GPU
+    logits = 4.0 * 8192 * 128256 * 1.1
+    assert a["offload"] - logits == pytest.approx((a["default"] - logits) * 25.0 / 32.0, rel=1e-9)
