@@ -235,9 +235,9 @@ def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
 
 #: [issue 17] bytes per element of a sequence-parallel input all-gather of an FP8 linear layer, ``(forward, backward
 #: re-gather)``: TE quantises the local shard and gathers the FP8 data (``transformer_engine/pytorch/module/linear.py``,
-#: "Cast local input tensor if needed" before the all-gather; per-tensor scaling gathers the rowwise data only, "All-gather
-#: is not supported with FP8 column-wise data", and keeps that rowwise shard for the backward re-gather; MXFP8 gathers
-#: both orientations with their 1x32 scales forward and the columnwise copy backward)
+#: "Cast local input tensor if needed" before the all-gather; per-tensor scaling gathers the rowwise data only,
+#: "All-gather is not supported with FP8 column-wise data", and keeps that rowwise shard for the backward re-gather;
+#: MXFP8 gathers both orientations with their 1x32 scales forward and the columnwise copy backward)
 TP_INPUT_GATHER_BYTES = {DELAYED: (1.0, 1.0), CURRENT: (1.0, 1.0), DELAYED_NTN: (1.0, 1.0), CURRENT_NTN: (1.0, 1.0),
                          MX: (2.0 + 2.0 / 32.0, 1.0 + 1.0 / 32.0)}
 _AGF_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][0] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,

@@ -44,7 +44,10 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   ``pp`` micro-batches in flight, times ``1 + (pp - 1)/(pp vp)`` when interleaved (Korthikanti section 4.2.3).
 - **Model states**: Megatron mixed precision keeps 16-bit weights, fp32 main gradients and an fp32 master
   copy with Adam's two moments, 18 bytes per parameter, or ``6 + 12/dp`` with the distributed optimizer
-  (Megatron-LM ``theoretical_memory_usage.py``; Rajbhandari et al. SC'20 ZeRO stage 1).
+  (Megatron-LM ``theoretical_memory_usage.py``; Rajbhandari et al. SC'20 ZeRO stage 1). [issue 17] FP8 layers: FP8
+  parameters with the distributed optimizer, the linear layers' inputs kept as FP8 copies, the sequence-parallel input
+  all-gathers in FP8 (:mod:`gpusim.model.fp8`); activations of offloaded layers in host memory
+  (:func:`gpusim.model.memory.activation_offload_terms`).
 
 Every function is pure numpy on broadcastable float64 arrays (one row per configuration).
 """

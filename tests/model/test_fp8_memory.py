@@ -151,8 +151,8 @@ def test_cli_flags(capsys):
     from gpusim.cli import main
 
     args = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--tp", "1",
-            "--micro-batch", "1", "--global-batch", "128", "--precision", "fp8", "--strategy", "zero1", "--recompute", "none",
-            "--json"]
+            "--micro-batch", "1", "--global-batch", "128", "--precision", "fp8", "--strategy", "zero1",
+            "--recompute", "none", "--json"]
     out = {}
     for name, extra in (("default", []), ("bf16_weights", ["--no-fp8-param-gather"]),
                         ("offload", ["--activation-offload-layers", "8"])):
