@@ -461,7 +461,8 @@ def memory_saving_fields(spec, st) -> dict:
     up-projection shapes (zero without MLA): the latents' widths and the up-projections' output widths."""
     mods = st.recompute_modules or ()
     out = {"recompute_norms": "layernorm" in mods, "recompute_mla_up": "mla_up_proj" in mods,
-           "recompute_moe_act": "moe_act" in mods, "fp8_act": bool(st.fp8_activations)}
+           "recompute_moe_act": "moe_act" in mods, "fp8_act": bool(st.fp8_activations),
+           "act_offload_layers": float(st.activation_offload_layers)}  # [issue 17]
     if getattr(spec, "mla", False):
         a = float(spec.n_heads)
         ql = float(spec.q_lora_rank or 0)
@@ -659,7 +660,11 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
             "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
             "peak16_flop_per_s": nan if peak16 is None else peak16,
-            "weight_bytes_per_param": float(GATHER_BYTES[pr]) + float(FP8.weight_copy_bytes_per_param(mode))}
+            # [issue 17] FP8 primary weights with a sharded optimizer (gpusim.model.fp8.weight_state_bytes)
+            "weight_bytes_per_param": float(FP8.weight_state_bytes(mode, strategy.fp8_param_gather,
+                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr])),
+            "gather_bytes_per_param": float(FP8.param_gather_bytes(mode, strategy.fp8_param_gather,
+                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr]))}
 
 
 # ------------------------------------------------------------------------------------------------

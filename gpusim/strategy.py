@@ -190,6 +190,14 @@ class Strategy(FiniteModel):
                                   "(DeepSeek-V3 section 3.3.2); the attention output projection's input stays 16-bit")
     opt_state_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description="dtype of the optimizer's states "
                                                      "(Adam's moments); master weights and gradients stay fp32")
+    activation_offload_layers: int = Field(default=0, ge=0, le=100_000, description="[issue 17] transformer layers "
+                                           "per pipeline stage whose saved activations go to host memory in the "
+                                           "forward pass and come back before their backward (Megatron-Core "
+                                           "--cpu-offloading-num-layers, Transformer Engine's CPU offload)")
+    fp8_param_gather: bool = Field(default=True, description="[issue 17] fp8/mxfp8 with a sharded optimizer "
+                                   "(zero1 = Megatron's distributed optimizer, FSDP): the parameters are kept as FP8 "
+                                   "tensors, no bf16 copy (Megatron-Core --fp8-param-gather, set by Megatron-Bridge's "
+                                   "FP8 recipes); with ddp the bf16 weights stay beside their FP8 copies")
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")
@@ -269,7 +277,7 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or bool(self.recompute_modules)
-                or self.fp8_activations)
+                or self.fp8_activations or self.activation_offload_layers > 0)
 
     @property
     def micro_batch(self) -> int:

@@ -18,7 +18,8 @@ predicted as it ran:
   among experts": Megatron-Core's random router logits, so only the sampling spread of a uniform router:
   ``gpusim.model.experts.busiest_rank_load``), ``moe_capacity_factor=`` (token-drop runs, experts padded to capacity),
   ``ep_overlap=`` (``1f1b`` | ``dualpipe``: Megatron-Core's EP A2A overlap or DualPipe) and ``moe_dispatcher=``
-  (``alltoall`` | ``deepep``), as the Scenario fields of the same names.
+  (``alltoall`` | ``deepep``), as the Scenario fields of the same names. [issue 17] ``cpu_offloading_num_layers=N``
+  (the recipe's Megatron-Core activation offload of N layers to host memory): Scenario ``activation_offload_layers``.
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
@@ -57,7 +58,7 @@ ENV_VAR = "GPUSIM_RUNS_DIR"
 #: the ``key=value`` options of a row's notes; a value may hold one decimal point followed by digits (``1.25``), so
 #: a sentence's full stop after a word value is not read as part of it
 OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
-               "ep_overlap", "moe_dispatcher")
+               "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers")
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-]+(?:\.[0-9]+)?)")
 
 
@@ -227,6 +228,12 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     for key in ("ep_overlap", "moe_dispatcher"):
         if key in opts:
             base[key] = opts[key]
+    if "cpu_offloading_num_layers" in opts:  # [issue 17]
+        try:
+            base["activation_offload_layers"] = int(opts["cpu_offloading_num_layers"])
+        except ValueError:
+            out.error = f"cpu_offloading_num_layers={opts['cpu_offloading_num_layers']!r} in the notes is not a count"
+            return out
     try:
         res = simulate(Scenario.create(**base, recompute=stated_rc or "none"), db=db, params=params, recommend=False)
     except GpusimError as e:

@@ -179,7 +179,7 @@ def add_moe_args(g) -> None:
 
 
 #: [issue 12] memory-saving options (Strategy fields of the same names)
-MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype")
+MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype", "activation_offload_layers")
 
 
 def add_memory_args(g) -> None:
@@ -193,6 +193,12 @@ def add_memory_args(g) -> None:
     g.add_argument("--opt-state-dtype", choices=("fp32", "bf16"),
                    help="dtype of Adam's moments (default fp32; bf16 as DeepSeek-V3 and Megatron-Core "
                         "--exp-avg-dtype/--exp-avg-sq-dtype bf16); master weights and gradients stay fp32")
+    g.add_argument("--activation-offload-layers", type=int, metavar="N",
+                   help="[issue 17] layers per pipeline stage whose saved activations go to host memory and back "
+                        "(Megatron-Core --cpu-offloading-num-layers; default 0)")
+    g.add_argument("--no-fp8-param-gather", action="store_true",
+                   help="[issue 17] with fp8/mxfp8 and zero1/FSDP: keep bf16 weights beside their FP8 copies "
+                        "(default: FP8 parameters, Megatron-Core --fp8-param-gather as Megatron-Bridge's recipes set)")
 
 
 def layout_kwargs(args) -> dict:
@@ -204,6 +210,8 @@ def layout_kwargs(args) -> dict:
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):
         out["overlap_grad_reduce"] = False
+    if getattr(args, "no_fp8_param_gather", False):  # [issue 17]
+        out["fp8_param_gather"] = False
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -42,10 +42,28 @@
   (:data:`CAST_BYTES`) while MXFP8 activations write both FP8 orientations and their scales in place of the 16-bit
   output: +2/32. The other tensors (the attention output; the gradients arriving from attention and from the
   residual stream) are cast by a separate ``cast_transpose``: :data:`CAST_BYTES`.
-- **Memory**: the FP8 weight copy and its transpose, 2 bytes per parameter (MXFP8: + 2/32 for the scales), on
-  top of bf16 weights, fp32 main gradients and the fp32 master copy (Megatron's mixed-precision optimizer keeps
-  those as in bf16 training). Saved activations are counted as in bf16 (TE saves the FP8 copy of a linear
-  input instead: a saving this model does not take).
+- **Memory** [issue 17]:
+
+  - *Weights*: the FP8 weight copy and its transpose, 2 bytes per parameter (MXFP8: + 2/32 for the scales; one
+    copy, 1 byte, with non-TN GEMMs), cached over the micro-batches (Megatron-Core passes ``is_first_microbatch``
+    to TE). With ``fp8_param_gather`` (Megatron-Core ``--fp8-param-gather``, which needs the distributed optimizer
+    or FSDP) those FP8 tensors *are* the model's parameters and no bf16 copy is kept: Megatron-Bridge's FP8 and
+    MXFP8 recipes all set it (``src/megatron/bridge/training/mixed_precision.py``:
+    ``bf16_with_fp8_delayed_scaling_mixed``, ``bf16_with_fp8_current_scaling_mixed``, ``bf16_with_mxfp8_mixed``
+    ``fp8_param_gather = True``; NeMo 2's ``bf16_with_fp8_mixed`` ``fp8_params = True``). The DDP parameter buffer
+    then holds the FP8 bytes (``uint8``), and for MXFP8 the bf16 all-gather lands in the gradient buffer
+    (``reuse_grad_buf_for_mxfp8_param_ag``, Megatron-Core ``distributed/param_and_grad_buffer.py``: "param buffer
+    is not mapped to model params for MXFP8 ... cast from bf16 to MXFP8 during copy"): :func:`weight_state_bytes`.
+    The fp32 main gradients (``grad_reduce_in_fp32 = True`` in ``bf16_mixed``) and the fp32 master copy with
+    Adam's moments (sharded over dp by the distributed optimizer) are as in bf16 training.
+  - *Saved activations* (:func:`te_saved_input_delta_bytes`): a TE linear layer keeps the FP8 copy of its input for
+    the weight-gradient GEMM, not the bf16 tensor (``transformer_engine/pytorch/module/linear.py``: "Discard
+    row-wise data since it is not needed in backward pass", ``inputmat.update_usage(rowwise_usage=False,
+    columnwise_usage=True)``, ``saved_inputmat = inputmat``; TE 1.x saved ``inputmat_t`` or the FP8 ``inputmat``
+    likewise), and ``LayerNormLinear`` keeps its FP8 norm output: 1 byte per element (MXFP8: + 1/32 of E8M0
+    scales) instead of 2 for the QKV and FFN-up inputs and the FFN-down input. The activation function's input
+    stays 16-bit (its own backward reads it), and the attention output is kept twice: in bf16 by the fused
+    attention kernel (its backward reads ``O``) and in FP8 by the output projection (+1 byte per element).
 
 Pure numpy on broadcastable float64 arrays.
 """
@@ -159,3 +177,90 @@ def act_cache_bytes(mode, fp8_act, elem_bytes):
 
 def weight_copy_bytes_per_param(mode):
     return _WEIGHT_TABLE[np.asarray(mode, dtype=np.int64)]
+
+
+#: [issue 17] bytes per element of a TE linear layer's input saved for the backward pass as its FP8 copy (the
+#: columnwise data: one byte, per-tensor scales are one fp32 per tensor; MXFP8 adds one E8M0 scale per 32 elements)
+TE_SAVED_INPUT_BYTES = {DELAYED: 1.0, CURRENT: 1.0, MX: 1.0 + 1.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0}
+_SAVED_TABLE = np.array([0.0] + [TE_SAVED_INPUT_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+
+
+def te_saved_input_bytes(mode):
+    """Bytes per element of an FP8 linear layer's saved input (:data:`TE_SAVED_INPUT_BYTES`; 0 without FP8)."""
+    return _SAVED_TABLE[np.asarray(mode, dtype=np.int64)]
+
+
+def te_saved_input_delta_bytes(mode, *, tokens, h, o_in, f, tp, sp, elem_bytes, norms_recomputed=False,
+                               attn_frac=1.0, dense_ffn_frac=1.0):
+    """[issue 17] Change of one layer's saved activations (bytes, one micro-batch of ``tokens``) when its linear
+    layers run in FP8 under Transformer Engine, against the 16-bit accounting of
+    :func:`gpusim.model.llm.activation_bytes_per_layer` (module docstring, *Saved activations*). With
+    ``c`` = :func:`te_saved_input_bytes` and ``e`` the 16-bit element size:
+
+    - the QKV input (the attention norm's output) ``T h r (c - e)`` (``r = 1/t`` with sequence parallelism, else 1;
+      0 where the norms are recomputed: the norm output is not kept at all), per attention layer;
+    - the output projection's FP8 copy of the attention output, ``+ T o c / t`` (the bf16 ``O`` the attention
+      kernel keeps is already counted);
+    - the FFN-up input ``T h r (c - e)`` and the FFN-down input ``T f (c - e) / t``, per dense FFN layer
+      (``dense_ffn_frac``: a mixture-of-experts layer's routed tokens are counted by gpusim.model.experts).
+
+    Hand-worked: T 4096, h 4096, o 4096, f 14336, tp 1, e 2, per-tensor FP8 (c 1):
+    ``-4096 x 4096 + 4096 x 4096 - 4096 x 4096 - 4096 x 14336 = -4096 x 18432`` bytes (-75.5 MB). Zero without FP8.
+    """
+    code = np.asarray(mode, dtype=np.int64)
+    if not np.any(code > 0):
+        return 0.0
+    c = _SAVED_TABLE[code]
+    T = _f(tokens)
+    t = _f(tp)
+    e = _f(elem_bytes)
+    r = np.where(np.asarray(sp, dtype=bool), 1.0 / t, 1.0)
+    norm_out = np.where(np.asarray(norms_recomputed, dtype=bool), 0.0, T * _f(h) * r * (c - e))
+    attn = norm_out + T * _f(o_in) * c / t
+    ffn = norm_out + T * _f(f) * (c - e) / t
+    return np.where(code > 0, _f(attn_frac) * attn + _f(dense_ffn_frac) * ffn, 0.0)
+
+
+def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
+    """[issue 17] Bytes per parameter of a linear weight on the GPU under FP8 (module docstring, *Weights*): the
+    FP8 copies (:func:`weight_copy_bytes_per_param`) alone where the parameters are FP8 (``fp8_param_gather`` with
+    a sharded optimizer, ``sharded``), else the 16-bit weight plus those copies. Hand-worked: Hopper per-tensor
+    2 (primary FP8) or 4; Blackwell per-tensor 1 or 3; MXFP8 2.0625 or 4.0625."""
+    copies = weight_copy_bytes_per_param(mode)
+    primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool)
+    return np.where(primary, copies, _f(elem_bytes) + copies)
+
+
+def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
+    """[issue 17] Bytes per parameter the distributed optimizer / FSDP all-gathers after the optimizer step. With
+    FP8 primary weights (``fp8_param_gather`` and a sharded optimizer) per-tensor scaling gathers the FP8 bytes, 1 per
+    parameter (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather``: "keep the compute param in fp8 ...
+    and perform the param all-gather in fp8"); MXFP8 gathers the bf16 weights into the gradient buffer and casts them
+    after (``reuse_grad_buf_for_mxfp8_param_ag``, ``distributed/param_and_grad_buffer.py``), ``elem_bytes``; without
+    FP8 primary weights ``elem_bytes``. Hand-worked: per-tensor, zero1 -> 1; MXFP8 -> 2; ddp -> 2."""
+    code = np.asarray(mode, dtype=np.int64)
+    primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool) & (code > 0) & (code != MX)
+    return np.where(primary, 1.0, _f(elem_bytes))
+
+
+#: [issue 17] bytes per element of a sequence-parallel input all-gather of an FP8 linear layer, ``(forward, backward
+#: re-gather)``: TE quantises the local shard and gathers the FP8 data (``transformer_engine/pytorch/module/linear.py``,
+#: "Cast local input tensor if needed" before the all-gather; per-tensor scaling gathers the rowwise data only,
+#: "All-gather is not supported with FP8 column-wise data", and keeps that rowwise shard for the backward re-gather;
+#: MXFP8 gathers both orientations with their 1x32 scales forward and the columnwise copy backward)
+TP_INPUT_GATHER_BYTES = {DELAYED: (1.0, 1.0), CURRENT: (1.0, 1.0), DELAYED_NTN: (1.0, 1.0), CURRENT_NTN: (1.0, 1.0),
+                         MX: (2.0 + 2.0 / 32.0, 1.0 + 1.0 / 32.0)}
+_AGF_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][0] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,
+                                                                          CURRENT_NTN)])
+_AGB_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][1] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,
+                                                                          CURRENT_NTN)])
+
+
+def tp_input_gather_bytes(mode, elem_bytes):
+    """[issue 17] Bytes per element of the tensor-parallel all-gathers of a linear layer's input, ``(forward,
+    backward)`` (:data:`TP_INPUT_GATHER_BYTES`; ``elem_bytes`` without FP8). The output-gradient all-gathers of the
+    row-parallel layers and every reduce-scatter stay 16-bit in this model. Hand-worked: per-tensor (1, 1); MXFP8
+    (2.0625, 1.03125); bf16 (2, 2)."""
+    code = np.asarray(mode, dtype=np.int64)
+    e = _f(elem_bytes)
+    return (np.where(code > 0, _AGF_TABLE[code], e), np.where(code > 0, _AGB_TABLE[code], e))

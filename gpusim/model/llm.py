@@ -44,7 +44,10 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   ``pp`` micro-batches in flight, times ``1 + (pp - 1)/(pp vp)`` when interleaved (Korthikanti section 4.2.3).
 - **Model states**: Megatron mixed precision keeps 16-bit weights, fp32 main gradients and an fp32 master
   copy with Adam's two moments, 18 bytes per parameter, or ``6 + 12/dp`` with the distributed optimizer
-  (Megatron-LM ``theoretical_memory_usage.py``; Rajbhandari et al. SC'20 ZeRO stage 1).
+  (Megatron-LM ``theoretical_memory_usage.py``; Rajbhandari et al. SC'20 ZeRO stage 1). [issue 17] FP8 layers: FP8
+  parameters with the distributed optimizer, the linear layers' inputs kept as FP8 copies, the sequence-parallel input
+  all-gathers in FP8 (:mod:`gpusim.model.fp8`); activations of offloaded layers in host memory
+  (:func:`gpusim.model.memory.activation_offload_terms`).
 
 Every function is pure numpy on broadcastable float64 arrays (one row per configuration).
 """
@@ -59,6 +62,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
 from gpusim.model import hybrid as HYB
+from gpusim.model import memory as MEM
 from gpusim.model import placement as PLACE
 from gpusim.model.compute import layer_cpu_s
 from gpusim.model.distinct import Distinct
@@ -218,7 +222,8 @@ def beside_gemm_s(comm_s, gemm_s, slowdown_frac):
     return np.maximum(comm_s - gemm_s, 0.0) + slowdown_frac * np.minimum(comm_s, gemm_s)
 
 
-def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_up_s, wgrad_up_s, slowdown_frac):
+def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_up_s, wgrad_up_s, slowdown_frac,
+                  ag_in=None):
     """Exposed seconds of one layer's tensor-parallel collectives in the backward pass (one micro-batch).
 
     ``ar``, ``ag``, ``rs``: one all-reduce, all-gather, reduce-scatter of the layer's ``T h`` activations. Without
@@ -230,12 +235,14 @@ def tp_backward_s(ar, ag, rs, sp, async_bwd, *, dgrad_qkv_s, wgrad_qkv_s, dgrad_
     ``ColumnParallelLinearWithSequenceParallelism``; ``async_bwd``) launches the all-reduce, or the reduce-scatter,
     asynchronously and runs the weight-gradient GEMM beside it, and the extra all-gather beside the data-gradient
     GEMM (:func:`beside_gemm_s`); the row-parallel all-gathers stay on the critical path. Without ``async_bwd``
-    (the SC'21 code) every collective is exposed.
+    (the SC'21 code) every collective is exposed. [issue 17] ``ag_in`` (default ``ag``): the input re-gathers, which
+    FP8 layers run on their FP8 copies (gpusim.model.fp8.tp_input_gather_bytes).
     """
     sp = np.asarray(sp, dtype=bool)
-    sync = np.where(sp, 4.0 * ag + 2.0 * rs, 2.0 * ar)
-    beside = np.where(sp, 2.0 * ag + beside_gemm_s(ag, dgrad_qkv_s, slowdown_frac)
-                      + beside_gemm_s(ag, dgrad_up_s, slowdown_frac) + beside_gemm_s(rs, wgrad_qkv_s, slowdown_frac)
+    ag_in = ag if ag_in is None else ag_in
+    sync = np.where(sp, 2.0 * ag + 2.0 * ag_in + 2.0 * rs, 2.0 * ar)
+    beside = np.where(sp, 2.0 * ag + beside_gemm_s(ag_in, dgrad_qkv_s, slowdown_frac)
+                      + beside_gemm_s(ag_in, dgrad_up_s, slowdown_frac) + beside_gemm_s(rs, wgrad_qkv_s, slowdown_frac)
                       + beside_gemm_s(rs, wgrad_up_s, slowdown_frac),
                       beside_gemm_s(ar, wgrad_qkv_s, slowdown_frac) + beside_gemm_s(ar, wgrad_up_s, slowdown_frac))
     return np.where(np.asarray(async_bwd, dtype=bool), beside, sync)
@@ -255,18 +262,22 @@ def split_overlap_s(comm_s, gemm_s, chunks, slowdown_frac):
     return np.maximum(c - g, c / _f(chunks)) + slowdown_frac * np.minimum(c, g)
 
 
-def tp_userbuffers_s(ag, rs, tp, t, slowdown_frac):
+def tp_userbuffers_s(ag, rs, tp, t, slowdown_frac, ag_in_f=None, ag_in_b=None):
     """[issue 17] Exposed seconds of one layer's TP collectives with sequence parallelism under TE userbuffers,
     ``(forward, backward)`` per micro-batch. Forward: the all-gathers before QKV and FFN-up pipelined with those GEMMs
     (``t[0]``, ``t[6]``), the reduce-scatters after the attention output and FFN-down projections with theirs
     (``t[3]``, ``t[9]``). Backward: the output-gradient all-gathers of the two row-parallel layers with their
     data-gradient GEMMs (``t[4]``, ``t[10]``, ring exchange: :func:`split_overlap_s`); the column-parallel layers'
     input re-gathers beside their data-gradient GEMMs (``t[1]``, ``t[7]``) and their input-gradient reduce-scatters
-    beside their weight-gradient GEMMs (``t[2]``, ``t[8]``), TE's "bulk" overlaps (:func:`beside_gemm_s`)."""
-    fwd = (split_overlap_s(ag, t[0], tp, slowdown_frac) + split_overlap_s(rs, t[3], tp, slowdown_frac)
-           + split_overlap_s(ag, t[6], tp, slowdown_frac) + split_overlap_s(rs, t[9], tp, slowdown_frac))
+    beside their weight-gradient GEMMs (``t[2]``, ``t[8]``), TE's "bulk" overlaps (:func:`beside_gemm_s`). [issue 17]
+    ``ag_in_f`` / ``ag_in_b`` (default ``ag``): the input all-gathers forward and the input re-gathers backward, on the
+    FP8 copies where the layers run in FP8 (gpusim.model.fp8.tp_input_gather_bytes)."""
+    ag_f = ag if ag_in_f is None else ag_in_f
+    ag_b = ag if ag_in_b is None else ag_in_b
+    fwd = (split_overlap_s(ag_f, t[0], tp, slowdown_frac) + split_overlap_s(rs, t[3], tp, slowdown_frac)
+           + split_overlap_s(ag_f, t[6], tp, slowdown_frac) + split_overlap_s(rs, t[9], tp, slowdown_frac))
     bwd = (split_overlap_s(ag, t[4], tp, slowdown_frac) + split_overlap_s(ag, t[10], tp, slowdown_frac)
-           + beside_gemm_s(ag, t[1], slowdown_frac) + beside_gemm_s(ag, t[7], slowdown_frac)
+           + beside_gemm_s(ag_b, t[1], slowdown_frac) + beside_gemm_s(ag_b, t[7], slowdown_frac)
            + beside_gemm_s(rs, t[2], slowdown_frac) + beside_gemm_s(rs, t[8], slowdown_frac))
     return fwd, bwd
 
@@ -523,14 +534,21 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     ar = coll(C.ALL_REDUCE, act_bytes, tp, tp_nodes, intra, inter) if not np.all(sp) else 0.0
     rs = coll(C.REDUCE_SCATTER, act_bytes, tp, tp_nodes, intra, inter) if np.any(sp) else 0.0
     one = np.where(sp, rs + ag, ar)  # one all-reduce, or its RS + AG with sequence parallelism
+    ag_f = ag_b = ag  # [issue 17] FP8 dense layers all-gather their inputs' FP8 copies (fp8.tp_input_gather_bytes)
+    if np.any(fp8 > 0) and np.any(sp):
+        dense = _f(x.get("moe_frac", 0.0)) == 0.0  # (an MoE model's dispatcher gathers bf16: unchanged)
+        g8f, g8b = FP8.tp_input_gather_bytes(np.where(dense, fp8, FP8.NONE), e)
+        ag_f = coll(C.ALL_GATHER, T * h * g8f, tp, tp_nodes, intra, inter)
+        ag_b = coll(C.ALL_GATHER, T * h * g8b, tp, tp_nodes, intra, inter)
+    one_f = np.where(sp, rs + ag_f, ar)
     exposed = 1.0 - p.tp_overlap_frac
-    tp_f = 2.0 * one * exposed
+    tp_f = 2.0 * one_f * exposed
     tp_b = (tp_backward_s(ar, ag, rs, sp, x["tp_async_bwd"], dgrad_qkv_s=t[1], wgrad_qkv_s=t[2], dgrad_up_s=t[7],
-                          wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac)
-            + 2.0 * (rc == FULL) * one) * exposed  # full recomputation runs the forward's collectives again
+                          wgrad_up_s=t[8], slowdown_frac=p.overlap_slowdown_frac, ag_in=ag_b)
+            + 2.0 * (rc == FULL) * one_f) * exposed  # full recomputation runs the forward's collectives again
     ub = np.asarray(x.get("tp_comm_overlap", False), dtype=bool) & sp
     if np.any(ub):  # [issue 17] Transformer Engine's userbuffers comm-GEMM overlap
-        ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac)
+        ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac, ag_f, ag_b)
         tp_f = np.where(ub, ub_f, tp_f)
         tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
     if hyb:  # [issue 17] one all-reduce (or RS + AG) per mixer and per FFN: the dense layer's two, per block
@@ -627,13 +645,25 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         full = fa * f0 + ff * (full - f0) + mkeep
     kept = kept + np.where(rc == FULL, 0.0, moe["delta_act_bytes"])
     full = full + moe["delta_act_bytes"]
+    if np.any(fp8 > 0):  # [issue 17] TE keeps the linear layers' FP8 input copies (fp8.te_saved_input_delta_bytes)
+        dense_ffn = 1.0 - _f(x.get("moe_frac", 0.0))
+        te8 = FP8.te_saved_input_delta_bytes(np.where(fp8_act, FP8.NONE, fp8), tokens=b * s / cp, h=h, o_in=o, f=f,
+                                             tp=tp, sp=sp, elem_bytes=e, norms_recomputed=norms_on,
+                                             attn_frac=fa if hyb else 1.0,
+                                             dense_ffn_frac=(ff if hyb else 1.0) * dense_ffn)
+        kept, full = kept + np.where(rc == FULL, 0.0, te8), full + te8
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
     frag = 1.0 + p.fragmentation_frac
-    act_first = (lps * kept * in_flight * interleave + recompute_buf) * frag
+    resident, off_s = lps, 0.0
+    if np.any(_f(x.get("act_offload_layers", 0.0)) > 0):  # [issue 17] activations of some layers in host memory
+        gone, off_s = MEM.activation_offload_terms(x["act_offload_layers"], lps, kept,
+                                                   _f(x["pcie_bytes_per_s"]) * p.h2d_pinned_eff_frac, layer_f, layer_b)
+        resident = lps - gone
+    act_first = (resident * kept * in_flight * interleave + recompute_buf) * frag
     logits = 4.0 * T * V / tp  # fp32 logits of the micro-batch in the loss
-    act_last = np.where(multi_stage, (lps * kept + recompute_buf + logits) * frag, act_first + logits * frag)
+    act_last = np.where(multi_stage, (resident * kept + recompute_buf + logits) * frag, act_first + logits * frag)
 
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
     # (``n_layers`` padded); the model FLOPs count the model's own layers
@@ -649,6 +679,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
                         + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
                         + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
+    if np.any(off_s):  # [issue 17] exposed offload copies: every stage's micro-batch longer by off_s
+        compute_s, steady, bubble = compute_s + m * off_s, steady + m * off_s, bubble + (pp - 1.0) * off_s / vp
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,

@@ -221,6 +221,7 @@ class StepInputs:
     recompute_mla_up: np.ndarray = _one(False)
     recompute_moe_act: np.ndarray = _one(False)
     fp8_act: np.ndarray = _one(False)
+    act_offload_layers: np.ndarray = _one(0.0)  # [issue 17] layers per stage whose activations go to the host
     mla_q_lora: np.ndarray = _one(0.0)
     mla_kv_lora: np.ndarray = _one(0.0)
     mla_kv_up: np.ndarray = _one(0.0)
@@ -610,7 +611,8 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
-             "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult")  # [issue 12], [issue 17] host_cpu_mult
+             "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
+             "pcie_bytes_per_s")  # [issue 12], [issue 17] host_cpu_mult, activation offload
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none
