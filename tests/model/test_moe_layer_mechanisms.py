@@ -179,14 +179,25 @@ def test_the_layer_reports_its_post_sync_part_only_where_the_dispatcher_syncs():
 
 
 def test_a_launch_bound_moe_layer_is_slower_with_the_sync(db, monkeypatch):
-    # Qwen3-30B-A3B at one 8192-token sequence on a Grace host, 16 local experts, dropless (the dispatcher syncs): the
-    # experts' launches (post-sync) outlast their GPU time while the attention (pre-sync) outlasts its launches, so
-    # the step exceeds the sync-free max(GPU, CPU) composition of the same layer
+    # Qwen3-30B-A3B at one 8192-token sequence on a Grace host, 16 local experts, dropless (the dispatcher syncs),
+    # MXFP8 (the experts' quantisations add launches): the experts' launches (post-sync) outlast their GPU time while
+    # the attention's GPU time (pre-sync) outlasts its launches -- checked below, since the GPU's figures move these
+    # terms -- so the step exceeds the sync-free max(GPU, CPU) composition of the same layer
     from gpusim.simulation import Scenario, simulate
 
     scn = Scenario(model="qwen3-30b-a3b", gpu="gb200", gpus=8, nodes=2, kind="zero1", tp=1, pp=1, ep=8,
-                   per_gpu_batch=1, global_batch=64, seq_len=8192, precision="bf16")
+                   per_gpu_batch=1, global_batch=64, seq_len=8192, precision="mxfp8")
+    seen = []
+    orig = EXP.synced_forward_s
+
+    def spy(g_post, c_post, g_pre, c_pre):
+        seen.append([float(np.asarray(v).ravel()[0]) for v in (g_post, c_post, g_pre, c_pre)])
+        return orig(g_post, c_post, g_pre, c_pre)
+
+    monkeypatch.setattr(EXP, "synced_forward_s", spy)
     synced = simulate(scn, db=db, recommend=False).step_s
+    g_post, c_post, g_pre, c_pre = seen[0]
+    assert c_post > g_post and g_pre > c_pre  # the premise
     monkeypatch.setattr(EXP, "synced_forward_s", lambda gP, cP, gQ, cQ: np.maximum(gP + gQ, cP + cQ))
     free = simulate(scn, db=db, recommend=False).step_s
     assert synced > free
