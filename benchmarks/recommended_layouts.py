@@ -15,7 +15,7 @@ def main() -> None:
 
     db = load()
     clusters = (("1024 x H100 (128 DGX H100)", dict(node="dgx-h100", gpus=1024, nodes=128)),
-                ("1152 x GB200 (16 NVL72 racks)", dict(node="gb200-nvl72", gpus=1152, nodes=16)))
+                ("1152 x GB200 (16 NVL72 racks)", dict(node="gb200-nvl72", gpus=1152, nodes=288)))
     jobs = (("llama3.1-405b", 8192, 2048), ("deepseek-v3", 4096, 15360), ("qwen3-235b-a22b", 4096, 4096))
     for model, seq, gb in jobs:
         for name, hw_kw in clusters:

@@ -17,7 +17,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-#: (script, arguments): the order of ``make bench``; calibration_heldout.py (minutes) and fuzz_cli.py run apart
+#: run apart from ``make bench``: minutes of calibration, the CLI fuzzer (``make fuzz``), and a GPU's check
+#: (``--device cpu --small`` smoke-tests it)
+RUN_APART = ("calibration_heldout.py", "fuzz_cli.py", "gpu_llm_check.py")
+#: (script, arguments): the order of ``make bench``: every other script of benchmarks/
 BENCHMARKS = [
     ("model_speed.py", []),
     ("cold_start.py", []),
@@ -25,6 +28,10 @@ BENCHMARKS = [
     ("app_rerun.py", []),
     ("llm_speed.py", ["--rows", "200000"]),
     ("layout_search.py", []),
+    ("ceiling_recipes.py", []),
+    ("moe_runs.py", []),
+    ("recommended_layouts.py", []),
+    ("topo_speed.py", []),
 ]
 
 

@@ -25,6 +25,9 @@ def test_every_benchmark_of_the_makefile_is_run():
     assert {"model_speed.py", "cold_start.py", "sweep.py", "app_rerun.py", "llm_speed.py",
             "layout_search.py"} <= listed
     assert all((ROOT / "benchmarks" / s).is_file() for s in listed)
+    # every script of benchmarks/ is run by `make bench` or named as run apart (a new one cannot be forgotten)
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")} - {"run_all.py"}
+    assert scripts == listed | set(mod.RUN_APART), scripts ^ (listed | set(mod.RUN_APART))
 
 
 def test_a_missed_target_is_reported_not_fatal(tmp_path, monkeypatch, capsys):
