@@ -442,16 +442,19 @@ def _megatron(c: _Cfg) -> dict[str, Any]:
 
 def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     """[issue 17] NVIDIA Nemotron-H (``NemotronHConfig``): ``hybrid_override_pattern`` holds one block per layer,
-    ``M`` a Mamba-2 mixer, ``*`` attention, ``-`` an MLP (squared ReLU, not gated); one RMSNorm per block; the
+    ``M`` a Mamba-2 mixer, ``*`` attention, ``-`` an MLP (squared ReLU, not gated), ``E`` a mixture-of-experts block
+    (Nemotron 3 Nano: ``n_routed_experts`` experts of ``moe_intermediate_size``, top ``num_experts_per_tok``, plus
+    ``n_shared_experts`` of ``moe_shared_expert_intermediate_size``; squared-ReLU experts like the MLP; sigmoid router
+    with a score-correction bias; transformers' ``NemotronHConfig`` / ``NemotronHMOE``); one RMSNorm per block; the
     attention has no position embedding (Nemotron-H report, arXiv 2504.03624, section 2.1)."""
     L = c.int("num_hidden_layers")
     h = c.int("hidden_size")
     pattern = c.str("hybrid_override_pattern")
-    if len(pattern) != L or set(pattern) - set("M*-"):
-        raise c._fail("hybrid_override_pattern", f"must hold one of 'M' (Mamba-2), '*' (attention), '-' (MLP) per "
-                      f"layer, num_hidden_layers={L} characters (got {len(pattern)} characters"
-                      f"{', other letters: ' + ''.join(sorted(set(pattern) - set('M*-'))) if set(pattern) - set('M*-') else ''}"
-                      f"); fix the pattern or num_hidden_layers ('E' MoE blocks are not supported yet)")
+    if len(pattern) != L or set(pattern) - set("M*-E"):
+        other = "".join(sorted(set(pattern) - set("M*-E")))
+        raise c._fail("hybrid_override_pattern", f"must hold one of 'M' (Mamba-2), '*' (attention), '-' (MLP), 'E' "
+                      f"(mixture of experts) per layer, num_hidden_layers={L} characters (got {len(pattern)} "
+                      f"characters{', other letters: ' + other if other else ''}); fix the pattern or num_hidden_layers")
     a = c.int("num_attention_heads")
     d_head = c.int("attention_head_dim") if c.has("attention_head_dim") else c.int("head_dim", h // a)
     heads, P = c.int("mamba_num_heads"), c.int("mamba_head_dim")
@@ -463,13 +466,23 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
                 dropout=c.dropout("attention_dropout", "hidden_dropout"), norm="rmsnorm", rope=False, fused_qkv=False,
                 gated_ffn=False, activation=c.str("mlp_hidden_act", "relu2", why="NemotronHConfig default"),
                 flash_attention=True, layer_norms=1,
-                mixers="".join({"M": "M", "*": "A", "-": "-"}[ch] for ch in pattern),
-                ffns="".join("F" if ch == "-" else "-" for ch in pattern),
+                mixers="".join({"M": "M", "*": "A", "-": "-", "E": "-"}[ch] for ch in pattern),
+                ffns="".join("F" if ch in "-E" else "-" for ch in pattern),
                 mamba_version=2, mamba_expand=heads * P / h, mamba_state=c.int("ssm_state_size"), mamba_head_dim=P,
                 mamba_groups=c.int("n_groups", 1), mamba_conv=c.int("conv_kernel", 4),
                 mamba_chunk=c.int("chunk_size", 256, why="NemotronHConfig default"),
                 mamba_conv_bias=c.bool("use_conv_bias", True, why="NemotronHConfig default"),
                 mamba_proj_bias=c.bool("mamba_proj_bias", False, why="NemotronHConfig default"))
+    if "E" in pattern:
+        shared = c.int("n_shared_experts", 0, minimum=0, why="no shared expert")
+        spec.update(n_experts=c.int("n_routed_experts"), top_k=c.int("num_experts_per_tok"),
+                    expert_d_ff=c.int("moe_intermediate_size"), moe_layer_freq=1,
+                    dense_layers=tuple(i for i, ch in enumerate(pattern) if ch == "-"),
+                    n_shared_experts=shared, router_bias=True,  # NemotronHTopkRouter's e_score_correction_bias
+                    shared_expert_d_ff=(c.int("moe_shared_expert_intermediate_size") if shared else None))
+        groups = c.opt_int("n_group")
+        if groups and groups > 1:
+            spec.update(moe_n_groups=groups, moe_topk_groups=c.int("topk_group"))
     c.assumptions.append("no rotary or other position embedding in the attention layers (Nemotron-H)")
     return spec
 

@@ -142,7 +142,7 @@ def test_search_excludes_layouts_the_mamba_mixer_cannot_take():
 
 @pytest.mark.parametrize("field,value,message", [
     ("hybrid_override_pattern", "M-M*", r"hybrid_override_pattern.*num_hidden_layers=52"),
-    ("hybrid_override_pattern", "E" * 52, r"other letters: E"),
+    ("hybrid_override_pattern", "X" * 52, r"other letters: X"),
 ])
 def test_bad_nemotron_h_config_exits_2_with_the_fix(tmp_path, field, value, message):
     raw = json.loads(NEMOTRON_H.read_text()) | {field: value}
@@ -152,6 +152,30 @@ def test_bad_nemotron_h_config_exits_2_with_the_fix(tmp_path, field, value, mess
         from_config(p)
     r = subprocess.run([sys.executable, "-m", "gpusim", "models", "show", str(p)], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "hybrid_override_pattern" in r.stderr
+
+
+NANO = CONFIGS / "nemotron-3-nano-30b-a3b.json"
+
+
+def test_nemotron_3_nano_moe_blocks_at_the_published_size():
+    """'E' blocks (Nemotron 3 Nano): 23 Mamba-2, 23 MoE, 6 attention of 52; 31.6B total and 3.6B active parameters
+    with the embeddings, as published (configs/README-hybrid.md)."""
+    w = from_config(NANO)
+    s = w.transformer
+    assert (s.n_mamba_layers, s.n_moe_layers, s.n_attn_layers, s.n_ffn_layers) == (23, 23, 6, 23)
+    assert (s.n_experts, s.top_k, s.expert_d_ff, s.n_shared_experts, s.shared_expert_d_ff) == (128, 6, 1856, 1, 3712)
+    assert not s.dense_layers and s.router_bias
+    assert w.params == pytest.approx(31.6e9, rel=0.01)
+    assert w.active_params == pytest.approx(3.6e9, rel=0.03)
+
+
+def test_nemotron_3_nano_predicts_with_expert_parallelism():
+    r = subprocess.run([sys.executable, "-m", "gpusim", "predict", "--model", str(NANO), "--gpu", "h100-sxm",
+                        "--gpus", "8", "--ep", "8", "--strategy", "zero1", "--global-batch", "64",
+                        "--per-gpu-batch", "1", "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["breakdown_s"]["ep_comm_exposed_s"] > 0 and d["step_s"] > 0
 
 
 def test_bad_jamba_config_names_the_field(tmp_path):
