@@ -31,7 +31,8 @@ Strategies (see :mod:`gpusim.strategy`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import functools
+from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
@@ -85,7 +86,9 @@ def _one(v=1.0):
     return field(default_factory=lambda: np.asarray(v))
 
 
-@dataclass(frozen=True, eq=False)  # no __eq__: rows of arrays do not compare to one bool (and it is ~150 fields)
+# No generated __eq__ (rows of arrays do not compare to one bool), __repr__ or __init__: for ~150 fields the generated
+# code costs ~3.5 ms of every CLI start to compile (issue 20); __init__ below does the same job
+@dataclass(frozen=True, eq=False, init=False, repr=False)
 class StepInputs:
     """Everything the model needs, as broadcastable float64/int/bool arrays (SI units).
 
@@ -233,6 +236,25 @@ class StepInputs:
     mem_headroom_frac: np.ndarray = _one(np.nan)
     host_cpu_mult: np.ndarray = _one(1.0)  # [issue 17] the host CPU's launch time / an x86 DGX host's (Grace: > 1)
 
+    def __init__(self, **values):
+        """Keyword arguments only: each field's array; a field left out takes its default (the required ones, the
+        hardware and workload rows, raise TypeError when missing, as do unknown names)."""
+        factories = _input_factories()
+        unknown = values.keys() - factories.keys()
+        if unknown:
+            raise TypeError(f"StepInputs got unknown fields: {', '.join(sorted(unknown))}")
+        set_field = object.__setattr__
+        for name, make in factories.items():
+            if name in values:
+                set_field(self, name, values[name])
+            elif make is None:
+                raise TypeError(f"StepInputs needs the field {name!r}")
+            else:
+                set_field(self, name, make())
+
+    def __repr__(self) -> str:
+        return f"StepInputs({len(_input_factories())} fields, {np.shape(self.peak_flop_per_s)[0] if np.ndim(self.peak_flop_per_s) else 1} rows)"
+
     @property
     def gpus_per_node(self) -> np.ndarray:
         return self.n_gpus / np.maximum(self.n_nodes, 1)
@@ -249,6 +271,12 @@ class StepInputs:
             a = np.asarray(getattr(self, f.name))
             out[f.name] = a if a.ndim == 0 or a.shape[0] == 1 else a[idx]
         return StepInputs(**out)
+
+
+@functools.cache
+def _input_factories() -> dict:
+    """StepInputs field name -> its default factory (None: required), in field order."""
+    return {f.name: (None if f.default_factory is MISSING else f.default_factory) for f in fields(StepInputs)}
 
 
 def _overlap(comm_s, unhideable_s, window_s, overlap_frac):
