@@ -285,7 +285,15 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 t, code = keep(t, code, cand, ALGO_RING * _NP + p + 1, okp(p))
 
         if c == ALL_REDUCE:
-            nv = np.asarray(nvls, dtype=bool)
+            # nvls: 0 / False where the switch cannot reduce; otherwise NVLS's bandwidth relative to the generation
+            # nvls_gain_frac was measured on (1 = Hopper; NCCL's per-architecture nvlsEfficiency ratio, from the row
+            # layer), so the NVLS gain over the ring is nvls_gain_frac x that
+            nvf = np.asarray(nvls, dtype=np.float64)
+            nv = nvf > 0
+            if np.all((nvf == 0.0) | (nvf == 1.0)):
+                gain = nvls_gain_frac
+            else:
+                gain = nvls_gain_frac * np.where(nv, nvf, 1.0)
             # NVLS inside one NVSwitch domain: NCCL's NVLS latency plus the fill of its chunk pipeline
             if simple_ok and (not forced or algorithm == ALGO_NVLS) and np.any(nv & ~multi):
                 ops = tn.nvls_channels * g
@@ -296,7 +304,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 # two pipelined phases (reduce-scatter through the switch, then multicast all-gather), each filling
                 # nccl_steps chunks on each channel
                 fill = 2.0 * tn.nvls_channels * tn.nccl_steps * chunk
-                cand = base + nvls_latency_s + f * (s + fill) / (intra * nvls_gain_frac)
+                cand = base + nvls_latency_s + f * (s + fill) / (intra * gain)
                 t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:
                 # [issue 18] what a tree's network phase costs in bus-bandwidth terms: a node sends (and receives) the
@@ -319,7 +327,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                         t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, okp(p, multi))
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
-                    bw = np.minimum(intra * nvls_gain_frac, inter * tree_net * tn.nvls_tree_busbw_frac)
+                    bw = np.minimum(intra * gain, inter * tree_net * tn.nvls_tree_busbw_frac)
                     cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
                     t, code = keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
@@ -358,7 +366,9 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     intra_busbw_bytes_per_s : achievable (Simple-protocol) ring bus bandwidth inside a node
     inter_busbw_bytes_per_s : achievable bus bandwidth out of one node (all its NICs together)
     intra_hop_s, inter_hop_s : per-hop latency of the links inside / between nodes (the LL protocol's figure)
-    nvls : the node's switch reduces in-network (NVLink SHARP)
+    nvls : the node's switch reduces in-network (NVLink SHARP): False / 0 where not; True / 1 for a Hopper-generation
+        switch; another positive number scales NVLS's bandwidth gain over the ring (``nvls_gain_frac x nvls``: NCCL's
+        per-architecture ``nvlsEfficiency`` relative to Hopper's, which the row layer supplies, [issue 18])
     base_latency_s : per-call cost (launch, enqueue) beyond NCCL's per-algorithm base latency
     nvls_gain_frac, nvls_latency_s, tree_busbw_frac : see :class:`~gpusim.params.ModelParams`
     algorithm, protocol : ``-1`` auto, or a code from :data:`ALGORITHMS` / :data:`PROTOCOLS` to force one

@@ -1,0 +1,57 @@
+"""NVLS bandwidth per GPU generation: NCCL's nvlsEfficiency (Hopper 0.85, Blackwell 0.74) [issue 18].
+
+Hand-worked: ``nvls_gain_frac`` (1.30) was measured on 8x H100, whose ring through the NVSwitch runs at NCCL's
+18 links x 20.6 GB/s = 370.8 GB/s, so a 64 GiB NVLS all-reduce reaches 370.8 x 1.30 = 482.0 GB/s. On B200 the ring is
+18 x 40.1 = 721.8 GB/s and the NVLS gain is 1.30 x 0.74 / 0.85 = 1.1318, so NVLS reaches 816.9 GB/s (not
+721.8 x 1.30 = 938.3). The ring itself does not change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim.model import comm as C
+from gpusim.params import DEFAULT_PARAMS, PROVENANCE
+from gpusim.simulation import collective
+
+BIG = 2.0**36  # 64 GiB: latency and pipeline fill are negligible next to the transfer
+
+
+def busbw(gpu, db, algorithm="nvls", params=None):
+    return collective("all_reduce", [BIG], gpu=gpu, gpus=8, db=db, algorithm=algorithm,
+                      params=params)[0]["busbw_bytes_per_s"]
+
+
+def test_defaults_are_nccls_table():
+    assert DEFAULT_PARAMS.nvls_efficiency_frac == {"hopper": 0.85, "blackwell": 0.74}
+    assert "nvlsEfficiency" in PROVENANCE["nvls_efficiency_frac"]
+
+
+def test_hopper_keeps_the_measured_gain(db):
+    assert busbw("h100-sxm", db) == pytest.approx(370.8e9 * 1.30, rel=0.003)
+
+
+def test_blackwell_nvls_gain_is_scaled_by_the_efficiency_ratio(db):
+    assert busbw("b200", db) == pytest.approx(721.8e9 * 1.30 * 0.74 / 0.85, rel=0.003)
+    assert busbw("b200", db, algorithm="ring") == pytest.approx(721.8e9, rel=0.003)
+
+
+def test_the_table_is_a_parameter(db):
+    p = DEFAULT_PARAMS.replace(nvls_efficiency_frac={"hopper": 0.85, "blackwell": 0.85})
+    assert busbw("b200", db, params=p) == pytest.approx(721.8e9 * 1.30, rel=0.003)
+
+
+def test_kernel_reads_nvls_as_the_gain_factor():
+    kw = dict(base_latency_s=0.0, nvls_gain_frac=1.3, nvls_latency_s=0.0, tree_busbw_frac=0.92,
+              algorithm=C.ALGORITHMS["nvls"])
+    s, n, bw = np.array([BIG]), 8.0, 100e9
+    t_true, _ = C.collective_time_s(C.ALL_REDUCE, s, n, 1.0, bw, 0.0, np.inf, 0.0, True, **kw)
+    t_half, _ = C.collective_time_s(C.ALL_REDUCE, s, n, 1.0, bw, 0.0, np.inf, 0.0, 0.5, **kw)
+    t_mixed, _ = C.collective_time_s(C.ALL_REDUCE, np.array([BIG, BIG]), n, 1.0, bw, 0.0, np.inf, 0.0,
+                                     np.array([1.0, 0.5]), **kw)
+    f = 2 * 7 / 8
+    fill = 2 * 16 * 8 * 128 * 1024  # two phases x 16 channels x 8 steps x 128 KiB chunks
+    assert t_true[0] == pytest.approx(f * (BIG + fill) / (bw * 1.3))
+    assert t_half[0] == pytest.approx(2.0 * t_true[0])
+    assert t_mixed == pytest.approx([t_true[0], t_half[0]])
