@@ -25,10 +25,13 @@ and achievable bus bandwidth from the hardware database:
   (``treeCorrectionFactor``: trees "are not perfectly sticking to the model for medium sizes");
 - *nvls* (all-reduce in one NVSwitch domain with NVLink SHARP): the switch reduces, bus bandwidth
   ``nvls_gain_frac`` above the ring's (nccl-tests issue 212). Its start-up is NCCL's NVLS latency plus the
-  fill of its pipeline: ``nvls_channels`` channels, each with ``nccl_steps`` chunks in flight, chunks that NCCL
-  shrinks for smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below 32 x concurrent ops x chunk,
-  32 KiB below 8x, 16 KiB below 2x; concurrent ops = channels x ranks). This is why NVLS wins only above
-  tens of MiB although its peak is the highest;
+  fill of its pipeline: ``nvls_channels`` channels, each loop of which moves one chunk per rank of the NVLS domain
+  (``src/device/all_reduce.h``: ``loopSize = nChannels * nvls->nHeads * chunkSize``), into the switch and out
+  again, so the fill is ``2 x channels x ranks x chunk`` bytes [issue 18: it grows with the domain, 9x from 8 GPUs
+  to an NVL72 rack], with chunks that NCCL shrinks for smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below
+  32 x concurrent ops x chunk, 32 KiB below 8x, 16 KiB below 2x; concurrent ops = channels x ranks). This is why
+  NVLS wins only above tens of MiB although its peak is the highest; its gain over the ring is ``nvls_gain_frac``
+  (measured on Hopper) x NCCL's per-architecture ``nvlsEfficiency`` relative to Hopper's (Blackwell 0.74 / 0.85);
 - *nvls_tree* (NVLS inside each node, a tree across nodes) and *collnet* (InfiniBand SHARP: the switches
   reduce, so each node sends and receives the buffer once, up to twice the ring's inter-node bus bandwidth);
 - a tree's network phase [issue 18]: between two nodes each node sends the buffer once per direction (the ring
@@ -301,9 +304,11 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4),
                                   (2.0, tn.nvls_chunk_bytes / 8)):
                     chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
-                # two pipelined phases (reduce-scatter through the switch, then multicast all-gather), each filling
-                # nccl_steps chunks on each channel
-                fill = 2.0 * tn.nvls_channels * tn.nccl_steps * chunk
+                # two pipelined phases (scatter into the switch, multicast gather out of it), each filling one loop
+                # of every channel: a loop moves nHeads chunks (one per rank of the NVLS domain; NCCL
+                # src/device/all_reduce.h, NVLS: loopSize = nChannels * nvls->nHeads * chunkSize) [issue 18]; on 8
+                # GPUs this equals the NCCL_STEPS = 8 slots the earlier form counted
+                fill = 2.0 * tn.nvls_channels * np.maximum(g, 1.0) * chunk
                 cand = base + nvls_latency_s + f * (s + fill) / (intra * gain)
                 t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:

@@ -55,3 +55,29 @@ def test_kernel_reads_nvls_as_the_gain_factor():
     assert t_true[0] == pytest.approx(f * (BIG + fill) / (bw * 1.3))
     assert t_half[0] == pytest.approx(2.0 * t_true[0])
     assert t_mixed == pytest.approx([t_true[0], t_half[0]])
+
+
+@pytest.mark.parametrize("ranks", [8, 72])
+def test_nvls_pipeline_fill_is_one_loop_of_every_rank_in_and_out(ranks):
+    """NCCL's NVLS loop moves one chunk per rank of the domain (all_reduce.h: loopSize = nChannels x nHeads x
+    chunkSize): the fill is 2 x 16 channels x ranks x 128 KiB at 8 GiB (where NCCL keeps the largest chunk for both
+    8 and 72 ranks: 8 GiB >= 32 x 16 x 72 x 128 KiB = 4.8 GB). On 8 GPUs it is the 2 x 16 x 8 x 128 KiB of before."""
+    s, bw = 2.0**33, 100e9
+    t, _ = C.collective_time_s(C.ALL_REDUCE, np.array([s]), float(ranks), 1.0, bw, 0.0, np.inf, 0.0, True,
+                               base_latency_s=0.0, nvls_gain_frac=1.3, nvls_latency_s=0.0, tree_busbw_frac=0.92,
+                               algorithm=C.ALGORITHMS["nvls"])
+    f = 2 * (ranks - 1) / ranks
+    assert t[0] == pytest.approx(f * (s + 2 * 16 * ranks * 131072) / (bw * 1.3))
+
+
+def test_nvl72_rack_fill_makes_512mib_slower_than_8gib(db):
+    """The 72-GPU fill (2 x 16 x 72 x 32 KiB = 75.5 MB at 512 MiB, where NCCL shrinks the chunk to 32 KiB; 302 MB of
+    128 KiB chunks at 8 GiB) on top of the NVLS latency (3 + 23 us) and Blackwell's NVLS bandwidth
+    (721.8 x 1.30 x 0.74 / 0.85 = 816.9 GB/s): busbw = f S / (26 us + f (S + fill) / 816.9 GB/s)."""
+    sizes = [2.0**29, 2.0**33]
+    out = collective("all_reduce", sizes, node="gb200-nvl72", gpus=72, nodes=18, db=db)
+    f, peak, lat = 2 * 71 / 72, 721.8e9 * 1.30 * 0.74 / 0.85, 26e-6
+    for o, s, chunk in zip(out, sizes, (32768, 131072)):
+        assert o["algorithm"] == "nvls"
+        expected = f * s / (lat + f * (s + 2 * 16 * 72 * chunk) / peak)
+        assert o["busbw_bytes_per_s"] == pytest.approx(expected, rel=0.003)
