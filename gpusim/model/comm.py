@@ -308,7 +308,9 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 # of every channel: a loop moves nHeads chunks (one per rank of the NVLS domain; NCCL
                 # src/device/all_reduce.h, NVLS: loopSize = nChannels * nvls->nHeads * chunkSize) [issue 18]; on 8
                 # GPUs this equals the NCCL_STEPS = 8 slots the earlier form counted
-                fill = 2.0 * tn.nvls_channels * np.maximum(g, 1.0) * chunk
+                # a message shorter than one loop moves only itself: NCCL shrinks the last loop's chunk to the
+                # remainder over the heads (all_reduce.h: lastChunkSize = divUp(remCount, nHeads), 16 KiB aligned)
+                fill = 2.0 * np.minimum(tn.nvls_channels * np.maximum(g, 1.0) * chunk, s)
                 cand = base + nvls_latency_s + f * (s + fill) / (intra * gain)
                 t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:

@@ -81,3 +81,14 @@ def test_nvl72_rack_fill_makes_512mib_slower_than_8gib(db):
         assert o["algorithm"] == "nvls"
         expected = f * s / (lat + f * (s + 2 * 16 * 72 * chunk) / peak)
         assert o["busbw_bytes_per_s"] == pytest.approx(expected, rel=0.003)
+
+
+def test_a_message_shorter_than_one_loop_fills_only_itself():
+    """1 MiB on 8 ranks: NCCL shrinks the chunk to 16 KiB (1 MiB < 2 x 16 x 8 x 32 KiB), so one loop of the 16 channels
+    is 16 x 8 x 16 KiB = 2 MiB, more than the message; the last (only) loop's chunk shrinks to the remainder
+    (all_reduce.h lastChunkSize), so the message goes in and out once: fill 2 x 1 MiB, t = f x 3 S / (bw x 1.3)."""
+    s, bw = 2.0**20, 100e9
+    t, _ = C.collective_time_s(C.ALL_REDUCE, np.array([s]), 8.0, 1.0, bw, 0.0, np.inf, 0.0, True,
+                               base_latency_s=0.0, nvls_gain_frac=1.3, nvls_latency_s=0.0, tree_busbw_frac=0.92,
+                               algorithm=C.ALGORITHMS["nvls"])
+    assert t[0] == pytest.approx(2 * 7 / 8 * 3 * s / (bw * 1.3))
