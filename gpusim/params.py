@@ -108,7 +108,7 @@ class ModelParams(BaseModel):
     ll128_amd_architectures: list[str] = _F(
         default=["cdna2"], description="AMD architectures on which RCCL enables LL128 by default")
     nvls_channels: float = _F(default=16.0, ge=1, le=64, description="channels (SMs) an NVLS all-reduce runs on")
-    nccl_steps: float = _F(default=8.0, ge=1, le=64, description="chunks in flight per channel (NCCL_STEPS)")
+    nccl_steps: float = _F(default=8.0, ge=1, le=64, description="slots of a connection's buffer (NCCL_STEPS); kept for reference: since issue 18 the NVLS pipeline fill counts one chunk per rank of the NVLS domain (equal to 8 on 8 GPUs), not these slots")
     nvls_chunk_bytes: float = _F(default=128.0 * units.KIB, gt=0, description="largest NVLS chunk")
     nvls_tree_hop_s: float = _F(default=14e-6, ge=0, le=1e-2,
                                 description="NVLS-tree: per network hop beyond the link latency")
@@ -125,6 +125,11 @@ class ModelParams(BaseModel):
     nvls_tree_busbw_frac: float = _F(default=5.0 / 6.0, gt=0, le=1.0,
                                      description="NVLS-tree across nodes: algorithm bandwidth / the network's per-node "
                                                  "bandwidth at which it moves its bytes (NCCL's 5/6 for NVLS and NVLS-tree)")
+    nvls_efficiency_frac: dict[str, float] = _F(
+        default={"hopper": 0.85, "blackwell": 0.74},
+        description="NCCL's NVLS bandwidth efficiency per GPU architecture (its tuner's nvlsEfficiency); nvls_gain_frac "
+                    "was measured on Hopper, so another generation's NVLS gain over the ring is nvls_gain_frac x its "
+                    "efficiency / Hopper's (an architecture not listed keeps Hopper's)")
     xgmi_link_eff_frac: float = _F(default=0.75, gt=0, le=1,
                                    description="usable fraction of an AMD Infinity Fabric (xGMI) link's rated "
                                                "bandwidth (CRC and protocol overhead): a ring over a full xGMI mesh "
@@ -299,6 +304,12 @@ PROVENANCE: dict[str, str] = {
     "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212, NVIDIA); those two "
                       "rows are therefore marked as used for defaults in `gpusim validate`",
     "nvls_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat[NVLINK][NVLS][Simple] = 23 us, baseLat 0",
+    "nvls_efficiency_frac": "[issue 18] NVIDIA NCCL's tuner (src/graph/tuning.cc from 2.23, src/tuning/nvls.cc in later "
+                            "releases): 'static const float nvlsEfficiency[NCCL_NUM_COMPCAPS] = { 0.0f (Volta), 0.0f "
+                            "(Ampere), 0.85f (Hopper), 0.74f (Blackwell) }', the only architecture-dependent factor of "
+                            "its NVLS bandwidth (intraBw = bwIntra x nvlsEfficiency x (nChannels-1)/nChannels, x2 for "
+                            "all-reduce); taken from public walkthroughs of that source that quote the table and the "
+                            "formula, not read in NVIDIA's file itself (check against src/tuning/nvls.cc)",
     "xgmi_link_eff_frac": "AMD ROCm blog 'Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X' "
                           "(J. Kolla, P. Alizadeh, G. Lee, 2025-03-02, https://rocm.blogs.amd.com/software-tools-"
                           "optimization/mi300x-rccl-xgmi/README.html): 64 GB/s rated per link, 'CRC bit correction and "

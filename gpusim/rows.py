@@ -336,7 +336,7 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "n_gpus": float(hw.n_gpus), "n_nodes": float(hw.nodes),
         "intra_busbw_bytes_per_s": float(intra_bw), "intra_hop_s": float(intra_hop),
         "inter_busbw_bytes_per_s": float(inter_bw), "inter_hop_s": float(inter_hop),
-        "nvls": bool(hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch"),
+        "nvls": _nvls(hw, params),
         # host copies and CPU offload use the CPU-GPU link: PCIe, or NVLink-C2C on superchips
         "pcie_bytes_per_s": max(hw.pcie_link.bandwidth_bytes_per_s, hw.gpu.host_link_bytes_per_s or 0.0),
         "cores_per_gpu": float(hw.cpu_cores_per_gpu),
@@ -384,6 +384,19 @@ def _ll128(hw: Hardware, intra_path: int, params: ModelParams) -> bool:
     if hw.gpu.vendor == "amd":
         return hw.gpu.architecture in params.ll128_amd_architectures
     return True
+
+
+def _nvls(hw: Hardware, params: ModelParams) -> float:
+    """0 where the node's switch cannot reduce (no NVLink SHARP); otherwise NVLS's bandwidth relative to Hopper's, on
+    which ``nvls_gain_frac`` was measured: NCCL's per-architecture ``nvlsEfficiency`` ratio ([issue 18],
+    ``ModelParams.nvls_efficiency_frac``; 0.74 / 0.85 on Blackwell). The collectives model reads it as the factor on
+    NVLS's gain over the ring."""
+    if not (hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch"):
+        return 0.0
+    eff = params.nvls_efficiency_frac
+    ref = eff.get("hopper")
+    mine = eff.get(hw.gpu.architecture) if hw.gpu.vendor == "nvidia" else None
+    return float(mine / ref) if (mine and ref) else 1.0
 
 
 def _ll_max(hw: Hardware, params: ModelParams) -> float:

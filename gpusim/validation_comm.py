@@ -2,7 +2,8 @@
 
 ``validation/nccl_sweeps.csv`` holds nccl-tests / rccl-tests all-reduce sweeps of several systems (8x A100, 8x H200,
 4 and 72 GPUs of GB200 NVL72, MI300X in one and two nodes, MI325X in 1-8 nodes, MI355X in two, H100 over
-GPUDirect-TCPXO and RoCE, A100 over EFA and HDR InfiniBand, H200 and A100 in two OCI nodes over RoCE), one row per message size, each with its source (``source_url``, commit where the source is a
+GPUDirect-TCPXO and RoCE, A100 over EFA and HDR InfiniBand, H200 and A100 in two OCI nodes over RoCE, a stated 8x B200
+plateau), one row per message size, each with its source (``source_url``, commit where the source is a
 file in a repository). ``validation/README.md`` describes the columns.
 
 The CSV's ``held_out`` column says whether a system's predictions were looked at while the collectives model was

@@ -25,10 +25,13 @@ and achievable bus bandwidth from the hardware database:
   (``treeCorrectionFactor``: trees "are not perfectly sticking to the model for medium sizes");
 - *nvls* (all-reduce in one NVSwitch domain with NVLink SHARP): the switch reduces, bus bandwidth
   ``nvls_gain_frac`` above the ring's (nccl-tests issue 212). Its start-up is NCCL's NVLS latency plus the
-  fill of its pipeline: ``nvls_channels`` channels, each with ``nccl_steps`` chunks in flight, chunks that NCCL
-  shrinks for smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below 32 x concurrent ops x chunk,
-  32 KiB below 8x, 16 KiB below 2x; concurrent ops = channels x ranks). This is why NVLS wins only above
-  tens of MiB although its peak is the highest;
+  fill of its pipeline: ``nvls_channels`` channels, each loop of which moves one chunk per rank of the NVLS domain
+  (``src/device/all_reduce.h``: ``loopSize = nChannels * nvls->nHeads * chunkSize``), into the switch and out
+  again, so the fill is ``2 x channels x ranks x chunk`` bytes [issue 18: it grows with the domain, 9x from 8 GPUs
+  to an NVL72 rack], with chunks that NCCL shrinks for smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below
+  32 x concurrent ops x chunk, 32 KiB below 8x, 16 KiB below 2x; concurrent ops = channels x ranks). This is why
+  NVLS wins only above tens of MiB although its peak is the highest; its gain over the ring is ``nvls_gain_frac``
+  (measured on Hopper) x NCCL's per-architecture ``nvlsEfficiency`` relative to Hopper's (Blackwell 0.74 / 0.85);
 - *nvls_tree* (NVLS inside each node, a tree across nodes) and *collnet* (InfiniBand SHARP: the switches
   reduce, so each node sends and receives the buffer once, up to twice the ring's inter-node bus bandwidth);
 - a tree's network phase [issue 18]: between two nodes each node sends the buffer once per direction (the ring
@@ -285,7 +288,15 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 t, code = keep(t, code, cand, ALGO_RING * _NP + p + 1, okp(p))
 
         if c == ALL_REDUCE:
-            nv = np.asarray(nvls, dtype=bool)
+            # nvls: 0 / False where the switch cannot reduce; otherwise NVLS's bandwidth relative to the generation
+            # nvls_gain_frac was measured on (1 = Hopper; NCCL's per-architecture nvlsEfficiency ratio, from the row
+            # layer), so the NVLS gain over the ring is nvls_gain_frac x that
+            nvf = np.asarray(nvls, dtype=np.float64)
+            nv = nvf > 0
+            if np.all((nvf == 0.0) | (nvf == 1.0)):
+                gain = nvls_gain_frac
+            else:
+                gain = nvls_gain_frac * np.where(nv, nvf, 1.0)
             # NVLS inside one NVSwitch domain: NCCL's NVLS latency plus the fill of its chunk pipeline
             if simple_ok and (not forced or algorithm == ALGO_NVLS) and np.any(nv & ~multi):
                 ops = tn.nvls_channels * g
@@ -293,10 +304,14 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                 for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4),
                                   (2.0, tn.nvls_chunk_bytes / 8)):
                     chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
-                # two pipelined phases (reduce-scatter through the switch, then multicast all-gather), each filling
-                # nccl_steps chunks on each channel
-                fill = 2.0 * tn.nvls_channels * tn.nccl_steps * chunk
-                cand = base + nvls_latency_s + f * (s + fill) / (intra * nvls_gain_frac)
+                # two pipelined phases (scatter into the switch, multicast gather out of it), each filling one loop
+                # of every channel: a loop moves nHeads chunks (one per rank of the NVLS domain; NCCL
+                # src/device/all_reduce.h, NVLS: loopSize = nChannels * nvls->nHeads * chunkSize) [issue 18]; on 8
+                # GPUs this equals the NCCL_STEPS = 8 slots the earlier form counted
+                # a message shorter than one loop moves only itself: NCCL shrinks the last loop's chunk to the
+                # remainder over the heads (all_reduce.h: lastChunkSize = divUp(remCount, nHeads), 16 KiB aligned)
+                fill = 2.0 * np.minimum(tn.nvls_channels * np.maximum(g, 1.0) * chunk, s)
+                cand = base + nvls_latency_s + f * (s + fill) / (intra * gain)
                 t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:
                 # [issue 18] what a tree's network phase costs in bus-bandwidth terms: a node sends (and receives) the
@@ -319,7 +334,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                         t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, okp(p, multi))
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
-                    bw = np.minimum(intra * nvls_gain_frac, inter * tree_net * tn.nvls_tree_busbw_frac)
+                    bw = np.minimum(intra * gain, inter * tree_net * tn.nvls_tree_busbw_frac)
                     cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
                     t, code = keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
@@ -358,7 +373,9 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     intra_busbw_bytes_per_s : achievable (Simple-protocol) ring bus bandwidth inside a node
     inter_busbw_bytes_per_s : achievable bus bandwidth out of one node (all its NICs together)
     intra_hop_s, inter_hop_s : per-hop latency of the links inside / between nodes (the LL protocol's figure)
-    nvls : the node's switch reduces in-network (NVLink SHARP)
+    nvls : the node's switch reduces in-network (NVLink SHARP): False / 0 where not; True / 1 for a Hopper-generation
+        switch; another positive number scales NVLS's bandwidth gain over the ring (``nvls_gain_frac x nvls``: NCCL's
+        per-architecture ``nvlsEfficiency`` relative to Hopper's, which the row layer supplies, [issue 18])
     base_latency_s : per-call cost (launch, enqueue) beyond NCCL's per-algorithm base latency
     nvls_gain_frac, nvls_latency_s, tree_busbw_frac : see :class:`~gpusim.params.ModelParams`
     algorithm, protocol : ``-1`` auto, or a code from :data:`ALGORITHMS` / :data:`PROTOCOLS` to force one
