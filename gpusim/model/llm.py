@@ -34,7 +34,10 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   steady state. The first stage also holds the embedding, the last the LM head and the loss. Activations
   cross each stage boundary forward and their gradients backward: ``2 (vp m + pp - 1)`` sends on the
   critical path, each of ``T h / t`` bytes (the scatter/gather optimisation of SC'21 section 4.1; without
-  sequence parallelism an all-gather over the tensor-parallel group rebuilds the activation).
+  sequence parallelism an all-gather over the tensor-parallel group rebuilds the activation). [issue 17] In the
+  interleaved schedule Megatron-Core overlaps the steady state's sends with the next chunk's compute
+  (``overlap_p2p_comm``, on by default with ``vp > 1``); 1F1B and the SC'21 / 2022 codes block on them
+  (:func:`pp_p2p_exposed_s`).
 - **Activation memory** (Korthikanti et al. 2022, section 4 and Table 2), per layer and micro-batch, 16-bit:
   ``s b h (10 + 24/t + 5 a s/(h t))`` without sequence parallelism, ``s b h (34 + 5 a s / h)/t`` with it;
   selective recomputation drops the ``5 a s/h`` scores, full recomputation keeps only each layer's input
