@@ -91,3 +91,18 @@ def test_meta_rows_state_the_papers_interleaving():
         assert r["vp"] == "8" and "with V pipeline stages on one pipeline rank" in r["notes"]
         assert 126 + 2 == int(r["pp"]) * int(r["vp"])  # the deduction the note states: one layer per chunk
     assert not math.isnan(float(rows[0]["value"]))
+
+
+def test_cli_no_overlap_p2p_comm_flag(capsys):
+    from gpusim.cli import main
+
+    base = ["predict", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--nodes", "8", "--tp", "4",
+            "--pp", "8", "--vp", "5", "--micro-batch", "1", "--global-batch", "128", "--seq-len", "8192",
+            "--precision", "bf16", "--strategy", "zero1", "--json"]
+    import json
+
+    assert main(base) == 0
+    on = json.loads(capsys.readouterr().out)["breakdown_s"]["pp_p2p_exposed_s"]
+    assert main(base + ["--no-overlap-p2p-comm"]) == 0
+    off = json.loads(capsys.readouterr().out)["breakdown_s"]["pp_p2p_exposed_s"]
+    assert off > 2.0 * on > 0.0
