@@ -106,3 +106,17 @@ def test_cli_no_overlap_p2p_comm_flag(capsys):
     assert main(base + ["--no-overlap-p2p-comm"]) == 0
     off = json.loads(capsys.readouterr().out)["breakdown_s"]["pp_p2p_exposed_s"]
     assert off > 2.0 * on > 0.0
+
+
+def test_runs_notes_option_overlap_p2p_comm(db):
+    from gpusim.validation_runs import options, predict_row
+
+    assert options("stated overlap_p2p_comm=0; strategy=zero1") == {"overlap_p2p_comm": "0", "strategy": "zero1"}
+    row = {"run_id": "x", "source_id": "S", "holdout": "0", "model": "llama3-70b", "gpu": "h100-sxm", "gpus": "64",
+           "gpus_per_node": "8", "tp": "4", "pp": "8", "vp": "5", "cp": "1", "ep": "1", "etp": "", "micro_batch": "1",
+           "global_batch": "128", "seq_len": "8192", "precision": "bf16", "recompute": "", "metric": "step_time_s",
+           "value": "10", "unit": "s", "notes": "strategy=zero1"}
+    on = predict_row(row, db=db)
+    off = predict_row(dict(row, notes="strategy=zero1; overlap_p2p_comm=0"), db=db)
+    assert off.step_s > on.step_s
+    assert "not 0 or 1" in predict_row(dict(row, notes="overlap_p2p_comm=maybe"), db=db).error
