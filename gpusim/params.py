@@ -162,7 +162,11 @@ class ModelParams(BaseModel):
                                         "runs on the rest")
     pp_p2p_overlap_frac: float = _F(default=0.0, ge=0, le=1,
                                     description="fraction of the steady-state pipeline sends hidden under compute "
-                                                "(Megatron-LM --overlap-p2p-comm; 0 = off, its default)")
+                                                "where the schedule does not overlap them itself (1F1B with vp = 1, "
+                                                "or Strategy.pp_p2p_overlap off); 0: they block the schedule")
+    pp_p2p_sms: float = _F(default=4.0, ge=0, le=1024,
+                           description="[issue 17] SMs the NCCL send/receive kernels of one pipeline stage hold while "
+                                       "they run beside its compute (overlap_p2p_comm): that compute runs on the rest")
     jitter_frac: float = _F(default=0.01, ge=0, le=1,
                             description="coefficient of variation of one rank's step time (clocks, OS noise)")
     slowest_gpu_speed_frac: float = _F(default=1.0, gt=0, le=1,
@@ -265,8 +269,14 @@ PROVENANCE: dict[str, str] = {
                            "EP A2A overlap hide nearly all of it under another micro-batch's compute: set ~1 for those",
     "ep_comm_sms": "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report', section 3.2.2: 20 of the H800's 132 SMs are "
                    "dedicated to the dispatch/combine communication while it overlaps computation",
-    "pp_p2p_overlap_frac": "Megatron-LM's default (--overlap-p2p-comm off): sends and receives between stages "
+    "pp_p2p_overlap_frac": "Megatron-Core's non-interleaved 1F1B schedule posts each step's sends and receives "
+                           "together and waits for them (batch_p2p_comm; overlap_p2p_comm is only implemented in the "
+                           "interleaved schedule, which gpusim.model.llm.pp_p2p_exposed_s models by itself): they "
                            "block the schedule",
+    "pp_p2p_sms": "a stage in the interleaved steady state has a send/receive with each neighbour stage in flight (two "
+                  "peers) and NCCL runs a point-to-point transfer over the network on NCCL_NCHANNELS_PER_NET_PEER "
+                  "channels of one thread block each, 2 by default (NCCL environment-variable documentation; users "
+                  "report send/recv running on 2-8 SMs, NVIDIA/nccl issue 1680): 2 x 2 = 4 SMs",
     "gemm_ceiling_flop_per_s": "set by calibration (the GEMM sweep's fitted ceiling per precision); empty by default: "
                                "the database's achievable_matmul_tflop_per_s (STAS_MAMF rows) is used",
     "llm_rows_looked_at": "All 18 rows of validation/llm_parallel.csv (Korthikanti 2022 Table 5, Narayanan SC'21 "

@@ -506,6 +506,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
         "tp_comm_overlap": st.tp_comm_overlap,  # [issue 17]
+        "pp_p2p_overlap": np.nan if st.pp_p2p_overlap is None else float(st.pp_p2p_overlap),  # [issue 17]
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
         "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,

@@ -212,6 +212,12 @@ class Strategy(FiniteModel):
                                                          "(Megatron-LM's asynchronous all-reduce / all-gather / "
                                                          "reduce-scatter; --no-async-tensor-model-parallel-allreduce "
                                                          "turns it off)")
+    pp_p2p_overlap: bool | None = Field(default=None, description="[issue 17] LLM layouts with interleaving (vp > 1): "
+                                        "the sends between pipeline stages run beside the next chunk's compute "
+                                        "(Megatron-Core overlap_p2p_comm). None: Megatron-Core's default, on with "
+                                        "interleaving (Megatron-LM --no-overlap-p2p-communication turns it off; "
+                                        "Megatron-Bridge's comm_overlap sets it for pp > 1 and vp > 1); the "
+                                        "non-interleaved 1F1B schedule never overlaps them")
     tp_comm_overlap: bool = Field(default=False, description="[issue 17] LLM layouts with sequence parallelism: "
                                                              "Transformer Engine's userbuffers overlap of the "
                                                              "tensor-parallel all-gathers / reduce-scatters with their "

@@ -19,6 +19,10 @@ The same holds for the backward pass's tensor-parallel collectives: the 2022 cod
 the gradient GEMMs (``ColumnParallelLinearWithAsyncAllreduce`` and, with sequence parallelism,
 ``ColumnParallelLinearWithSequenceParallelism`` in megatron/mpu/layers.py, early 2022), the SC'21 code all-reduced
 synchronously (``copy_to_tensor_model_parallel_region``): ``tp_async_bwd=False`` for the Table 1 rows.
+[issue 17] Neither code overlapped the sends between pipeline stages with compute: their interleaved schedule posted
+each step's sends and receives with ``torch.distributed.batch_isend_irecv`` and then called ``torch.cuda.synchronize()``
+(the race-condition workaround discussed in NVIDIA/Megatron-LM issue #167); Megatron-Core's ``overlap_p2p_comm``, on
+by default with interleaving today, came later. Both tables' rows are predicted with ``pp_p2p_overlap=False``.
 """
 
 from __future__ import annotations
@@ -111,7 +115,8 @@ def _scenario(r: dict, wl, tp: int, pp: int, vp: int, micro: int):
                            kind="ddp", precision=r["precision"], tp=tp, pp=pp, vp=vp, micro_batch=micro,
                            global_batch=int(r["global_batch"]), recompute=r["recompute"],
                            sp=r["sequence_parallel"].strip().lower() == "true", overlap_grad_reduce=False,
-                           grad_accum_fusion=r["source_id"] != TABLE1, tp_async_bwd=r["source_id"] != TABLE1)
+                           grad_accum_fusion=r["source_id"] != TABLE1, tp_async_bwd=r["source_id"] != TABLE1,
+                           pp_p2p_overlap=False)
 
 
 def _candidates(r: dict):

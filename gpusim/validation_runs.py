@@ -20,6 +20,8 @@ predicted as it ran:
   ``ep_overlap=`` (``1f1b`` | ``dualpipe``: Megatron-Core's EP A2A overlap or DualPipe) and ``moe_dispatcher=``
   (``alltoall`` | ``deepep``), as the Scenario fields of the same names. [issue 17] ``cpu_offloading_num_layers=N``
   (the recipe's Megatron-Core activation offload of N layers to host memory): Scenario ``activation_offload_layers``.
+  [issue 17] ``overlap_p2p_comm=0|1`` (a run that states whether its interleaved schedule overlapped the sends between
+  stages; without it, Megatron-Core's default: on with vp > 1): Scenario ``pp_p2p_overlap``.
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
@@ -58,7 +60,7 @@ ENV_VAR = "GPUSIM_RUNS_DIR"
 #: the ``key=value`` options of a row's notes; a value may hold one decimal point followed by digits (``1.25``), so
 #: a sentence's full stop after a word value is not read as part of it
 OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
-               "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers")
+               "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm")
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-]+(?:\.[0-9]+)?)")
 
 
@@ -228,6 +230,11 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     for key in ("ep_overlap", "moe_dispatcher"):
         if key in opts:
             base[key] = opts[key]
+    if "overlap_p2p_comm" in opts:  # [issue 17]
+        if opts["overlap_p2p_comm"] not in ("0", "1", "true", "false", "on", "off"):
+            out.error = f"overlap_p2p_comm={opts['overlap_p2p_comm']!r} in the notes is not 0 or 1"
+            return out
+        base["pp_p2p_overlap"] = opts["overlap_p2p_comm"] in ("1", "true", "on")
     if "cpu_offloading_num_layers" in opts:  # [issue 17]
         try:
             base["activation_offload_layers"] = int(opts["cpu_offloading_num_layers"])

@@ -160,6 +160,10 @@ def add_layout_args(p) -> None:
     g.add_argument("--tp-comm-overlap", action="store_true", default=None,
                    help="with tp > 1 and sequence parallelism: Transformer Engine's userbuffers overlap of the TP "
                         "all-gathers / reduce-scatters with their GEMMs (NeMo / Megatron-Bridge tp_comm_overlap)")
+    g.add_argument("--no-overlap-p2p-comm", action="store_true",
+                   help="[issue 17] with vp > 1: the sends between pipeline stages block the schedule instead of "
+                        "running beside the next chunk's compute (Megatron-LM --no-overlap-p2p-communication; the "
+                        "SC'21 / 2022 Megatron-LM codes of the paper tables ran so)")
 
 
 #: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
@@ -210,6 +214,8 @@ def layout_kwargs(args) -> dict:
         out["force_tp"] = True
     if getattr(args, "no_overlap_grad_reduce", False):
         out["overlap_grad_reduce"] = False
+    if getattr(args, "no_overlap_p2p_comm", False):  # [issue 17]
+        out["pp_p2p_overlap"] = False
     if getattr(args, "no_fp8_param_gather", False):  # [issue 17]
         out["fp8_param_gather"] = False
     return {k: v for k, v in out.items() if v is not None}

@@ -34,7 +34,10 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   steady state. The first stage also holds the embedding, the last the LM head and the loss. Activations
   cross each stage boundary forward and their gradients backward: ``2 (vp m + pp - 1)`` sends on the
   critical path, each of ``T h / t`` bytes (the scatter/gather optimisation of SC'21 section 4.1; without
-  sequence parallelism an all-gather over the tensor-parallel group rebuilds the activation).
+  sequence parallelism an all-gather over the tensor-parallel group rebuilds the activation). [issue 17] In the
+  interleaved schedule Megatron-Core overlaps the steady state's sends with the next chunk's compute
+  (``overlap_p2p_comm``, on by default with ``vp > 1``); 1F1B and the SC'21 / 2022 codes block on them
+  (:func:`pp_p2p_exposed_s`).
 - **Activation memory** (Korthikanti et al. 2022, section 4 and Table 2), per layer and micro-batch, 16-bit:
   ``s b h (10 + 24/t + 5 a s/(h t))`` without sequence parallelism, ``s b h (34 + 5 a s / h)/t`` with it;
   selective recomputation drops the ``5 a s/h`` scores, full recomputation keeps only each layer's input
@@ -91,6 +94,39 @@ def pipeline_step_s(first_s, mid_s, last_s, pp, vp, n_micro):
     t_max = np.maximum(first_s, last_s)
     total = np.where(pp > 1, first_s + last_s + (pp - 2.0) * mid_s, t_max)
     return m * t_max, (total - t_max) / vp
+
+
+def pp_p2p_exposed_s(p2p_s, regather_s, pp, vp, n_micro, overlap, *, chunk_fwd_s, chunk_bwd_s, slowdown_frac,
+                     hidden_frac=0.0):
+    """[issue 17] Exposed seconds of the sends between pipeline stages in one optimizer step.
+
+    ``p2p_s``: one activation (or activation-gradient) send between neighbouring stages; ``regather_s``: the
+    tensor-parallel all-gather that rebuilds it after the receive (tp > 1 without sequence parallelism; SC'21 section
+    4.1), which runs on the compute stream after the receive in every schedule. The critical path crosses
+    ``2 (vp m + pp - 1)`` stage boundaries (module docstring): ``2 vp m`` in the steady state and ``2 (pp - 1)`` while
+    the pipeline fills and drains.
+
+    - Without ``overlap`` (1F1B, ``vp = 1``: Megatron-Core's non-interleaved schedule posts each step's sends and
+      receives together and waits for them, ``batch_p2p_comm``; the SC'21 and 2022 codes, which synchronised after
+      every ``batch_isend_irecv``, Megatron-LM issue #167): every send is on the critical path, less the steady-state
+      ``hidden_frac`` (ModelParams.pp_p2p_overlap_frac, 0 by default): ``(2 (vp m + pp - 1) - 2 vp m hidden_frac)
+      (p2p + regather)``.
+    - With ``overlap`` (Megatron-Core's ``overlap_p2p_comm`` in ``forward_backward_pipelining_with_interleaving``,
+      schedules.py: ``pp_post_forward`` launches the forward's send/receive after a chunk's forward and
+      ``pp_pre_forward`` waits for it before the next forward, the backward pass's likewise, so in the 1F1B steady
+      state each forward send runs beside the next backward chunk and each backward send beside the next forward
+      chunk): a steady-state pair of sends costs ``beside(p2p, chunk_bwd) + beside(p2p, chunk_fwd)``
+      (:func:`beside_gemm_s`: what outlasts the chunk, plus the chunk's slowdown while the NCCL send/receive kernels
+      hold ``slowdown_frac`` of the SMs). The warm-up and flush sends stay synchronous (``overlap_p2p_comm_warmup_flush``
+      off, its default): ``2 (pp - 1) (p2p + regather) + vp m (pair + 2 regather)``.
+    """
+    pp, vp, m = _f(pp), _f(vp), _f(n_micro)
+    unit = _f(p2p_s) + _f(regather_s)
+    plain = (2.0 * (vp * m + pp - 1.0) - 2.0 * vp * m * _f(hidden_frac)) * unit
+    pair = (beside_gemm_s(p2p_s, chunk_bwd_s, slowdown_frac) + beside_gemm_s(p2p_s, chunk_fwd_s, slowdown_frac)
+            + 2.0 * _f(regather_s))
+    overlapped = 2.0 * (pp - 1.0) * unit + vp * m * pair
+    return np.where(pp > 1, np.where(np.asarray(overlap, dtype=bool), overlapped, plain), 0.0)
 
 
 def bubble_frac(pp, vp, n_micro):
@@ -625,9 +661,14 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
     p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
     regather = np.where((tp > 1) & ~sp, ag, 0.0)
-    sends = 2.0 * (vp * m + pp - 1.0)
-    hidden_sends = 2.0 * vp * m * p.pp_p2p_overlap_frac  # steady-state sends overlapped (--overlap-p2p-comm)
-    p2p_s = np.where(multi_stage, (sends - hidden_sends) * (p2p_one + regather), 0.0)
+    # [issue 17] Megatron-Core's overlap_p2p_comm: only the interleaved schedule has it (on by default there); DualPipe
+    # rows keep their own schedule's overlap (gpusim.model.dualpipe)
+    ov_in = _f(x.get("pp_p2p_overlap", np.nan))  # NaN: Megatron-Core's default, on with interleaving
+    p2p_ov = (np.where(np.isnan(ov_in), True, ov_in > 0) & (vp > 1)
+              & (np.asarray(x.get("ep_overlap", 0)) != EPO.DUALPIPE))
+    p2p_s = pp_p2p_exposed_s(p2p_one, regather, pp, vp, m, p2p_ov, chunk_fwd_s=lps * layer_f / vp,
+                             chunk_bwd_s=lps * layer_b / vp, slowdown_frac=np.where(sms > 1.0, p.pp_p2p_sms / sms, 0.0),
+                             hidden_frac=p.pp_p2p_overlap_frac)
 
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,

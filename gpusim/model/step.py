@@ -176,6 +176,7 @@ class StepInputs:
     gemm_serial_epilogue: np.ndarray = _one(False)  # the GPU's GEMM kernels run the epilogue after the main loop
     tp_async_bwd: np.ndarray = _one(True)  # backward TP collectives beside the gradient GEMMs (Megatron's default)
     tp_comm_overlap: np.ndarray = _one(False)  # [issue 17] TE userbuffers: TP collectives split beside their GEMMs
+    pp_p2p_overlap: np.ndarray = _one(np.nan)  # [issue 17] overlap_p2p_comm: 1 on, 0 off, NaN Megatron's default
     # [issue 12] context parallelism (gpusim.model.context) and an uneven pipeline split's model layers
     cp: np.ndarray = _one()
     cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
@@ -634,7 +635,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
-             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",

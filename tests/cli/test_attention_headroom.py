@@ -52,7 +52,8 @@ def _cli_args(r: dict, config: str) -> list:
             "--nodes", max(1, gpus // int(r["gpus_per_node"])), "--strategy", "ddp", "--precision", r["precision"],
             "--tp", r["tp"], "--pp", r["pp"], "--vp", r["vp"], "--micro-batch", r["micro_batch"],
             "--global-batch", r["global_batch"], "--seq-len", r["seq_len"], "--recompute", r["recompute"],
-            "--sp" if sp else "--no-sp", "--no-overlap-grad-reduce", "--attention", "unfused", "--json"]
+            "--sp" if sp else "--no-sp", "--no-overlap-grad-reduce", "--no-overlap-p2p-comm", "--attention", "unfused",
+            "--json"]
 
 
 ROWS = _table5_rows()
