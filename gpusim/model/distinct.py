@@ -26,14 +26,24 @@ _COMPARE_VALUES = 32
 
 def _column_codes(a: np.ndarray, max_k: int):
     """``(codes, k)``: an integer code per row for the ``k`` distinct values of the 1-D ``a``; ``(None, 1)`` when
-    ``a`` is constant; ``(None, 0)`` when it has more than ``max_k`` values or values that equal nothing (NaN)."""
+    ``a`` is constant; ``(None, 0)`` when it has more than ``max_k`` values. NaN rows are one value of their own (NaN
+    marks "the default" in the model's inputs: rows alike but for which NaN they hold compute alike), so a column of
+    NaN defaults, such as an unset switch repeated over every row, is constant and does not stop the grouping."""
     if a.dtype.kind == "b":
         a = a.view(np.uint8)
     lo, hi = a.min(), a.max()
     if lo == hi:
         return None, 1
-    if lo != lo or hi != hi:  # NaN
-        return None, 0
+    if lo != lo or hi != hi:  # NaN somewhere
+        nan = np.isnan(a)
+        if nan.all():
+            return None, 1
+        rest, k = _column_codes(a[~nan], max_k - 1)
+        if k == 0:
+            return None, 0
+        codes = np.zeros(a.shape[0], dtype=np.intp)
+        codes[~nan] = 1 if rest is None else rest + 1
+        return codes, k + 1
     if hi - lo <= _COUNT_SPAN:
         if a.dtype.kind in "iu":
             ai = (a - lo).astype(np.intp, copy=False)

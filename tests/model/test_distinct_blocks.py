@@ -29,14 +29,21 @@ def test_per_distinct_equals_direct_on_a_grid():
     assert D.group_rows([a, b, c], n, 100)[1].size == 8
 
 
-def test_per_distinct_falls_back_when_rows_are_distinct_or_nan():
+def test_per_distinct_falls_back_when_rows_are_distinct_and_groups_nan_as_one_value():
     rng = np.random.default_rng(2)
     n = 4000
     a = rng.random(n)  # all distinct
-    b = np.where(rng.random(n) < 0.5, np.nan, 1.0)  # NaN equals nothing: never grouped
+    b = np.where(rng.random(n) < 0.5, np.nan, 1.0)  # NaN (a default) is one value of its own: two groups
     assert D.group_rows([a], n, n // 4) is None
-    assert D.group_rows([b], n, n // 4) is None
+    inv, reps = D.group_rows([b], n, n // 4)
+    assert reps.size == 2
+    np.testing.assert_array_equal(b[reps][inv], b)  # NaN rows come back NaN, the others 1
     np.testing.assert_array_equal(D.per_distinct(lambda x, y: x + y, [a, b]), a + b)
+    c = np.full(n, np.nan)  # an unset switch over every row: constant, it does not stop the grouping
+    d = np.arange(n) % 3 * 1.0
+    inv, reps = D.group_rows([c, d], n, n // 4)
+    assert reps.size == 3
+    np.testing.assert_array_equal(D.per_distinct(lambda x, y: x * y, [c, d]), c * d)
 
 
 def test_group_rows_renumbers_correlated_columns():
