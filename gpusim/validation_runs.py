@@ -337,8 +337,20 @@ def format_signed(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
-def to_dicts(results: list[RunRow]) -> list[dict]:
-    return [{**asdict(r), "signed_frac": r.signed_frac, "ape": r.ape} for r in results]
+#: what a held-out row keeps hidden unless asked for (its measurement, its prediction and their error)
+HIDDEN_FIELDS = ("measured", "measured_step_s", "predicted", "step_s", "signed_frac", "ape")
+
+
+def to_dicts(results: list[RunRow], *, holdout_rows: bool = False) -> list[dict]:
+    """Every row as a dict; a held-out row's measurement, prediction and error are None (``"hidden": true``) unless
+    ``holdout_rows``: whoever models against this table must not read them (the summaries carry their errors)."""
+    out = []
+    for r in results:
+        d = {**asdict(r), "signed_frac": r.signed_frac, "ape": r.ape}
+        if r.holdout and not holdout_rows:
+            d.update(dict.fromkeys(HIDDEN_FIELDS), hidden=True)
+        out.append(d)
+    return out
 
 
 TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas s", "pred s", "error",
@@ -346,15 +358,15 @@ TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb"
 
 
 def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
-    """``(table rows, summary lines)`` for printing: every row (a held-out row's prediction and error only with
-    ``holdout_rows``) and one line per regime for the open rows and, with ``holdout_summary``, the held-out rows."""
+    """``(table rows, summary lines)`` for printing: every row (a held-out row's measurement, prediction and error only
+    with ``holdout_rows``) and one line per regime for the open rows and, with ``holdout_summary``, the held-out rows."""
     from gpusim.validation import fmt_pct
 
     table = []
     for r in results:
         show = holdout_rows or not r.holdout
         table.append([r.run_id, "yes" if r.holdout else "", r.model, r.gpu, r.gpus, r.layout, r.precision,
-                      f"{r.measured_step_s:.4g}" if r.measured_step_s else "",
+                      (f"{r.measured_step_s:.4g}" if show else "hidden") if r.measured_step_s else "",
                       f"{r.step_s:.4g}" if (r.step_s is not None and show) else "",
                       fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
                       r.chosen if not r.error else r.error[:70]])

@@ -25,7 +25,8 @@ def register(sub) -> None:
     p.add_argument("--runs", metavar="CSV", nargs="*", default=None,
                    help="published training runs (default: every validation/runs_*.csv; give no file to skip)")
     p.add_argument("--show-holdout", action="store_true",
-                   help="also print the held-out runs' row-by-row errors (their summary is always printed)")
+                   help="also print the held-out runs' measurements, predictions and errors row by row (with --json "
+                        "too; their summary is always printed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 
@@ -135,7 +136,8 @@ def cmd_validate(args) -> int:
         print_json({**summary, "rows": [asdict(r) for r in results],
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
                     "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)},
-                    "published_runs": {"summary": R.summarize(runs), "rows": R.to_dicts(runs)}})
+                    "published_runs": {"summary": R.summarize(runs),
+                                           "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)}})
         return 0
     table = []
     for g in summary["groups"]:

@@ -94,5 +94,13 @@ def test_the_dense_table_is_predicted_and_reported(capsys):
     table, lines = R.report(res, holdout_rows=False, holdout_summary=False)
     assert not any(x.startswith("held-out") for x in lines) and any(x.startswith("open all:") for x in lines)
     assert all(row[9] == "hidden" for row, r in zip(table, res) if r.holdout)
+    # a held-out row's measurement is hidden too (whoever models against the table must not read it), in the JSON alike
+    assert all(row[7] in ("hidden", "") and row[8] == "" for row, r in zip(table, res) if r.holdout)
+    assert any(row[7] == "hidden" for row in table)
+    dicts = R.to_dicts(res)
+    assert all(d["hidden"] and d["measured"] is None and d["measured_step_s"] is None and d["step_s"] is None
+               for d in dicts if d["holdout"])
+    assert all("hidden" not in d and d["measured"] is not None for d in dicts if not d["holdout"])
+    assert all(d["measured"] is not None for d in R.to_dicts(res, holdout_rows=True))
     print_runs(res)
     assert "held-out all:" in capsys.readouterr().out
