@@ -289,9 +289,9 @@ class Ctx:
 def runqueue_wait_s() -> float | None:
     """Seconds this process's threads have spent runnable but waiting for a CPU (Linux
     ``/proc/self/task/*/schedstat``, second field, nanoseconds; kernel Documentation/scheduler/sched-stats.rst);
-    None where the kernel does not expose it. Over a timing window, wait / wall is how much of the window
-    another process (or too many threads of our own) held the cores: the contention a CPU calibration must
-    not mistake for the cost of the work."""
+    None where the kernel does not expose it. Over a timing window, wait / wall is how much of the window the
+    process's threads could not run: more runnable threads than cores (gloo's own threads beside the ranks on a small
+    machine, or another process), the contention a CPU calibration must not mistake for the cost of the work."""
     total_ns = 0
     try:
         tasks = os.listdir("/proc/self/task")

@@ -125,8 +125,8 @@ class _Timed(_Record):
     runqueue_wait_frac: float | None = Field(
         default=None, ge=0,
         description="share of the timing window the measuring rank's threads spent runnable but waiting for a CPU "
-                    "(Linux schedstat; can exceed 1 with several threads): another process competing for the "
-                    "cores (None where not measured)")
+                    "(Linux schedstat; can exceed 1 with several threads): more runnable threads than cores, the "
+                    "job's own communication threads or another process (None where not measured)")
 
     @field_validator("time_s", "time_s_min", "time_s_p10", "time_s_p90", "time_s_max")
     @classmethod

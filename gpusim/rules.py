@@ -26,6 +26,16 @@ OK, R_HEADS, R_KV, R_DOMAIN, R_SEQ, R_FLASH, R_VP, R_BATCH, R_INTERLEAVE, R_DUAL
 #: [issue 17] appended after R_MEMORY so that the older codes keep their numbers
 REASONS = (*REASONS, "tp does not divide the Mamba heads and groups, or cp > 1 with Mamba layers")
 R_MAMBA = len(REASONS) - 1
+REASONS = (*REASONS, "--activation-offload-layers is not below the layers of a pipeline stage")
+R_OFFLOAD = len(REASONS) - 1
+
+
+def offload_layout_bad(offload_layers, layers, pp):
+    """[issue 17] Layouts whose pipeline stages hold no more layers than ``--activation-offload-layers`` asks to
+    offload (broadcastable bool): Megatron-Core's ``cpu_offloading_num_layers`` must stay below the layers, since
+    one layer's activations are always on the GPU (:func:`gpusim.model.memory.activation_offload_terms`)."""
+    n = np.asarray(offload_layers)
+    return (n > 0) & (n >= np.asarray(layers) // np.maximum(np.asarray(pp), 1))
 
 
 def mamba_layout_bad(spec, tp, cp):
@@ -175,6 +185,12 @@ def scenario_layout(scn, hw, workload):
     check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
     check_mamba(spec, tp=lay.tp, cp=lay.cp)  # [issue 17]
     check_memory_saving(spec, st)
+    if offload_layout_bad(st.activation_offload_layers, n_layers, lay.pp):  # [issue 17]
+        per_stage = n_layers // lay.pp
+        raise ScenarioError(f"--activation-offload-layers {st.activation_offload_layers}: a pipeline stage holds "
+                            f"{per_stage} layers ({n_layers} over pp {lay.pp}) and can offload at most {per_stage - 1} "
+                            f"of them (Megatron-Core's cpu_offloading_num_layers must stay below the layers; one "
+                            f"layer's activations are always on the GPU)")
     return spec, lay
 
 

@@ -36,14 +36,18 @@ from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-ex
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
-from gpusim.rules import R_MAMBA, mamba_layout_bad  # [issue 17]
+from gpusim.rules import R_MAMBA, R_OFFLOAD, mamba_layout_bad, offload_layout_bad  # [issue 17]
 
 
-def _mask_mamba(lay: dict, spec) -> dict:
-    """[issue 17] Mark the layouts a hybrid model's Mamba mixers cannot take (R_MAMBA); unchanged without them."""
+def _mask_model_rules(lay: dict, spec, offload_layers: int = 0) -> dict:
+    """[issue 17] Mark the layouts a hybrid model's Mamba mixers cannot take (R_MAMBA) and those whose stages are too
+    short for the activation offload asked for (R_OFFLOAD); unchanged without either."""
     if getattr(spec, "n_mamba_layers", 0):
         bad = (lay["reason"] == OK) & mamba_layout_bad(spec, lay["tp"], lay["cp"])
         lay["reason"] = np.where(bad, R_MAMBA, lay["reason"])
+    if offload_layers:
+        bad = (lay["reason"] == OK) & offload_layout_bad(offload_layers, lay["layers"], lay["pp"])
+        lay["reason"] = np.where(bad, R_OFFLOAD, lay["reason"])
     return lay
 
 RECOMPUTES = ("none", "selective", "full")
@@ -240,7 +244,7 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
                             global_batch=gb, flash=bool(spec.flash_attention), pins=pins,
                             micro_batches=micro_batches, recomputes=recomputes)
-    lay = _mask_mamba(lay, spec)
+    lay = _mask_model_rules(lay, spec, scenario.strategy.activation_offload_layers)
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params, pins), hw.gpu.memory_bytes, params, evaluate)
 
 
@@ -556,7 +560,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                                          n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                                          n_experts=int(getattr(spec, "n_experts", 0) or 0),
                                          global_batch=global_batch, flash=bool(spec.flash_attention), pins=pins)
-                full = _mask_mamba(full, spec)
+                full = _mask_model_rules(full, spec)  # plan offloads nothing
                 passed = np.flatnonzero(full["reason"] == OK)
                 enum_cache[k] = (len(full["tp"]), {c: v[passed] for c, v in full.items()})
             except ScenarioError as e:

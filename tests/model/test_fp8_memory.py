@@ -164,3 +164,30 @@ def test_cli_flags(capsys):
     # pp 1: the one stage also holds the fp32 logits (4 T V bytes, +10% fragmentation); 7 of its 32 layers leave the GPU
     logits = 4.0 * 8192 * 128256 * 1.1
     assert a["offload"] - logits == pytest.approx((a["default"] - logits) * 25.0 / 32.0, rel=1e-9)
+
+
+def test_offloading_every_layer_of_a_stage_exits_2_with_the_limit(capsys):
+    from gpusim.cli import main
+
+    args = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "1", "--pp", "2",
+            "--global-batch", "64", "--strategy", "zero1"]
+    assert main(args + ["--activation-offload-layers", "16"]) == 2
+    err = capsys.readouterr().err
+    assert "holds 16 layers (32 over pp 2) and can offload at most 15" in err
+    assert main(args + ["--activation-offload-layers", "15"]) == 0
+
+
+def test_the_search_refuses_the_layouts_whose_stages_are_too_short_to_offload_from():
+    import numpy as np
+
+    from gpusim.rules import R_OFFLOAD
+    from gpusim.search import search_layouts
+
+    scn = Scenario(model="llama3-8b", gpu="h100-sxm", gpus=16, nodes=2, kind="zero1", global_batch=64,
+                   per_gpu_batch=1, activation_offload_layers=20)
+    res = search_layouts(scn)
+    lay = res["layouts"]
+    short = res["reason_code"] == R_OFFLOAD
+    assert short.any() and np.all(lay["layers"][short] // lay["pp"][short] <= 20)
+    ok = np.asarray(res["feasible"], dtype=bool)
+    assert ok.any() and np.all(lay["layers"][ok] // lay["pp"][ok] > 20)
