@@ -300,6 +300,10 @@ def peak_for(gpu: GPU, precision: str) -> float:
 def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     """The hardware part of a row: achievable bus bandwidths and latencies (calibration overrides win)."""
     eff = eff_table(params)
+    if hw.intra_link is not None and hw.intra_link.kind == "infinity-fabric":
+        # [issue 18] an AMD xGMI mesh carries its usable fraction of each link (RCCL topo.h, ROCm blog), in place of
+        # the NVLink mesh's efficiency
+        eff[PATH_CODES["nvlink-mesh"]] = params.xgmi_link_eff_frac
     g = hw.gpus_per_node
     link_bw = hw.intra_link.bandwidth_bytes_per_s if hw.intra_link else math.inf
     peers = hw.intra_link.mesh_peers if hw.intra_link else None
@@ -308,8 +312,6 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
-    if hw.topology == "nvlink-mesh" and hw.intra_link is not None and hw.intra_link.kind == "infinity-fabric" and g > 1:
-        intra_bw = link_bw * params.xgmi_link_eff_frac  # [issue 18] AMD's usable xGMI fraction (RCCL topo.h, ROCm blog)
     if hw.topology == "nvswitch" and hw.intra_link is not None and g > 1:  # [issue 18] NCCL's per-generation NVLink
         nv = nccl_nvswitch_busbw(hw.intra_link.links_per_gpu, nccl_nvlink_gbyte_per_s_per_link(
             hw.gpu.compute_capability if hw.gpu.vendor == "nvidia" else None, params.nccl_nvlink_gbyte_per_s_per_link))

@@ -293,10 +293,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             # layer), so the NVLS gain over the ring is nvls_gain_frac x that
             nvf = np.asarray(nvls, dtype=np.float64)
             nv = nvf > 0
-            if np.all((nvf == 0.0) | (nvf == 1.0)):
-                gain = nvls_gain_frac
-            else:
-                gain = nvls_gain_frac * np.where(nv, nvf, 1.0)
+            gain = nvls_gain_frac * np.where(nv, nvf, 1.0)
             # NVLS inside one NVSwitch domain: NCCL's NVLS latency plus the fill of its chunk pipeline
             if simple_ok and (not forced or algorithm == ALGO_NVLS) and np.any(nv & ~multi):
                 ops = tn.nvls_channels * g
