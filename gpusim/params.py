@@ -108,7 +108,10 @@ class ModelParams(BaseModel):
     ll128_amd_architectures: list[str] = _F(
         default=["cdna2"], description="AMD architectures on which RCCL enables LL128 by default")
     nvls_channels: float = _F(default=16.0, ge=1, le=64, description="channels (SMs) an NVLS all-reduce runs on")
-    nccl_steps: float = _F(default=8.0, ge=1, le=64, description="slots of a connection's buffer (NCCL_STEPS); kept for reference: since issue 18 the NVLS pipeline fill counts one chunk per rank of the NVLS domain (equal to 8 on 8 GPUs), not these slots")
+    nccl_steps: float = _F(default=8.0, ge=1, le=64,
+                           description="slots of a connection's buffer (NCCL_STEPS); no longer read by the model (since "
+                                       "issue 18 the NVLS fill counts one chunk per rank of the NVLS domain, 8 on 8 "
+                                       "GPUs), kept so that calibration files that carry it still load")
     nvls_chunk_bytes: float = _F(default=128.0 * units.KIB, gt=0, description="largest NVLS chunk")
     nvls_tree_hop_s: float = _F(default=14e-6, ge=0, le=1e-2,
                                 description="NVLS-tree: per network hop beyond the link latency")

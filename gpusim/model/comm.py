@@ -99,7 +99,6 @@ class Tuning:
     ring_proto_frac: tuple[float, float, float]
     tree_proto_frac: tuple[float, float, float]
     nvls_channels: float
-    nccl_steps: float
     nvls_chunk_bytes: float
     nvls_tree_hop_s: float
     collnet_latency_s: float
@@ -128,7 +127,7 @@ def tuning_from_params(p) -> Tuning:
                intra_ring_hop_s=tuple(h["intra-ring"]), intra_tree_hop_s=tuple(h["intra-tree"]),
                inter_ring_hop_s=tuple(h["inter-ring"]), inter_tree_hop_s=tuple(h["inter-tree"]),
                ring_proto_frac=tuple(p.proto_busbw_frac["ring"]), tree_proto_frac=tuple(p.proto_busbw_frac["tree"]),
-               nvls_channels=float(p.nvls_channels), nccl_steps=float(p.nccl_steps),
+               nvls_channels=float(p.nvls_channels),
                nvls_chunk_bytes=float(p.nvls_chunk_bytes), nvls_tree_hop_s=float(p.nvls_tree_hop_s),
                collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac),
                nvls_tree_busbw_frac=float(p.nvls_tree_busbw_frac))
