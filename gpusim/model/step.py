@@ -254,7 +254,8 @@ class StepInputs:
                 set_field(self, name, make())
 
     def __repr__(self) -> str:
-        return f"StepInputs({len(_input_factories())} fields, {np.shape(self.peak_flop_per_s)[0] if np.ndim(self.peak_flop_per_s) else 1} rows)"
+        rows = np.shape(self.peak_flop_per_s)[0] if np.ndim(self.peak_flop_per_s) else 1
+        return f"StepInputs({len(_input_factories())} fields, {rows} rows)"
 
     @property
     def gpus_per_node(self) -> np.ndarray:
