@@ -22,6 +22,9 @@ def register(sub) -> None:
                                                      "'none' to skip)")
     p.add_argument("--sweeps-csv", metavar="FILE", help="all-reduce sweeps across systems (default: "
                                                        "validation/nccl_sweeps.csv; 'none' to skip)")
+    p.add_argument("--gemm-csv", metavar="FILE", help="[issue 17] one layer's GEMMs against Transformer Engine's "
+                                                     "published GEMM profile (default: validation/te_gemm_profile.csv; "
+                                                     "'none' to skip)")
     p.add_argument("--runs", metavar="CSV", nargs="*", default=None,
                    help="published training runs (default: every validation/runs_*.csv; give no file to skip)")
     p.add_argument("--show-holdout", action="store_true",
@@ -63,6 +66,18 @@ def _sweep_results(args, db, params):
     if choice == "none" or (args.csv and not choice):
         return []
     return VC.run(choice or VC.default_csv(), db=db, params=params)
+
+
+def _gemm_results(args, db, params):
+    """[issue 17] The layer GEMMs of Transformer Engine's GEMM profile (gpusim.validation_gemm)."""
+    from gpusim import validation_gemm as VG
+
+    choice = getattr(args, "gemm_csv", None)
+    if choice == "none" or (args.csv and not choice):
+        return []
+    if params is not None and callable(params):  # a calibration: the parameters of the profile's GPUs are not the user's
+        params = None
+    return VG.run(choice or VG.default_csv(), db=db, params=params)
 
 
 def print_llm(results) -> None:
@@ -128,14 +143,17 @@ def cmd_validate(args) -> int:
     llm = _llm_results(args, db, params)
     sweeps = _sweep_results(args, db, params)  # [issue 18] collectives across systems
     runs = _runs_results(args, db, params)
+    gemms = _gemm_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
+        from gpusim import validation_gemm as VG
         from gpusim import validation_llm as V
         from gpusim import validation_runs as R
 
         print_json({**summary, "rows": [asdict(r) for r in results],
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
                     "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)},
+                    "te_gemm_profile": {"summary": VG.summarize(gemms), "rows": VG.to_dicts(gemms)},
                     "published_runs": {"summary": R.summarize(runs),
                                            "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)}})
         return 0
@@ -199,6 +217,10 @@ def cmd_validate(args) -> int:
     for reason, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"  {count} x {reason}")
     print_llm(llm)
+    if gemms:
+        from gpusim.validation_gemm import print_section as print_gemms
+
+        print_gemms(gemms, print_table, fmt_pct)
     if runs:
         from gpusim import validation_runs as R
 
