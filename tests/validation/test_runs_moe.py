@@ -42,6 +42,20 @@ def test_schema_sources_and_holdout():
     assert all(int(r["ep"]) > 1 for r in rows)  # every row is an expert-parallel MoE run
 
 
+def test_held_out_rows_follow_the_stated_rule():
+    """validation/README.md: every row whose int(sha1(run_id), 16) % 4 == 0 is held out, and so is every DGX-B300
+    row (a whole system); the only other held-out row is the Llama 4 one (a new architecture)."""
+    import hashlib
+
+    rows = _rows()
+    for r in rows:
+        if int(hashlib.sha1(r["run_id"].encode()).hexdigest(), 16) % 4 == 0 or r["gpu"] == "b300":
+            assert r["holdout"] == "1", r["run_id"]
+    extra = [r["run_id"] for r in rows if r["holdout"] == "1" and r["gpu"] != "b300"
+             and int(hashlib.sha1(r["run_id"].encode()).hexdigest(), 16) % 4 != 0]
+    assert extra == ["nemo2507-gb200-llama4scout-cs"]
+
+
 def test_every_published_moe_run_predicts_with_its_stated_layout():
     from gpusim.hwdb import load
 
