@@ -526,6 +526,13 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         delta_f = delta_f + moe_frac * cast
         delta_b = delta_b + moe_frac * np.where(moe_act, x_act / mem_rate + p.kernel_tail_s, 0.0) \
             + np.where(rc_full, moe_frac * cast, 0.0)
+    # [issue 17] FP8 under Transformer Engine (not the FP8 activation cache above): the experts' GroupedLinear layers
+    # keep FP8 copies of their inputs (fp8.te_moe_saved_input_delta_bytes), as gpusim.model.llm counts the dense ones'
+    te_mode = np.where(fp8_act, FP8.NONE, fp8_mode)
+    if np.any(te_mode > 0):
+        delta_act = delta_act + moe_frac * FP8.te_moe_saved_input_delta_bytes(
+            te_mode, routed_tokens=routed_tokens, tokens=T / tp, h=h, fe_local=fe / etp, fs=fs, elem_bytes=e,
+            moe_act=moe_act)
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
