@@ -736,7 +736,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     if np.any(overlap > 0):  # [issue 12] EP A2A overlap / DualPipe: the schedule's exposed all-to-all, sends, bubble
         out.update(EPO.step_terms(overlap, out, pp=pp, vp=vp, n_micro=m, sm_frac=p.ep_comm_sms / sms,
                                   p2p_overlap_frac=p.pp_p2p_overlap_frac))
-        out["act_first_bytes"] = act_first * EPO.activation_mult(overlap, pp)  # DualPipe: PP + 1 micro-batches
+        out["act_first_bytes"] = act_first * EPO.activation_mult(overlap, pp, vp)  # DualPipe: PP + 1 micro-batches;
+        # [issue 17] EP A2A overlap (interleaved): one more chunk warmed up
     return out
 
 
