@@ -177,3 +177,19 @@ def test_grad_dtype_flag_reaches_the_model(capsys):
     assert main([*args, "--grad-dtype", "bf16"]) == 0
     g16 = json.loads(capsys.readouterr().out)["memory_breakdown_bytes"]["gradients"]
     assert g16 == pytest.approx(g32 / 2.0)
+
+
+def test_bf16_main_gradient_accumulates_at_its_width():
+    """With gradient-accumulation fusion the weight-gradient GEMM's epilogue reads and writes the main gradient: 4 + 4
+    bytes per weight element for fp32, 2 + 2 for a bf16 buffer (the experts' GroupedLinear and the dense layers alike);
+    without fusion a 16-bit gradient is written and nothing read."""
+    from gpusim.model.experts import wgrad_epilogue_bytes
+
+    assert tuple(map(float, wgrad_epilogue_bytes(True, 2.0))) == (4.0, 4.0)
+    assert tuple(map(float, wgrad_epilogue_bytes(True, 2.0, 2.0))) == (2.0, 2.0)
+    assert tuple(map(float, wgrad_epilogue_bytes(False, 2.0, 2.0))) == (2.0, 0.0)
+    # through the model: the narrower buffer never makes a step slower (less epilogue traffic, half the DP bytes)
+    for base in (DSV3, LLAMA):
+        t32 = simulate(Scenario.create(**base)).step_s
+        t16 = simulate(Scenario.create(**base, grad_dtype="bf16")).step_s
+        assert t16 <= t32
