@@ -489,7 +489,7 @@ def memory_saving_fields(spec, st) -> dict:
 
 def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
     """The LLM-layout part of a row: degrees, the transformer's shape, the GEMM ceiling, Megatron's state bytes."""
-    from gpusim.strategy import MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
+    from gpusim.strategy import GRAD_DTYPE_BYTES, MEGATRON_OPT_EXTRA_BYTES, RECOMPUTE_CODES
 
     st = scn.strategy
     spec, lay = scenario_layout(scn, hw, workload)
@@ -520,7 +520,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "ceiling_flop_per_s": math.nan if ceiling is None else ceiling, "sm_count": float(hw.gpu.sm_count or 1),
         "gemm_serial_epilogue": hw.gpu.architecture not in params.gemm_epilogue_overlap_archs,
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
-        "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": 4.0,
+        "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": GRAD_DTYPE_BYTES[st.grad_dtype],  # [issue 17]
         "master_bytes_per_param": 4.0 if half else 0.0,
         "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype) + MEGATRON_OPT_EXTRA_BYTES[pr],
         "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host

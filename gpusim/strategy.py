@@ -110,6 +110,8 @@ OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momen
 #: --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``; DeepSeek-V3 section 3.3.2 tracks AdamW's moments in BF16); the
 #: fp32 master weights and main gradients stay fp32
 OPT_STATE_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
+#: [issue 17] bytes per parameter of Megatron-Core's main-gradient buffer by its dtype (Strategy.grad_dtype)
+GRAD_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
 #: bytes the optimizer step reads and writes per parameter (fp32 param, grad, states; fused/foreach
 #: kernels): Adam reads p, g, m, v and writes p, m, v = 7 x 4 bytes; SGD-momentum reads p, g, m and
 #: writes p, m = 5 x 4; plain SGD reads p, g and writes p = 3 x 4.
@@ -190,6 +192,13 @@ class Strategy(FiniteModel):
                                   "(DeepSeek-V3 section 3.3.2); the attention output projection's input stays 16-bit")
     opt_state_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description="dtype of the optimizer's states "
                                                      "(Adam's moments); master weights and gradients stay fp32")
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32", description="[issue 17] LLM layouts: dtype of the main-gradient buffer the weight gradients "
+        "accumulate into and the data-parallel reduce-scatter / all-reduce moves. Megatron-Core's DDP allocates it as "
+        "``torch.float if ddp_config.grad_reduce_in_fp32 else param.dtype`` (megatron/core/distributed/"
+        "distributed_data_parallel.py): fp32 with --grad-reduce-in-fp32 (gpusim's default, today's results), the "
+        "parameters' bf16 without it, as the Megatron-Bridge performance recipes of DeepSeek-V3, GPT-OSS and Qwen3 "
+        "set (``grad_reduce_in_fp32 = False`` in scripts/performance/configs/*/*_llm_pretrain.py)")
     activation_offload_layers: int = Field(default=0, ge=0, le=100_000, description="[issue 17] transformer layers "
                                            "per pipeline stage whose saved activations go to host memory in the "
                                            "forward pass and come back before their backward (Megatron-Core "
@@ -283,7 +292,8 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or bool(self.recompute_modules)
-                or self.fp8_activations or self.activation_offload_layers > 0)
+                or self.fp8_activations or self.activation_offload_layers > 0
+                or self.grad_dtype != "fp32")  # [issue 17] Megatron's main-gradient buffer
 
     @property
     def micro_batch(self) -> int:

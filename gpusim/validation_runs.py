@@ -22,6 +22,16 @@ predicted as it ran:
   (the recipe's Megatron-Core activation offload of N layers to host memory): Scenario ``activation_offload_layers``.
   [issue 17] ``overlap_p2p_comm=0|1`` (a run that states whether its interleaved schedule overlapped the sends between
   stages; without it, Megatron-Core's default: on with vp > 1): Scenario ``pp_p2p_overlap``.
+  [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
+  several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
+  (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
+  Scenario ``grad_dtype``), ``opt_state_dtype=fp32|bf16`` and ``fp8_activations=0|1``. **Matching rule** for the
+  Megatron-Bridge performance tables: the stored recipe files (``scripts/performance/configs/<family>/
+  *workload_base_configs.py`` and ``*_llm_pretrain.py``) are not necessarily the versions the table ran, so a recipe
+  entry's settings go into a row's notes only where the entry is the row's model, GPU and precision and its stated
+  layout (num_gpus, tp, pp, vp, ep, micro-batch, global batch; the file's defaults where it states none) equals the
+  row's; the notes name the file and the commit read. A row no stored entry matches keeps Megatron-Core's defaults
+  (nothing recomputed, fp32 main gradients). The same rule for every row, held-out ones included.
 - What the source does not state takes Megatron-Core's default and is printed as such: no recomputation
   (``recompute_granularity`` unset), the micro-batch 1, ``vp`` 1. A run that gpusim's memory model says does not fit
   is still predicted (it ran) and flagged: the memory model is checked elsewhere. A model whose layers do not
@@ -60,8 +70,13 @@ ENV_VAR = "GPUSIM_RUNS_DIR"
 #: the ``key=value`` options of a row's notes; a value may hold one decimal point followed by digits (``1.25``), so
 #: a sentence's full stop after a word value is not read as part of it
 OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
-               "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm")
-_TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-]+(?:\.[0-9]+)?)")
+               "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
+               "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations")  # [issue 17]
+#: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
+_TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
+#: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
+_BOOL = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
 def default_dir() -> Path | None:
@@ -241,13 +256,35 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
         except ValueError:
             out.error = f"cpu_offloading_num_layers={opts['cpu_offloading_num_layers']!r} in the notes is not a count"
             return out
+    # [issue 17] the recipe's memory settings (module docstring: where a recipe's stated layout equals the row's)
+    mods = ()
+    if "recompute_modules" in opts:
+        mods = tuple(m for m in opts["recompute_modules"].split("+") if m)
+        bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+        if bad or not mods:
+            out.error = (f"recompute_modules={opts['recompute_modules']!r} in the notes: {', '.join(bad) or 'empty'} "
+                         f"not one of {', '.join(RECOMPUTE_MODULES)} (join several with '+')")
+            return out
+        base["recompute_modules"] = mods
+    for key, field, values in (("grad_reduce_in_fp32", "grad_dtype", {True: "fp32", False: "bf16"}),
+                               ("fp8_activations", "fp8_activations", {True: True, False: False})):
+        if key in opts:
+            if opts[key].lower() not in _BOOL:
+                out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"
+                return out
+            base[field] = values[_BOOL[opts[key].lower()]]
+    if "opt_state_dtype" in opts:
+        if opts["opt_state_dtype"] not in ("fp32", "bf16"):
+            out.error = f"opt_state_dtype={opts['opt_state_dtype']!r} in the notes is not fp32 or bf16"
+            return out
+        base["opt_state_dtype"] = opts["opt_state_dtype"]
     try:
         res = simulate(Scenario.create(**base, recompute=stated_rc or "none"), db=db, params=params, recommend=False)
     except GpusimError as e:
         out.error = str(e)
         return out
     if not stated_rc:
-        chosen.append("rc none")
+        chosen.append("rc " + "+".join(m for m in mods if m != "core_attn") if mods else "rc none")
     if not mb_stated:
         chosen.append("mb 1")
     if not res.fits_in_memory:

@@ -183,7 +183,8 @@ def add_moe_args(g) -> None:
 
 
 #: [issue 12] memory-saving options (Strategy fields of the same names)
-MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype", "activation_offload_layers")
+MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype", "activation_offload_layers",
+                  "grad_dtype")  # [issue 17] grad_dtype
 
 
 def add_memory_args(g) -> None:
@@ -197,6 +198,10 @@ def add_memory_args(g) -> None:
     g.add_argument("--opt-state-dtype", choices=("fp32", "bf16"),
                    help="dtype of Adam's moments (default fp32; bf16 as DeepSeek-V3 and Megatron-Core "
                         "--exp-avg-dtype/--exp-avg-sq-dtype bf16); master weights and gradients stay fp32")
+    g.add_argument("--grad-dtype", choices=("fp32", "bf16"),
+                   help="[issue 17] LLM layouts: dtype of Megatron's main-gradient buffer, which the data-parallel "
+                        "reduction moves (default fp32 = --grad-reduce-in-fp32; bf16 as Megatron-Bridge's MoE "
+                        "performance recipes set with grad_reduce_in_fp32=False)")
     g.add_argument("--activation-offload-layers", type=int, metavar="N",
                    help="[issue 17] layers per pipeline stage whose saved activations go to host memory and back "
                         "(Megatron-Core --cpu-offloading-num-layers; default 0)")

@@ -71,11 +71,21 @@ def dualpipe_bubble_s(pair_s, bwd_s, wgrad_s, pp):
     return np.maximum(_f(pp) / 2.0 - 1.0, 0.0) * np.maximum(_f(pair_s) + _f(bwd_s) - 3.0 * _f(wgrad_s), 0.0)
 
 
-def activation_mult(mode, pp):
+def activation_mult(mode, pp, vp=1.0):
     """Activations held by the first stage relative to 1F1B's ``pp`` micro-batches: ``(PP + 1) / PP`` for DualPipe
-    (DeepSeek-V3 Table 2), 1 otherwise."""
+    (DeepSeek-V3 Table 2). [issue 17] Megatron-Core's EP A2A overlap in the interleaved schedule warms up one more
+    model chunk (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving: ``if
+    overlap_moe_expert_parallel_comm: num_warmup_microbatches += 1``), so the first stage holds ``pp vp + pp``
+    chunk-micro-batches instead of ``pp vp + pp - 1`` (Narayanan et al. SC'21's ``pp (1 + (pp - 1) / (pp vp))``
+    micro-batches, gpusim.model.llm): ``(pp vp + pp) / (pp vp + pp - 1)`` for ``1f1b`` with ``vp > 1`` (hand-worked:
+    pp 4, vp 2 -> 12 / 11); the non-interleaved form is left at 1 (the source shown is the interleaved schedule's).
+    1 otherwise."""
     pp = np.maximum(_f(pp), 1.0)
-    return np.where(np.asarray(mode) == DUALPIPE, (pp + 1.0) / pp, 1.0)
+    vp = np.maximum(_f(vp), 1.0)
+    chunks = pp * vp + pp - 1.0
+    one_f = np.where(vp > 1.0, (chunks + 1.0) / chunks, 1.0)
+    mode = np.asarray(mode)
+    return np.where(mode == DUALPIPE, (pp + 1.0) / pp, np.where(mode == ONE_F_ONE_B, one_f, 1.0))
 
 
 def step_terms(mode, lt: dict, *, pp, vp, n_micro, sm_frac, p2p_overlap_frac) -> dict:

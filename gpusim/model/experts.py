@@ -352,16 +352,18 @@ def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
     return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
 
 
-def wgrad_epilogue_bytes(grad_accum_fusion, elem_bytes):
+def wgrad_epilogue_bytes(grad_accum_fusion, elem_bytes, main_bytes=4.0):
     """``(out_bytes, src_bytes)`` per weight element of one weight-gradient GEMM: accumulated into the fp32 main
-    gradient in the GEMM's epilogue with gradient-accumulation fusion (write 4, read 4: Megatron-LM's
+    gradient in the GEMM's epilogue with gradient-accumulation fusion (write 4, read 4, or ``main_bytes`` 2 each for a
+    bf16 main gradient, [issue 17] Strategy.grad_dtype: Megatron-LM's
     ``--gradient-accumulation-fusion``; Transformer Engine ``GroupedLinear(fuse_wgrad_accumulation=True)`` for the
     experts), else a 16-bit gradient written (``elem_bytes``, nothing read; the separate accumulation kernel is
     :mod:`gpusim.model.llm`'s). For an expert whose ``k``-dimension is its few hundred tokens this traffic, ``8 h f_e``
     bytes per GEMM whatever the tokens, can outweigh the GEMM's FLOPs: ``2 m h f_e`` FLOPs over ``8 h f_e`` bytes is
     ``m / 4`` FLOP per byte, below an H100's FP8 ridge (about 600) for ``m`` < 2,400 tokens per expert."""
     fused = np.asarray(grad_accum_fusion, dtype=bool)
-    return np.where(fused, 4.0, _f(elem_bytes)), np.where(fused, 4.0, 0.0)
+    main = _f(main_bytes)  # [issue 17] 2 for a bf16 main-gradient buffer (Strategy.grad_dtype)
+    return np.where(fused, main, _f(elem_bytes)), np.where(fused, main, 0.0)
 
 
 def moe_params_per_rank(x: dict, tp):
@@ -402,7 +404,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # --gradient-accumulation-fusion; TE GroupedLinear's fuse_wgrad_accumulation for the experts) accumulates into the
     # fp32 main gradient: reads 4 and writes 4 bytes per weight element each micro-batch (wgrad_epilogue_bytes), as
     # gpusim.model.llm charges the dense layer's
-    w_out, w_src = wgrad_epilogue_bytes(x.get("grad_accum_fusion", True), e)
+    w_out, w_src = wgrad_epilogue_bytes(x.get("grad_accum_fusion", True), e, x.get("grad_bytes_per_param", 4.0))
 
     def linear(m_rows, n_out, k_in, batch=1.0):
         fw = gemm(m_rows, n_out, k_in, batch, out_bytes=e)
@@ -526,6 +528,13 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         delta_f = delta_f + moe_frac * cast
         delta_b = delta_b + moe_frac * np.where(moe_act, x_act / mem_rate + p.kernel_tail_s, 0.0) \
             + np.where(rc_full, moe_frac * cast, 0.0)
+    # [issue 17] FP8 under Transformer Engine (not the FP8 activation cache above): the experts' GroupedLinear layers
+    # keep FP8 copies of their inputs (fp8.te_moe_saved_input_delta_bytes), as gpusim.model.llm counts the dense ones'
+    te_mode = np.where(fp8_act, FP8.NONE, fp8_mode)
+    if np.any(te_mode > 0):
+        delta_act = delta_act + moe_frac * FP8.te_moe_saved_input_delta_bytes(
+            te_mode, routed_tokens=routed_tokens, tokens=T / tp, h=h, fe_local=fe / etp, fs=fs, elem_bytes=e,
+            moe_act=moe_act)
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,

@@ -221,6 +221,35 @@ def te_saved_input_delta_bytes(mode, *, tokens, h, o_in, f, tp, sp, elem_bytes, 
     return np.where(code > 0, _f(attn_frac) * attn + _f(dense_ffn_frac) * ffn, 0.0)
 
 
+def te_moe_saved_input_delta_bytes(mode, *, routed_tokens, tokens, h, fe_local, fs, elem_bytes, moe_act=False):
+    """[issue 17] Change of one MoE layer's saved activations (bytes, one micro-batch) when its experts run in FP8
+    under Transformer Engine, against the 16-bit accounting of :func:`gpusim.model.experts.moe_layer_terms`, with
+    ``c`` = :func:`te_saved_input_bytes` and ``e`` the 16-bit element size. Megatron-Core's ``TEGroupedMLP``
+    (megatron/core/transformer/moe/experts.py) runs both expert GEMMs as TE ``GroupedLinear`` layers, which save the
+    FP8 copy of their input for the weight gradient, not the 16-bit tensor (freed once quantised: the dispatched
+    tokens are referenced by nothing else, the permutation and all-to-all backward need only the routing map):
+
+    - the routed experts' fc1 input, the ``routed_tokens`` dispatched copies: ``routed_tokens h (c - e)``;
+    - their fc2 input (the SwiGLU output): ``routed_tokens fe_local (c - e)``, and nothing with ``moe_act``
+      (Megatron-Core then calls ``set_save_original_input(self.linear_fc2)``: fc2 keeps the 16-bit output, which the
+      recompute discards, so the routed SwiGLU output is kept in neither form);
+    - the SwiGLU input (fc1's output) stays 16-bit (the activation function is not a TE linear layer);
+    - the shared experts (``fs`` wide, on the ``tokens`` of the rank): their fc2 input ``tokens fs (c - e)``, and their
+      fc1 keeps an FP8 copy of the norm output, ``+ tokens h c``, beside the 16-bit one the router's gating GEMM keeps.
+
+    Hand-worked: per-tensor FP8 (c 1), e 2, 32,768 routed copies of h 7168 into experts of 2048, 4096 tokens, a shared
+    expert of 2048: ``-32768 (7168 + 2048) + 4096 (7168 - 2048) = -281 MB``. Zero without FP8."""
+    code = np.asarray(mode, dtype=np.int64)
+    if not np.any(code > 0):
+        return 0.0
+    c = _SAVED_TABLE[code]
+    e = _f(elem_bytes)
+    R, T = _f(routed_tokens), _f(tokens)
+    fc2 = np.where(np.asarray(moe_act, dtype=bool), 0.0, R * _f(fe_local) * (c - e))
+    shared = np.where(_f(fs) > 0, T * (_f(h) * c + _f(fs) * (c - e)), 0.0)
+    return np.where(code > 0, R * _f(h) * (c - e) + fc2 + shared, 0.0)
+
+
 def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
     """[issue 17] Bytes per parameter of a linear weight on the GPU under FP8 (module docstring, *Weights*): the
     FP8 copies (:func:`weight_copy_bytes_per_param`) alone where the parameters are FP8 (``fp8_param_gather`` with

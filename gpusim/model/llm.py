@@ -331,7 +331,8 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     forward ``(T, n, k)``, data gradient ``(T, k, n)`` and weight gradient ``(k, n)`` reduced over the ``T`` tokens
     (columns 0-14), then Megatron's unfused attention ``Q K^T`` and ``A V`` batched over the ``b a / t`` local
     heads (15, 16). A weight gradient with ``fused_wgrad`` (gradient-accumulation fusion) accumulates into the fp32
-    main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e``. [issue 12] FP8
+    main gradient: its epilogue reads 4 bytes and writes 4 per output element instead of writing ``e`` ([issue 17]
+    ``fused_wgrad`` may instead give the main gradient's bytes, 2 for a bf16 buffer, 0 for no fusion). [issue 12] FP8
     (:mod:`gpusim.model.fp8`): the linear layers' GEMMs (columns 0-11 and 17-22) on FP8 operands at the FP8 matmul
     ceiling where ``fp8 > 0``; the LM head and the attention core stay in 16 bits. [issue 17] The forward GEMMs
     (columns 0, 3, 6, 9, 17, 20) at ``ceil8_fwd`` (:func:`gemm.fp8_fprop_ceiling_flop_per_s`: fast accumulation).
@@ -354,10 +355,14 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
                    (np.where(mla, kv_up / tp, ones), np.where(mla, kv_lora, ones)))
     heads_local = b * a / tp
     d_head = q / a
-    fused = np.asarray(fused_wgrad, dtype=bool)[..., None]
-    # bytes per output element: a weight gradient accumulated into the fp32 main gradient reads and writes 4
-    outs = np.where(_WGRAD_COLUMN & fused, 4.0, np.asarray(e)[..., None])
-    srcs = np.where(_WGRAD_COLUMN & fused, 4.0, 0.0)
+    # [issue 17] ``fused_wgrad``: the main gradient's bytes per element where gradient-accumulation fusion is on (4 for
+    # fp32, 2 for a bf16 buffer: Strategy.grad_dtype), 0 where it is off (True counts as 4)
+    fw = np.asarray(fused_wgrad)
+    main = (np.where(fw, 4.0, 0.0) if fw.dtype == bool else fw.astype(np.float64))[..., None]
+    fused = main > 0
+    # bytes per output element: a weight gradient accumulated into the main gradient reads and writes its width
+    outs = np.where(_WGRAD_COLUMN & fused, main, np.asarray(e)[..., None])
+    srcs = np.where(_WGRAD_COLUMN & fused, main, 0.0)
     ms, ns, ks, bs = [], [], [], []
     for n_out, k_in in linears:
         ms += [T, T, k_in]
@@ -447,7 +452,9 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
     dist = Distinct() if dist is None else dist
     serial = np.asarray(x.get("gemm_serial_epilogue", False), dtype=bool)
-    fused_wgrad = np.asarray(x["grad_accum_fusion"], dtype=bool)
+    # [issue 17] the main gradient's bytes per element (4: fp32; 2: a bf16 buffer, Strategy.grad_dtype)
+    main_b = _f(x.get("grad_bytes_per_param", 4.0))
+    fused_wgrad = np.where(np.asarray(x["grad_accum_fusion"], dtype=bool), main_b, 0.0)
     # [issue 12] multi-head latent attention: latents down, keys/values (and queries) up, values of their own width
     ql, kvl = _f(x.get("mla_q_lora", 0.0)), _f(x.get("mla_kv_lora", 0.0))
     mla = kvl > 0
@@ -622,12 +629,12 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # main gradients by a separate kernel: read 2 + 4 bytes, write 4 per parameter (Megatron-LM's main_grad hook;
     # --gradient-accumulation-fusion does the add in the weight-gradient GEMM's epilogue instead)
     unfused = 1.0 - _f(x["grad_accum_fusion"])
-    accum_bytes = unfused * (e + 8.0)
+    accum_bytes = unfused * (e + 2.0 * main_b)  # [issue 17] read and write the main gradient at its width
 
     # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
     loss_bytes = 3.0 * T * V / tp * 4.0  # fp32 logits: softmax and cross-entropy forward and backward
     head_c = head_f + head_b + loss_bytes / mem_rate
-    emb_c = T * h * (e + 4.0) / mem_rate  # gather rows; backward scatter-adds into the fp32 gradient
+    emb_c = T * h * (e + main_b) / mem_rate  # gather rows; backward scatter-adds into the main gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
     mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate
                    + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m)  # [issue 12] FP8 weights cast once a step
@@ -736,7 +743,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     if np.any(overlap > 0):  # [issue 12] EP A2A overlap / DualPipe: the schedule's exposed all-to-all, sends, bubble
         out.update(EPO.step_terms(overlap, out, pp=pp, vp=vp, n_micro=m, sm_frac=p.ep_comm_sms / sms,
                                   p2p_overlap_frac=p.pp_p2p_overlap_frac))
-        out["act_first_bytes"] = act_first * EPO.activation_mult(overlap, pp)  # DualPipe: PP + 1 micro-batches
+        out["act_first_bytes"] = act_first * EPO.activation_mult(overlap, pp, vp)  # DualPipe: PP + 1 micro-batches;
+        # [issue 17] EP A2A overlap (interleaved): one more chunk warmed up
     return out
 
 

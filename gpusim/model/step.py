@@ -636,7 +636,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
-             "embed_params", "grad_accum_fusion", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "embed_params", "grad_accum_fusion", "grad_bytes_per_param", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",

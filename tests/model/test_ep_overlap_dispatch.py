@@ -81,6 +81,15 @@ def test_dualpipe_bubble_closed_form():
     assert float(EPO.dualpipe_bubble_s(3.0, 2.0, 1.0, 2)) == 0.0
 
 
+def test_first_stage_activation_multiplier():
+    """[issue 17] DualPipe (PP + 1) / PP; Megatron-Core's interleaved EP A2A overlap warms up one more chunk:
+    pp 4, vp 2 holds 4 x 2 + 4 = 12 chunk-micro-batches instead of 11; 1F1B without interleaving and no overlap: 1."""
+    assert float(EPO.activation_mult(EPO.DUALPIPE, 16)) == pytest.approx(17 / 16)
+    assert float(EPO.activation_mult(EPO.ONE_F_ONE_B, 4, 2)) == pytest.approx(12 / 11)
+    assert float(EPO.activation_mult(EPO.ONE_F_ONE_B, 4, 1)) == 1.0
+    assert float(EPO.activation_mult(EPO.NONE, 4, 2)) == 1.0
+
+
 def test_paired_fraction():
     # 1F1B: pp - 1 warm-up forwards and cool-down backwards of the first stage run unpaired; pp 1: one
     assert float(EPO.paired_frac(EPO.ONE_F_ONE_B, 16, 1, 64)) == pytest.approx(49 / 64)

@@ -191,3 +191,32 @@ def test_the_search_refuses_the_layouts_whose_stages_are_too_short_to_offload_fr
     assert short.any() and np.all(lay["layers"][short] // lay["pp"][short] <= 20)
     ok = np.asarray(res["feasible"], dtype=bool)
     assert ok.any() and np.all(lay["layers"][ok] // lay["pp"][ok] > 20)
+
+
+def test_moe_saved_input_delta_hand_worked():
+    """[issue 17] The experts' TE GroupedLinear layers keep FP8 copies of their inputs (fp8.te_moe_saved_input_delta_
+    bytes): 32,768 routed copies of h 7168 into experts of 2048, 4096 tokens, one shared expert of 2048, per-tensor
+    FP8 (1 byte): -32768 (7168 + 2048) + 4096 (7168 - 2048) = -281,018,368 bytes."""
+    kw = dict(routed_tokens=32768.0, tokens=4096.0, h=7168.0, fe_local=2048.0, fs=2048.0, elem_bytes=E)
+    assert float(FP8.te_moe_saved_input_delta_bytes(FP8.CURRENT, **kw)) == pytest.approx(-281_018_368.0)
+    # moe_act: fc2 keeps its 16-bit input, which the recompute discards: no fc2 term at all
+    assert float(FP8.te_moe_saved_input_delta_bytes(FP8.CURRENT, moe_act=True, **kw)) == pytest.approx(
+        -32768.0 * 7168.0 + 4096.0 * (7168.0 - 2048.0))
+    # no shared expert: the routed terms only; MXFP8 keeps 1 + 1/32 bytes per element
+    c = 1.0 + 1.0 / 32.0
+    assert float(FP8.te_moe_saved_input_delta_bytes(FP8.MX, **dict(kw, fs=0.0))) == pytest.approx(
+        32768.0 * (7168.0 + 2048.0) * (c - E))
+    assert FP8.te_moe_saved_input_delta_bytes(FP8.NONE, **kw) == 0.0
+
+
+def test_fp8_moe_run_keeps_less_than_its_bf16_accounting():
+    """Through the model: an FP8 MoE run (Qwen3-30B-A3B, 48 of its 128 experts' copies per token on 8 B200) keeps
+    less than its bf16 twin once the experts' inputs are FP8 copies too (0.83x; counting only the dense layers' FP8
+    copies it kept 1.02x the bf16 run's activations)."""
+    base = dict(model="qwen3-30b-a3b", seq_len=4096, gpu="b200", gpus=8, kind="zero1", global_batch=64,
+                per_gpu_batch=1, ep=8, recompute="none")
+    bf16 = simulate(Scenario.create(**base, precision="bf16"))
+    fp8 = simulate(Scenario.create(**base, precision="fp8"))
+    a16 = bf16.memory_breakdown_bytes["activations"]
+    a8 = fp8.memory_breakdown_bytes["activations"]
+    assert a8 < 0.9 * a16

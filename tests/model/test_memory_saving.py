@@ -121,3 +121,75 @@ def test_bad_flags_exit_2(capsys, extra):
         code = e.code
     assert code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+# ---- [issue 17] the main-gradient dtype (Megatron-Core grad_reduce_in_fp32) -------------------------------------
+def test_bf16_main_gradients_halve_the_gradient_buffer_and_its_reduction():
+    """Megatron-Core allocates the main-gradient buffer as ``torch.float if grad_reduce_in_fp32 else param.dtype``:
+    with bf16 it is 2 bytes per parameter of the stage instead of 4 (hand-worked: exactly half), the data-parallel
+    reduce-scatter moves half the bytes (never more exposed time), and nothing else in memory changes."""
+    base = dict(LLAMA, precision="bf16")
+    fp32 = simulate(Scenario.create(**base))
+    bf16 = simulate(Scenario.create(**base, grad_dtype="bf16"))
+    g32, g16 = fp32.memory_breakdown_bytes["gradients"], bf16.memory_breakdown_bytes["gradients"]
+    assert g16 == pytest.approx(g32 / 2.0)
+    for k in ("weights", "optimizer", "activations", "overhead"):
+        assert bf16.memory_breakdown_bytes[k] == pytest.approx(fp32.memory_breakdown_bytes[k])
+    assert bf16.memory_per_gpu_bytes == pytest.approx(fp32.memory_per_gpu_bytes - g32 / 2.0)
+    assert bf16.breakdown_s["dp_comm_exposed_s"] <= fp32.breakdown_s["dp_comm_exposed_s"]
+    # the default is today's fp32 buffer
+    assert simulate(Scenario.create(**base, grad_dtype="fp32")).memory_per_gpu_bytes == fp32.memory_per_gpu_bytes
+
+
+def test_grad_dtype_closed_form_on_a_stage():
+    """Hand-worked: DeepSeek-V3's fp32 main gradients on one stage are 4 bytes x the stage's parameters, bf16 2."""
+    r32 = simulate(Scenario.create(**DSV3))
+    r16 = simulate(Scenario.create(**DSV3, grad_dtype="bf16"))
+    assert r16.memory_breakdown_bytes["gradients"] * 2.0 == pytest.approx(r32.memory_breakdown_bytes["gradients"])
+    assert r32.memory_per_gpu_bytes - r16.memory_per_gpu_bytes == pytest.approx(
+        r32.memory_breakdown_bytes["gradients"] / 2.0)
+
+
+def test_bad_grad_dtype():
+    with pytest.raises(ScenarioError, match="grad_dtype"):
+        simulate(Scenario.create(**LLAMA, grad_dtype="fp16"))
+
+
+@pytest.mark.parametrize("value", ["fp16", "float32"])
+def test_bad_grad_dtype_flag_exits_2_with_the_choices(capsys, value):
+    args = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "2", "--micro-batch", "1",
+            "--seq-len", "4096", "--precision", "bf16", "--grad-dtype", value]
+    try:
+        code = main(args)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and "fp32" in err and "bf16" in err and "Traceback" not in err
+
+
+def test_grad_dtype_flag_reaches_the_model(capsys):
+    import json
+    args = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "2", "--pp", "2",
+            "--micro-batch", "1", "--global-batch", "64", "--seq-len", "4096", "--precision", "bf16",
+            "--strategy", "zero1", "--json"]
+    assert main(args) == 0
+    g32 = json.loads(capsys.readouterr().out)["memory_breakdown_bytes"]["gradients"]
+    assert main([*args, "--grad-dtype", "bf16"]) == 0
+    g16 = json.loads(capsys.readouterr().out)["memory_breakdown_bytes"]["gradients"]
+    assert g16 == pytest.approx(g32 / 2.0)
+
+
+def test_bf16_main_gradient_accumulates_at_its_width():
+    """With gradient-accumulation fusion the weight-gradient GEMM's epilogue reads and writes the main gradient: 4 + 4
+    bytes per weight element for fp32, 2 + 2 for a bf16 buffer (the experts' GroupedLinear and the dense layers alike);
+    without fusion a 16-bit gradient is written and nothing read."""
+    from gpusim.model.experts import wgrad_epilogue_bytes
+
+    assert tuple(map(float, wgrad_epilogue_bytes(True, 2.0))) == (4.0, 4.0)
+    assert tuple(map(float, wgrad_epilogue_bytes(True, 2.0, 2.0))) == (2.0, 2.0)
+    assert tuple(map(float, wgrad_epilogue_bytes(False, 2.0, 2.0))) == (2.0, 0.0)
+    # through the model: the narrower buffer never makes a step slower (less epilogue traffic, half the DP bytes)
+    for base in (DSV3, LLAMA):
+        t32 = simulate(Scenario.create(**base)).step_s
+        t16 = simulate(Scenario.create(**base, grad_dtype="bf16")).step_s
+        assert t16 <= t32

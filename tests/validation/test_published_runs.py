@@ -104,3 +104,34 @@ def test_the_dense_table_is_predicted_and_reported(capsys):
     assert all(d["measured"] is not None for d in R.to_dicts(res, holdout_rows=True))
     print_runs(res)
     assert "held-out all:" in capsys.readouterr().out
+
+
+def test_recipe_memory_settings_in_the_notes_reach_the_scenario():
+    """[issue 17] recompute_modules= (joined with +), grad_reduce_in_fp32=, opt_state_dtype=, fp8_activations= in a
+    row's notes predict exactly as the Scenario with those fields; a bad value is the row's error, not a crash."""
+    from gpusim.hwdb import load
+    from gpusim.simulation import Scenario, simulate
+
+    db = load()
+    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "deepseek-v3", "gpu": "b200",
+           "gpus": "256", "gpus_per_node": "8", "tp": "1", "pp": "16", "vp": "", "cp": "1", "ep": "8", "etp": "",
+           "micro_batch": "1", "global_batch": "2048", "seq_len": "4096", "precision": "fp8", "recompute": "",
+           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    notes = ("recompute_modules=mla_up_proj+moe_act; grad_reduce_in_fp32=0 (a recipe); opt_state_dtype=bf16; "
+             "fp8_activations=1")
+    assert R.options(notes) == {"recompute_modules": "mla_up_proj+moe_act", "grad_reduce_in_fp32": "0",
+                                "opt_state_dtype": "bf16", "fp8_activations": "1"}
+    got = R.predict_row(dict(row, notes=notes), db=db)
+    assert not got.error and "rc mla_up_proj+moe_act" in got.chosen
+    want = simulate(Scenario.create(workload=R._workload("deepseek-v3", 4096), node="dgx-b200", gpus=256, nodes=32,
+                                    kind="zero1", precision="fp8", tp=1, pp=16, vp=1, cp=1, ep=8, expert_tp=1,
+                                    micro_batch=1, global_batch=2048, seq_len=4096, uneven_pp=True, recompute="none",
+                                    recompute_modules=("mla_up_proj", "moe_act"), grad_dtype="bf16",
+                                    opt_state_dtype="bf16", fp8_activations=True), db=db, recommend=False)
+    assert got.step_s == pytest.approx(float(want.step_s))
+    plain = R.predict_row(row, db=db)
+    assert plain.chosen.startswith("uneven pp, rc none") and plain.step_s != got.step_s
+    for bad, needle in (("recompute_modules=mlp", "recompute_modules"), ("grad_reduce_in_fp32=2", "not 0 or 1"),
+                        ("opt_state_dtype=fp16", "fp32 or bf16"), ("fp8_activations=yes", "not 0 or 1")):
+        res = R.predict_row(dict(row, notes=bad), db=db)
+        assert needle in res.error and res.step_s is None, bad
