@@ -15,7 +15,9 @@ all-to-all (as the data-parallel model reports its communication kernels' interf
   1F1B-interleaved form: in the steady state of 1F1B the forward of micro-batch ``i + pp - 1`` pairs with the
   backward of micro-batch ``i``; the warm-up forwards and cool-down backwards of the critical (first) stage,
   ``pp - 1`` of each (``1`` with ``pp = 1``: a backward cannot pair with its own forward), over ``vp`` chunks when
-  interleaved, run unpaired (:func:`paired_frac`). The pipeline bubble is 1F1B's.
+  interleaved, run unpaired (:func:`paired_frac`). The pipeline bubble is 1F1B's. [issue 17] A pair hides each
+  all-to-all only under the computation of its own phase of the layer (:func:`layer_pair_comm_s`, Megatron-Core's
+  ``TransformerLayerSchedulePlan.run``), not under the step's whole computation.
 - ``dualpipe`` (2): DeepSeek-V3's bidirectional pipeline (section 3.2.1, Figure 5, Table 2): micro-batches are
   fed from both ends, every chunk runs in an overlapped pair ("both all-to-all and PP communication can be fully
   hidden"), the steady-state pipeline sends hide in what is left of the pair's computation, and the bubble is
@@ -59,6 +61,40 @@ def overlapped_s(comm_s, compute_s, sm_frac):
     return np.maximum(A - window, 0.0), s * np.minimum(A, window)
 
 
+def layer_pair_comm_s(attn_f_s, attn_b_s, mlp_f_s, mlp_b_s, a2a_s, sm_frac):
+    """[issue 17] ``(exposed_s, interference_s)`` of one MoE layer's four all-to-alls (dispatch and combine, forward
+    and backward, ``a2a_s`` each) when Megatron-Core's EP A2A overlap runs the forward of that layer for one
+    micro-batch beside its backward for another (``--overlap-moe-expert-parallel-comm``).
+
+    ``TransformerLayerSchedulePlan.run`` (NVIDIA/Megatron-LM ``megatron/core/models/common/
+    model_chunk_schedule_plan.py``) runs the pair in three phases on a compute and a communication stream::
+
+        comm_stream: combine_bwd | dispatch_fwd -> dispatch_bwd  | combine_fwd
+        comp_stream: attn_fwd    | mlp_bwd -> mlp_bwd_dw -> mlp_fwd | attn_bwd
+
+    (``attn``: attention, norms, router and the dispatcher's preprocessing; ``mlp``: the experts and shared experts).
+    Each phase ends when both streams are done, so an all-to-all hides only under its own phase's computation:
+    phases 1 and 3 take :func:`overlapped_s` of one all-to-all against the attention's forward / backward; phase 2
+    overlaps the two dispatches with the MLP's backward and forward, and its order adds two bounds: the forward MLP
+    waits for its dispatch (``A + mlp_f``) and the backward dispatch for the MLP's data gradient (``mlp_bwd_data + A``,
+    the data gradient taken as :data:`WGRAD_FRAC` of the backward's compute remaining). The four all-to-alls expose
+    ``t1 + t2 + t3 - (attn_f + attn_b + mlp_f + mlp_b)``; the interference part is the SM share ``s`` of the computation
+    they run under (as :func:`overlapped_s`). Where the computation of every phase outlasts its communication, only
+    the interference remains; a layer whose all-to-alls are long against its attention exposes them in phases 1 and 3
+    whatever the MLP's length, which the whole-step balance ``max(W + sA, A)`` would hide. Hand-worked (s = 0):
+    attention 1 + 2, MLP 2 + 4, all-to-alls 1.5 each: phase 1 1.5, phase 2 max(6, 3, 1.5 + 2, 2 + 1.5) = 6, phase 3
+    max(1.5, 2) = 2: 9.5 of 9 computation, 0.5 exposed of 6 (the whole-step balance: 0)."""
+    af, ab, mf, mb = _f(attn_f_s), _f(attn_b_s), _f(mlp_f_s), _f(mlp_b_s)
+    A = _f(a2a_s)
+    e1, i1 = overlapped_s(A, af, sm_frac)
+    e3, i3 = overlapped_s(A, ab, sm_frac)
+    e2, i2 = overlapped_s(2.0 * A, mb + mf, sm_frac)
+    t2 = np.maximum.reduce([mb + mf + e2 + i2, A + mf, (1.0 - WGRAD_FRAC) * mb + A])
+    total = (af + e1 + i1) + t2 + (ab + e3 + i3) - (af + ab + mf + mb)
+    interf = i1 + i2 + i3
+    return np.maximum(total - interf, 0.0), interf
+
+
 def paired_frac(mode, pp, vp, n_micro):
     """Fraction of the micro-batches whose chunks run in overlapped forward/backward pairs (module docstring)."""
     mode, pp, vp, m = np.asarray(mode), _f(pp), np.maximum(_f(vp), 1.0), np.maximum(_f(n_micro), 1.0)
@@ -97,6 +133,10 @@ def step_terms(mode, lt: dict, *, pp, vp, n_micro, sm_frac, p2p_overlap_frac) ->
     ep, comp = _f(lt["ep_comm_exposed_s"]), _f(lt["compute_s"])
     pf = paired_frac(mode, pp, vp, m)
     exp, interf = overlapped_s(pf * ep, pf * comp, sm_frac)
+    if "ep_pair_exposed_frac" in lt:  # [issue 17] 1f1b: Megatron-Core's per-layer phases (layer_pair_comm_s)
+        one_f = mode == ONE_F_ONE_B
+        exp = np.where(one_f, pf * ep * _f(lt["ep_pair_exposed_frac"]), exp)
+        interf = np.where(one_f, pf * ep * _f(lt["ep_pair_interf_frac"]), interf)
     ep_new = (1.0 - pf) * ep + exp + interf
     # DualPipe: the steady-state sends hide in what is left of the pairs' computation
     left = np.maximum(pf * comp / (1.0 - np.clip(_f(sm_frac), 0.0, 0.99)) - pf * ep, 0.0)

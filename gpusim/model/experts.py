@@ -541,6 +541,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
             "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
             "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b,
             "syncs": syncs & (moe_frac > 0), "post_gpu_f_s": moe_frac * post_gpu_f,
+            # [issue 17] one MoE layer's expert computation (routed + shared experts; the "mlp" node of Megatron-Core's
+            # EP A2A overlap, gpusim.model.dualpipe.layer_pair_comm_s), forward and backward, not averaged over layers
+            "mlp_f_s": experts_f + shared_f, "mlp_b_s": experts_b + shared_b,
             "post_cpu_f_s": moe_frac * post_cpu_f}
 
 

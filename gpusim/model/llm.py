@@ -598,6 +598,17 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         n_blocks = (fa + ff + fm) / 2.0
         tp_f, tp_b = tp_f * n_blocks, tp_b * n_blocks
 
+    # [issue 17] Megatron-Core's EP A2A overlap hides each all-to-all under its own phase of a forward/backward layer
+    # pair (dualpipe.layer_pair_comm_s): the exposed and interference parts as fractions of the layer's four
+    pair_e = pair_i = np.zeros(np.shape(layer_f))
+    if np.any(_f(x.get("ep_overlap", 0)) == EPO.ONE_F_ONE_B) and "mlp_f_s" in moe:
+        mfr = _f(x.get("moe_frac", 0.0))
+        a2a = moe["a2a_s"] * (1.0 - p.ep_a2a_overlap_frac)
+        pe, pi = EPO.layer_pair_comm_s(np.maximum(layer_f - mfr * moe["mlp_f_s"], 0.0),
+                                       np.maximum(layer_b - mfr * moe["mlp_b_s"], 0.0), moe["mlp_f_s"],
+                                       moe["mlp_b_s"], a2a, p.ep_comm_sms / sms)
+        four = np.where(a2a > 0, 4.0 * a2a, 1.0)
+        pair_e, pair_i = np.where(a2a > 0, pe / four, 0.0), np.where(a2a > 0, pi / four, 0.0)
     # [issue 17] one CPU thread launches the layer ahead of the GPU (Megatron-Core + Transformer Engine modules): where
     # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
     cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
@@ -730,6 +741,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     if np.any(off_s):  # [issue 17] exposed offload copies: every stage's micro-batch longer by off_s
         compute_s, steady, bubble = compute_s + m * off_s, steady + m * off_s, bubble + (pp - 1.0) * off_s / vp
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
+           "ep_pair_exposed_frac": pair_e, "ep_pair_interf_frac": pair_i,  # [issue 17] EP A2A overlap per layer pair
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
             "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,

@@ -188,3 +188,36 @@ def test_bad_input_is_one_message_and_exit_2(flags, words, capsys):
 def test_dualpipe_micro_batch_rule():
     with pytest.raises(ScenarioError, match="even number of micro-batches"):
         _step(ep_overlap="dualpipe", global_batch=7 * 64)  # 7 micro-batches per step on dp 64
+
+
+def test_layer_pair_phases_hand_worked():
+    """[issue 17] Megatron-Core's TransformerLayerSchedulePlan.run: three phases per forward/backward layer pair.
+    Attention 1 (fwd) + 2 (bwd), MLP 2 + 4, all-to-alls 1.5 each, s = 0: phase 1 max(1, 1.5) = 1.5, phase 2
+    max(4 + 2, 3, 1.5 + 2, 2 + 1.5) = 6, phase 3 max(2, 1.5) = 2: 9.5 against 9 of computation, 0.5 exposed (the
+    whole-step balance max(9, 6) would hide all of it)."""
+    exp, interf = EPO.layer_pair_comm_s(1.0, 2.0, 2.0, 4.0, 1.5, 0.0)
+    assert float(exp) == pytest.approx(0.5) and float(interf) == 0.0
+    exp_all, _ = EPO.overlapped_s(6.0, 9.0, 0.0)
+    assert float(exp_all) == 0.0
+    # the dependency bound: a forward MLP longer than its phase's backward waits for its own dispatch
+    exp, _ = EPO.layer_pair_comm_s(10.0, 10.0, 5.0, 0.5, 3.0, 0.0)  # phase 2 max(5.5, 6, 8, 3.25) = 8
+    assert float(exp) == pytest.approx(8.0 - 5.5)
+    # with the SMs shared, long computation pays only the interference s x (communication it runs under)
+    exp, interf = EPO.layer_pair_comm_s(10.0, 10.0, 10.0, 20.0, 1.0, 0.2)
+    assert float(exp) == 0.0 and float(interf) == pytest.approx(0.2 * 4.0)
+
+
+def test_1f1b_step_uses_the_layer_phases():
+    """Through the model: an MoE layout whose all-to-alls are long against its attention keeps part of them exposed
+    with ep_overlap 1f1b, where the whole-step balance hid them; never more than without the overlap."""
+    from gpusim.api import predict
+
+    kw = dict(model="qwen3-235b-a22b", node="dgx-h100", gpus=256, tp=2, pp=8, vp=4, ep=32, per_gpu_batch=1,
+              global_batch=2048, seq_len=4096, precision="fp8", strategy="zero1", uneven_pp=True)
+    none = predict(**kw).breakdown_s
+    over = predict(**kw, ep_overlap="1f1b").breakdown_s
+    assert 0.0 < over["ep_comm_exposed_s"] < none["ep_comm_exposed_s"]
+    assert sum(over.values()) < sum(none.values())
+    # the layer phases expose more than the whole-step balance would: the exposed part is above the SM interference
+    # alone (ep_comm_sms / SMs of the communication hidden)
+    assert over["ep_comm_exposed_s"] > 20.0 / 132.0 * none["ep_comm_exposed_s"]
