@@ -22,6 +22,37 @@ MIN_ROWS = 512
 _COUNT_SPAN = 4096
 #: other columns are coded by one comparison pass per value up to this many values, then by sorting
 _COMPARE_VALUES = 32
+#: 64-bit columns are first coded by hashing their bit patterns into a table of this many slots (a power of two)
+_HASH_BITS = 14
+#: odd 64-bit multipliers of the multiplicative hash (Knuth, TAOCP vol. 3, section 6.4: the golden ratio's 2^64
+#: fraction, and the splitmix64 finaliser's constant), one tried after the other
+_HASH_MULTS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9))
+
+
+def _hashed_codes(a: np.ndarray, max_k: int):
+    """``(codes, k)`` of a 64-bit column by a multiplicative hash of its bit patterns (a fixed number of passes,
+    whatever the number of values, where the comparison passes cost one pass per value); ``None`` when two values
+    share a slot under every multiplier (the caller codes the column another way); ``(None, 0)`` over ``max_k`` values.
+    Rows in one code hold the same bits, so the same value (a value of two bit patterns, 0.0 and -0.0, takes two
+    codes: the grouping is then finer, still exact)."""
+    bits = a.view(np.uint64)
+    slots = 1 << _HASH_BITS
+    shift = np.uint64(64 - _HASH_BITS)
+    for mult in _HASH_MULTS:
+        h = bits * mult  # (modulo 2^64)
+        h >>= shift
+        h = h.astype(np.intp)
+        table = np.empty(slots, dtype=np.uint64)
+        table[h] = bits  # (one row of each slot wins; every other row of that slot must hold the same bits)
+        if not np.array_equal(table[h], bits):
+            continue
+        present = np.flatnonzero(np.bincount(h, minlength=slots))
+        if present.size > max_k:
+            return None, 0
+        lut = np.zeros(slots, dtype=np.intp)
+        lut[present] = np.arange(present.size)
+        return lut[h], present.size
+    return None
 
 
 def _column_codes(a: np.ndarray, max_k: int):
@@ -59,6 +90,10 @@ def _column_codes(a: np.ndarray, max_k: int):
             lut = np.zeros(int(hi - lo) + 1, dtype=np.intp)
             lut[present] = np.arange(present.size)
             return lut[ai], present.size
+    if a.dtype.itemsize == 8 and a.dtype.kind in "fiu":
+        hashed = _hashed_codes(a, max_k)
+        if hashed is not None:
+            return hashed
     codes = np.zeros(a.shape[0], dtype=np.intp)
     idx = np.flatnonzero(a != a[0])
     k = 1
