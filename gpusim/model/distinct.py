@@ -135,6 +135,7 @@ class Distinct:
         self.max_frac = max_frac
         self._codes: dict[int, tuple] = {}
         self._groups: dict[tuple, tuple | None] = {}
+        self._prefixes: dict[tuple, tuple | None] = {}  # the combined codes of a leading run of varying columns
 
     def _column(self, a, max_groups):
         hit = self._codes.get(id(a))
@@ -150,21 +151,32 @@ class Distinct:
             return self._groups[key]
         max_groups = max(1, int(self.max_frac * rows))
         code, radix, seen, out = None, 1, set(), None
+        prefix: tuple = (max_groups,)
         for a in arrays:
             if a.ndim == 0 or a.shape[0] == 1 or id(a) in seen:
                 continue
             seen.add(id(a))
+            prefix += (id(a),)
+            if prefix in self._prefixes:  # (a call whose columns begin with another's: combined once)
+                hit = self._prefixes[prefix]
+                if hit is None:
+                    break
+                code, radix = hit
+                continue
             c, k = self._column(a, max_groups)
             if k == 0:
+                self._prefixes[prefix] = None
                 break
             if c is None:
-                continue
-            if code is None:
+                pass
+            elif code is None:
                 code, radix = c, k
             else:
                 code, radix = _combine(code, radix, c, k, max_groups)
                 if code is None:
+                    self._prefixes[prefix] = None
                     break
+            self._prefixes[prefix] = (code, radix)
         else:
             out = _groups_of(code, radix, rows)
         self._groups[key] = out

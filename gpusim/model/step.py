@@ -317,7 +317,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     if code == ZERO1 and np.any(c["llm"]):  # [issue 17] Megatron's distributed optimizer on the LLM layout rows
-        exp_d, hid_d, tot_d = _distopt_comm(c, coll, ov)
+        exp_d, hid_d, tot_d = _distopt_comm(c, coll_rows, dist, ov)
         if np.all(c["llm"]):
             return exp_d, hid_d, tot_d
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
@@ -367,7 +367,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
     raise ValueError(f"unknown strategy code {code}")
 
 
-def _distopt_comm(c: dict, coll, overlap_frac):
+def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     """[issue 17] (exposed, hidden, total) seconds per step of Megatron-Core's distributed optimizer with
     ``--overlap-grad-reduce`` and ``--overlap-param-gather`` (the NeMo / Megatron-Bridge performance recipes' setting).
 
@@ -386,9 +386,18 @@ def _distopt_comm(c: dict, coll, overlap_frac):
     ``W_f`` one micro-batch's backward / forward time of the stage (zero where overlap is off) and ``f`` the
     overlap fraction. The volume is the all-reduce's (RS + AG), as Rajbhandari et al. SC'20 section 5 state for
     ZeRO stage 1-2.
+
+    ``coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128)``: one collective's
+    seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group (``dist``).
     """
-    rs_total, rs_last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.REDUCE_SCATTER, x))
-    ag_total, ag_first = C.bucketed_time_s(c["W"], c["bucket"], lambda x: coll(C.ALL_GATHER, x))
+    def bucketed(G, W, bucket, *fabric):
+        rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric))
+        ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric))
+        return (*rs, *ag)
+
+    rs_total, rs_last, ag_total, ag_first = dist(bucketed, [c[k] for k in ("G", "W", "bucket", "n", "nodes", "intra",
+                                                                          "intra_hop", "inter", "inter_hop", "nvls",
+                                                                          "ll_max", "ll128")])
     rs_exp, rs_hid = _overlap(rs_total, rs_last, c["bwd_s"], overlap_frac)
     ag_exp, ag_hid = _overlap(ag_total, ag_first, c["fwd_ov_s"], overlap_frac)
     return rs_exp + ag_exp, rs_hid + ag_hid, rs_total + ag_total
