@@ -419,6 +419,9 @@ def llm_terms(x: dict, p) -> dict:
     return dict(zip(names, dist(rows_terms, [x[k] for k in keys])))
 
 
+#: what a collective reads where ``x`` lacks the column (:func:`_collective_fn`)
+_FABRIC_DEFAULTS = {"ll_max_busbw_bytes_per_s": np.inf, "ll128": True}
+
 #: [issue 17] the columns of :func:`llm_rows_terms`'s input that only its pipeline part reads (the layer's terms do
 #: not depend on them: :func:`_layer_rows_terms`)
 _PIPELINE_KEYS = frozenset({"n_layers", "model_layers", "pp", "vp", "n_micro"})
@@ -667,9 +670,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     cache = FP8.act_cache_bytes(fp8, fp8_act, e) if np.any(fp8_act) else None
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     domain = _f(x.get("nvlink_domain_gpus", g))
-    coll = _collective_fn(x, p, dist)
     exposed = 1.0 - p.tp_overlap_frac
-    act_bytes = T * h * e
 
     # ---- one layer's times and communication: once per distinct layer (not per pipeline) -------------------
     keys = [k for k in x if k not in _PIPELINE_KEYS]
@@ -731,14 +732,21 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
-    nodes = _f(x["n_nodes"])
-    # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
-    # more than one of the job's allocation blocks (gpusim.model.placement)
-    pp_domains = dist(lambda *v: PLACE.group_placement(*v)[1], [pp, nodes * g / pp, nodes * g, g, domain])
-    cross = pp_domains > 1
-    p2p_bytes = act_bytes / tp
-    link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
-    p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
+    fabric = ("intra_hop_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128")
+
+    def p2p_rows(pp, tp, b, cp, s, h, e, nodes, g, domain, intra, inter, *fabric_columns):
+        """One send between neighbouring stages (once per distinct pipeline, tensor-parallel degree and micro-batch)."""
+        # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
+        # more than one of the job's allocation blocks (gpusim.model.placement)
+        pp_domains = PLACE.group_placement(pp, nodes * g / pp, nodes * g, g, domain)[1]
+        cross = pp_domains > 1
+        p2p_bytes = b * s / cp * h * e / tp  # (act_bytes / tp)
+        link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
+        coll_here = _collective_fn(dict(zip(fabric, fabric_columns)), p, dist)
+        return coll_here(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
+
+    p2p_one = dist(p2p_rows, [pp, tp, b, cp, s, h, e, _f(x["n_nodes"]), g, domain, intra, inter,
+                              *(x[k] if k in x else _FABRIC_DEFAULTS[k] for k in fabric)])
     regather = np.where((tp > 1) & ~sp, ag, 0.0)
     # [issue 17] Megatron-Core's overlap_p2p_comm: only the interleaved schedule has it (on by default there); DualPipe
     # rows keep their own schedule's overlap (gpusim.model.dualpipe)
