@@ -391,8 +391,8 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group (``dist``).
     """
     def bucketed(G, W, bucket, *fabric):
-        rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric))
-        ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric))
+        rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric), one_call=True)
+        ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
         return (*rs, *ag)
 
     rs_total, rs_last, ag_total, ag_first = dist(bucketed, [c[k] for k in ("G", "W", "bucket", "n", "nodes", "intra",
@@ -412,8 +412,8 @@ BLOCK_ROWS = 65536
 
 def n_rows(inp: StepInputs) -> int:
     """Rows (scenarios) of ``inp``: the longest leading dimension of its arrays (1 when all broadcast)."""
-    return max((np.shape(getattr(inp, f.name))[0] for f in fields(inp) if np.ndim(getattr(inp, f.name)) >= 1),
-               default=1)
+    shapes = map(np.shape, map(inp.__getattribute__, _input_factories()))  # (the field names, without fields())
+    return max((sh[0] for sh in shapes if sh), default=1)
 
 
 def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
