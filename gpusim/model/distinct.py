@@ -41,7 +41,7 @@ def _hashed_codes(a: np.ndarray, max_k: int):
     for mult in _HASH_MULTS:
         h = bits * mult  # (modulo 2^64)
         h >>= shift
-        h = h.astype(np.intp)
+        h = h.view(np.int64)  # (below 2^_HASH_BITS: the same values, no copy)
         table = np.empty(slots, dtype=np.uint64)
         table[h] = bits  # (one row of each slot wins; every other row of that slot must hold the same bits)
         if not np.array_equal(table[h], bits):
@@ -134,7 +134,7 @@ class Distinct:
     def __init__(self, max_frac: float = 0.25):
         self.max_frac = max_frac
         self._codes: dict[int, tuple] = {}
-        self._groups: dict[tuple, tuple | None] = {}
+        self._groups: dict[tuple, tuple] = {}
         self._prefixes: dict[tuple, tuple | None] = {}  # the combined codes of a leading run of varying columns
 
     def _column(self, a, max_groups):
@@ -148,7 +148,7 @@ class Distinct:
         """``(inverse, reps)`` as :func:`group_rows`, or ``None`` when more than ``max_frac`` of the rows differ."""
         key = tuple(id(a) for a in arrays)
         if key in self._groups:
-            return self._groups[key]
+            return self._groups[key][1]
         max_groups = max(1, int(self.max_frac * rows))
         code, radix, seen, out = None, 1, set(), None
         prefix: tuple = (max_groups,)
@@ -179,7 +179,7 @@ class Distinct:
             self._prefixes[prefix] = (code, radix)
         else:
             out = _groups_of(code, radix, rows)
-        self._groups[key] = out
+        self._groups[key] = (arrays, out)  # (the arrays kept alive: their ids stay theirs while the key is held)
         return out
 
     def __call__(self, fn, arrays: list):

@@ -403,13 +403,15 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     return tuple(t)
 
 
-def llm_terms(x: dict, p) -> dict:
+def llm_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     """:func:`llm_rows_terms` evaluated once per distinct row of ``x`` (a sweep's rows repeat a few layouts and
-    shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values."""
+    shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values.
+    ``dist``: the grouping to share (one per model evaluation: columns coded here are not coded again)."""
     # the layer's columns first: the grouping of one layer's terms (llm_rows_terms) finds them combined here
     keys = [k for k in x if k not in _PIPELINE_KEYS] + [k for k in x if k in _PIPELINE_KEYS]
     names: list[str] = []
-    dist = Distinct()  # shared with the inner groupings: a column found too varied here is not coded again there
+    # shared with the inner groupings: a column found too varied here is not coded again there
+    dist = Distinct() if dist is None else dist
 
     def rows_terms(*values):
         out = llm_rows_terms(dict(zip(keys, values)), p, dist=dist)

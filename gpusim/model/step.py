@@ -297,11 +297,12 @@ def _rows(v, idx, rows):
     return a[idx]  # a slice gives a view, an index array a copy
 
 
-def _strategy_comm(code: int, c: dict, p: ModelParams):
-    """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows."""
+def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = None):
+    """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows (``dist``: the
+    evaluation's grouping, whose column codes it shares where its rows are all the block's)."""
 
     tuning = C.tuning_from_params(p)
-    dist = Distinct()
+    dist = Distinct() if dist is None else dist
 
     def coll_rows(kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
         return C.collective_min_time_s(
@@ -486,9 +487,10 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     cp = np.asarray(inp.cp, dtype=np.float64)  # [issue 12] dp above is the dp x cp group that shares weights
     cp_comm_s = ep_comm_s = zero
     lt = None
+    dist = Distinct()  # one grouping per block: the LLM terms and the data-parallel collectives share column codes
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
-            lt = llm_terms(_llm_inputs(inp, g, p), p)
+            lt = llm_terms(_llm_inputs(inp, g, p), p, dist=dist)
         # [issue 17] a data-parallel group takes every tp-th rank (Megatron's rank order tp-cp-ep-dp-pp): its members
         # share an NVLink domain as far as the domain holds them (an NVL72 rack, not only its tray)
         dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
@@ -531,8 +533,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         idx = np.nonzero(mask)[0]
         if idx[-1] - idx[0] + 1 == len(idx):  # contiguous rows (one strategy, or a sweep ordered by strategy)
             idx = slice(int(idx[0]), int(idx[-1]) + 1)
-        sub = {key: _rows(v, idx, rows) for key, v in ctx.items()}
-        exp, hid, ar = _strategy_comm(int(code), sub, p)
+        whole = isinstance(idx, slice) and idx.stop - idx.start == rows  # (the same arrays: their codes are shared)
+        sub = ctx if whole else {key: _rows(v, idx, rows) for key, v in ctx.items()}
+        exp, hid, ar = _strategy_comm(int(code), sub, p, dist if whole else None)
         comm_exposed[idx], comm_hidden[idx], allreduce_s[idx] = exp, hid, ar
     comm_exposed = np.where(multi, comm_exposed, 0.0)
     comm_hidden = np.where(multi, comm_hidden, 0.0)
