@@ -19,7 +19,8 @@ HERE = Path(__file__).resolve().parent
 
 #: run apart from ``make bench``: minutes of calibration, the CLI fuzzer (``make fuzz``), and a GPU's check
 #: (``--device cpu --small`` smoke-tests it)
-RUN_APART = ("calibration_heldout.py", "fuzz_cli.py", "gpu_llm_check.py")
+#: and the by-hand check that a speed-up changed no result (``evaluate_reference.py save|check PATH``)
+RUN_APART = ("calibration_heldout.py", "fuzz_cli.py", "gpu_llm_check.py", "evaluate_reference.py")
 #: (script, arguments): the order of ``make bench``: every other script of benchmarks/
 BENCHMARKS = [
     ("model_speed.py", []),
@@ -28,6 +29,7 @@ BENCHMARKS = [
     ("app_rerun.py", []),
     ("llm_speed.py", ["--rows", "200000"]),
     ("layout_search.py", []),
+    ("layout_chunks.py", ["--repeats", "2"]),
     ("ceiling_recipes.py", []),
     ("moe_runs.py", []),
     ("recommended_layouts.py", []),

@@ -51,10 +51,16 @@ def _mask_model_rules(lay: dict, spec, offload_layers: int = 0) -> dict:
     return lay
 
 RECOMPUTES = ("none", "selective", "full")
-#: layouts per model call: blocks whose temporaries stay in the CPU caches (measured with benchmarks/layout_search.py
-#: on a 2-core AMD EPYC with 1 MiB of L2 per core: 16k rows per call run 1.1-1.5M layouts per CPU-second, 32k
-#: 0.9-1.1M, 64k 0.8-0.9M, 128k 0.6M; below 8k the per-call cost of ~2 ms dominates)
-CHUNK_ROWS = 16384
+#: layouts per model call. A call costs about 3 ms whatever its rows (groupings, the per-distinct evaluations of
+#: gpusim.model.distinct, a few hundred numpy calls), then about 0.6 us per row; the model works in blocks of
+#: gpusim.model.step.BLOCK_ROWS (65,536) rows, so a larger chunk only adds a concatenation. Measured with
+#: benchmarks/layout_chunks.py on the rows real searches send (gpusim plan's layout rows for Llama 3 70B, 328k
+#: distinct rows; gpusim sweep's calls for six jobs of 8B to 70B and an FP8 MoE, 92k rows), 2-core AMD EPYC, best of
+#: 3, layouts per CPU-second: 4k rows per call 0.55-0.78M (plan) / 0.37-0.55M (sweep), 8k 0.93-0.97M / 0.68-0.80M,
+#: 16k 1.24M / 0.91-0.95M, 32k 1.36-1.40M / 1.15-1.17M, 64k 1.35-1.50M / 1.32-1.42M, 128k 0.96-1.13M / 1.30M.
+#: (benchmarks/layout_search.py repeats one job's 6,111 layouts to a million rows, so its large chunks also profit
+#: from duplicates; it is not the measure here.)
+CHUNK_ROWS = 65536
 
 
 def chunks(n: int, rows: int = CHUNK_ROWS) -> list[slice]:

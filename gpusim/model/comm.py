@@ -425,19 +425,24 @@ def thread_bound_time_s(time_s, gpus_per_thread, thread_launch_s):
     return np.where(t > 0, np.maximum(t, floor), t)
 
 
-def bucketed_time_s(total_bytes, bucket_bytes, time_fn):
+def bucketed_time_s(total_bytes, bucket_bytes, time_fn, *, one_call=False):
     """Time to run a collective over ``total_bytes`` split into buckets of ``bucket_bytes``.
 
     ``time_fn(size)`` is the time of one collective of ``size`` bytes. Returns ``(total_s, last_bucket_s)``:
     DDP launches each full bucket as it fills; the last (possibly partial) one starts only when the backward
-    pass ends, so it can never be hidden.
+    pass ends, so it can never be hidden. ``one_call``: ``time_fn`` is elementwise and broadcasts, and is called
+    once on the full and the last bucket's sizes stacked on a new leading axis (the same times, one call).
     """
     total = np.asarray(total_bytes, dtype=np.float64)
     bucket = np.minimum(np.asarray(bucket_bytes, dtype=np.float64), np.maximum(total, 1.0))
     full = np.floor(total / bucket)
     rem = total - full * bucket
-    t_full = time_fn(bucket)
-    t_rem = np.where(rem > 0, time_fn(np.maximum(rem, 1.0)), 0.0)
+    if one_call:
+        t_full, t_last = time_fn(np.stack(np.broadcast_arrays(bucket, np.maximum(rem, 1.0))))
+        t_rem = np.where(rem > 0, t_last, 0.0)
+    else:
+        t_full = time_fn(bucket)
+        t_rem = np.where(rem > 0, time_fn(np.maximum(rem, 1.0)), 0.0)
     last = np.where(rem > 0, t_rem, t_full)
     return full * t_full + t_rem, np.where(total > 0, last, 0.0)
 

@@ -22,6 +22,37 @@ MIN_ROWS = 512
 _COUNT_SPAN = 4096
 #: other columns are coded by one comparison pass per value up to this many values, then by sorting
 _COMPARE_VALUES = 32
+#: 64-bit columns are first coded by hashing their bit patterns into a table of this many slots (a power of two)
+_HASH_BITS = 14
+#: odd 64-bit multipliers of the multiplicative hash (Knuth, TAOCP vol. 3, section 6.4: the golden ratio's 2^64
+#: fraction, and the splitmix64 finaliser's constant), one tried after the other
+_HASH_MULTS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9))
+
+
+def _hashed_codes(a: np.ndarray, max_k: int):
+    """``(codes, k)`` of a 64-bit column by a multiplicative hash of its bit patterns (a fixed number of passes,
+    whatever the number of values, where the comparison passes cost one pass per value); ``None`` when two values
+    share a slot under every multiplier (the caller codes the column another way); ``(None, 0)`` over ``max_k`` values.
+    Rows in one code hold the same bits, so the same value (a value of two bit patterns, 0.0 and -0.0, takes two
+    codes: the grouping is then finer, still exact)."""
+    bits = a.view(np.uint64)
+    slots = 1 << _HASH_BITS
+    shift = np.uint64(64 - _HASH_BITS)
+    for mult in _HASH_MULTS:
+        h = bits * mult  # (modulo 2^64)
+        h >>= shift
+        h = h.view(np.int64)  # (below 2^_HASH_BITS: the same values, no copy)
+        table = np.empty(slots, dtype=np.uint64)
+        table[h] = bits  # (one row of each slot wins; every other row of that slot must hold the same bits)
+        if not np.array_equal(table[h], bits):
+            continue
+        present = np.flatnonzero(np.bincount(h, minlength=slots))
+        if present.size > max_k:
+            return None, 0
+        lut = np.zeros(slots, dtype=np.intp)
+        lut[present] = np.arange(present.size)
+        return lut[h], present.size
+    return None
 
 
 def _column_codes(a: np.ndarray, max_k: int):
@@ -59,6 +90,10 @@ def _column_codes(a: np.ndarray, max_k: int):
             lut = np.zeros(int(hi - lo) + 1, dtype=np.intp)
             lut[present] = np.arange(present.size)
             return lut[ai], present.size
+    if a.dtype.itemsize == 8 and a.dtype.kind in "fiu":
+        hashed = _hashed_codes(a, max_k)
+        if hashed is not None:
+            return hashed
     codes = np.zeros(a.shape[0], dtype=np.intp)
     idx = np.flatnonzero(a != a[0])
     k = 1
@@ -99,7 +134,8 @@ class Distinct:
     def __init__(self, max_frac: float = 0.25):
         self.max_frac = max_frac
         self._codes: dict[int, tuple] = {}
-        self._groups: dict[tuple, tuple | None] = {}
+        self._groups: dict[tuple, tuple] = {}
+        self._prefixes: dict[tuple, tuple | None] = {}  # the combined codes of a leading run of varying columns
 
     def _column(self, a, max_groups):
         hit = self._codes.get(id(a))
@@ -112,27 +148,38 @@ class Distinct:
         """``(inverse, reps)`` as :func:`group_rows`, or ``None`` when more than ``max_frac`` of the rows differ."""
         key = tuple(id(a) for a in arrays)
         if key in self._groups:
-            return self._groups[key]
+            return self._groups[key][1]
         max_groups = max(1, int(self.max_frac * rows))
         code, radix, seen, out = None, 1, set(), None
+        prefix: tuple = (max_groups,)
         for a in arrays:
             if a.ndim == 0 or a.shape[0] == 1 or id(a) in seen:
                 continue
             seen.add(id(a))
+            prefix += (id(a),)
+            if prefix in self._prefixes:  # (a call whose columns begin with another's: combined once)
+                hit = self._prefixes[prefix]
+                if hit is None:
+                    break
+                code, radix = hit
+                continue
             c, k = self._column(a, max_groups)
             if k == 0:
+                self._prefixes[prefix] = None
                 break
             if c is None:
-                continue
-            if code is None:
+                pass
+            elif code is None:
                 code, radix = c, k
             else:
                 code, radix = _combine(code, radix, c, k, max_groups)
                 if code is None:
+                    self._prefixes[prefix] = None
                     break
+            self._prefixes[prefix] = (code, radix)
         else:
             out = _groups_of(code, radix, rows)
-        self._groups[key] = out
+        self._groups[key] = (arrays, out)  # (the arrays kept alive: their ids stay theirs while the key is held)
         return out
 
     def __call__(self, fn, arrays: list):

@@ -408,12 +408,15 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
     return tuple(t)
 
 
-def llm_terms(x: dict, p) -> dict:
+def llm_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     """:func:`llm_rows_terms` evaluated once per distinct row of ``x`` (a sweep's rows repeat a few layouts and
-    shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values."""
-    keys = list(x)
+    shapes; :class:`gpusim.model.distinct.Distinct`) and gathered back to every row: the same dict, the same values.
+    ``dist``: the grouping to share (one per model evaluation: columns coded here are not coded again)."""
+    # the layer's columns first: the grouping of one layer's terms (llm_rows_terms) finds them combined here
+    keys = [k for k in x if k not in _PIPELINE_KEYS] + [k for k in x if k in _PIPELINE_KEYS]
     names: list[str] = []
-    dist = Distinct()  # shared with the inner groupings: a column found too varied here is not coded again there
+    # shared with the inner groupings: a column found too varied here is not coded again there
+    dist = Distinct() if dist is None else dist
 
     def rows_terms(*values):
         out = llm_rows_terms(dict(zip(keys, values)), p, dist=dist)
@@ -423,19 +426,44 @@ def llm_terms(x: dict, p) -> dict:
     return dict(zip(names, dist(rows_terms, [x[k] for k in keys])))
 
 
-def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
-    """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
+#: what a collective reads where ``x`` lacks the column (:func:`_collective_fn`)
+_FABRIC_DEFAULTS = {"ll_max_busbw_bytes_per_s": np.inf, "ll128": True}
 
-    ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
-    the GEMM ceiling, the GPU's memory bandwidth and SM count and the fabric's bus bandwidths (built from
-    :class:`gpusim.model.step.StepInputs` by ``step._llm_inputs``); ``p`` is a :class:`~gpusim.params.ModelParams`.
-    Returns the critical stage's compute, exposed TP communication, the bubble and the exposed sends, the stage
-    forward/backward times, parameters and activation bytes per stage, and the model FLOPs of one sequence.
-    """
-    L, h, a = _f(x["n_layers"]), _f(x["d_model"]), _f(x["n_heads"])
+#: [issue 17] the columns of :func:`llm_rows_terms`'s input that only its pipeline part reads (the layer's terms do
+#: not depend on them: :func:`_layer_rows_terms`)
+_PIPELINE_KEYS = frozenset({"n_layers", "model_layers", "pp", "vp", "n_micro"})
+
+
+def _collective_fn(x: dict, p, dist: Distinct):
+    """``coll(kind, size, ranks, nodes, intra, inter)``: one collective's seconds on the fabric of ``x``, evaluated
+    once per distinct message size, group and fabric (:func:`gpusim.model.comm.collective_min_time_s`)."""
+    tuning = C.tuning_from_params(p)
+
+    def coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
+        return C.collective_min_time_s(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls,
+                                       base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
+                                       nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
+                                       ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning)
+
+    def coll(kind, size, ranks, nodes, intra, inter):
+        """One collective's time, evaluated once per distinct message size, group and fabric."""
+        return dist(lambda *a: coll_rows(kind, *a),
+                    [size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"], x["nvls"],
+                     x.get("ll_max_busbw_bytes_per_s", np.inf), x.get("ll128", True)])
+
+    return coll
+
+
+def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
+    """One transformer layer's forward and backward seconds per micro-batch, ``layer_f`` / ``layer_b`` (its GEMMs,
+    attention core, memory-bound kernels, FP8 casts, recomputation and the CPU's launches), its exposed TP, CP and EP
+    communication, the LM head's GEMMs and the MoE and Mamba terms the stages add up: the part of
+    :func:`llm_rows_terms` that depends on the layer's shape, degrees and micro-batch but not on the pipeline (``pp``,
+    ``vp``, micro-batches, layers: :data:`_PIPELINE_KEYS`), so that it runs once per distinct layer of a search."""
+    h, a = _f(x["d_model"]), _f(x["n_heads"])
     q, kv, f, V, s = _f(x["q_dim"]), _f(x["kv_dim"]), _f(x["ff_dim"]), _f(x["vocab"]), _f(x["seq_len"])
     up = _f(x["ffn_mats"]) - 1.0
-    tp, pp, vp, m, b = _f(x["tp"]), _f(x["pp"]), _f(x["vp"]), _f(x["n_micro"]), _f(x["micro_batch"])
+    tp, b = _f(x["tp"]), _f(x["micro_batch"])
     sp = np.asarray(x["sp"], dtype=bool) & (tp > 1)
     rc = np.asarray(x["recompute"])
     flash = np.asarray(x["flash"], dtype=bool)
@@ -450,7 +478,6 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # ---- every GEMM of a layer, the LM head and the attention core: once per distinct shape and GPU ----------
     fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
     ceil8 = _f(x.get("fp8_ceiling_flop_per_s", ceil_rate))
-    dist = Distinct() if dist is None else dist
     serial = np.asarray(x.get("gemm_serial_epilogue", False), dtype=bool)
     # [issue 17] the main gradient's bytes per element (4: fp32; 2: a bf16 buffer, Strategy.grad_dtype)
     main_b = _f(x.get("grad_bytes_per_param", 4.0))
@@ -546,19 +573,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     layer_b = layer_b + cast_b  # [issue 12]
 
     # ---- TP communication per layer ----------------------------------------------------------------
-    tuning = C.tuning_from_params(p)
-
-    def coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
-        return C.collective_min_time_s(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls,
-                                       base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
-                                       nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
-                                       ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning)
-
-    def coll(kind, size, ranks, nodes, intra, inter):
-        """One collective's time, evaluated once per distinct message size, group and fabric."""
-        return dist(lambda *a: coll_rows(kind, *a),
-                            [size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"], x["nvls"],
-                             x.get("ll_max_busbw_bytes_per_s", np.inf), x.get("ll128", True)])
+    coll = _collective_fn(x, p, dist)
 
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
     # [issue 12] mixture of experts: router, dispatch/combine all-to-all, grouped expert GEMMs, shared experts
@@ -626,6 +641,73 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     else:
         layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
+    out = {"layer_f": layer_f, "layer_b": layer_b, "tp_f": tp_f, "tp_b": tp_b, "cp_f": cp_f, "cp_b": cp_b, "ep_f": ep_f,
+           "ep_b": ep_b, "one": one, "ag": ag, "head_f": head_f, "head_b": head_b,
+           "moe_delta_params": moe["delta_params"], "moe_expert_params": moe["expert_params"],
+           "moe_delta_act_bytes": moe["delta_act_bytes"]}
+    if hyb:
+        out.update(mam_keep_bytes=mam["keep_bytes"], mam_flop_per_token=mam["flop_per_token"])
+    return out
+
+
+def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
+    """Per-row LLM step parts (seconds) and memory (bytes) for one optimizer step of ``n_micro`` micro-batches.
+
+    ``x`` holds broadcastable arrays: the transformer's shape, the degrees, the micro-batch, the recomputation code,
+    the GEMM ceiling, the GPU's memory bandwidth and SM count and the fabric's bus bandwidths (built from
+    :class:`gpusim.model.step.StepInputs` by ``step._llm_inputs``); ``p`` is a :class:`~gpusim.params.ModelParams`.
+    Returns the critical stage's compute, exposed TP communication, the bubble and the exposed sends, the stage
+    forward/backward times, parameters and activation bytes per stage, and the model FLOPs of one sequence.
+    """
+    L, h, a = _f(x["n_layers"]), _f(x["d_model"]), _f(x["n_heads"])
+    q, kv, f, V, s = _f(x["q_dim"]), _f(x["kv_dim"]), _f(x["ff_dim"]), _f(x["vocab"]), _f(x["seq_len"])
+    up = _f(x["ffn_mats"]) - 1.0
+    tp, pp, vp, m, b = _f(x["tp"]), _f(x["pp"]), _f(x["vp"]), _f(x["n_micro"]), _f(x["micro_batch"])
+    sp = np.asarray(x["sp"], dtype=bool) & (tp > 1)
+    rc = np.asarray(x["recompute"])
+    flash = np.asarray(x["flash"], dtype=bool)
+    drop = _f(x["dropout"])
+    e = 2.0 * _f(x["act_scale"])
+    hbm, sms = _f(x["mem_bytes_per_s"]), _f(x["sm_count"])
+    g = _f(x["gpus_per_node"])
+    cp = _f(x.get("cp", 1.0))  # [issue 12] context parallelism: each rank holds s / cp tokens of a sequence
+    T = b * s / cp
+    fp8 = np.asarray(x.get("fp8_mode", FP8.NONE))
+    dist = Distinct() if dist is None else dist
+    ql, kvl = _f(x.get("mla_q_lora", 0.0)), _f(x.get("mla_kv_lora", 0.0))
+    mla = kvl > 0
+    vd = _f(x.get("v_dim", np.nan))
+    o = np.where(mla & np.isfinite(vd), vd, q)  # the attention output's width (A V, the output projection's input)
+    kva, kvu = _f(x.get("mla_kv_a", 0.0)), _f(x.get("mla_kv_up", 0.0))
+    mem_rate = hbm * p.mem_eff_frac
+    hyb = "mamba_frac" in x
+    if hyb:
+        fa, ff, fm = _f(x["attn_frac"]), _f(x["ffn_frac"]), _f(x["mamba_frac"])
+    partial = rc != FULL
+    norms_on = np.asarray(x.get("recompute_norms", False), dtype=bool) & partial
+    mla_on = np.asarray(x.get("recompute_mla_up", False), dtype=bool) & partial & mla
+    fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8 > 0)
+    cache = FP8.act_cache_bytes(fp8, fp8_act, e) if np.any(fp8_act) else None
+    intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
+    domain = _f(x.get("nvlink_domain_gpus", g))
+    exposed = 1.0 - p.tp_overlap_frac
+
+    # ---- one layer's times and communication: once per distinct layer (not per pipeline) -------------------
+    keys = [k for k in x if k not in _PIPELINE_KEYS]
+    names: list[str] = []
+
+    def layer_terms(*values):
+        out = _layer_rows_terms(dict(zip(keys, values)), p, dist)
+        names[:] = out
+        return tuple(out.values())
+
+    lt = dict(zip(names, dist(layer_terms, [x[k] for k in keys])))
+    layer_f, layer_b, tp_f, tp_b, cp_f, cp_b = (lt[k] for k in ("layer_f", "layer_b", "tp_f", "tp_b", "cp_f", "cp_b"))
+    ep_f, ep_b, one, ag, head_f, head_b = (lt[k] for k in ("ep_f", "ep_b", "one", "ag", "head_f", "head_b"))
+    moe = {"delta_params": lt["moe_delta_params"], "expert_params": lt["moe_expert_params"],
+           "delta_act_bytes": lt["moe_delta_act_bytes"]}
+    if hyb:
+        mam = {"keep_bytes": lt["mam_keep_bytes"], "flop_per_token": lt["mam_flop_per_token"]}
 
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
@@ -670,14 +752,21 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
-    nodes = _f(x["n_nodes"])
-    # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
-    # more than one of the job's allocation blocks (gpusim.model.placement)
-    pp_domains = dist(lambda *v: PLACE.group_placement(*v)[1], [pp, nodes * g / pp, nodes * g, g, domain])
-    cross = pp_domains > 1
-    p2p_bytes = act_bytes / tp
-    link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
-    p2p_one = coll(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
+    fabric = ("intra_hop_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128")
+
+    def p2p_rows(pp, tp, b, cp, s, h, e, nodes, g, domain, intra, inter, *fabric_columns):
+        """One send between neighbouring stages (once per distinct pipeline, tensor-parallel degree and micro-batch)."""
+        # [issue 17] a stage boundary leaves the NVLink domain where the pipeline group (pp ranks n / pp apart) spans
+        # more than one of the job's allocation blocks (gpusim.model.placement)
+        pp_domains = PLACE.group_placement(pp, nodes * g / pp, nodes * g, g, domain)[1]
+        cross = pp_domains > 1
+        p2p_bytes = b * s / cp * h * e / tp  # (act_bytes / tp)
+        link = np.where(cross, inter / g, intra)  # every GPU of a node sends at a stage boundary: a share of the NICs
+        coll_here = _collective_fn(dict(zip(fabric, fabric_columns)), p, dist)
+        return coll_here(C.SEND_RECV, p2p_bytes, 2.0, np.where(cross, 2.0, 1.0), link, link)
+
+    p2p_one = dist(p2p_rows, [pp, tp, b, cp, s, h, e, _f(x["n_nodes"]), g, domain, intra, inter,
+                              *(x[k] if k in x else _FABRIC_DEFAULTS[k] for k in fabric)])
     regather = np.where((tp > 1) & ~sp, ag, 0.0)
     # [issue 17] Megatron-Core's overlap_p2p_comm: only the interleaved schedule has it (on by default there); DualPipe
     # rows keep their own schedule's overlap (gpusim.model.dualpipe)

@@ -297,11 +297,12 @@ def _rows(v, idx, rows):
     return a[idx]  # a slice gives a view, an index array a copy
 
 
-def _strategy_comm(code: int, c: dict, p: ModelParams):
-    """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows."""
+def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = None):
+    """(exposed, hidden, all-reduce) communication seconds per optimizer step for one strategy's rows (``dist``: the
+    evaluation's grouping, whose column codes it shares where its rows are all the block's)."""
 
     tuning = C.tuning_from_params(p)
-    dist = Distinct()
+    dist = Distinct() if dist is None else dist
 
     def coll_rows(kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
         return C.collective_min_time_s(
@@ -317,7 +318,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     if code == ZERO1 and np.any(c["llm"]):  # [issue 17] Megatron's distributed optimizer on the LLM layout rows
-        exp_d, hid_d, tot_d = _distopt_comm(c, coll, ov)
+        exp_d, hid_d, tot_d = _distopt_comm(c, coll_rows, dist, ov)
         if np.all(c["llm"]):
             return exp_d, hid_d, tot_d
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
@@ -367,7 +368,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams):
     raise ValueError(f"unknown strategy code {code}")
 
 
-def _distopt_comm(c: dict, coll, overlap_frac):
+def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     """[issue 17] (exposed, hidden, total) seconds per step of Megatron-Core's distributed optimizer with
     ``--overlap-grad-reduce`` and ``--overlap-param-gather`` (the NeMo / Megatron-Bridge performance recipes' setting).
 
@@ -386,9 +387,18 @@ def _distopt_comm(c: dict, coll, overlap_frac):
     ``W_f`` one micro-batch's backward / forward time of the stage (zero where overlap is off) and ``f`` the
     overlap fraction. The volume is the all-reduce's (RS + AG), as Rajbhandari et al. SC'20 section 5 state for
     ZeRO stage 1-2.
+
+    ``coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128)``: one collective's
+    seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group (``dist``).
     """
-    rs_total, rs_last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.REDUCE_SCATTER, x))
-    ag_total, ag_first = C.bucketed_time_s(c["W"], c["bucket"], lambda x: coll(C.ALL_GATHER, x))
+    def bucketed(G, W, bucket, *fabric):
+        rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric), one_call=True)
+        ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
+        return (*rs, *ag)
+
+    rs_total, rs_last, ag_total, ag_first = dist(bucketed, [c[k] for k in ("G", "W", "bucket", "n", "nodes", "intra",
+                                                                          "intra_hop", "inter", "inter_hop", "nvls",
+                                                                          "ll_max", "ll128")])
     rs_exp, rs_hid = _overlap(rs_total, rs_last, c["bwd_s"], overlap_frac)
     ag_exp, ag_hid = _overlap(ag_total, ag_first, c["fwd_ov_s"], overlap_frac)
     return rs_exp + ag_exp, rs_hid + ag_hid, rs_total + ag_total
@@ -403,8 +413,8 @@ BLOCK_ROWS = 65536
 
 def n_rows(inp: StepInputs) -> int:
     """Rows (scenarios) of ``inp``: the longest leading dimension of its arrays (1 when all broadcast)."""
-    return max((np.shape(getattr(inp, f.name))[0] for f in fields(inp) if np.ndim(getattr(inp, f.name)) >= 1),
-               default=1)
+    shapes = map(np.shape, map(inp.__getattribute__, _input_factories()))  # (the field names, without fields())
+    return max((sh[0] for sh in shapes if sh), default=1)
 
 
 def evaluate(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
@@ -477,9 +487,10 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     cp = np.asarray(inp.cp, dtype=np.float64)  # [issue 12] dp above is the dp x cp group that shares weights
     cp_comm_s = ep_comm_s = zero
     lt = None
+    dist = Distinct()  # one grouping per block: the LLM terms and the data-parallel collectives share column codes
     if np.any(llm):
         with np.errstate(divide="ignore", invalid="ignore"):  # data-parallel rows have no transformer shape
-            lt = llm_terms(_llm_inputs(inp, g, p), p)
+            lt = llm_terms(_llm_inputs(inp, g, p), p, dist=dist)
         # [issue 17] a data-parallel group takes every tp-th rank (Megatron's rank order tp-cp-ep-dp-pp): its members
         # share an NVLink domain as far as the domain holds them (an NVL72 rack, not only its tray)
         dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
@@ -522,8 +533,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         idx = np.nonzero(mask)[0]
         if idx[-1] - idx[0] + 1 == len(idx):  # contiguous rows (one strategy, or a sweep ordered by strategy)
             idx = slice(int(idx[0]), int(idx[-1]) + 1)
-        sub = {key: _rows(v, idx, rows) for key, v in ctx.items()}
-        exp, hid, ar = _strategy_comm(int(code), sub, p)
+        whole = isinstance(idx, slice) and idx.stop - idx.start == rows  # (the same arrays: their codes are shared)
+        sub = ctx if whole else {key: _rows(v, idx, rows) for key, v in ctx.items()}
+        exp, hid, ar = _strategy_comm(int(code), sub, p, dist if whole else None)
         comm_exposed[idx], comm_hidden[idx], allreduce_s[idx] = exp, hid, ar
     comm_exposed = np.where(multi, comm_exposed, 0.0)
     comm_hidden = np.where(multi, comm_hidden, 0.0)

@@ -11,6 +11,7 @@ import pytest
 
 from gpusim.model import comm as C
 from gpusim.model import experts as EXP
+from gpusim.model.distinct import Distinct
 from gpusim.model.llm import dp_group_placement, split_overlap_s, tp_userbuffers_s
 from gpusim.model.step import _distopt_comm, evaluate
 from gpusim.params import DEFAULT_PARAMS
@@ -73,22 +74,23 @@ def test_userbuffers_never_slower_than_synchronous_collectives():
 
 def _ctx(G, W, bwd, fwd, bucket):
     one = np.ones(1)
-    return {"G": G * one, "W": W * one, "bucket": bucket * one, "bwd_s": bwd * one, "fwd_ov_s": fwd * one}
+    fabric = dict.fromkeys(("n", "nodes", "intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128"), one)
+    return {"G": G * one, "W": W * one, "bucket": bucket * one, "bwd_s": bwd * one, "fwd_ov_s": fwd * one, **fabric}
 
 
 def test_distributed_optimizer_overlap_closed_form():
     # a collective that costs 1 ns per byte: 10 buckets of 100 B -> RS 1000 ns with a last bucket of 100 ns
-    def coll(kind, x):
+    def coll(kind, x, *fabric):
         return np.asarray(x, dtype=float) * 1e-9
 
-    exp, hid, tot = _distopt_comm(_ctx(1000.0, 1000.0, 2e-7, 5e-7, 100.0), coll, 1.0)
+    exp, hid, tot = _distopt_comm(_ctx(1000.0, 1000.0, 2e-7, 5e-7, 100.0), coll, Distinct(), 1.0)
     # RS: 1000 ns - min(900, 200) = 800 ns; AG: 1000 - min(900, 500) = 500 ns
     assert exp == pytest.approx(1300e-9) and hid == pytest.approx(700e-9) and tot == pytest.approx(2000e-9)
     # long enough windows leave only the last reduce-scatter bucket and the first all-gather bucket
-    exp, _, _ = _distopt_comm(_ctx(1000.0, 1000.0, 1.0, 1.0, 100.0), coll, 1.0)
+    exp, _, _ = _distopt_comm(_ctx(1000.0, 1000.0, 1.0, 1.0, 100.0), coll, Distinct(), 1.0)
     assert exp == pytest.approx(200e-9)
     # no overlap (windows 0): everything exposed
-    exp, _, _ = _distopt_comm(_ctx(1000.0, 1000.0, 0.0, 0.0, 100.0), coll, 1.0)
+    exp, _, _ = _distopt_comm(_ctx(1000.0, 1000.0, 0.0, 0.0, 100.0), coll, Distinct(), 1.0)
     assert exp == pytest.approx(2000e-9)
 
 

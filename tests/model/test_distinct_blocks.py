@@ -81,13 +81,28 @@ def test_evaluate_in_blocks_equals_one_block(db, monkeypatch):
 @pytest.mark.parametrize("col", [
     np.arange(2000) % 3 == 0,  # bool: counted
     (np.arange(2000) % 5).astype(np.int64) - 2,  # int: counted from its minimum
-    (np.arange(2000) % 4) * 0.5 + 1.0,  # non-integer floats: compared value by value
-    (np.arange(2000) % 3) * 1e7,  # integers spanning more than a count: compared value by value
+    (np.arange(2000) % 4) * 0.5 + 1.0,  # non-integer floats: hashed
+    (np.arange(2000) % 3) * 1e7,  # integers spanning more than a count: hashed
+    (np.arange(2000) % 3).astype(np.float32) * 1e7 + 0.5,  # 32-bit floats: compared value by value
 ])
 def test_column_codes_of_every_kind(col):
     inv, reps = D.group_rows([col], col.shape[0], 100)
     np.testing.assert_array_equal(col[reps][inv], col)
     assert reps.size == np.unique(col).size
+
+
+@pytest.mark.parametrize("bits", [1, 2, 14])
+def test_hashed_codes_fall_back_on_a_shared_slot(monkeypatch, bits):
+    """Values that share a hash slot under every multiplier (a table of 2 or 4 slots for 7 values) are coded by the
+    comparison passes instead: the same groups either way."""
+    monkeypatch.setattr(D, "_HASH_BITS", bits)
+    col = np.tile(np.array([0.1, 2.5, -3.0, 1e9, 7.25, 0.0, -0.0]), 300)
+    codes, k = D._column_codes(col, 100)
+    assert (D._hashed_codes(col, 100) is None) == (bits < 3)
+    assert k in (6, 7)  # (0.0 and -0.0: one value compared, two bit patterns hashed)
+    assert np.unique(codes[:5]).size == 5  # distinct values, distinct codes
+    for c in range(k):
+        assert np.unique(col[codes == c]).size == 1  # one value per code
 
 
 def test_many_distinct_values_are_sorted_not_scanned():
