@@ -644,7 +644,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
     out = {"layer_f": layer_f, "layer_b": layer_b, "tp_f": tp_f, "tp_b": tp_b, "cp_f": cp_f, "cp_b": cp_b, "ep_f": ep_f,
            "ep_b": ep_b, "one": one, "ag": ag, "head_f": head_f, "head_b": head_b,
            "moe_delta_params": moe["delta_params"], "moe_expert_params": moe["expert_params"],
-           "moe_delta_act_bytes": moe["delta_act_bytes"]}
+           "moe_delta_act_bytes": moe["delta_act_bytes"], "ep_pair_exposed_frac": pair_e,
+           "ep_pair_interf_frac": pair_i}
     if hyb:
         out.update(mam_keep_bytes=mam["keep_bytes"], mam_flop_per_token=mam["flop_per_token"])
     return out
@@ -704,6 +705,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     lt = dict(zip(names, dist(layer_terms, [x[k] for k in keys])))
     layer_f, layer_b, tp_f, tp_b, cp_f, cp_b = (lt[k] for k in ("layer_f", "layer_b", "tp_f", "tp_b", "cp_f", "cp_b"))
     ep_f, ep_b, one, ag, head_f, head_b = (lt[k] for k in ("ep_f", "ep_b", "one", "ag", "head_f", "head_b"))
+    pair_e, pair_i = lt["ep_pair_exposed_frac"], lt["ep_pair_interf_frac"]  # [issue 17] EP A2A overlap per layer pair
+    main_b = _f(x.get("grad_bytes_per_param", 4.0))  # [issue 17] the main gradient's bytes per element
     moe = {"delta_params": lt["moe_delta_params"], "expert_params": lt["moe_expert_params"],
            "delta_act_bytes": lt["moe_delta_act_bytes"]}
     if hyb:
