@@ -29,6 +29,17 @@ _HASH_BITS = 14
 _HASH_MULTS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9))
 
 
+def _renumbered(ints: np.ndarray, span: int, max_k: int):
+    """``(codes, k)``: the non-negative integers ``ints`` (below ``span``) renumbered 0..k-1 in order of value, by
+    counting; ``(None, 0)`` when more than ``max_k`` values occur."""
+    present = np.flatnonzero(np.bincount(ints, minlength=span))
+    if present.size > max_k:
+        return None, 0
+    lut = np.zeros(span, dtype=np.intp)
+    lut[present] = np.arange(present.size)
+    return lut[ints], present.size
+
+
 def _hashed_codes(a: np.ndarray, max_k: int):
     """``(codes, k)`` of a 64-bit column by a multiplicative hash of its bit patterns (a fixed number of passes,
     whatever the number of values, where the comparison passes cost one pass per value); ``None`` when two values
@@ -46,12 +57,7 @@ def _hashed_codes(a: np.ndarray, max_k: int):
         table[h] = bits  # (one row of each slot wins; every other row of that slot must hold the same bits)
         if not np.array_equal(table[h], bits):
             continue
-        present = np.flatnonzero(np.bincount(h, minlength=slots))
-        if present.size > max_k:
-            return None, 0
-        lut = np.zeros(slots, dtype=np.intp)
-        lut[present] = np.arange(present.size)
-        return lut[h], present.size
+        return _renumbered(h, slots, max_k)
     return None
 
 
@@ -84,12 +90,7 @@ def _column_codes(a: np.ndarray, max_k: int):
             if not np.array_equal(ai, shifted):
                 ai = None
         if ai is not None:
-            present = np.flatnonzero(np.bincount(ai, minlength=int(hi - lo) + 1))
-            if present.size > max_k:
-                return None, 0
-            lut = np.zeros(int(hi - lo) + 1, dtype=np.intp)
-            lut[present] = np.arange(present.size)
-            return lut[ai], present.size
+            return _renumbered(ai, int(hi - lo) + 1, max_k)
     if a.dtype.itemsize == 8 and a.dtype.kind in "fiu":
         hashed = _hashed_codes(a, max_k)
         if hashed is not None:
@@ -116,12 +117,7 @@ def _combine(code, radix, c, k, max_groups):
     if radix <= max_groups:
         return code, radix
     if radix <= 4 * code.shape[0]:
-        present = np.flatnonzero(np.bincount(code, minlength=radix))
-        if present.size > max_groups:
-            return None, 0
-        lut = np.zeros(radix, dtype=np.intp)
-        lut[present] = np.arange(present.size)
-        return lut[code], present.size
+        return _renumbered(code, radix, max_groups)
     uniq, code = np.unique(code, return_inverse=True)
     return (code, uniq.size) if uniq.size <= max_groups else (None, 0)
 
