@@ -71,7 +71,7 @@ class GemmRow:
 
     @property
     def signed_frac(self) -> float | None:
-        if self.predicted_ms is None or self.measured_ms <= 0:
+        if self.predicted_ms is None or not self.measured_ms > 0:
             return None
         return self.predicted_ms / self.measured_ms - 1.0
 
@@ -136,19 +136,25 @@ def run(path=None, *, db=None, params=None) -> list[GemmRow]:
     results = []
     for r in load_rows(path or default_csv()):
         row = GemmRow(row_id=r["row_id"], gpu=r["gpu"], mode=r["mode"], precision=r["precision"], pass_=r["pass"],
-                      op=r["op"], measured_ms=float(r["measured_ms"]))
+                      op=r["op"], measured_ms=float("nan"))
         results.append(row)
         try:
+            try:
+                row.measured_ms = float(r["measured_ms"])
+                sizes = tuple(float(r[c]) for c in ("tokens", "hidden", "ffn_hidden"))
+            except ValueError:
+                raise GpusimError(f"measured_ms, tokens, hidden and ffn_hidden must be numbers (got "
+                                  f"{r['measured_ms']!r}, {r['tokens']!r}, {r['hidden']!r}, {r['ffn_hidden']!r})")
             if row.mode not in MODES or row.pass_ not in PASSES or row.precision not in PRECISIONS:
                 raise GpusimError(f"mode {row.mode!r}, pass {row.pass_!r} or precision {row.precision!r} unknown "
                                   f"(modes {MODES}, passes {PASSES}, precisions {tuple(PRECISIONS)})")
             if row.op != "all" and row.op not in OPS:
                 raise GpusimError(f"op {row.op!r} is not 'all' or one of {OPS}")
-            k = (row.gpu, row.precision, r["tokens"], r["hidden"], r["ffn_hidden"])
+            k = (row.gpu, row.precision, *sizes)
             if k not in cache:
                 prec, recipe = PRECISIONS[row.precision]
-                cache[k] = layer_times_s(db.gpu(row.gpu), prec, recipe, tokens=float(r["tokens"]),
-                                         hidden=float(r["hidden"]), ffn_hidden=float(r["ffn_hidden"]), params=params)
+                cache[k] = layer_times_s(db.gpu(row.gpu), prec, recipe, tokens=sizes[0], hidden=sizes[1],
+                                         ffn_hidden=sizes[2], params=params)
             times = cache[k]
             ops = OPS if row.op == "all" else (row.op,)
             gemm = sum(times[(op, row.pass_)][0] for op in ops)

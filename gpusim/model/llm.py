@@ -449,7 +449,7 @@ def _collective_fn(x: dict, p, dist: Distinct):
         """One collective's time, evaluated once per distinct message size, group and fabric."""
         return dist(lambda *a: coll_rows(kind, *a),
                     [size, ranks, nodes, intra, x["intra_hop_s"], inter, x["inter_hop_s"], x["nvls"],
-                     x.get("ll_max_busbw_bytes_per_s", np.inf), x.get("ll128", True)])
+                     *(x.get(k, v) for k, v in _FABRIC_DEFAULTS.items())])
 
     return coll
 

@@ -78,14 +78,19 @@ def test_bad_csv_and_bad_row(tmp_path):
     rows[0]["precision"] = "fp4"
     rows[1]["gpu"] = "h100-sxm"
     rows[1]["precision"] = "mxfp8"  # Hopper has no microscaling tensor cores
+    rows[3]["measured_ms"] = "abc"
+    rows[4]["gpu"] = "no-such-gpu"
     with open(ok, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=VG.COLUMNS)
         w.writeheader()
-        w.writerows(rows[:3])
+        w.writerows(rows[:5])
     out = VG.run(ok)
     assert "precision 'fp4'" in out[0].error and out[0].predicted_ms is None
     assert "microscaling" in out[1].error
     assert out[2].error is None and np.isfinite(out[2].predicted_ms)
+    assert "must be numbers" in out[3].error and out[3].signed_frac is None
+    assert "unknown gpu 'no-such-gpu'" in out[4].error
+    assert VG.summarize(out)["errors"] == [rows[i]["row_id"] for i in (0, 1, 3, 4)]
 
 
 def test_validate_prints_and_skips_the_section(capsys):
