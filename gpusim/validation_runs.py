@@ -54,8 +54,11 @@ import dataclasses
 import math
 import os
 import re
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from gpusim.strategy import OPT_STATE_DTYPE_BYTES, RecomputeModule
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
            "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
@@ -75,7 +78,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act")
+RECOMPUTE_MODULES = typing.get_args(RecomputeModule)
 _BOOL = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
@@ -246,10 +249,10 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
         if key in opts:
             base[key] = opts[key]
     if "overlap_p2p_comm" in opts:  # [issue 17]
-        if opts["overlap_p2p_comm"] not in ("0", "1", "true", "false", "on", "off"):
+        if opts["overlap_p2p_comm"].lower() not in _BOOL:
             out.error = f"overlap_p2p_comm={opts['overlap_p2p_comm']!r} in the notes is not 0 or 1"
             return out
-        base["pp_p2p_overlap"] = opts["overlap_p2p_comm"] in ("1", "true", "on")
+        base["pp_p2p_overlap"] = _BOOL[opts["overlap_p2p_comm"].lower()]
     if "cpu_offloading_num_layers" in opts:  # [issue 17]
         try:
             base["activation_offload_layers"] = int(opts["cpu_offloading_num_layers"])
@@ -274,7 +277,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
                 return out
             base[field] = values[_BOOL[opts[key].lower()]]
     if "opt_state_dtype" in opts:
-        if opts["opt_state_dtype"] not in ("fp32", "bf16"):
+        if opts["opt_state_dtype"] not in OPT_STATE_DTYPE_BYTES:
             out.error = f"opt_state_dtype={opts['opt_state_dtype']!r} in the notes is not fp32 or bf16"
             return out
         base["opt_state_dtype"] = opts["opt_state_dtype"]
