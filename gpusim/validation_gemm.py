@@ -111,6 +111,7 @@ def layer_times_s(gpu, precision: str, recipe: str | None, *, tokens: float, hid
     ceil8_fwd = fp8_fprop_ceiling_flop_per_s(mode == FP8.DELAYED, mode == FP8.CURRENT, c8, c16, peak / peak16)
     h, f, T = float(hidden), float(ffn_hidden), float(tokens)
     a = np.asarray  # the model's functions take arrays (one row here)
+    # (sequence 512, 32 heads and a 32,000 vocabulary only shape the attention core and LM head columns, unread here)
     t = layer_gemm_times_s(a(T), a(512.0), a(h), a(32.0), a(h), a(h), a(f), a(1.0), a(32000.0), a(1.0), a(1.0),
                            a(c16), a(gpu.memory_bytes_per_s), a(float(gpu.sm_count or 1)), a(2.0), a(mode), a(c8),
                            a(False), a(gpu.architecture not in p.gemm_epilogue_overlap_archs), ceil8_fwd=a(ceil8_fwd),
