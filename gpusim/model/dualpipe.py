@@ -125,18 +125,20 @@ def activation_mult(mode, pp, vp=1.0):
 
 
 def step_terms(mode, lt: dict, *, pp, vp, n_micro, sm_frac, p2p_overlap_frac) -> dict:
-    """The step parts the schedule changes, from :func:`gpusim.model.llm.llm_terms`'s ``lt``:
+    """The step parts the schedule changes, from :func:`gpusim.model.llm.llm_terms`'s ``lt`` (which carries the
+    per-layer pair fractions of :func:`layer_pair_comm_s`):
     ``ep_comm_exposed_s`` (exposed all-to-all + the SM interference), ``pp_p2p_exposed_s`` and ``pp_bubble_s``
     (per optimizer step). Rows with ``mode`` 0 keep ``lt``'s values."""
     mode = np.asarray(mode)
     pp, vp, m = _f(pp), _f(vp), np.maximum(_f(n_micro), 1.0)
     ep, comp = _f(lt["ep_comm_exposed_s"]), _f(lt["compute_s"])
     pf = paired_frac(mode, pp, vp, m)
+    # DualPipe: the whole chunk pair's balance (overlapped_s); [issue 17] 1f1b: Megatron-Core's per-layer phases,
+    # ``lt``'s exposed and interference fractions of the layer's all-to-alls (layer_pair_comm_s)
     exp, interf = overlapped_s(pf * ep, pf * comp, sm_frac)
-    if "ep_pair_exposed_frac" in lt:  # [issue 17] 1f1b: Megatron-Core's per-layer phases (layer_pair_comm_s)
-        one_f = mode == ONE_F_ONE_B
-        exp = np.where(one_f, pf * ep * _f(lt["ep_pair_exposed_frac"]), exp)
-        interf = np.where(one_f, pf * ep * _f(lt["ep_pair_interf_frac"]), interf)
+    one_f = mode == ONE_F_ONE_B
+    exp = np.where(one_f, pf * ep * _f(lt["ep_pair_exposed_frac"]), exp)
+    interf = np.where(one_f, pf * ep * _f(lt["ep_pair_interf_frac"]), interf)
     ep_new = (1.0 - pf) * ep + exp + interf
     # DualPipe: the steady-state sends hide in what is left of the pairs' computation
     left = np.maximum(pf * comp / (1.0 - np.clip(_f(sm_frac), 0.0, 0.99)) - pf * ep, 0.0)
