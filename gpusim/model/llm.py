@@ -147,6 +147,27 @@ def dp_group_placement(dp, tp, gpus_per_node, domain_gpus, n_gpus):
     return k, domains, PLACE.nic_share(k, gpus_per_node)
 
 
+def expert_dp_group_placement(dp, tp, ep, etp, gpus_per_node, domain_gpus, n_gpus):
+    """[issue 17] ``(ranks, domains spanned, NIC share factor)`` of the group that reduces the routed experts'
+    gradients and gathers their parameters: Megatron-Core's expert-data-parallel group (``parallel_state``'s
+    ``get_expert_data_parallel_group``; the distributed optimizer keeps the expert parameters in their own buffers,
+    ``DistributedDataParallel``'s ``expert_parallel_buffers``, reduce-scattered and all-gathered over that group and
+    sharded over it, as gpusim's optimizer memory counts them). The experts' rank order ``etp-ep-edp-pp`` makes it
+    ``edp = dp tp / (ep etp)`` ranks ``ep etp`` apart (``dp`` counting dp x cp, the dense group's size), placed by the
+    same rule as every group (:func:`gpusim.model.placement.group_placement`). An ``ep`` group that fills an 8-GPU
+    node leaves one member per node: the experts' gradients then cross the network at one GPU's NIC share, where the
+    dense gradients' group of every ``tp``-th rank reduces inside the node first. ``edp = 1`` (``ep etp`` spans the
+    stage's ranks): nothing to reduce.
+
+    Hand-worked: 64 GPUs in 8-GPU nodes, tp 1, ep 8: ``edp = 64 / 8 = 8`` ranks 8 apart, one per node, 8 nodes,
+    NIC share 1/8; the dense group is 64 ranks, 8 per node."""
+    d, t, e, et = (_f(a) for a in (dp, tp, ep, etp))
+    stride = e * et
+    edp = np.maximum(d * t / stride, 1.0)
+    k, domains = PLACE.group_placement(edp, stride, n_gpus, gpus_per_node, domain_gpus)
+    return edp, domains, PLACE.nic_share(k, gpus_per_node)
+
+
 def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
     """Bytes each rank sends in one layer's forward TP all-reduces: ``2 x 2 (t-1)/t x T h e`` (ring)."""
     t = _f(tp)

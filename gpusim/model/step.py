@@ -41,7 +41,7 @@ from gpusim.model import dualpipe as EPO
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
 from gpusim.model.distinct import Distinct
-from gpusim.model.llm import dp_group_placement, llm_terms, stage_state_bytes
+from gpusim.model.llm import dp_group_placement, expert_dp_group_placement, llm_terms, stage_state_bytes
 from gpusim.model.memory import (fits_in_memory, headroom_bytes, max_micro_batch, memory_per_gpu_bytes,
                                  n_blocks, nccl_communicators)
 from gpusim.model.sync import straggler_s
@@ -388,6 +388,14 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     overlap fraction. The volume is the all-reduce's (RS + AG), as Rajbhandari et al. SC'20 section 5 state for
     ZeRO stage 1-2.
 
+    [issue 17] A mixture-of-experts stage keeps its routed experts' parameters in buffers of their own
+    (``DistributedDataParallel``'s ``expert_parallel_buffers``), reduce-scattered and all-gathered over the
+    expert-data-parallel group (``G_exp``, ``W_exp`` over ``edp_n`` ranks in ``edp_nodes`` domains at ``edp_inter``:
+    :func:`gpusim.model.llm.expert_dp_group_placement`); the rest of ``G`` and ``W`` goes over the dense group. Both
+    run in the same windows, one after the other, each with its own last (first) bucket exposed. Hand-worked (1 ns per
+    byte, 10 buckets of 100 B each side, windows long enough): ``G = 1000`` of which ``G_exp = 500`` over two ranks:
+    RS 500 + 500 ns with last buckets 100 + 100 ns exposed, AG likewise: 400 ns exposed.
+
     ``coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128)``: one collective's
     seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group (``dist``).
     """
@@ -396,9 +404,22 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
         ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
         return (*rs, *ag)
 
-    rs_total, rs_last, ag_total, ag_first = dist(bucketed, [c[k] for k in ("G", "W", "bucket", "n", "nodes", "intra",
-                                                                          "intra_hop", "inter", "inter_hop", "nvls",
-                                                                          "ll_max", "ll128")])
+    fabric = ("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128")
+    G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)  # [issue 17] the routed experts' share (none: dense)
+    W_exp = np.asarray(c.get("W_exp", 0.0), dtype=np.float64)
+    dense = dist(bucketed, [c["G"] - G_exp, c["W"] - W_exp, c["bucket"], c["n"], c["nodes"], *(c[k] for k in fabric)])
+    rs_total, rs_last, ag_total, ag_first = dense
+    if np.any((G_exp > 0) & (np.asarray(c.get("edp_n", 1.0)) > 1)):
+        ex_fabric = [c["intra"], c["intra_hop"], c["edp_inter"], *(c[k] for k in fabric[3:])]
+
+        def expert_bucketed(G, W, bucket, ranks, *rest):
+            out = bucketed(G, W, bucket, ranks, *rest)
+            return tuple(np.where((ranks > 1) & (G > 0), t, 0.0) for t in out)
+
+        ex = dist(expert_bucketed, [G_exp, W_exp, c["bucket"], c["edp_n"], c["edp_nodes"], *ex_fabric])
+        # the two buffers' buckets are reduced in the same backward pass, one after the other on the links; each
+        # buffer's last bucket (and first all-gather) waits at the end (start) of the window
+        rs_total, rs_last, ag_total, ag_first = (a + b for a, b in zip(dense, ex))
     rs_exp, rs_hid = _overlap(rs_total, rs_last, c["bwd_s"], overlap_frac)
     ag_exp, ag_hid = _overlap(ag_total, ag_first, c["fwd_ov_s"], overlap_frac)
     return rs_exp + ag_exp, rs_hid + ag_hid, rs_total + ag_total
@@ -481,6 +502,8 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     G = P * inp.grad_bytes_per_param  # gradient bytes communicated
     W = P * inp.gather_bytes_per_param  # parameter bytes gathered by sharded strategies
     dp_n, dp_nodes, dp_inter, P_local, blocks = n, nodes, inp.inter_busbw_bytes_per_s, P, n_blocks(fwd_kernels)
+    G_exp = W_exp = np.zeros(np.shape(n))  # [issue 17] the routed experts' share (LLM layout rows only)
+    edp_n, edp_nodes, edp_inter = np.ones(np.shape(n)), np.ones(np.shape(n)), inp.inter_busbw_bytes_per_s
     mem_rate = np.asarray(inp.mem_bytes_per_s, dtype=np.float64) * p.mem_eff_frac
     zero = np.zeros(np.shape(n))
     tp_comm_s, pp_bubble_s, pp_p2p_s = zero, zero, zero
@@ -501,6 +524,13 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         P_local = np.where(llm, lt["stage_params"], P)
         G = np.where(llm, P_local * inp.grad_bytes_per_param, G)
         W = np.where(llm, P_local * inp.gather_bytes_per_param, W)
+        # [issue 17] the routed experts' gradients and parameters go over the expert-data-parallel group instead
+        # (expert_dp_group_placement): their share of G and W, that group's size, placement and NIC share
+        P_exp = np.where(llm, lt["expert_params_per_stage"], 0.0)
+        edp_n, edp_nodes, edp_share = expert_dp_group_placement(dp, tp, inp.ep, inp.expert_tp, g,
+                                                                np.where(np.isfinite(dom), dom, g), n)
+        G_exp, W_exp = P_exp * inp.grad_bytes_per_param, P_exp * inp.gather_bytes_per_param
+        edp_inter = inp.inter_busbw_bytes_per_s * edp_share
         blocks = np.where(llm, lt["layers_per_stage"], blocks)
         mem_rate = np.where(llm, np.inf, mem_rate)  # Megatron reduces its contiguous gradient buffer in place
         tp_comm_s = np.where(llm, lt["tp_comm_exposed_s"], 0.0)
@@ -522,7 +552,8 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
-           "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128}
+           "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128,
+           "G_exp": G_exp, "W_exp": W_exp, "edp_n": edp_n, "edp_nodes": edp_nodes, "edp_inter": edp_inter}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)

@@ -174,3 +174,46 @@ def test_group_placement_properties_over_a_grid():
     assert np.all(dom[inside] == 1) and np.all(k[inside] == a[0][inside])
     one = np.array([[float(v) for v in PL.group_placement(*r)] for r in rows]).T
     assert np.array_equal(one[0], k) and np.array_equal(one[1], dom)
+
+
+def test_expert_dp_group_placement_hand_worked():
+    from gpusim.model.llm import expert_dp_group_placement
+
+    # 64 GPUs in 8-GPU nodes, tp 1, ep 8: edp = 64 / 8 = 8 ranks 8 apart, one per node: 8 domains, 1/8 of the NICs
+    assert [float(v) for v in expert_dp_group_placement(64.0, 1.0, 8.0, 1.0, 8.0, 8.0, 64.0)] == [8.0, 8.0, 0.125]
+    # ep spans the whole job (ep 64 on 64 GPUs): one rank, nothing to reduce
+    assert float(expert_dp_group_placement(64.0, 1.0, 64.0, 1.0, 8.0, 8.0, 64.0)[0]) == 1.0
+    # tp 2 x dp 32 (64 GPUs), ep 4 x etp 2: edp = 32 x 2 / 8 = 8 ranks 8 apart, one per node
+    assert [float(v) for v in expert_dp_group_placement(32.0, 2.0, 4.0, 2.0, 8.0, 8.0, 64.0)] == [8.0, 8.0, 0.125]
+    # a GB200 NVL72 rack holding the 64-GPU job: the 8 edp ranks (8 apart) stay in the one NVLink domain
+    assert [float(v) for v in expert_dp_group_placement(64.0, 1.0, 8.0, 1.0, 4.0, 72.0, 64.0)] == [8.0, 1.0, 2.0]
+
+
+def test_distributed_optimizer_expert_buffers_closed_form():
+    def coll(kind, x, *fabric):
+        return np.asarray(x, dtype=float) * 1e-9
+
+    ctx = _ctx(1000.0, 1000.0, 1.0, 1.0, 100.0)
+    one = np.ones(1)
+    ctx.update(G_exp=500.0 * one, W_exp=500.0 * one, edp_n=2.0 * one, edp_nodes=one, edp_inter=one)
+    exp, hid, tot = _distopt_comm(ctx, coll, Distinct(), 1.0)
+    # dense 500 B + experts 500 B each way: the same 2000 ns in all, but each buffer's last RS bucket and first AG
+    # bucket exposed: 4 x 100 ns (the docstring's hand-worked case)
+    assert tot == pytest.approx(2000e-9) and exp == pytest.approx(400e-9) and hid == pytest.approx(1600e-9)
+    # an expert group of one rank (ep spans the stage's ranks) reduces nothing: only the dense 500 B each way
+    ctx.update(edp_n=one)
+    exp, _, tot = _distopt_comm(ctx, coll, Distinct(), 1.0)
+    assert tot == pytest.approx(1000e-9) and exp == pytest.approx(200e-9)
+
+
+def test_expert_gradients_cross_the_network_where_ep_fills_the_node(db):
+    """GPT-OSS-120B on 64 B200 (8 nodes), ep 8: the experts' expert-data-parallel group is one rank per node, so
+    their gradients leave the node at one GPU's NIC share, where the dense group of 64 reduces inside each node first:
+    a slower network slows the data-parallel communication, and ep 64 (no expert reduction at all) communicates less
+    per step than ep 8."""
+    wl = get_workload("gpt-oss-120b", seq_len=4096)
+    base = dict(workload=wl, node="dgx-b200", gpus=64, nodes=8, kind="zero1", precision="bf16", tp=1, pp=1,
+                micro_batch=4, global_batch=512, recompute="none")
+    ep8 = simulate(Scenario(**base, ep=8), db=db, recommend=False)
+    ep64 = simulate(Scenario(**base, ep=64), db=db, recommend=False)
+    assert ep8.detail["allreduce_s"] > 5.0 * ep64.detail["allreduce_s"]
