@@ -161,11 +161,10 @@ def expert_dp_group_placement(dp, tp, ep, etp, gpus_per_node, domain_gpus, n_gpu
 
     Hand-worked: 64 GPUs in 8-GPU nodes, tp 1, ep 8: ``edp = 64 / 8 = 8`` ranks 8 apart, one per node, 8 nodes,
     NIC share 1/8; the dense group is 64 ranks, 8 per node."""
-    d, t, e, et = (_f(a) for a in (dp, tp, ep, etp))
-    stride = e * et
-    edp = np.maximum(d * t / stride, 1.0)
-    k, domains = PLACE.group_placement(edp, stride, n_gpus, gpus_per_node, domain_gpus)
-    return edp, domains, PLACE.nic_share(k, gpus_per_node)
+    stride = _f(ep) * _f(etp)
+    edp = np.maximum(_f(dp) * _f(tp) / stride, 1.0)
+    _, domains, share = dp_group_placement(edp, stride, gpus_per_node, domain_gpus, n_gpus)
+    return edp, domains, share
 
 
 def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):

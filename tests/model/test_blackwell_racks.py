@@ -208,9 +208,8 @@ def test_distributed_optimizer_expert_buffers_closed_form():
 
 def test_expert_gradients_cross_the_network_where_ep_fills_the_node(db):
     """GPT-OSS-120B on 64 B200 (8 nodes), ep 8: the experts' expert-data-parallel group is one rank per node, so
-    their gradients leave the node at one GPU's NIC share, where the dense group of 64 reduces inside each node first:
-    a slower network slows the data-parallel communication, and ep 64 (no expert reduction at all) communicates less
-    per step than ep 8."""
+    their gradients leave the node at one GPU's NIC share, where the dense group of 64 reduces inside each node first;
+    ep 64 (no expert reduction at all) communicates far less per step than ep 8."""
     wl = get_workload("gpt-oss-120b", seq_len=4096)
     base = dict(workload=wl, node="dgx-b200", gpus=64, nodes=8, kind="zero1", precision="bf16", tp=1, pp=1,
                 micro_batch=4, global_batch=512, recompute="none")
