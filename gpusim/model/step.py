@@ -317,6 +317,26 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
                      c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"], c["ll_max"], c["ll128"]])
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
+    G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)
+    W_exp = np.asarray(c.get("W_exp", 0.0), dtype=np.float64)
+    edp_n = np.asarray(c.get("edp_n", 1.0), dtype=np.float64)
+    experts_on = (G_exp > 0) & (edp_n > 1)
+    any_experts = bool(np.any(experts_on))
+
+    def groups(fn):
+        """[issue 17] ``fn(G, W, ranks, nodes, inter)`` (a tuple of seconds) summed over the groups that reduce the
+        gradients: the dense dp group for everything but the routed experts, and the expert-data-parallel group
+        (``edp_n`` ranks in ``edp_nodes`` domains at ``edp_inter``, :func:`gpusim.model.llm.expert_dp_group_placement`)
+        for the experts' share ``G_exp`` / ``W_exp``. Megatron-Core's ``DistributedDataParallel`` keeps the expert
+        parameters in buffers of their own (``expert_parallel_buffers``) with or without the distributed optimizer, and
+        Megatron-FSDP shards them over the expert-data-parallel group; a dense model (``G_exp = 0``), and experts that
+        span the whole stage (``edp_n = 1``: nothing to reduce), take the dense group alone."""
+        dense = fn(c["G"] - G_exp, c["W"] - W_exp, c["n"], c["nodes"], c["inter"])
+        if not any_experts:
+            return dense
+        ex = fn(G_exp, W_exp, edp_n, c["edp_nodes"], c["edp_inter"])
+        return tuple(d + np.where(experts_on, e, 0.0) for d, e in zip(dense, ex))
+
     if code == ZERO1 and np.any(c["llm"]):  # [issue 17] Megatron's distributed optimizer on the LLM layout rows
         exp_d, hid_d, tot_d = _distopt_comm(c, coll_rows, dist, ov)
         if np.all(c["llm"]):
@@ -325,8 +345,10 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
         exp, hid = _overlap(total, last, bwd_s, ov)
         return (np.where(c["llm"], exp_d, exp), np.where(c["llm"], hid_d, hid), np.where(c["llm"], tot_d, total))
     if code in (DDP, ZERO1):
-        # bucketed all-reduce once per optimizer step, under the last micro-batch's backward
-        total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
+        # bucketed all-reduce once per optimizer step, under the last micro-batch's backward (an MoE layout's expert
+        # buckets over their own group: groups())
+        total, last = groups(lambda G, W, r, nn, bw: C.bucketed_time_s(
+            G, c["bucket"], lambda x: coll(C.ALL_REDUCE, x, r, nn, bw)))
         exp, hid = _overlap(total, last, bwd_s, ov)
         if code == DDP:
             # DDP copies every gradient into its bucket and the reduced bucket back (gradient_as_bucket_view=False,
@@ -335,16 +357,18 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
         return exp, hid, total
     if code == ZERO2:
         # reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
-        rs_total, rs_last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.REDUCE_SCATTER, x))
-        ag_total = coll(C.ALL_GATHER, c["W"])
+        rs_total, rs_last, ag_total = groups(lambda G, W, r, nn, bw: (
+            *C.bucketed_time_s(G, c["bucket"], lambda x: coll(C.REDUCE_SCATTER, x, r, nn, bw)),
+            coll(C.ALL_GATHER, W, r, nn, bw)))
         rs_exp, rs_hid = _overlap(rs_total, rs_last, bwd_s, ov)
         ag_exp, ag_hid = _overlap(ag_total, ag_total / blocks, fwd_s, ov)
         return k * rs_exp + ag_exp, k * rs_hid + ag_hid, 0.0 * k
     if code == ZERO3:
         # per micro-batch: all-gather in forward, again in backward, reduce-scatter in backward, one unit at a time
-        unit_ag = coll(C.ALL_GATHER, c["W"] / blocks)
+        unit_ag, unit_rs = groups(lambda G, W, r, nn, bw: (coll(C.ALL_GATHER, W / blocks, r, nn, bw),
+                                                          coll(C.REDUCE_SCATTER, G / blocks, r, nn, bw)))
         ag_total = blocks * unit_ag
-        rs_total = blocks * coll(C.REDUCE_SCATTER, c["G"] / blocks)
+        rs_total = blocks * unit_rs
         f_exp, f_hid = _overlap(ag_total, unit_ag, fwd_s, ov)
         b_exp, b_hid = _overlap(ag_total + rs_total, rs_total / blocks, bwd_s, ov)
         return k * (f_exp + b_exp), k * (f_hid + b_hid), 0.0 * k
@@ -722,12 +746,14 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
         copies = np.where(np.asarray(inp.ep_overlap) == EPO.DUALPIPE, EPO.PARAM_COPIES, 1.0)
         w, gr = w * copies, gr * copies
         # [issue 12] routed experts' optimizer states shard over the expert-data-parallel group only,
-        # dp x cp x tp / (ep x etp) ranks (Megatron-Core's expert data parallelism), not over dp x cp
+        # dp x cp x tp / (ep x etp) ranks (Megatron-Core's expert data parallelism), not over dp x cp; [issue 17] so do
+        # their gradients under ZeRO-2 and their weights under ZeRO-3 / FSDP (Megatron-FSDP's expert sharding group)
         edp = np.maximum(dp * np.asarray(inp.tp, dtype=np.float64)
                          / (np.asarray(inp.ep, dtype=np.float64) * np.asarray(inp.expert_tp, dtype=np.float64)), 1.0)
-        o = o + np.where(stage >= 1, lt["expert_params_per_stage"] * (inp.master_bytes_per_param
-                                                                       + inp.opt_state_bytes_per_param)
-                         * (1.0 / edp - 1.0 / np.maximum(dp, 1.0)), 0.0)
+        reshard = lt["expert_params_per_stage"] * (1.0 / edp - 1.0 / np.maximum(dp, 1.0))
+        o = o + np.where(stage >= 1, reshard * (inp.master_bytes_per_param + inp.opt_state_bytes_per_param), 0.0)
+        gr = gr + np.where(stage >= 2, reshard * inp.grad_bytes_per_param * copies, 0.0)
+        w = w + np.where(stage >= 3, reshard * inp.weight_bytes_per_param * copies, 0.0)
         # (DualPipe's first stage holds PP + 1 micro-batches: gpusim.model.llm counts it in act_first_bytes)
         stages[name] = {"weights": w, "gradients": gr, "optimizer": o, "activations": lt[act_key],
                         "buffers": 0.0 * w, "overhead": overhead + 0.0 * w}

@@ -216,3 +216,55 @@ def test_expert_gradients_cross_the_network_where_ep_fills_the_node(db):
     ep8 = simulate(Scenario(**base, ep=8), db=db, recommend=False)
     ep64 = simulate(Scenario(**base, ep=64), db=db, recommend=False)
     assert ep8.detail["allreduce_s"] > 5.0 * ep64.detail["allreduce_s"]
+
+
+def _strategy_ctx(G, W, G_exp, W_exp, edp_n, *, n=8.0, bucket=100.0, blocks=5.0):
+    one = np.ones(1)
+    fabric = dict.fromkeys(("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128"), one)
+    return {"G": G * one, "W": W * one, "G_exp": G_exp * one, "W_exp": W_exp * one, "edp_n": edp_n * one,
+            "edp_nodes": one, "edp_inter": one, "n": n * one, "nodes": one, "bucket": bucket * one,
+            "blocks": blocks * one, "k": one, "fwd_s": one, "bwd_s": one, "fwd_ov_s": one,
+            "mem_rate": np.inf * one, "llm": np.ones(1, dtype=bool), **fabric}
+
+
+def test_ddp_and_fsdp_reduce_expert_gradients_over_their_group(monkeypatch):
+    """[issue 17] Without the distributed optimizer too (Megatron's DDP, ZeRO-2, Megatron-FSDP), the routed experts'
+    gradients and parameters go over the expert-data-parallel group. A collective that costs 1 ns per byte and rank
+    tells the groups apart: dense 500 B over 8 ranks, experts 500 B over 2."""
+    from gpusim.model.step import DDP, ZERO2, ZERO3, _strategy_comm
+
+    monkeypatch.setattr(C, "collective_min_time_s",
+                        lambda kind, size, ranks, *a, **kw: np.asarray(size, float) * np.asarray(ranks, float) * 1e-9)
+    p = DEFAULT_PARAMS
+    # DDP: buckets of 100 B: dense 5 x 800 ns + experts 5 x 200 ns = 5000 ns; each group's last bucket exposed
+    exp, hid, tot = _strategy_comm(DDP, _strategy_ctx(1000.0, 1000.0, 500.0, 500.0, 2.0), p)
+    assert tot == pytest.approx(5000e-9) and exp == pytest.approx(800e-9 + 200e-9)
+    # the same gradients all over the dense group (a dense model): 10 x 800 ns, one last bucket
+    exp, _, tot = _strategy_comm(DDP, _strategy_ctx(1000.0, 1000.0, 0.0, 0.0, 1.0), p)
+    assert tot == pytest.approx(8000e-9) and exp == pytest.approx(800e-9)
+    # experts spanning the stage (edp 1): only the dense 500 B is reduced
+    _, _, tot = _strategy_comm(DDP, _strategy_ctx(1000.0, 1000.0, 500.0, 500.0, 1.0), p)
+    assert tot == pytest.approx(4000e-9)
+    # ZeRO-2: reduce-scatter as DDP's all-reduce + one all-gather of each part: 5000 + (500 x 8 + 500 x 2) ns
+    exp, hid, _ = _strategy_comm(ZERO2, _strategy_ctx(1000.0, 1000.0, 500.0, 500.0, 2.0), p)
+    assert exp + hid == pytest.approx(10000e-9)
+    # ZeRO-3 / FSDP, 5 units: per unit AG 100 x 8 + 100 x 2 = 1000 ns, RS the same; forward AG + backward AG + RS
+    exp, hid, _ = _strategy_comm(ZERO3, _strategy_ctx(1000.0, 1000.0, 500.0, 500.0, 2.0), p)
+    assert exp + hid == pytest.approx(3 * 5 * 1000e-9)
+
+
+def test_fsdp_shards_expert_weights_and_gradients_over_the_expert_group(db):
+    """[issue 17] ZeRO-3 / Megatron-FSDP on Qwen3-30B-A3B, 8 H100, ep 8: the routed experts (48 layers x 16 local
+    experts x 3 x 2048 x 768 weights) are not sharded at all (the expert-data-parallel group is one rank), the rest
+    of the weights over the 8 dp ranks; with ep 4 twice the experts, sharded 2 ways."""
+    wl = get_workload("qwen3-30b-a3b", seq_len=4096)
+    base = dict(workload=wl, node="dgx-h100", gpus=8, nodes=1, precision="bf16", tp=1, pp=1, micro_batch=1,
+                global_batch=64, recompute="none")
+    per_expert = 3 * 2048 * 768 * 2.0  # bf16 weight bytes of one expert
+    for ep, edp in ((8, 1), (4, 2)):
+        z1 = simulate(Scenario(**base, kind="zero1", ep=ep), db=db, recommend=False).memory_breakdown_bytes
+        z3 = simulate(Scenario(**base, kind="zero3", ep=ep), db=db, recommend=False).memory_breakdown_bytes
+        experts = 48 * (128 / ep) * per_expert
+        assert z3["weights"] == pytest.approx((z1["weights"] - experts) / 8 + experts / edp, rel=1e-9)
+        # fp32 main gradients: twice the bf16 weight bytes, sharded the same way
+        assert z3["gradients"] == pytest.approx((z1["gradients"] - 2 * experts) / 8 + 2 * experts / edp, rel=1e-9)
