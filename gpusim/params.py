@@ -44,6 +44,9 @@ class ModelParams(BaseModel):
     gemm_ceiling_frac: float = _F(default=0.78, gt=0, le=1,
                                   description="best-shape matmul throughput / datasheet peak for a GPU without a "
                                               "measured achievable-matmul figure in the database")
+    mxfp8_gemm_rate_frac: float = _F(default=0.951, gt=0, le=1,
+                                     description="[issue 17] an MXFP8 (1x32 block-scaled) GEMM kernel's rate / a "
+                                                 "per-tensor FP8 GEMM's on the same shapes")
     gemm_ceiling_flop_per_s: dict[str, float] = _F(
         default={}, description="measured best-shape matmul FLOP/s per datasheet precision key (fp16, bf16, fp8 ...) "
                                 "that replaces the database's achievable-matmul figure (set by calibration)")
@@ -247,6 +250,15 @@ PROVENANCE: dict[str, str] = {
                        "that ceiling for the smaller shapes of real layers, a value chosen with the published "
                        "single-GPU training rows of shared/validation in view (disclosed in `gpusim validate`'s "
                        "README section). Calibrate for your models.",
+    "mxfp8_gemm_rate_frac": "[issue 17] NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst "
+                            "@8f2e63578e103ce1d41503102f47504c129b94d2, B300 with the operands pre-quantised (GEMM "
+                            "kernels alone), the 12 GEMMs of one layer of its 5B config: FP8 current scaling 6.812 ms "
+                            "against MXFP8 7.161 ms per layer, 6.812 / 7.161 = 0.951 (the block scales the kernel loads "
+                            "and applies per 32 elements of K). The three MXFP8 pre-quantised rows of "
+                            "validation/te_gemm_profile.csv are therefore used for this default (gpusim validate says "
+                            "so). A second, smaller figure: marin-community/marin issue #7282 (GB200, cuDNN block-scaled "
+                            "dot under XLA) measured GEMM-only MXFP8 at 1.33x BF16 against per-tensor FP8's 1.35x "
+                            "(0.985)",
     "gemm_ceiling_frac": "median of the efficiency column (measured best-shape matmul / datasheet peak) of the "
                          "STAS_MAMF rows (stas00/ml-engineering MAMF table: NVIDIA bf16 0.73-0.87, fp8 0.71-0.78); "
                          "used only for GPUs without their own achievable_matmul_tflop_per_s in hwdb",

@@ -108,6 +108,15 @@ def non_tn_gemm(compute_capability: str | None) -> bool:
     return (10, 0) <= cc < (12, 0) or cc >= (13, 0)
 
 
+def gemm_ceiling_flop_per_s(mode, fp8_ceiling_flop_per_s, mx_rate_frac):
+    """[issue 17] The matmul ceiling of a row's FP8 GEMMs: the GPU's (per-tensor) FP8 ceiling, times
+    ``mx_rate_frac`` (ModelParams ``mxfp8_gemm_rate_frac``) for MXFP8, whose kernels load and apply an E8M0 scale per 32
+    elements of the reduction for both operands (Transformer Engine's pre-quantised GEMM profile on B300: 0.951 of the
+    per-tensor FP8 kernels' rate). Broadcastable arrays; FLOP/s."""
+    c8 = np.asarray(fp8_ceiling_flop_per_s, dtype=np.float64)
+    return np.where(np.asarray(mode) == MX, c8 * float(mx_rate_frac), c8)
+
+
 def mode_code(precision: str, recipe: str, compute_capability: str | None) -> int:
     """The integer FP8 mode of a row: MXFP8, or per-tensor ``recipe`` (with or without the transposed copy)."""
     if precision == "mxfp8":

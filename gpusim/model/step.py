@@ -38,6 +38,7 @@ import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model import dualpipe as EPO
+from gpusim.model import fp8 as FP8
 from gpusim.model.compute import micro_batch_compute, model_flop_per_sample, optimizer_step_s, train_multiplier
 from gpusim.model.data import data_times_s
 from gpusim.model.distinct import Distinct
@@ -724,7 +725,10 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     x["ceiling_flop_per_s"] = np.where(np.isfinite(ceiling), ceiling,
                                        p.gemm_ceiling_frac * np.where(np.isfinite(peak16), peak16, peak))
     c8 = np.asarray(inp.fp8_ceiling_flop_per_s, dtype=np.float64)
-    x["fp8_ceiling_flop_per_s"] = np.where(np.isfinite(c8), c8, p.gemm_ceiling_frac * peak)
+    # [issue 17] MXFP8 GEMM kernels run a little below the per-tensor FP8 ones (fp8.gemm_ceiling_flop_per_s)
+    x["fp8_ceiling_flop_per_s"] = FP8.gemm_ceiling_flop_per_s(inp.fp8_mode, np.where(np.isfinite(c8), c8,
+                                                                                     p.gemm_ceiling_frac * peak),
+                                                              p.mxfp8_gemm_rate_frac)
     x["fp8_peak_ratio"] = np.where(np.isfinite(peak16), peak / peak16, 1.0)  # [issue 17] FP8 / bf16 datasheet peak
     x["fp8_mode"] = inp.fp8_mode
     x["n_micro"] = inp.accum

@@ -104,3 +104,20 @@ def test_validate_prints_and_skips_the_section(capsys):
     assert main(["validate", "--runs", "--sweeps-csv", "none", "--llm-csv", "none", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert len(d["te_gemm_profile"]["rows"]) == 48 and d["te_gemm_profile"]["summary"]["all"]["n"] == 48
+
+
+def test_mxfp8_kernels_run_at_their_rate_of_the_fp8_ceiling(results):
+    """[issue 17] gpusim.model.fp8.gemm_ceiling_flop_per_s: the MXFP8 ceiling is mxfp8_gemm_rate_frac (6.812 / 7.161
+    ms, the B300 pre-quantised layer times) of the FP8 one, the per-tensor recipes' is the FP8 ceiling itself; and the
+    rows that set it are named (they are no test of that ratio)."""
+    from gpusim.model import fp8 as FP8
+
+    assert P.mxfp8_gemm_rate_frac == pytest.approx(6.812 / 7.161, abs=5e-4)
+    c = FP8.gemm_ceiling_flop_per_s(np.array([FP8.MX, FP8.CURRENT_NTN, FP8.DELAYED]), 2.0e15, 0.951)
+    assert c.tolist() == pytest.approx([1.902e15, 2.0e15, 2.0e15])
+    # the B300 pre-quantised MXFP8 forward GEMMs: long GEMMs near the ceiling, so close to 1/0.951 of FP8-CS's
+    rows = {r.row_id: r for r in results}
+    mx, cs = rows["te-b300-prequant-mxfp8-fprop-all"], rows["te-b300-prequant-fp8-cs-fprop-all"]
+    assert 1.0 < mx.gemm_ms / cs.gemm_ms <= 1.0 / P.mxfp8_gemm_rate_frac + 1e-9
+    assert {"te-b300-prequant-mxfp8-fprop-all", "te-b300-prequant-fp8-cs-wgrad-all"} <= VG.USED_FOR_DEFAULTS
+    assert VG.USED_FOR_DEFAULTS <= set(rows)
