@@ -90,9 +90,13 @@ def default_dir() -> Path | None:
     return here if here.is_dir() else None
 
 
+#: ``runs_*.csv`` files of another schema, read by their own module (``runs_fsdp.csv``: gpusim.validation_fsdp)
+OTHER_SCHEMA_FILES = frozenset({"runs_fsdp.csv"})
+
+
 def default_paths() -> list[Path]:
     d = default_dir()
-    return sorted(d.glob("runs_*.csv")) if d is not None else []
+    return sorted(p for p in d.glob("runs_*.csv") if p.name not in OTHER_SCHEMA_FILES) if d is not None else []
 
 
 @dataclass
