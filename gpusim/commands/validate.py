@@ -80,6 +80,15 @@ def _gemm_results(args, db, params):
     return VG.run(choice or VG.default_csv(), db=db, params=params)
 
 
+def _fsdp_results(args, db, params):
+    """[issue 18] llm-foundry's published FSDP benchmark rows (gpusim.validation_fsdp); skipped with a given --csv."""
+    from gpusim import validation_fsdp as VF
+
+    if args.csv or (params is not None and callable(params)):
+        return []
+    return VF.run(VF.default_csv(), db=db, params=params)
+
+
 def print_llm(results) -> None:
     from gpusim.commands._common import print_table
     from gpusim.validation import fmt_pct
@@ -144,8 +153,10 @@ def cmd_validate(args) -> int:
     sweeps = _sweep_results(args, db, params)  # [issue 18] collectives across systems
     runs = _runs_results(args, db, params)
     gemms = _gemm_results(args, db, params)
+    fsdp = _fsdp_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
+        from gpusim import validation_fsdp as VF
         from gpusim import validation_gemm as VG
         from gpusim import validation_llm as V
         from gpusim import validation_runs as R
@@ -154,6 +165,8 @@ def cmd_validate(args) -> int:
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
                     "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)},
                     "te_gemm_profile": {"summary": VG.summarize(gemms), "rows": VG.to_dicts(gemms)},
+                    "fsdp_runs": {"summary": VF.summarize(fsdp),
+                                  "rows": VF.to_dicts(fsdp, holdout_rows=args.show_holdout)},
                     "published_runs": {"summary": R.summarize(runs),
                                            "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)}})
         return 0
@@ -221,6 +234,10 @@ def cmd_validate(args) -> int:
         from gpusim.validation_gemm import print_section as print_gemms
 
         print_gemms(gemms, print_table, fmt_pct)
+    if fsdp:
+        from gpusim.validation_fsdp import print_section as print_fsdp
+
+        print_fsdp(fsdp, print_table, fmt_pct)
     if runs:
         from gpusim import validation_runs as R
 
