@@ -61,6 +61,20 @@ class ModelParams(BaseModel):
                                    description="FlashAttention forward FLOP rate / the GPU's matmul ceiling")
     flash_bwd_eff_frac: float = _F(default=0.70, gt=0, le=1,
                                    description="FlashAttention backward FLOP rate / the GPU's matmul ceiling")
+    # [issue 18] the attention kernel a run uses (Strategy.attention): FlashAttention-2 on the GPU generations
+    # after the one it was written for, and the Triton FlashAttention of 2022-23 (gpusim.rows.attention_kernel_fields)
+    flash2_slow_archs: tuple[str, ...] = _F(
+        default=("hopper", "blackwell"),
+        description="GPU architectures whose native fused attention kernels (TMA, wgmma / tcgen05) FlashAttention-2 "
+                    "does not use: there it runs flash2_next_gen_slowdown times slower than the native kernel")
+    flash2_next_gen_slowdown: float = _F(default=1.75, ge=1, le=10,
+                                         description="time of FlashAttention-2 / time of the GPU's native fused "
+                                                     "attention kernel, on flash2_slow_archs")
+    flash_triton_fwd_slowdown: float = _F(default=1.4, ge=1, le=10,
+                                          description="forward time of the Triton FlashAttention / FlashAttention-2's")
+    flash_triton_bwd_slowdown: float = _F(default=2.0, ge=1, le=10,
+                                          description="backward time of the Triton FlashAttention / "
+                                                      "FlashAttention-2's")
     mem_eff_frac: float = _F(default=0.70, gt=0, le=1,
                              description="achievable fraction of memory bandwidth for streaming (elementwise) kernels")
     kernel_tail_s: float = _F(default=5e-6, ge=0, le=1e-3,
@@ -276,6 +290,19 @@ PROVENANCE: dict[str, str] = {
                           "the A100 MAMF ceiling (271/312); 0.80 for typical head dims and sequence lengths",
     "flash_bwd_eff_frac": "Dao, 'FlashAttention-2' (2023), section 4.1: backward up to 63% of A100 peak = 0.72 of the "
                           "MAMF ceiling; 0.70",
+    "flash2_slow_archs": "[issue 18] Dao, 'FlashAttention-2' (2023), section 4.1: on H100 the same implementation runs "
+                         "'using no special instructions to make use of new features such as TMA and 4th-gen Tensor "
+                         "Cores'; Blackwell's tcgen05 tensor cores are likewise outside its Ampere-style kernels",
+    "flash2_next_gen_slowdown": "[issue 18] Dao, 'FlashAttention-2' (2023), section 4.1: up to 335 TFLOPs/s on H100 "
+                                "without the new instructions, 'by using new instructions, we can obtain another "
+                                "1.5x-2x speedup on H100 GPUs'; Shah et al., 'FlashAttention-3' (2024), abstract: "
+                                "FlashAttention-3 is 1.5-2.0x faster than FlashAttention-2 on H100 in FP16. 1.75, the "
+                                "middle of both ranges",
+    "flash_triton_fwd_slowdown": "[issue 18] Dao, 'FlashAttention-2' (2023), section 4.1: 'FlashAttention-2 is around "
+                                 "1.3-1.5x faster than FlashAttention in Triton in the forward pass' (A100); 1.4, the "
+                                 "middle",
+    "flash_triton_bwd_slowdown": "[issue 18] Dao, 'FlashAttention-2' (2023), section 4.1: '... and around 2x faster in "
+                                 "the backward pass' (A100)",
     "tp_overlap_frac": "Megatron-LM as in Narayanan et al. SC'21 and Korthikanti et al. 2022 runs the tensor-parallel "
                        "all-reduces on the critical path; Transformer Engine's userbuffer overlap hides part "
                        "(set it for such runs)",

@@ -225,7 +225,7 @@ def apply_attention(workload, attention: str | None):
     if spec is None:
         raise ScenarioError(f"--attention {attention} applies to transformer models; {workload.id!r} is not one "
                             f"(leave --attention out)")
-    flash = attention == "flash"
+    flash = attention != "unfused"  # [issue 18] flash2 and triton are fused kernels too (their rate: the row's fields)
     if bool(spec.flash_attention) == flash:
         return workload
     from gpusim.workload import build_transformer
@@ -526,6 +526,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
+        **attention_kernel_fields(hw.gpu, st.attention, params),  # [issue 18] the attention kernel's rate
     }
 
 
@@ -655,6 +656,32 @@ def moe_fields(spec, strategy) -> dict:
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
             "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
             else float(spec.moe_imbalance_frac)}
+
+
+def attention_kernel_slowdown(gpu: GPU, attention: str | None, params: ModelParams) -> tuple[float, float]:
+    """[issue 18] (forward, backward) time of the fused attention kernel ``attention`` / the time of the fused
+    kernel native to ``gpu``'s generation, which ``flash_fwd_eff_frac`` / ``flash_bwd_eff_frac`` describe.
+
+    - ``flash`` (and None, unfused): 1, 1.
+    - ``flash2``: FlashAttention-2 is the native kernel up to Ampere / Ada; on ``flash2_slow_archs`` (Hopper,
+      Blackwell) it uses none of their new tensor-core instructions and takes ``flash2_next_gen_slowdown`` times
+      as long (FlashAttention-2 section 4.1; FlashAttention-3 abstract: 1.5-2.0x).
+    - ``triton``: FlashAttention-2's time times ``flash_triton_fwd_slowdown`` / ``flash_triton_bwd_slowdown``
+      (FlashAttention-2 section 4.1 on A100: 1.3-1.5x forward, 2x backward). The Triton of 2022-23 had no Hopper
+      instructions either, so on Hopper and Blackwell the FlashAttention-2 factor applies as well.
+    """
+    if attention not in ("flash2", "triton"):
+        return 1.0, 1.0
+    gen = params.flash2_next_gen_slowdown if gpu.architecture in params.flash2_slow_archs else 1.0
+    if attention == "flash2":
+        return gen, gen
+    return gen * params.flash_triton_fwd_slowdown, gen * params.flash_triton_bwd_slowdown
+
+
+def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams) -> dict:
+    """The row fields of :func:`attention_kernel_slowdown` (none for the native kernel: a sweep carries none)."""
+    fwd, bwd = attention_kernel_slowdown(gpu, attention, params)
+    return {} if fwd == bwd == 1.0 else {"attn_fwd_slow": fwd, "attn_bwd_slow": bwd}
 
 
 def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:

@@ -233,10 +233,13 @@ class Strategy(FiniteModel):
                                                              "GEMMs, split in tp chunks (NeMo / Megatron-Bridge "
                                                              "tp_comm_overlap)")
     # [issue 17] the attention kernel and the memory a fit must leave free (gpusim.rows, gpusim.model.memory)
-    attention: Literal["flash", "unfused"] | None = Field(
-        default=None, description="attention implementation: flash (one fused kernel, FlashAttention / cuDNN / SDPA) "
-        "or unfused (Q K^T, softmax, A V as separate kernels, the s x s scores kept: Megatron-LM before "
-        "FlashAttention); None: the model's own (a config.json's _attn_implementation, else flash)")
+    attention: Literal["flash", "flash2", "triton", "unfused"] | None = Field(
+        default=None, description="attention implementation: flash (one fused kernel native to the GPU generation: "
+        "FlashAttention-2 on Ampere, cuDNN / FlashAttention-3 on Hopper and Blackwell), flash2 (FlashAttention-2 "
+        "itself, slower than the native kernel on Hopper and Blackwell), triton (the Triton FlashAttention of "
+        "2022-23, e.g. MPT's attn_impl triton), or unfused (Q K^T, softmax, A V as separate kernels, the s x s "
+        "scores kept: Megatron-LM before FlashAttention); None: the model's own (a config.json's "
+        "_attn_implementation, else flash). flash2 and triton put the row on the per-GEMM transformer path")
     memory_headroom_gib: float | None = Field(default=None, ge=0, le=100_000, description="GiB of GPU memory a "
                                               "layout must leave free beyond what it is predicted to use; None: "
                                               "its NCCL communicators' (gpusim.model.memory.headroom_bytes)")
@@ -293,7 +296,8 @@ class Strategy(FiniteModel):
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0
-                or self.grad_dtype != "fp32")  # [issue 17] Megatron's main-gradient buffer
+                or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer
+                or self.attention in ("flash2", "triton"))  # [issue 18] an attention kernel's own rate
 
     @property
     def micro_batch(self) -> int:

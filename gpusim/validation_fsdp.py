@@ -47,8 +47,10 @@ from gpusim.errors import GpusimError
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "node", "inter", "nics_per_node", "gpus",
            "seq_len", "micro_batch", "grad_accum", "global_batch", "precision", "mp_mode", "sharding",
-           "activation_checkpointing", "cpu_offload", "measured_mfu", "measured_hfu", "measured_samples_per_s",
+           "activation_checkpointing", "cpu_offload", "attention", "measured_mfu", "measured_hfu", "measured_samples_per_s",
            "measured_tokens_per_s", "measured_tokens_per_s_per_gpu", "num_params", "notes")
+#: [issue 18] the attention kernels a row may name (gpusim.strategy.Strategy.attention; empty: the GPU's native one)
+ATTENTION = (None, "flash", "flash2", "triton", "unfused")
 #: FSDP sharding strategy -> gpusim strategy kind (gpusim.strategy.StrategyKind)
 SHARDING = {"FULL_SHARD": "fsdp-full", "SHARD_GRAD_OP": "fsdp-grad-op", "HYBRID_SHARD": "fsdp-hybrid",
             "NO_SHARD": "ddp"}
@@ -180,13 +182,16 @@ def predict_row(r: dict, *, db=None, params=None) -> FsdpRow:
         peak = GPU_AVAILABLE_FLOPS.get(out.gpu, {}).get(out.precision)
         if peak is None:
             raise GpusimError(f"no Composer GPU_AVAILABLE_FLOPS entry for {out.gpu!r} {out.precision!r}")
+        attention = (r.get("attention") or "").strip() or None  # [issue 18] the run's attention kernel
+        if attention not in ATTENTION:
+            raise GpusimError(f"attention {attention!r} is not one of {', '.join(a for a in ATTENTION if a)}")
         if mb * accum * gpus != gb:
             raise GpusimError(f"micro_batch {mb} x grad_accum {accum} x gpus {gpus} is not global_batch {gb}")
     except GpusimError as e:
         out.error = str(e)
         return out
     prec, extra = PRECISION[out.precision]
-    out.layout = f"{SHARDING[sharding]} mb {mb} x {accum} = {gb}" + (" rc full" if ac else "")
+    out.layout = f"{SHARDING[sharding]} mb {mb} x {accum} = {gb}" + (" rc full" if ac else "") + (f" attn {attention}" if attention else "")
     out.measured_step_s = gb * seq / tokens_per_s if tokens_per_s > 0 else None
     try:
         wl = get_workload(r["model"], seq_len=seq)
@@ -200,7 +205,7 @@ def predict_row(r: dict, *, db=None, params=None) -> FsdpRow:
             per_node = db.node(node).gpus_per_node
         base = dict(workload=wl, node=node, gpus=gpus, nodes=max(1, gpus // per_node), kind=SHARDING[sharding],
                     precision=prec, micro_batch=mb, global_batch=gb, seq_len=seq,
-                    recompute="full" if ac else "none", cpu_offload=offload, **extra)
+                    recompute="full" if ac else "none", cpu_offload=offload, attention=attention, **extra)
         if (r.get("inter") or "").strip():
             base["inter"] = r["inter"].strip()
         if (r.get("nics_per_node") or "").strip():

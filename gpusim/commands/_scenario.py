@@ -82,10 +82,13 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
 
 
 def add_attention_arg(g) -> None:
-    """[issue 17] ``--attention flash|unfused`` (Strategy.attention)."""
-    g.add_argument("--attention", choices=("flash", "unfused"),
-                   help="attention implementation: flash (one fused kernel) or unfused (Q K^T, softmax and A V apart, "
-                        "the s x s scores kept, as Megatron-LM ran before FlashAttention); default the model's "
+    """[issue 17] ``--attention flash|flash2|triton|unfused`` (Strategy.attention; flash2 and triton: issue 18)."""
+    g.add_argument("--attention", choices=("flash", "flash2", "triton", "unfused"),
+                   help="attention implementation: flash (one fused kernel native to the GPU: FlashAttention-2 on "
+                        "Ampere, cuDNN / FlashAttention-3 on Hopper and Blackwell), flash2 (FlashAttention-2 itself, "
+                        "1.75x slower than the native kernel on Hopper and Blackwell), triton (the Triton "
+                        "FlashAttention of 2022-23, e.g. MPT attn_impl triton), or unfused (Q K^T, softmax and A V "
+                        "apart, the s x s scores kept, as Megatron-LM ran before FlashAttention); default the model's "
                         "(a config.json's _attn_implementation: eager = unfused; else flash)")
 
 

@@ -176,6 +176,11 @@ def _attention_and_headroom(args, db, params, kw: dict):
     from gpusim.params import DEFAULT_PARAMS
 
     model = args.model
+    if getattr(args, "attention", None) in ("flash2", "triton"):  # [issue 18]
+        raise ScenarioError(f"--attention {args.attention}: plan compares hardware with each GPU's native fused "
+                            f"attention kernel (--attention flash); the rate of a given kernel on a given GPU is "
+                            f"modelled by `gpusim predict`, `gpusim compare` and `gpusim sweep` (pass it there), "
+                            f"or leave --attention out")
     if getattr(args, "attention", None):
         from gpusim.rows import apply_attention
         from gpusim.workload import get_workload

@@ -531,8 +531,10 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
 
     mem_rate = hbm * p.mem_eff_frac
     attn_flop = 2.0 * b * s * s * (q + o) / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
-    flash_f = 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
-    flash_b = FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
+    # [issue 18] the attention kernel's own rate (FlashAttention-2 past Ampere, Triton): gpusim.rows.attention_kernel_fields
+    slow_f, slow_b = _f(x.get("attn_fwd_slow", 1.0)), _f(x.get("attn_bwd_slow", 1.0))
+    flash_f = slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
+    flash_b = slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
     attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
     attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)

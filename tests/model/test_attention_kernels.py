@@ -1,0 +1,87 @@
+"""[issue 18] The attention kernel a run uses (Strategy.attention flash | flash2 | triton): closed forms on hand-worked
+cases, the per-GEMM path's attention time scaled by exactly those factors, and the CLI's refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpusim.params import DEFAULT_PARAMS
+from gpusim.rows import attention_kernel_slowdown
+from gpusim.simulation import Scenario, build_inputs, simulate
+
+
+def test_kernel_slowdown_hand_worked(db):
+    a100, h100, b200 = db.gpu("a100-sxm4-80gb"), db.gpu("h100-sxm"), db.gpu("b200")
+    p = DEFAULT_PARAMS
+    for g in (a100, h100, b200):
+        assert attention_kernel_slowdown(g, None, p) == (1.0, 1.0)
+        assert attention_kernel_slowdown(g, "flash", p) == (1.0, 1.0)
+        assert attention_kernel_slowdown(g, "unfused", p) == (1.0, 1.0)
+    # FlashAttention-2 is Ampere's native kernel; Triton is 1.4x (forward) and 2x (backward) slower than it there
+    assert attention_kernel_slowdown(a100, "flash2", p) == (1.0, 1.0)
+    assert attention_kernel_slowdown(a100, "triton", p) == pytest.approx((1.4, 2.0))
+    # on Hopper and Blackwell FlashAttention-2 takes 1.75x the native kernel, and Triton (no wgmma) that times 1.4 / 2
+    for g in (h100, b200):
+        assert attention_kernel_slowdown(g, "flash2", p) == pytest.approx((1.75, 1.75))
+        assert attention_kernel_slowdown(g, "triton", p) == pytest.approx((1.75 * 1.4, 1.75 * 2.0))
+
+
+def _one_gpu(attention, gpu="a100-sxm4-80gb"):
+    wl = get_workload_cached()
+    return Scenario.create(workload=wl, gpu=gpu, gpus=1, kind="ddp", precision="bf16", micro_batch=2,
+                           global_batch=2, seq_len=4096, recompute="none", attention=attention)
+
+
+_WL = {}
+
+
+def get_workload_cached():
+    from gpusim.workload import get_workload
+
+    if "w" not in _WL:
+        _WL["w"] = get_workload("llama2-7b", seq_len=4096)
+    return _WL["w"]
+
+
+@pytest.mark.parametrize("gpu", ["a100-sxm4-80gb", "h100-sxm"])
+def test_the_attention_time_scales_by_exactly_the_kernel_factors(db, gpu):
+    """One GPU, no recomputation, no communication: the compute difference between two kernels is the flash
+    forward and backward time of every layer times (factor - 1), by the closed form of gpusim.model.llm
+    (causal: half of 2 b s^2 (q + o) forward FLOPs at flash_fwd_eff_frac of the matmul ceiling; the backward 2.5x
+    the forward FLOPs at flash_bwd_eff_frac)."""
+    import math
+
+    p = DEFAULT_PARAMS
+    base = simulate(_one_gpu("flash", gpu), db=db, params=p, recommend=False)
+    spec = get_workload_cached().transformer
+    _, _, row = build_inputs(_one_gpu("flash", gpu), db=db, params=p)
+    ceiling = row["ceiling_flop_per_s"]
+    if not math.isfinite(ceiling):
+        ceiling = p.gemm_ceiling_frac * row["peak_flop_per_s"]
+    b, s, q = 2.0, 4096.0, float(spec.q_dim)
+    attn_flop = 2.0 * b * s * s * (q + q)
+    fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
+    bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
+    for kernel in ("flash2", "triton"):
+        f, k = attention_kernel_slowdown(db.gpu(gpu), kernel, p)
+        res = simulate(_one_gpu(kernel, gpu), db=db, params=p, recommend=False)
+        expected = spec.n_layers * ((f - 1.0) * fwd_s + (k - 1.0) * bwd_s)
+        got = float(res.breakdown_s["compute_s"]) - float(base.breakdown_s["compute_s"])
+        assert got == pytest.approx(expected, rel=1e-6, abs=1e-9), kernel
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "gpusim", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_attention_values():
+    bad = _cli("predict", "--model", "llama2-7b", "--gpu", "h100-sxm", "--attention", "flash4")
+    assert bad.returncode == 2 and "flash2" in bad.stderr and "triton" in bad.stderr and "Traceback" not in bad.stderr
+    ok = _cli("predict", "--model", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--strategy", "fsdp-full",
+              "--per-gpu-batch", "1", "--seq-len", "8192", "--attention", "triton")
+    assert ok.returncode == 0, ok.stderr
+    plan = _cli("plan", "--model", "llama2-7b", "--tokens", "1e9", "--attention", "flash2")
+    assert plan.returncode == 2 and "gpusim predict" in plan.stderr and "Traceback" not in plan.stderr
