@@ -1,18 +1,22 @@
-"""Collectives across systems: the model's bus bandwidth against published all-reduce sweeps, per system.
+"""Collectives across systems: the model's bus bandwidth against published all-reduce and all-to-all sweeps, per system.
 
 ``validation/nccl_sweeps.csv`` holds nccl-tests / rccl-tests all-reduce sweeps of several systems (8x A100, 8x H200,
 4 and 72 GPUs of GB200 NVL72, MI300X in one and two nodes, MI325X in 1-8 nodes, MI355X in two, H100 over
 GPUDirect-TCPXO and RoCE, A100 over EFA and HDR InfiniBand, H200 and A100 in two OCI nodes over RoCE, a stated 8x B200
 plateau), one row per message size, each with its source (``source_url``, commit where the source is a
-file in a repository). ``validation/README.md`` describes the columns.
+file in a repository), and ``alltoall_perf`` results (``collective = all_to_all``: GB300 trays of one NVL72 rack,
+MI355X in 1-4 nodes, 4 H100, 2x 8 A100 over RoCE). ``validation/README.md`` describes the columns. Each collective is
+summarised on its own (:func:`summarize`: the all-reduce figures at the top level, as before the all-to-all rows came,
+the others under ``by_collective``), so adding rows of one collective never moves another's figures.
 
 The CSV's ``held_out`` column says whether a system's predictions were looked at while the collectives model was
 being developed (``no``) or not (``yes``: nothing in the model was set or chosen with them in view); the two groups
 are reported separately, and the held-out one is the test. No row of this file sets a default parameter.
 
 Errors are absolute percentage errors of the predicted bus bandwidth (nccl-tests definition, ``2(n-1)/n`` x algbw
-for all-reduce), summarised over sizes of at least :data:`MIN_BYTES` (smaller messages are latency-bound and
-a few microseconds of launch overhead dominate them).
+for all-reduce, ``(n-1)/n`` x algbw for all-to-all with algbw = one rank's whole buffer / time: NVIDIA/nccl-tests
+``src/alltoall.cu``, ``AlltoAllGetBw``; sjeaugey in NVIDIA/nccl-tests issue 130), summarised over sizes of at least
+:data:`MIN_BYTES` (smaller messages are latency-bound and a few microseconds of launch overhead dominate them).
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ from gpusim.errors import GpusimError
 
 #: smallest message size included in the error summaries (32 KiB)
 MIN_BYTES = 32 * units.KIB
+
+#: the collective whose summary is the top level of :func:`summarize` (the file held only all-reduce sweeps at first)
+PRIMARY_COLLECTIVE = "all_reduce"
+
+#: section titles of ``gpusim validate`` per collective
+TITLES = {"all_reduce": "all-reduce bus bandwidth across systems",
+          "all_to_all": "all-to-all bus bandwidth across systems"}
 
 _COLUMNS = ("system", "source_id", "source_url", "collective", "gpu", "node", "gpus", "nodes", "inter", "nics_per_node",
             "size_bytes", "busbw_gbyte_per_s", "held_out")
@@ -51,6 +62,7 @@ class SweepRow:
     size_bytes: float
     measured_gbyte_per_s: float
     held_out: bool
+    collective: str = PRIMARY_COLLECTIVE
     kind: str = "measured"
     algorithm_reported: str = ""
     vendor: str = ""  # the GPU's vendor from the hardware database (held-out systems are reported per vendor)
@@ -104,6 +116,7 @@ def run(path: str | os.PathLike | None = None, *, db=None, params=None) -> list[
                            nodes=int(r["nodes"]), size_bytes=float(r["size_bytes"]),
                            measured_gbyte_per_s=float(r["busbw_gbyte_per_s"]),
                            held_out=r["held_out"].strip().lower() in ("yes", "true", "1"),
+                           collective=r["collective"],
                            kind=r.get("kind", "measured") or "measured",
                            algorithm_reported=r.get("algorithm_reported", "") or "")
             gpu = db.gpus.get(r["gpu"]) if r.get("gpu") else None
@@ -144,8 +157,21 @@ def _stats(errors: list[float]) -> dict:
 
 
 def summarize(results: list[SweepRow], min_bytes: float = MIN_BYTES) -> dict:
-    """Per system and per group (held out / looked at): median and p90 APE over sizes >= ``min_bytes``, with the
-    algorithms the model chose and the one the source reports where it says."""
+    """Per collective, per system and per group (held out / looked at): median and p90 APE over sizes >= ``min_bytes``,
+    with the algorithms the model chose and the one the source reports where it says.
+
+    The top level is the all-reduce summary (:data:`PRIMARY_COLLECTIVE`, the keys the file had before it held other
+    collectives, computed from its rows alone); ``by_collective`` holds the same summary for every other collective
+    present (e.g. ``all_to_all``)."""
+    out = summarize_collective([r for r in results if r.collective == PRIMARY_COLLECTIVE], min_bytes)
+    others = sorted({r.collective for r in results} - {PRIMARY_COLLECTIVE})
+    out["by_collective"] = {c: summarize_collective([r for r in results if r.collective == c], min_bytes)
+                            for c in others}
+    return out
+
+
+def summarize_collective(results: list[SweepRow], min_bytes: float = MIN_BYTES) -> dict:
+    """:func:`summarize` for rows of one collective (the caller selects them)."""
     systems: dict[str, dict] = {}
     for r in results:
         s = systems.setdefault(r.system, {"system": r.system, "source_id": r.source_id, "held_out": r.held_out,
@@ -190,10 +216,18 @@ def to_dicts(results: list[SweepRow]) -> list[dict]:
 
 
 def print_section(results: list[SweepRow], print_table, fmt_pct) -> None:
-    """The ``gpusim validate`` section: one line per system, then the held-out and looked-at groups."""
+    """The ``gpusim validate`` sections, one per collective (all-reduce first): one line per system, then the held-out
+    and looked-at groups."""
     if not results:
         return
     summary = summarize(results)
+    if any(r.collective == PRIMARY_COLLECTIVE for r in results):
+        _print_summary(PRIMARY_COLLECTIVE, summary, print_table, fmt_pct)
+    for coll, s in summary["by_collective"].items():
+        _print_summary(coll, s, print_table, fmt_pct)
+
+
+def _print_summary(collective: str, summary: dict, print_table, fmt_pct) -> None:
     table = []
     for s in sorted(summary["systems"], key=lambda s: (not s["held_out"], s["system"])):
         table.append([s["system"], "yes" if s["held_out"] else "no", ",".join(map(str, s["gpus"])),
@@ -204,8 +238,8 @@ def print_section(results: list[SweepRow], print_table, fmt_pct) -> None:
                       s["source_id"]])
     print_table(table, ["system", "held out", "GPUs", "nodes", "sizes", "median", "p90", "algorithm (model)",
                         "reported", "source"],
-                title=f"all-reduce bus bandwidth across systems (validation/nccl_sweeps.csv, sizes >= "
-                      f"{summary['min_bytes'] / units.KIB:g} KiB)",
+                title=f"{TITLES.get(collective, collective + ' bus bandwidth across systems')} "
+                      f"(validation/nccl_sweeps.csv, sizes >= {summary['min_bytes'] / units.KIB:g} KiB)",
                 justify=["left", "left", "right", "right", "right", "right", "right", "left", "left", "left"])
     for name, key in (("held-out systems", "held_out"), ("systems looked at while developing", "looked_at")):
         g = summary[key]

@@ -20,7 +20,7 @@ def register(sub) -> None:
                    help="list the N worst anchored rows (default 8)")
     p.add_argument("--llm-csv", metavar="FILE", help="LLM layout rows (default: validation/llm_parallel.csv; "
                                                      "'none' to skip)")
-    p.add_argument("--sweeps-csv", metavar="FILE", help="all-reduce sweeps across systems (default: "
+    p.add_argument("--sweeps-csv", metavar="FILE", help="all-reduce and all-to-all sweeps across systems (default: "
                                                        "validation/nccl_sweeps.csv; 'none' to skip)")
     p.add_argument("--gemm-csv", metavar="FILE", help="[issue 17] one layer's GEMMs against Transformer Engine's "
                                                      "published GEMM profile (default: validation/te_gemm_profile.csv; "
@@ -59,7 +59,8 @@ def _llm_results(args, db, params):
 
 
 def _sweep_results(args, db, params):
-    """The all-reduce sweeps across systems (validation/nccl_sweeps.csv) with gpusim's predictions."""
+    """The collective sweeps across systems (validation/nccl_sweeps.csv: all-reduce and all-to-all rows) with gpusim's
+    predictions."""
     from gpusim import validation_comm as VC
 
     choice = getattr(args, "sweeps_csv", None)
