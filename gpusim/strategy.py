@@ -276,6 +276,10 @@ class Strategy(FiniteModel):
         if self.cpu_offload and self.kind in ("dp", "ddp"):
             raise ValueError(f"cpu_offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {self.kind!r}")
         if self.is_llm and self.kind in ("dp", "fsdp-hybrid"):
+            if self.attention in ("flash2", "triton"):  # [issue 18] the kernel's rate lives on the per-GEMM path
+                raise ValueError(f"attention {self.attention} is modelled on the per-GEMM transformer path, which "
+                                 f"runs with ddp, zero1/2/3 or fsdp-full / fsdp-grad-op, not {self.kind!r}: choose "
+                                 f"one of those, or --attention flash")
             raise ValueError(f"tensor/pipeline parallelism runs with ddp, zero1 (distributed optimizer) or FSDP, "
                              f"not {self.kind!r}")
         if self.recompute_modules and self.recompute_mode == "full":

@@ -85,3 +85,14 @@ def test_cli_attention_values():
     assert ok.returncode == 0, ok.stderr
     plan = _cli("plan", "--model", "llama2-7b", "--tokens", "1e9", "--attention", "flash2")
     assert plan.returncode == 2 and "gpusim predict" in plan.stderr and "Traceback" not in plan.stderr
+
+
+def test_a_kernel_rate_with_a_strategy_the_gemm_path_does_not_run_says_so():
+    from gpusim.errors import GpusimError
+    from gpusim.strategy import Strategy
+
+    with pytest.raises(ValueError, match="per-GEMM transformer path.*'dp'.*--attention flash"):
+        Strategy(kind="dp", attention="triton")
+    with pytest.raises(ValueError, match="tensor/pipeline"):
+        Strategy(kind="dp", tp=2)
+    assert issubclass(GpusimError, Exception)
