@@ -609,6 +609,9 @@ def _attn_implementation(c: _Cfg, default: bool) -> bool:
                       f"others fused; or drop the field and pass --attention flash|unfused)")
     if not ATTN_IMPLEMENTATIONS[v]:
         c.assumptions.append("_attn_implementation eager: unfused attention, the s x s scores kept")
+    if v == "flash_attention_2":  # [issue 18] the kernel's own rate is a run option (Strategy.attention)
+        c.assumptions.append("_attn_implementation flash_attention_2: timed as the GPU's native fused kernel; on "
+                             "Hopper and Blackwell FlashAttention-2 itself is slower: pass --attention flash2")
     return ATTN_IMPLEMENTATIONS[v]
 
 

@@ -88,11 +88,21 @@ def test_cli_attention_values():
 
 
 def test_a_kernel_rate_with_a_strategy_the_gemm_path_does_not_run_says_so():
-    from gpusim.errors import GpusimError
     from gpusim.strategy import Strategy
 
     with pytest.raises(ValueError, match="per-GEMM transformer path.*'dp'.*--attention flash"):
         Strategy(kind="dp", attention="triton")
     with pytest.raises(ValueError, match="tensor/pipeline"):
         Strategy(kind="dp", tp=2)
-    assert issubclass(GpusimError, Exception)
+
+
+def test_a_config_naming_flash_attention_2_says_how_to_time_that_kernel():
+    from gpusim.workload import from_config
+
+    cfg = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
+           "num_key_value_heads": 8, "intermediate_size": 2816, "vocab_size": 32000,
+           "max_position_embeddings": 2048}
+    wl = from_config({**cfg, "_attn_implementation": "flash_attention_2"})
+    assert wl.transformer.flash_attention is True
+    assert any("--attention flash2" in a for a in wl.assumptions)
+    assert not any("--attention flash2" in a for a in from_config(cfg).assumptions)
