@@ -53,6 +53,8 @@ Recompute = Literal["none", "selective", "full"]
 """
 
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"]
+#: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")
+Attention = Literal["flash", "flash2", "triton", "unfused"]
 """Modules recomputed in the backward pass instead of keeping their outputs (Megatron-Core
 ``--recompute-granularity selective --recompute-modules ...``; DeepSeek-V3 technical report section 3.2.3):
 
@@ -233,7 +235,7 @@ class Strategy(FiniteModel):
                                                              "GEMMs, split in tp chunks (NeMo / Megatron-Bridge "
                                                              "tp_comm_overlap)")
     # [issue 17] the attention kernel and the memory a fit must leave free (gpusim.rows, gpusim.model.memory)
-    attention: Literal["flash", "flash2", "triton", "unfused"] | None = Field(
+    attention: Attention | None = Field(
         default=None, description="attention implementation: flash (one fused kernel native to the GPU generation: "
         "FlashAttention-2 on Ampere, cuDNN / FlashAttention-3 on Hopper and Blackwell), flash2 (FlashAttention-2 "
         "itself, slower than the native kernel on Hopper and Blackwell), triton (the Triton FlashAttention of "

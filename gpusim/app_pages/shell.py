@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from gpusim import units
 from gpusim.app_pages import analysis as A
 from gpusim.app_pages.state import (
+    ATTENTION_CHOICES,
     CALIBRATED,
     DEFAULTS,
     OPTIMIZERS,
@@ -405,6 +406,30 @@ def _config_upload() -> tuple[dict | None, int | None]:
     return cfg, seq
 
 
+def _attention_select(s: dict) -> str:
+    """[issue 17] The attention kernel (the CLI's ``--attention``), offered for transformer models only; other
+    workloads keep ``auto`` (no attention to time)."""
+    from gpusim.workload import get_workload
+
+    try:
+        if s["wl"] == "config.json":
+            if not s.get("config"):
+                return "auto"
+        elif getattr(get_workload(s["model"]), "transformer", None) is None:
+            return "auto"
+    except GpusimError:
+        return "auto"
+    return st.selectbox("Attention kernel", offer("attn", ATTENTION_CHOICES), key="attn", bind=BIND,
+                        help="auto: the model's own (a config.json's _attn_implementation: eager = unfused; else the "
+                             "GPU's native fused kernel). flash: one fused kernel native to the GPU (FlashAttention-2 "
+                             "on Ampere, cuDNN / FlashAttention-3 on Hopper and Blackwell); flash2: FlashAttention-2 "
+                             "itself, slower than the native kernel on Hopper and Blackwell; triton: the Triton "
+                             "FlashAttention of 2022-23 (MPT's attn_impl triton); unfused: Q K^T, softmax and A V "
+                             "apart, the s x s scores kept (Megatron-LM before FlashAttention). flash2 and triton "
+                             "time the model on the per-GEMM transformer path (ddp, zero1/2/3, fsdp-full, "
+                             "fsdp-grad-op)")
+
+
 def sidebar() -> Context:
     """Render the scenario widgets (bound to the URL) and build the Scenario once."""
     db = get_db()
@@ -442,6 +467,8 @@ def sidebar() -> Context:
                                f"{_flop(wl.fwd_flop_per_sample)} forward per {wl.sample_unit}")
                 except GpusimError as e:
                     st.error(str(e))
+            if s["wl"] != "custom":
+                s["attn"] = _attention_select(s)
         with st.expander("Hardware", expanded=True):
             hw_options = ["gpu", "node"] + ([CALIBRATED] if inuse is not None and inuse.has_machine else [])
             s["hw"] = st.segmented_control("Describe by", offer("hw", hw_options), key="hw", bind=BIND, default=DEFAULTS["hw"],

@@ -14,11 +14,14 @@ from typing import Any, get_args
 
 from gpusim import units
 from gpusim.errors import ScenarioError
-from gpusim.strategy import Optimizer, Precision, Strategy, StrategyKind
+from gpusim.strategy import Attention, Optimizer, Precision, Strategy, StrategyKind
 
 STRATEGY_KINDS: tuple[str, ...] = get_args(StrategyKind)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+#: [issue 17] the sidebar's attention-kernel choices: "auto" (the model's own: a config.json's
+#: _attn_implementation, else the GPU's native fused kernel) and every Strategy.attention value
+ATTENTION_CHOICES: tuple[str, ...] = ("auto", *get_args(Attention))
 
 _SF = Strategy.model_fields
 
@@ -33,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "act_mib": 100.0,           # custom: activation MiB kept per sample
     "tokens": 1,                # custom: tokens per sample (1: images)
     "config": None,             # config.json: the uploaded config as a dict (session only, not in the URL)
+    "attn": "auto",             # attention kernel (Strategy.attention); "auto": the model's own
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -108,6 +112,8 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["model"] = s["model"]
         if s.get("seq"):
             kw["seq_len"] = int(s["seq"])
+    if s.get("attn") and s["attn"] != "auto":  # [issue 17] the attention kernel, as the CLI's --attention
+        kw["attention"] = s["attn"]
     if s["hw"] == "node":
         kw["node"] = s["node"]
     elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)

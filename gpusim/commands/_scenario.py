@@ -83,7 +83,11 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
 
 def add_attention_arg(g) -> None:
     """[issue 17] ``--attention flash|flash2|triton|unfused`` (Strategy.attention; flash2 and triton: issue 18)."""
-    g.add_argument("--attention", choices=("flash", "flash2", "triton", "unfused"),
+    from typing import get_args
+
+    from gpusim.strategy import Attention
+
+    g.add_argument("--attention", choices=get_args(Attention),
                    help="attention implementation: flash (one fused kernel native to the GPU: FlashAttention-2 on "
                         "Ampere, cuDNN / FlashAttention-3 on Hopper and Blackwell), flash2 (FlashAttention-2 itself, "
                         "1.75x slower than the native kernel on Hopper and Blackwell), triton (the Triton "

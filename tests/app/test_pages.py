@@ -370,3 +370,26 @@ def test_model_parameters_in_the_session_reach_every_page(page, label):
     no_trouble(at)
     assert metrics(at)[label] != before
     assert any("test fit" in c.value for c in at.caption)
+
+
+def test_step_attention_kernel_is_an_input_for_transformers_only():
+    """[issue 17] The sidebar's attention kernel reaches the prediction as the CLI's --attention does: unfused
+    attention keeps the s x s scores, so it is slower than the fused kernel; a CNN offers no such choice."""
+    query = {"model": "llama2-7b", "gpu": "h100-sxm", "gpus": "8", "batch": "1", "seq": "4096",
+             "strategy": "fsdp-full", "precision": "bf16"}
+    at = run_app("step", {**query, "attn": "flash"})
+    no_trouble(at)
+    assert at.selectbox(key="attn").value == "flash"
+    fused = parse_ms(metrics(at)["Step time"])
+    at.selectbox(key="attn").set_value("unfused").run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) > 1.05 * fused
+    cnn = run_app("step", {"model": "resnet50"})
+    no_trouble(cnn)
+    assert "attn" not in [s.key for s in cnn.selectbox]
+
+
+def test_step_attention_kernel_on_a_strategy_that_cannot_time_it_says_what_to_choose():
+    at = run_app("step", {"model": "llama2-7b", "strategy": "dp", "attn": "flash2", "batch": "1"})
+    assert not at.exception
+    assert at.error and "per-GEMM" in at.error[0].value
