@@ -202,6 +202,12 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
         else:
             notes += ("the one-GPU reference of speedup and efficiency does not fit in one GPU's memory: it is the "
                       "modelled time of that GPU as if it did",)
+    if st.attention in ("flash2", "triton") and not st.model_copy(update={"attention": None}).is_llm:
+        # [issue 17] the kernel's rate lives on the per-GEMM transformer path; the default (flash) of the same strategy
+        # is timed on the aggregate roofline path, so compare kernels on one path
+        notes += (f"attention {st.attention} times the model on the per-GEMM transformer path (gpusim.model.llm), "
+                  f"the fused default on the aggregate roofline path; to compare kernels on one path, predict "
+                  f"--attention flash with --recompute none",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

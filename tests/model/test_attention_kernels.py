@@ -106,3 +106,17 @@ def test_a_config_naming_flash_attention_2_says_how_to_time_that_kernel():
     assert wl.transformer.flash_attention is True
     assert any("--attention flash2" in a for a in wl.assumptions)
     assert not any("--attention flash2" in a for a in from_config(cfg).assumptions)
+
+
+def test_flash2_on_the_aggregate_path_says_how_to_compare_on_one_path():
+    """[issue 17] flash2 / triton put a plain DDP row on the per-GEMM path; the result says so, and the advice it
+    gives (flash with --recompute none) times the native kernel on that same path: on an A100, where
+    FlashAttention-2 is the native kernel, the two then agree."""
+    from gpusim.simulation import simulate
+
+    base = dict(model="gpt2", gpu="a100-sxm4-80gb", gpus=8, per_gpu_batch=8, precision="amp_bf16", kind="ddp")
+    r2 = simulate({**base, "attention": "flash2"}, recommend=False)
+    assert any("--recompute none" in a for a in r2.assumptions)
+    same_path = simulate({**base, "attention": "flash", "recompute": "none"}, recommend=False)
+    assert not any("--recompute none" in a for a in same_path.assumptions)
+    assert same_path.step_s == pytest.approx(r2.step_s, rel=1e-9)
