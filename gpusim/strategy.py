@@ -53,8 +53,6 @@ Recompute = Literal["none", "selective", "full"]
 """
 
 RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"]
-#: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")
-Attention = Literal["flash", "flash2", "triton", "unfused"]
 """Modules recomputed in the backward pass instead of keeping their outputs (Megatron-Core
 ``--recompute-granularity selective --recompute-modules ...``; DeepSeek-V3 technical report section 3.2.3):
 
@@ -66,6 +64,9 @@ Attention = Literal["flash", "flash2", "triton", "unfused"]
 - ``moe_act``: the routed experts' activation function (SwiGLU): its output (the down-projection input) is not
   kept, only its input; it runs again in the backward pass.
 """
+
+#: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")
+Attention = Literal["flash", "flash2", "triton", "unfused"]
 
 #: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
 #: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient

@@ -406,19 +406,9 @@ def _config_upload() -> tuple[dict | None, int | None]:
     return cfg, seq
 
 
-def _attention_select(s: dict) -> str:
-    """[issue 17] The attention kernel (the CLI's ``--attention``), offered for transformer models only; other
-    workloads keep ``auto`` (no attention to time)."""
-    from gpusim.workload import get_workload
-
-    try:
-        if s["wl"] == "config.json":
-            if not s.get("config"):
-                return "auto"
-        elif getattr(get_workload(s["model"]), "transformer", None) is None:
-            return "auto"
-    except GpusimError:
-        return "auto"
+def _attention_select() -> str:
+    """[issue 17] The attention kernel (the CLI's ``--attention``); the sidebar offers it for transformer models
+    only (other workloads have no attention to time and keep ``auto``)."""
     return st.selectbox("Attention kernel", offer("attn", ATTENTION_CHOICES), key="attn", bind=BIND,
                         help="auto: the model's own (a config.json's _attn_implementation: eager = unfused; else the "
                              "GPU's native fused kernel). flash: one fused kernel native to the GPU (FlashAttention-2 "
@@ -446,6 +436,8 @@ def sidebar() -> Context:
                                                 "mixtral, qwen3_moe, deepseek_v3, gpt_oss, ...), or your own numbers")
             if s["wl"] == "config.json":
                 s["config"], s["seq"] = _config_upload()
+                if s["config"] is not None:
+                    s["attn"] = _attention_select()
             elif s["wl"] == "custom":
                 s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
@@ -465,10 +457,10 @@ def sidebar() -> Context:
                                                    placeholder=f"{wl.seq_len} (the model's)")
                     st.caption(f"{wl.name}: {wl.params / units.GIGA:.3g} B parameters, "
                                f"{_flop(wl.fwd_flop_per_sample)} forward per {wl.sample_unit}")
+                    if getattr(wl, "transformer", None) is not None:
+                        s["attn"] = _attention_select()
                 except GpusimError as e:
                     st.error(str(e))
-            if s["wl"] != "custom":
-                s["attn"] = _attention_select(s)
         with st.expander("Hardware", expanded=True):
             hw_options = ["gpu", "node"] + ([CALIBRATED] if inuse is not None and inuse.has_machine else [])
             s["hw"] = st.segmented_control("Describe by", offer("hw", hw_options), key="hw", bind=BIND, default=DEFAULTS["hw"],
