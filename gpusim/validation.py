@@ -12,6 +12,10 @@ Beside the anchored error, the report gives the error of plain linear scaling (N
 anyone can see what the model adds, and the error on rows that lose scaling (measured efficiency < 0.9),
 where it matters (see the README of the validation folder).
 
+Rows whose benchmark protocol did not train data-parallel (:data:`INDEPENDENT_REPLICAS`: every process trained its
+own replica and exchanged no gradient) are predicted as what ran, ``n`` independent one-GPU runs on the same node,
+and reported apart from the data-parallel scaling statistics, which they cannot test.
+
 Rows whose figures were used to set a default parameter (``busbw_eff_frac`` for NVLink bridges and
 NVSwitch, ``nvls_gain_frac``, ``matmul_eff_frac``; see :data:`gpusim.params.PROVENANCE`) are marked
 ``used_for_defaults`` and reported apart: they cannot validate the model. Bus-bandwidth rows are summarised
@@ -21,6 +25,8 @@ per source and per size decade over sizes of at least 32 KiB (:func:`busbw_summa
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import math
 import os
 import re
@@ -86,6 +92,45 @@ FABRIC_MAP: dict[str, dict] = {
     "4 GPUs/server; RoCE-capable 25 Gbit/s network": {"inter": "eth-25g"},
 }
 
+#: [issue 18] Lambda's v1 benchmark (lambdal/deeplearning-benchmark) launches DeepLearningExamples' Transformer-XL with
+#: ``python -m torch.distributed.launch --nproc_per_node=${NUM_GPU} train.py`` and the PARAMS of
+#: ``pytorch/scripts/config_v1/config_pytorch_*.sh`` (e.g. config_pytorch_24GB.sh @188936494f1fd432758a4a462b94d0a805999c85,
+#: config_pytorch_80GB.sh @357c49a7cc7eaff2c74614f7dbc4a72800ba350f; the launcher in benchmark_pytorch.sh
+#: @f83874d86ed4aa636705641661509f480e8f653e), none of which passes ``--multi_gpu``; DLE's
+#: ``PyTorch/LanguageModeling/Transformer-XL/pytorch/train.py`` (@09a17a0f3367ed0a5d87a4da12f3fb3a24cbb249) wraps the
+#: model in DistributedDataParallel only ``if args.multi_gpu == 'ddp'`` (default None) and otherwise trains
+#: ``para_model = model``: each process trains its own replica and no gradient is exchanged (the throughput it logs is
+#: summed over ranks). These rows measure N independent one-GPU runs on one node, not data-parallel scaling.
+_TXL_NO_DDP = ("independent replicas: Lambda's v1 benchmark runs DeepLearningExamples' Transformer-XL train.py under "
+               "torch.distributed.launch without --multi_gpu ddp, so every process trains its own replica and no "
+               "gradient is exchanged (lambdal/deeplearning-benchmark pytorch/scripts/config_v1; DLE train.py)")
+#: (source_id, model column) -> why the multi-GPU rows of that benchmark trained independent replicas
+INDEPENDENT_REPLICAS: dict[tuple[str, str], str] = {
+    ("LAMBDA_V1", "Transformer-XL base"): _TXL_NO_DDP,
+    ("LAMBDA_V1", "Transformer-XL large"): _TXL_NO_DDP,
+}
+
+#: [issue 18] the workload as a benchmark ran it, where that differs from the catalogue entry: (source_id, model column)
+#: -> (catalogue id, TransformerSpec changes, why). Lambda's v1 runs of DeepLearningExamples' Transformer-XL pass no
+#: ``--config_file`` (so none of DLE's wt103_base/large.yaml) and no ``--adaptive``: train.py's defaults then build
+#: a full softmax over the 267,735-word WikiText-103 vocabulary, tied to the input embedding (``cutoffs = []``, div_val
+#: 1), where the catalogue entries (DLE's yaml configurations) use the adaptive softmax; Lambda's large model is run
+#: with ``--tgt_len 256 --mem_len 256`` (the yaml's 384 / 384). Sources: lambdal/deeplearning-benchmark
+#: pytorch/scripts/config_v1/config_pytorch_24GB.sh @188936494f1fd432758a4a462b94d0a805999c85 and
+#: config_pytorch_80GB.sh @357c49a7cc7eaff2c74614f7dbc4a72800ba350f (PyTorch_transformerxl{base,large}_FP{16,32}_PARAMS);
+#: NVIDIA/DeepLearningExamples PyTorch/LanguageModeling/Transformer-XL/pytorch/train.py
+#: @09a17a0f3367ed0a5d87a4da12f3fb3a24cbb249 (``--adaptive`` store_true, ``cutoffs = []`` unless it is set).
+_FULL_SOFTMAX = {"head": "lm", "tied_embeddings": True, "adaptive_cutoffs": (), "adaptive_cluster_frac": (),
+                 "adaptive_div_val": 1}
+_LAMBDA_TXL = ("as Lambda's v1 benchmark ran it: DLE train.py's defaults, a full (tied) softmax over the 267,735-word "
+               "vocabulary instead of the adaptive softmax of DLE's yaml configurations")
+AS_RUN_WORKLOADS: dict[tuple[str, str], tuple[str, dict, str]] = {
+    ("LAMBDA_V1", "Transformer-XL base"): ("transformer-xl-base", _FULL_SOFTMAX, _LAMBDA_TXL),
+    ("LAMBDA_V1", "Transformer-XL large"): ("transformer-xl-large",
+                                            {**_FULL_SOFTMAX, "seq_len": 256, "mem_len": 256},
+                                            _LAMBDA_TXL + "; --tgt_len 256 --mem_len 256"),
+}
+
 #: tf_cnn_benchmarks' default per-GPU batch for the Horovod 2017 rows (not stated in the source)
 HOROVOD_BATCH = {"inception-v3": 64, "resnet101": 64, "vgg16": 32}
 #: ImageNet-1k training set (Russakovsky et al., IJCV 2015) for the time-to-train rows
@@ -128,6 +173,7 @@ class RowResult:
     one_gpu_measured: float | None = None
     reason: str | None = None
     flagged: str | None = None
+    protocol: str | None = None  # [issue 18] the benchmark trained independent replicas (INDEPENDENT_REPLICAS)
     used_for_defaults: bool = False
     units_per_sample: float = 1.0
     memory_frac: float | None = None  # predicted memory per GPU / capacity (the measured run fitted)
@@ -243,7 +289,15 @@ def _base(i: int, r: dict) -> RowResult:
     return RowResult(index=i, source_id=r["source_id"], kind=r["kind"], model=r["model"], gpu=r["gpu"],
                      n_gpus=int(_num(r["n_gpus"]) or 0), measured=_num(r["value"]) or 0.0, unit=r["unit"],
                      flagged="source marks this row WARNING" if "WARNING" in (r.get("notes") or "") else None,
+                     protocol=_protocol(r),
                      used_for_defaults=r["source_id"] in _USED_FOR_DEFAULTS)
+
+
+def _protocol(r: dict) -> str | None:
+    """Why a multi-GPU throughput row did not train data-parallel (:data:`INDEPENDENT_REPLICAS`), else None."""
+    if r.get("kind") != "throughput" or (_num(r.get("n_gpus", "")) or 1) <= 1:
+        return None
+    return INDEPENDENT_REPLICAS.get((r.get("source_id"), r.get("model")))
 
 
 def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
@@ -275,8 +329,25 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         res.assumptions.append(f"per-GPU batch {batch} assumed (not in the source)")
     kw = {"model": wl_id, "seq_len": seq, "gpu": gpu_id, "gpus": n, "nodes": nodes, "precision": precision,
           "per_gpu_batch": max(1, int(round(batch))), "num_workers": None}
+    as_run = AS_RUN_WORKLOADS.get((r["source_id"], r["model"]))
+    if as_run is not None:  # [issue 18] the benchmark's own configuration of the model
+        del kw["model"], kw["seq_len"]
+        kw["workload"] = _as_run_workload(r["source_id"], r["model"])
+        res.assumptions.append(as_run[2])
     kw.update({k: v for k, v in fabric.items() if k != "algorithm"})
     return kw
+
+
+@functools.lru_cache(maxsize=16)
+def _as_run_workload(source_id: str, model: str):
+    """The workload of :data:`AS_RUN_WORKLOADS` for a (source, model) pair, built once."""
+    from gpusim.workload import build_from_spec, get_workload
+
+    wl_id, changes, _why = AS_RUN_WORKLOADS[(source_id, model)]
+    base = get_workload(wl_id)
+    return build_from_spec(dataclasses.replace(base.transformer, **changes), id=f"{wl_id}-{source_id.lower()}",
+                           name=f"{base.name} ({source_id} configuration)", family=base.family,
+                           sources=(*base.sources, "AS_RUN_WORKLOADS in gpusim/validation.py"))
 
 
 def _units_per_sample(unit: str, wl) -> float | None:
@@ -320,7 +391,8 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
         kw = _scenario_kwargs(r, res, db)
         if kw is None:
             return res
-        scn = Scenario.create(**kw)
+        replicas = res.n_gpus if res.protocol else 1  # [issue 18] n independent one-GPU runs (INDEPENDENT_REPLICAS)
+        scn = Scenario.create(**({**kw, "gpus": 1, "nodes": 1} if res.protocol else kw))
         out = simulate(scn, db=db, params=params, recommend=False)
         assumed_batch = _num(r["per_gpu_batch"]) is None
         while assumed_batch and not out.fits_in_memory and scn.strategy.per_gpu_batch > 1:
@@ -336,7 +408,9 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
                 res.reason = f"unit {r['unit']!r} not understood"
                 return res
             res.units_per_sample = per
-            res.predicted = out.throughput_samples_per_s * per
+            res.predicted = replicas * out.throughput_samples_per_s * per
+            if res.protocol:
+                res.assumptions.append(res.protocol)
         elif kind == "time_to_train":
             epochs = 90
             res.predicted = epochs * IMAGENET_TRAIN_SAMPLES / out.throughput_samples_per_s / 3600.0
@@ -395,10 +469,13 @@ def _anchor(results: list[RowResult], rows: list[dict], db, params_for) -> None:
             continue
         kw = _scenario_kwargs(r, RowResult(0, "", "", "", "", 0, 0.0, ""), db)
         per = res.units_per_sample
+        replicas = res.n_gpus if res.protocol else 1  # [issue 18] n independent one-GPU runs
+        if res.protocol:
+            kw = {**kw, "gpus": 1, "nodes": 1}
         try:
             out = simulate(Scenario.create(**kw, baseline_throughput=one.measured / per), db=db,
                            params=params_for(kw["gpu"]), recommend=False)
-            res.anchored = out.throughput_samples_per_s * per
+            res.anchored = replicas * out.throughput_samples_per_s * per
         except GpusimError as e:
             res.reason = f"anchored: {e}"
 
@@ -414,6 +491,14 @@ def _stats(errors: list[float]) -> dict:
     return {"n": int(a.size), "median_ape": float(np.median(a)), "p90_ape": float(np.percentile(a, 90))}
 
 
+def _spread(values: list[float]) -> dict:
+    """Median, smallest and largest of some values (None when there are none)."""
+    if not values:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    a = np.asarray(values, dtype=np.float64)
+    return {"n": int(a.size), "median": float(np.median(a)), "min": float(a.min()), "max": float(a.max())}
+
+
 def summarize(results: list[RowResult]) -> dict:
     """Per (source, kind): rows, predicted, unmapped, datasheet and anchored error; plus the scaling rows."""
     groups: dict[tuple[str, str], list[RowResult]] = defaultdict(list)
@@ -426,10 +511,11 @@ def summarize(results: list[RowResult]) -> dict:
             "source_id": src, "kind": kind, "rows": len(rs), "predicted": len(predicted),
             "unmapped": len(rs) - len(predicted), "used_for_defaults": any(r.used_for_defaults for r in rs),
             "datasheet": _stats([r.ape() for r in predicted]),
-            "anchored": _stats([r.ape("anchored") for r in rs if r.anchored is not None and not r.flagged]),
-            "linear": _stats([r.ape("linear") for r in rs if r.anchored is not None and not r.flagged]),
+            "anchored": _stats([r.ape("anchored") for r in rs if r.anchored is not None and _data_parallel(r)]),
+            "linear": _stats([r.ape("linear") for r in rs if r.anchored is not None and _data_parallel(r)]),
         })
-    multi = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and not r.flagged]
+    multi = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and _data_parallel(r)]
+    replicas = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and r.protocol and not r.flagged]
     anchored = [r for r in multi if r.anchored is not None]
     losing = [r for r in anchored if (r.measured_efficiency or 1.0) < 0.9]
     eff_err = [abs(r.predicted_efficiency - r.measured_efficiency) for r in anchored]
@@ -444,6 +530,14 @@ def summarize(results: list[RowResult]) -> dict:
         "efficiency_abs_error": _stats(eff_err),
         "efficiency_abs_error_linear": _stats(eff_err_linear),
         "flagged_rows_excluded": sum(1 for r in results if r.flagged and r.kind == "throughput" and r.n_gpus > 1),
+        # [issue 18] rows whose benchmark trained independent replicas: predicted as such, reported apart
+        "independent_replica_rows": {
+            "n": len(replicas),
+            "datasheet": _stats([r.ape() for r in replicas if r.predicted is not None]),
+            "anchored": _stats([r.ape("anchored") for r in replicas if r.anchored is not None]),
+            "measured_efficiency": _spread([r.measured_efficiency for r in replicas
+                                            if r.measured_efficiency is not None]),
+        },
     }
     mem = [r.memory_frac for r in results if r.memory_frac is not None]
     over = [m for m in mem if m > 1.0]
@@ -480,8 +574,14 @@ def busbw_summary(results: list[RowResult], min_bytes: float = BUSBW_MIN_BYTES) 
             "excluded_used_for_defaults": sum(1 for r in results if r.kind == "busbw" and r.used_for_defaults)}
 
 
+def _data_parallel(r: RowResult) -> bool:
+    """A row of the data-parallel scaling statistics: not flagged by its source, and its benchmark exchanged
+    gradients (not one of :data:`INDEPENDENT_REPLICAS`)."""
+    return not r.flagged and not r.protocol
+
+
 def worst_rows(results: list[RowResult], which: str = "anchored", n: int = 10) -> list[RowResult]:
-    scored = [r for r in results if r.ape(which) is not None and not r.flagged and r.kind == "throughput"]
+    scored = [r for r in results if r.ape(which) is not None and _data_parallel(r) and r.kind == "throughput"]
     return sorted(scored, key=lambda r: -r.ape(which))[:n]
 
 

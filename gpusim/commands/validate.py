@@ -183,8 +183,10 @@ def cmd_validate(args) -> int:
                 caption="* rows used to set a default parameter: not a test of the model",
                 justify=["left", "left"] + ["right"] * 10)
     o = summary["overall"]
+    ir = o["independent_replica_rows"]
     print(f"multi-GPU throughput rows: {o['multi_gpu_throughput_rows']} "
-          f"(source-flagged rows excluded: {o['flagged_rows_excluded']})")
+          f"(source-flagged rows excluded: {o['flagged_rows_excluded']}; rows whose benchmark trained independent "
+          f"replicas, reported below: {ir['n']})")
     print(f"  datasheet alone:   median {fmt_pct(o['datasheet']['median_ape'])}, p90 {fmt_pct(o['datasheet']['p90_ape'])} "
           f"(n={o['datasheet']['n']})")
     print(f"  anchored on 1 GPU: median {fmt_pct(o['anchored']['median_ape'])}, p90 {fmt_pct(o['anchored']['p90_ape'])} "
@@ -197,6 +199,12 @@ def cmd_validate(args) -> int:
           f"{fmt_pct(o['efficiency_abs_error']['p90_ape'])} (linear scaling assumes 100%: median "
           f"{fmt_pct(o['efficiency_abs_error_linear']['median_ape'])}, p90 "
           f"{fmt_pct(o['efficiency_abs_error_linear']['p90_ape'])})")
+    if ir["n"]:
+        eff = ir["measured_efficiency"]
+        print(f"  independent replicas (no gradient exchange; predicted as n one-GPU runs): anchored median "
+              f"{fmt_pct(ir['anchored']['median_ape'])}, p90 {fmt_pct(ir['anchored']['p90_ape'])} "
+              f"(n={ir['anchored']['n']}); measured efficiency median {fmt_pct(eff['median'])}, "
+              f"{fmt_pct(eff['min'])}-{fmt_pct(eff['max'])}; datasheet median {fmt_pct(ir['datasheet']['median_ape'])}")
     m = o["memory"]
     if m["configurations"]:
         print(f"  memory: every measured configuration ran, so it fitted; gpusim predicts {m['predicted_to_fit']} of "
@@ -246,7 +254,8 @@ def cmd_validate(args) -> int:
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",
-                 fmt_pct(r.ape()), fmt_pct(r.ape("anchored")), r.reason or r.flagged or ""] for r in results]
+                 fmt_pct(r.ape()), fmt_pct(r.ape("anchored")), r.reason or r.flagged or r.protocol or ""]
+                for r in results]
         print_table(rows, ["#", "source", "kind", "model", "gpu", "n", "measured", "datasheet", "anchored",
                            "err", "anch err", "note"])
     return 0

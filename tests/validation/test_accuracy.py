@@ -28,7 +28,8 @@ def test_anchored_multi_gpu_throughput_median_error_at_most_10_percent(summary):
 
 def test_datasheet_multi_gpu_throughput_median_error_at_most_30_percent(summary):
     o = summary["overall"]
-    assert o["datasheet"]["n"] >= 400
+    # 449 multi-GPU rows less the 76 of Lambda's Transformer-XL runs, which trained independent replicas (reported apart)
+    assert o["datasheet"]["n"] >= 350
     assert o["datasheet"]["median_ape"] <= 0.30
 
 

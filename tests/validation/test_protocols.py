@@ -1,0 +1,105 @@
+"""Benchmarks that did not train data-parallel (issue 18): Lambda's v1 Transformer-XL runs launch DeepLearningExamples'
+train.py without ``--multi_gpu ddp``, so every process trains its own replica and exchanges no gradient. Such rows are
+predicted as what ran (n independent one-GPU runs on the node) and kept out of the data-parallel scaling statistics."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from gpusim.validation import INDEPENDENT_REPLICAS, _protocol, run, summarize
+
+COLUMNS = ["source_id", "kind", "model", "gpu", "n_gpus", "n_nodes", "interconnect", "precision", "per_gpu_batch",
+           "global_batch", "message_bytes", "value", "unit", "notes"]
+NOTE = 'system row "{n}x RTX 4090"; v1 table'
+
+
+def _row(model, n, value, unit="tokens/s", batch=24, source="LAMBDA_V1"):
+    return {"source_id": source, "kind": "throughput", "model": model, "gpu": "RTX 4090", "n_gpus": str(n),
+            "n_nodes": "1", "interconnect": "single GPU" if n == 1 else "PCIe (inferred; card GPU)",
+            "precision": "amp_fp16", "per_gpu_batch": str(batch), "global_batch": str(batch * n),
+            "message_bytes": "", "value": str(value), "unit": unit,
+            "notes": NOTE.format(n=n) if n > 1 else 'system row "RTX 4090"; v1 table'}
+
+
+@pytest.fixture(scope="module")
+def rows_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("protocols") / "m.csv"
+    rows = [_row("Transformer-XL base", 1, 40427), _row("Transformer-XL base", 2, 80755),
+            _row("GNMT v2", 1, 159511, batch=256), _row("GNMT v2", 2, 210089, batch=256)]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_the_rule_names_lambdas_transformer_xl_multi_gpu_rows_only():
+    assert _protocol(_row("Transformer-XL base", 2, 1.0)) == INDEPENDENT_REPLICAS[("LAMBDA_V1", "Transformer-XL base")]
+    assert _protocol(_row("Transformer-XL large", 8, 1.0)) is not None
+    assert _protocol(_row("Transformer-XL base", 1, 1.0)) is None            # one GPU: nothing to exchange
+    assert _protocol(_row("GNMT v2", 2, 1.0)) is None                         # DLE GNMT trains with DDP
+    assert _protocol(_row("Transformer-XL base", 2, 1.0, source="DLE_GNMT_PT")) is None
+    assert "--multi_gpu" in INDEPENDENT_REPLICAS[("LAMBDA_V1", "Transformer-XL base")]
+
+
+def test_independent_replicas_are_n_one_gpu_runs(rows_csv, db):
+    res = run(rows_csv, db=db)
+    one, two, gnmt1, gnmt2 = res
+    assert two.protocol and not one.protocol and not gnmt2.protocol
+    # datasheet: twice the modelled one-GPU throughput of the same node, batch and precision
+    assert two.predicted == pytest.approx(2.0 * one.predicted, rel=1e-12)
+    # anchored on the measured one-GPU row: exactly linear, since nothing is exchanged
+    assert two.anchored == pytest.approx(2.0 * 40427, rel=1e-12)
+    assert any("independent replicas" in a for a in two.assumptions)
+    # the data-parallel rows keep their model: GNMT over host-staged PCIe (no P2P on a 4090) loses scaling
+    assert gnmt2.anchored < 0.99 * 2.0 * 159511
+
+
+def test_replica_rows_leave_the_data_parallel_statistics(rows_csv, db):
+    res = run(rows_csv, db=db)
+    o = summarize(res)["overall"]
+    assert o["multi_gpu_throughput_rows"] == 1                    # the GNMT pair only
+    assert o["anchored"]["n"] == 1
+    ir = o["independent_replica_rows"]
+    assert ir["n"] == 1 and ir["anchored"]["n"] == 1
+    assert ir["anchored"]["median_ape"] == pytest.approx(abs(2 * 40427 / 80755 - 1), rel=1e-9)
+    assert ir["measured_efficiency"]["median"] == pytest.approx(80755 / (2 * 40427), rel=1e-12)
+
+
+def test_data_parallel_prediction_of_the_same_row_would_exchange_gradients(db):
+    """What the protocol changes: as DDP, Transformer-XL base's ~190M gradients cross host-staged PCIe every step and
+    the model predicts lost scaling; as replicas it predicts none (the measured 2x RTX 4090 row: 0.999 of linear)."""
+    from gpusim.simulation import Scenario, simulate
+
+    ddp = simulate(Scenario.create(model="transformer-xl-base", gpu="rtx-4090", gpus=2, precision="amp_fp16",
+                                   per_gpu_batch=24, baseline_throughput=40427 / 192), db=db, recommend=False)
+    assert ddp.scaling_efficiency_frac < 0.9
+
+
+def test_lambdas_transformer_xl_is_predicted_with_the_configuration_it_ran():
+    """Lambda's scripts pass neither --config_file nor --adaptive to DLE's train.py: a full softmax over the whole
+    WikiText-103 vocabulary, tied to the embedding; the large model at --tgt_len 256 --mem_len 256. Hand count of what
+    that adds to the forward pass per token: the full head is 2 d V FLOPs, where the adaptive head computed the
+    head cluster (19,997 words + 3 cluster logits) for every token and each tail only for its tokens."""
+    from gpusim.validation import _as_run_workload
+    from gpusim.workload import get_workload
+
+    base_cat, base_run = get_workload("transformer-xl-base"), _as_run_workload("LAMBDA_V1", "Transformer-XL base")
+    spec = base_run.transformer
+    assert spec.head == "lm" and spec.tied_embeddings and not spec.adaptive_cutoffs
+    assert base_run.tokens_per_sample == 192 == base_cat.tokens_per_sample
+    d, V, s = 512, 267735, 192
+    added = (base_run.fwd_flop_per_sample - base_cat.fwd_flop_per_sample) / s
+    full_head = 2.0 * d * V
+    assert 0.8 * full_head < added < full_head  # the adaptive head's cost is what is left
+    large_run = _as_run_workload("LAMBDA_V1", "Transformer-XL large")
+    assert large_run.tokens_per_sample == 256 and large_run.transformer.mem_len == 256
+
+
+def test_lambda_transformer_xl_rows_say_which_configuration_was_predicted(db):
+    res = run(db=db)
+    txl = [r for r in res if r.source_id == "LAMBDA_V1" and r.model.startswith("Transformer-XL")]
+    assert len(txl) >= 100
+    assert all(any("full (tied) softmax" in a for a in r.assumptions) for r in txl if r.predicted is not None)
