@@ -27,8 +27,9 @@ from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, Node
 from gpusim.model.context import CP_KINDS
-from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, inter_node_busbw,
-                                 intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link, nccl_nvswitch_busbw)
+from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, gpu_nic_path_bytes_per_s,
+                                 inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
+                                 nccl_nvswitch_busbw)
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -100,6 +101,17 @@ def implied_nodes(db, *, gpus: int, gpu: str | None = None, node: str | None = N
     if gpus <= per_node or gpus % per_node:
         return None
     return gpus // per_node
+
+
+def node_nics_for(node: Node, gpus_per_node: int) -> int:
+    """[issue 18] NICs a job using ``gpus_per_node`` of a node template's GPUs drives: the template's NICs in
+    proportion (at least one). NCCL gives each GPU the NICs nearest to it in the PCIe tree (``ncclTopoGetLocalNet``
+    in NVIDIA NCCL ``src/graph/topo.cc``; rail-optimised nodes such as DGX H100 put one NIC on each GPU's PCIe
+    switch), and GPUDirect RDMA moves the data between the GPU and a NIC as PCIe peer-to-peer transactions (NVIDIA,
+    "GPUDirect RDMA" documentation), so the NICs of GPUs outside the job carry nothing of it."""
+    if gpus_per_node >= node.gpus_per_node:
+        return node.nics_per_node
+    return max(1, round(node.nics_per_node * gpus_per_node / node.gpus_per_node))
 
 
 def resolve_hardware(scn: Scenario, db) -> Hardware:
@@ -184,8 +196,12 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                 raise ScenarioError("several nodes need a network: give --inter LINK (`gpusim hw list --kind link`)")
             inter = db.link(lid)
             notes.append(f"nodes joined by {inter.id} assumed (set --inter to change)")
-        nics = scn.nics_per_node or (node.nics_per_node if (node is not None and node.nic_link and not scn.inter
-                                                            ) else 0) or g
+        nics = scn.nics_per_node or (node_nics_for(node, g) if (node is not None and node.nic_link and not scn.inter
+                                                                ) else 0) or g
+        if (not scn.nics_per_node and node is not None and node.nic_link and not scn.inter
+                and g < node.gpus_per_node):
+            notes.append(f"{g} of the node's {node.gpus_per_node} GPUs use their own NICs: {nics} of its "
+                         f"{node.nics_per_node} (set --nics-per-node to change)")
     # CPU cores and storage come from the node; without one, from the database's generic PCIe server
     host = node if node is not None else _generic_host(db)
     if host is None and not (scn.cpu_cores_per_gpu and scn.storage_gbyte_per_s):
@@ -323,6 +339,9 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         net_path = PATH_CODES[NETWORK_PATH[hw.inter_link.kind]]
         inter_bw = inter_node_busbw(hw.inter_link.bandwidth_bytes_per_s, hw.nics_per_node, net_path,
                                     hw.oversubscription, eff)
+        # [issue 18] a GPU's network traffic crosses its own PCIe link to the NICs (GPUDirect RDMA: PCIe
+        # peer-to-peer), so a node's GPUs of the job cannot put more than their PCIe links carry into the network
+        inter_bw = min(inter_bw, gpu_nic_path_bytes_per_s(g, hw.pcie_link.bandwidth_bytes_per_s, eff))
         inter_hop = hw.inter_link.latency_s
     else:
         inter_bw, inter_hop, net_path = math.inf, 0.0, -1

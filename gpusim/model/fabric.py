@@ -79,6 +79,17 @@ def inter_node_busbw(nic_bytes_per_s, nics_per_node, network_path_code, oversubs
             / np.asarray(oversubscription, dtype=np.float64))
 
 
+def gpu_nic_path_bytes_per_s(gpus_per_node, pcie_bytes_per_s, eff):
+    """[issue 18] The most one node's GPUs of a job can put into the network: each GPU reaches its NICs over its own
+    PCIe link (GPUDirect RDMA moves the data between GPU and NIC as PCIe peer-to-peer transactions, through the PCIe
+    switch they share: path class ``pcie-switch``; NVIDIA NCCL's topology search bounds a network channel by the
+    bandwidth of the GPU-to-NIC path, ``src/graph/search.cc``), so ``g x PCIe x eff``. A full node of a rail-optimised
+    design (one 400 Gb/s NIC per PCIe 5.0 x16 GPU) is bound by its NICs, not by this; one GPU driving a node's four or
+    eight NICs is bound by it. ``eff`` is :func:`eff_table`."""
+    return (np.asarray(gpus_per_node, dtype=np.float64) * np.asarray(pcie_bytes_per_s, dtype=np.float64)
+            * eff[PATH_CODES["pcie-switch"]])
+
+
 def nccl_nvlink_gbyte_per_s_per_link(compute_capability: str | None, table: dict[str, float]) -> float | None:
     """NCCL's bandwidth of one NVLink link for a GPU of this compute capability (GB/s), or ``None``.
 
