@@ -196,10 +196,9 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                 raise ScenarioError("several nodes need a network: give --inter LINK (`gpusim hw list --kind link`)")
             inter = db.link(lid)
             notes.append(f"nodes joined by {inter.id} assumed (set --inter to change)")
-        nics = scn.nics_per_node or (node_nics_for(node, g) if (node is not None and node.nic_link and not scn.inter
-                                                                ) else 0) or g
-        if (not scn.nics_per_node and node is not None and node.nic_link and not scn.inter
-                and g < node.gpus_per_node):
+        node_nics = node is not None and node.nic_link and not scn.inter  # the template's own NICs carry the job
+        nics = scn.nics_per_node or (node_nics_for(node, g) if node_nics else 0) or g
+        if node_nics and not scn.nics_per_node and g < node.gpus_per_node:
             notes.append(f"{g} of the node's {node.gpus_per_node} GPUs use their own NICs: {nics} of its "
                          f"{node.nics_per_node} (set --nics-per-node to change)")
     # CPU cores and storage come from the node; without one, from the database's generic PCIe server

@@ -338,6 +338,14 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
     return kw
 
 
+def _as_run_job(kw: dict, res: RowResult) -> tuple[dict, int]:
+    """[issue 18] The scenario a row's benchmark ran and how many copies of it: a row of
+    :data:`INDEPENDENT_REPLICAS` is ``n`` independent one-GPU runs; any other row is its own scenario, once."""
+    if not res.protocol:
+        return kw, 1
+    return {**kw, "gpus": 1, "nodes": 1}, res.n_gpus
+
+
 @functools.lru_cache(maxsize=16)
 def _as_run_workload(source_id: str, model: str):
     """The workload of :data:`AS_RUN_WORKLOADS` for a (source, model) pair, built once."""
@@ -391,8 +399,8 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
         kw = _scenario_kwargs(r, res, db)
         if kw is None:
             return res
-        replicas = res.n_gpus if res.protocol else 1  # [issue 18] n independent one-GPU runs (INDEPENDENT_REPLICAS)
-        scn = Scenario.create(**({**kw, "gpus": 1, "nodes": 1} if res.protocol else kw))
+        kw, replicas = _as_run_job(kw, res)
+        scn = Scenario.create(**kw)
         out = simulate(scn, db=db, params=params, recommend=False)
         assumed_batch = _num(r["per_gpu_batch"]) is None
         while assumed_batch and not out.fits_in_memory and scn.strategy.per_gpu_batch > 1:
@@ -469,9 +477,7 @@ def _anchor(results: list[RowResult], rows: list[dict], db, params_for) -> None:
             continue
         kw = _scenario_kwargs(r, RowResult(0, "", "", "", "", 0, 0.0, ""), db)
         per = res.units_per_sample
-        replicas = res.n_gpus if res.protocol else 1  # [issue 18] n independent one-GPU runs
-        if res.protocol:
-            kw = {**kw, "gpus": 1, "nodes": 1}
+        kw, replicas = _as_run_job(kw, res)
         try:
             out = simulate(Scenario.create(**kw, baseline_throughput=one.measured / per), db=db,
                            params=params_for(kw["gpu"]), recommend=False)
