@@ -173,7 +173,7 @@ class RowResult:
     one_gpu_measured: float | None = None
     reason: str | None = None
     flagged: str | None = None
-    protocol: str | None = None  # [issue 18] the benchmark trained independent replicas (INDEPENDENT_REPLICAS)
+    replicas_reason: str | None = None  # [issue 18] why the benchmark trained independent replicas
     used_for_defaults: bool = False
     units_per_sample: float = 1.0
     memory_frac: float | None = None  # predicted memory per GPU / capacity (the measured run fitted)
@@ -289,11 +289,11 @@ def _base(i: int, r: dict) -> RowResult:
     return RowResult(index=i, source_id=r["source_id"], kind=r["kind"], model=r["model"], gpu=r["gpu"],
                      n_gpus=int(_num(r["n_gpus"]) or 0), measured=_num(r["value"]) or 0.0, unit=r["unit"],
                      flagged="source marks this row WARNING" if "WARNING" in (r.get("notes") or "") else None,
-                     protocol=_protocol(r),
+                     replicas_reason=_replicas_reason(r),
                      used_for_defaults=r["source_id"] in _USED_FOR_DEFAULTS)
 
 
-def _protocol(r: dict) -> str | None:
+def _replicas_reason(r: dict) -> str | None:
     """Why a multi-GPU throughput row did not train data-parallel (:data:`INDEPENDENT_REPLICAS`), else None."""
     if r.get("kind") != "throughput" or (_num(r.get("n_gpus", "")) or 1) <= 1:
         return None
@@ -341,7 +341,7 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
 def _as_run_job(kw: dict, res: RowResult) -> tuple[dict, int]:
     """[issue 18] The scenario a row's benchmark ran and how many copies of it: a row of
     :data:`INDEPENDENT_REPLICAS` is ``n`` independent one-GPU runs; any other row is its own scenario, once."""
-    if not res.protocol:
+    if not res.replicas_reason:
         return kw, 1
     return {**kw, "gpus": 1, "nodes": 1}, res.n_gpus
 
@@ -417,8 +417,8 @@ def _predict_row(i: int, r: dict, db, params) -> RowResult:
                 return res
             res.units_per_sample = per
             res.predicted = replicas * out.throughput_samples_per_s * per
-            if res.protocol:
-                res.assumptions.append(res.protocol)
+            if res.replicas_reason:
+                res.assumptions.append(res.replicas_reason)
         elif kind == "time_to_train":
             epochs = 90
             res.predicted = epochs * IMAGENET_TRAIN_SAMPLES / out.throughput_samples_per_s / 3600.0
@@ -521,7 +521,7 @@ def summarize(results: list[RowResult]) -> dict:
             "linear": _stats([r.ape("linear") for r in rs if r.anchored is not None and _data_parallel(r)]),
         })
     multi = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and _data_parallel(r)]
-    replicas = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and r.protocol and not r.flagged]
+    replicas = [r for r in results if r.kind == "throughput" and r.n_gpus > 1 and r.replicas_reason and not r.flagged]
     anchored = [r for r in multi if r.anchored is not None]
     losing = [r for r in anchored if (r.measured_efficiency or 1.0) < 0.9]
     eff_err = [abs(r.predicted_efficiency - r.measured_efficiency) for r in anchored]
@@ -583,7 +583,7 @@ def busbw_summary(results: list[RowResult], min_bytes: float = BUSBW_MIN_BYTES) 
 def _data_parallel(r: RowResult) -> bool:
     """A row of the data-parallel scaling statistics: not flagged by its source, and its benchmark exchanged
     gradients (not one of :data:`INDEPENDENT_REPLICAS`)."""
-    return not r.flagged and not r.protocol
+    return not r.flagged and not r.replicas_reason
 
 
 def worst_rows(results: list[RowResult], which: str = "anchored", n: int = 10) -> list[RowResult]:

@@ -254,7 +254,7 @@ def cmd_validate(args) -> int:
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",
-                 fmt_pct(r.ape()), fmt_pct(r.ape("anchored")), r.reason or r.flagged or r.protocol or ""]
+                 fmt_pct(r.ape()), fmt_pct(r.ape("anchored")), r.reason or r.flagged or r.replicas_reason or ""]
                 for r in results]
         print_table(rows, ["#", "source", "kind", "model", "gpu", "n", "measured", "datasheet", "anchored",
                            "err", "anch err", "note"])

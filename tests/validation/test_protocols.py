@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-from gpusim.validation import INDEPENDENT_REPLICAS, _protocol, run, summarize
+from gpusim.validation import INDEPENDENT_REPLICAS, _replicas_reason, run, summarize
 
 COLUMNS = ["source_id", "kind", "model", "gpu", "n_gpus", "n_nodes", "interconnect", "precision", "per_gpu_batch",
            "global_batch", "message_bytes", "value", "unit", "notes"]
@@ -36,18 +36,18 @@ def rows_csv(tmp_path_factory):
 
 
 def test_the_rule_names_lambdas_transformer_xl_multi_gpu_rows_only():
-    assert _protocol(_row("Transformer-XL base", 2, 1.0)) == INDEPENDENT_REPLICAS[("LAMBDA_V1", "Transformer-XL base")]
-    assert _protocol(_row("Transformer-XL large", 8, 1.0)) is not None
-    assert _protocol(_row("Transformer-XL base", 1, 1.0)) is None            # one GPU: nothing to exchange
-    assert _protocol(_row("GNMT v2", 2, 1.0)) is None                         # DLE GNMT trains with DDP
-    assert _protocol(_row("Transformer-XL base", 2, 1.0, source="DLE_GNMT_PT")) is None
+    assert _replicas_reason(_row("Transformer-XL base", 2, 1.0)) == INDEPENDENT_REPLICAS[("LAMBDA_V1", "Transformer-XL base")]
+    assert _replicas_reason(_row("Transformer-XL large", 8, 1.0)) is not None
+    assert _replicas_reason(_row("Transformer-XL base", 1, 1.0)) is None            # one GPU: nothing to exchange
+    assert _replicas_reason(_row("GNMT v2", 2, 1.0)) is None                         # DLE GNMT trains with DDP
+    assert _replicas_reason(_row("Transformer-XL base", 2, 1.0, source="DLE_GNMT_PT")) is None
     assert "--multi_gpu" in INDEPENDENT_REPLICAS[("LAMBDA_V1", "Transformer-XL base")]
 
 
 def test_independent_replicas_are_n_one_gpu_runs(rows_csv, db):
     res = run(rows_csv, db=db)
     one, two, gnmt1, gnmt2 = res
-    assert two.protocol and not one.protocol and not gnmt2.protocol
+    assert two.replicas_reason and not one.replicas_reason and not gnmt2.replicas_reason
     # datasheet: twice the modelled one-GPU throughput of the same node, batch and precision
     assert two.predicted == pytest.approx(2.0 * one.predicted, rel=1e-12)
     # anchored on the measured one-GPU row: exactly linear, since nothing is exchanged
@@ -103,3 +103,14 @@ def test_lambda_transformer_xl_rows_say_which_configuration_was_predicted(db):
     txl = [r for r in res if r.source_id == "LAMBDA_V1" and r.model.startswith("Transformer-XL")]
     assert len(txl) >= 100
     assert all(any("full (tied) softmax" in a for a in r.assumptions) for r in txl if r.predicted is not None)
+
+
+def test_the_replica_rule_and_the_nccl_protocol_of_a_sweep_row_are_apart(db):
+    """A bus-bandwidth row's NCCL protocol (LL, LL128, Simple) is not a benchmark that trained replicas: the two were
+    once one field, which put sweep rows' protocols in the --rows note column."""
+    res = run(db=db)
+    sweep = [r for r in res if r.kind == "busbw" and r.predicted is not None]
+    assert sweep and all(r.replicas_reason is None for r in sweep)
+    assert {r.protocol for r in sweep} <= {"ll", "ll128", "simple"}
+    # Lambda's multi-GPU Transformer-XL rows: 76, and 4 more that their source flags (excluded from every statistic)
+    assert sum(1 for r in res if r.replicas_reason and not r.flagged) == 76
