@@ -174,6 +174,7 @@ class RowResult:
     reason: str | None = None
     flagged: str | None = None
     replicas_reason: str | None = None  # [issue 18] why the benchmark trained independent replicas
+    workload_as_run: str | None = None  # [issue 18] the benchmark's own configuration of the model (AS_RUN_WORKLOADS)
     used_for_defaults: bool = False
     units_per_sample: float = 1.0
     memory_frac: float | None = None  # predicted memory per GPU / capacity (the measured run fitted)
@@ -333,6 +334,7 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
     if as_run is not None:  # [issue 18] the benchmark's own configuration of the model
         del kw["model"], kw["seq_len"]
         kw["workload"] = _as_run_workload(r["source_id"], r["model"])
+        res.workload_as_run = as_run[2]
         res.assumptions.append(as_run[2])
     kw.update({k: v for k, v in fabric.items() if k != "algorithm"})
     return kw
@@ -536,6 +538,9 @@ def summarize(results: list[RowResult]) -> dict:
         "efficiency_abs_error": _stats(eff_err),
         "efficiency_abs_error_linear": _stats(eff_err_linear),
         "flagged_rows_excluded": sum(1 for r in results if r.flagged and r.kind == "throughput" and r.n_gpus > 1),
+        # [issue 18] rows predicted with the configuration their benchmark ran (AS_RUN_WORKLOADS), every GPU count
+        "as_run_workload_rows": _stats([r.ape() for r in results if r.workload_as_run and r.kind == "throughput"
+                                        and r.predicted is not None]),
         # [issue 18] rows whose benchmark trained independent replicas: predicted as such, reported apart
         "independent_replica_rows": {
             "n": len(replicas),

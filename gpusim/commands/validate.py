@@ -205,6 +205,10 @@ def cmd_validate(args) -> int:
               f"{fmt_pct(ir['anchored']['median_ape'])}, p90 {fmt_pct(ir['anchored']['p90_ape'])} "
               f"(n={ir['anchored']['n']}); measured efficiency median {fmt_pct(eff['median'])}, "
               f"{fmt_pct(eff['min'])}-{fmt_pct(eff['max'])}; datasheet median {fmt_pct(ir['datasheet']['median_ape'])}")
+    ar = o["as_run_workload_rows"]
+    if ar["n"]:
+        print(f"  rows predicted with the model configuration their benchmark ran (AS_RUN_WORKLOADS; 1 GPU and more): "
+              f"datasheet median {fmt_pct(ar['median_ape'])}, p90 {fmt_pct(ar['p90_ape'])} (n={ar['n']})")
     m = o["memory"]
     if m["configurations"]:
         print(f"  memory: every measured configuration ran, so it fitted; gpusim predicts {m['predicted_to_fit']} of "

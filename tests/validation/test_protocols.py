@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pytest
 
 from gpusim.validation import INDEPENDENT_REPLICAS, _replicas_reason, run, summarize
@@ -66,6 +67,11 @@ def test_replica_rows_leave_the_data_parallel_statistics(rows_csv, db):
     assert ir["n"] == 1 and ir["anchored"]["n"] == 1
     assert ir["anchored"]["median_ape"] == pytest.approx(abs(2 * 40427 / 80755 - 1), rel=1e-9)
     assert ir["measured_efficiency"]["median"] == pytest.approx(80755 / (2 * 40427), rel=1e-12)
+    # both Transformer-XL rows (1 and 2 GPUs) ran Lambda's configuration; the GNMT rows ran the catalogue's
+    txl = [r for r in res if r.model.startswith("Transformer-XL")]
+    assert all(r.workload_as_run for r in txl) and not any(r.workload_as_run for r in res if r.model == "GNMT v2")
+    assert o["as_run_workload_rows"]["n"] == 2
+    assert o["as_run_workload_rows"]["median_ape"] == pytest.approx(float(np.median([r.ape() for r in txl])))
 
 
 def test_data_parallel_prediction_of_the_same_row_would_exchange_gradients(db):
