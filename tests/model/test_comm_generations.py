@@ -264,3 +264,20 @@ def test_tcpxo_jobs_across_nodes_run_simple_ring_or_tree_without_nvls():
     # the same node on an RDMA network keeps NVLS-tree and LL for small messages
     ib = collective("all_reduce", [2.0**10, 2.0**33], node="gcp-a3-megagpu-8g", gpus=16, nodes=2, inter="ib-ndr-400")
     assert ib[0]["protocol"] == "ll" and ib[1]["algorithm"] == "nvls_tree"
+
+
+def test_first_generation_efa_runs_simple_only_across_nodes():
+    """AWS's NCCL plugin sets NCCL_PROTO=simple on p3dn/p4d/p4de (aws-ofi-nccl src/platform-aws.c): a small all-reduce
+    across two p4de nodes pays the Simple protocol's latency, several times the LL figure it would pay on InfiniBand."""
+    db = load()
+    assert db.links["aws-efa-100"].nccl_protocols == ["simple"]
+    assert db.links["aws-efa-v2-100"].nccl_protocols is None  # p5: the plugin leaves NCCL's choice (RDMA protocol)
+    sizes = [2.0**15, 2.0**20, 2.0**30]
+    efa = collective("all_reduce", sizes, node="aws-p4de-24xlarge", gpus=16, nodes=2, db=db)
+    assert {o["protocol"] for o in efa} == {"simple"}
+    ib = collective("all_reduce", sizes, node="aws-p4de-24xlarge", gpus=16, nodes=2, inter="ib-hdr-200", db=db)
+    assert ib[0]["protocol"] == "ll"
+    assert efa[0]["time_s"] > 2.0 * ib[0]["time_s"]
+    # one node does not use the network transport: NCCL's own choice there
+    one = collective("all_reduce", [2.0**15], node="aws-p4de-24xlarge", gpus=8, nodes=1, db=db)
+    assert one[0]["protocol"] == "ll"
