@@ -32,7 +32,8 @@ and achievable bus bandwidth from the hardware database:
   32 x concurrent ops x chunk, 32 KiB below 8x, 16 KiB below 2x; concurrent ops = channels x ranks). This is why
   NVLS wins only above tens of MiB although its peak is the highest; its gain over the ring is ``nvls_gain_frac``
   (measured on Hopper) x NCCL's per-architecture ``nvlsEfficiency`` relative to Hopper's (Blackwell 0.74 / 0.85);
-- *nvls_tree* (NVLS inside each node, a tree across nodes) and *collnet* (InfiniBand SHARP: the switches
+- *nvls_tree* (NVLS inside each node, a tree across nodes; the NVLS kernel loop inside the node, so NVLS's pipeline
+  fill too, [issue 18]) and *collnet* (InfiniBand SHARP: the switches
   reduce, so each node sends and receives the buffer once, up to twice the ring's inter-node bus bandwidth);
 - a tree's network phase [issue 18]: between two nodes each node sends the buffer once per direction (the ring
   sends ``factor x S``), so its network term is ``factor x`` the NICs' bandwidth; beyond two nodes an interior node
@@ -295,18 +296,13 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
             gain = nvls_gain_frac * np.where(nv, nvf, 1.0)
             # NVLS inside one NVSwitch domain: NCCL's NVLS latency plus the fill of its chunk pipeline
             if simple_ok and (not forced or algorithm == ALGO_NVLS) and np.any(nv & ~multi):
-                ops = tn.nvls_channels * g
-                chunk = np.full(np.shape(s), tn.nvls_chunk_bytes)
-                for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4),
-                                  (2.0, tn.nvls_chunk_bytes / 8)):
-                    chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
                 # two pipelined phases (scatter into the switch, multicast gather out of it), each filling one loop
                 # of every channel: a loop moves nHeads chunks (one per rank of the NVLS domain; NCCL
                 # src/device/all_reduce.h, NVLS: loopSize = nChannels * nvls->nHeads * chunkSize) [issue 18]; on 8
                 # GPUs this equals the NCCL_STEPS = 8 slots the earlier form counted
                 # a message shorter than one loop moves only itself: NCCL shrinks the last loop's chunk to the
                 # remainder over the heads (all_reduce.h: lastChunkSize = divUp(remCount, nHeads), 16 KiB aligned)
-                fill = 2.0 * np.minimum(tn.nvls_channels * np.maximum(g, 1.0) * chunk, s)
+                fill = _nvls_fill_bytes(s, g, tn)
                 cand = base + nvls_latency_s + f * (s + fill) / (intra * gain)
                 t, code = keep(t, code, cand, ALGO_NVLS * _NP + PROTO_SIMPLE + 1, nv & ~multi, forced)
             if any_multi:
@@ -330,8 +326,11 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                         t, code = keep(t, code, cand, ALGO_TREE * _NP + p + 1, okp(p, multi))
                 # NVLS inside each node, tree across (Simple only)
                 if simple_ok and (not forced or algorithm == ALGO_NVLS_TREE) and np.any(nv & multi):
+                    # the same NVLS kernel loop inside each node (NCCL src/device/all_reduce.h, NVLS_TREE: loopCount =
+                    # nvls->nHeads * chunkCount per channel), so the same pipeline fill as NVLS's [issue 18]
                     bw = np.minimum(intra * gain, inter * tree_net * tn.nvls_tree_busbw_frac)
-                    cand = base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s) + fs / bw
+                    cand = (base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s)
+                            + f * (s + _nvls_fill_bytes(s, g, tn)) / bw)
                     t, code = keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
                 sh = np.asarray(sharp, dtype=bool)
@@ -350,6 +349,19 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
         return np.where(single, 0.0, t), None, None
     algo, proto = np.divmod(code, _NP)
     return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo), np.where(single, PROTO_NONE, proto - 1)
+
+
+def _nvls_fill_bytes(s, g, tn: Tuning):
+    """Bytes the NVLS (and NVLS-tree) pipeline moves before its first chunk completes: two phases (into the switch,
+    out of it), each one loop of every channel, a loop holding one chunk per rank of the NVLS domain (NCCL
+    ``src/device/all_reduce.h``: ``loopSize = nChannels * nvls->nHeads * chunkSize``), with the chunk NCCL shrinks for
+    smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below 32 x concurrent ops x chunk, 32 KiB below 8x, 16 KiB
+    below 2x; concurrent ops = channels x ranks); a message shorter than one loop fills only itself."""
+    ops = tn.nvls_channels * g
+    chunk = np.full(np.shape(s), tn.nvls_chunk_bytes)
+    for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4), (2.0, tn.nvls_chunk_bytes / 8)):
+        chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
+    return 2.0 * np.minimum(tn.nvls_channels * np.maximum(g, 1.0) * chunk, s)
 
 
 def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
