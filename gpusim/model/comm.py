@@ -330,7 +330,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                     # nvls->nHeads * chunkCount per channel), so the same pipeline fill as NVLS's [issue 18]
                     bw = np.minimum(intra * gain, inter * tree_net * tn.nvls_tree_busbw_frac)
                     cand = (base + nvls_latency_s + 2.0 * np.log2(nodes) * (ohop + tn.nvls_tree_hop_s)
-                            + f * (s + _nvls_fill_bytes(s, g, tn)) / bw)
+                            + f * (s + _nvls_fill_bytes(s, g, tn, nodes)) / bw)
                     t, code = keep(t, code, cand, ALGO_NVLS_TREE * _NP + PROTO_SIMPLE + 1, nv & multi, forced)
                 # InfiniBand SHARP (CollNet): each node sends the buffer up once and receives it once
                 sh = np.asarray(sharp, dtype=bool)
@@ -351,16 +351,31 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     return np.where(single, 0.0, t), np.where(single, ALGO_NONE, algo), np.where(single, PROTO_NONE, proto - 1)
 
 
-def _nvls_fill_bytes(s, g, tn: Tuning):
+#: NCCL's chunk for NVLS-tree (src/enqueue.cc calcCollChunking, NVLS_TREE branch, NVIDIA/nccl @5d3ab08b): the NVLS chunk,
+#: at most 64 KiB from 4 nodes on (NCCL_NVLSTREE_MAX_CHUNKSIZE unset), then (multiple of concurrent ops x chunk below
+#: which it shrinks, the chunk it shrinks to) in order
+_NVLS_TREE_SHRINK = ((32.0, 256.0 * 1024), (16.0, 128.0 * 1024), (4.0, 64.0 * 1024), (1.0, 32.0 * 1024))
+_NVLS_TREE_MAX_CHUNK_4_NODES_BYTES = 64.0 * 1024
+
+
+def _nvls_fill_bytes(s, g, tn: Tuning, nodes=None):
     """Bytes the NVLS (and NVLS-tree) pipeline moves before its first chunk completes: two phases (into the switch,
     out of it), each one loop of every channel, a loop holding one chunk per rank of the NVLS domain (NCCL
-    ``src/device/all_reduce.h``: ``loopSize = nChannels * nvls->nHeads * chunkSize``), with the chunk NCCL shrinks for
-    smaller messages (``src/enqueue.cc``: 128 KiB, 64 KiB below 32 x concurrent ops x chunk, 32 KiB below 8x, 16 KiB
-    below 2x; concurrent ops = channels x ranks); a message shorter than one loop fills only itself."""
+    ``src/device/all_reduce.h``: ``loopSize = nChannels * nvls->nHeads * chunkSize``; NVLS_TREE: ``loopCount =
+    nvls->nHeads * chunkCount`` per channel); a message shorter than one loop fills only itself. The chunk is NCCL's
+    for smaller messages: NVLS (``nodes`` None; ``src/enqueue.cc``) 128 KiB, 64 KiB below 32 x concurrent ops x chunk,
+    32 KiB below 8x, 16 KiB below 2x, concurrent ops = channels x ranks; NVLS-tree across ``nodes`` nodes
+    (:data:`_NVLS_TREE_SHRINK`) its own rule."""
     ops = tn.nvls_channels * g
     chunk = np.full(np.shape(s), tn.nvls_chunk_bytes)
-    for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4), (2.0, tn.nvls_chunk_bytes / 8)):
-        chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
+    if nodes is None:
+        for mult, cap in ((32.0, tn.nvls_chunk_bytes / 2), (8.0, tn.nvls_chunk_bytes / 4),
+                          (2.0, tn.nvls_chunk_bytes / 8)):
+            chunk = np.where(s < mult * ops * chunk, np.minimum(chunk, cap), chunk)
+    else:
+        chunk = np.where(np.asarray(nodes) >= 4.0, np.minimum(chunk, _NVLS_TREE_MAX_CHUNK_4_NODES_BYTES), chunk)
+        for mult, cap in _NVLS_TREE_SHRINK:
+            chunk = np.where((s < mult * ops * chunk) & (chunk > cap), cap, chunk)
     return 2.0 * np.minimum(tn.nvls_channels * np.maximum(g, 1.0) * chunk, s)
 
 

@@ -94,17 +94,22 @@ def test_a_message_shorter_than_one_loop_fills_only_itself():
     assert t[0] == pytest.approx(2 * 7 / 8 * 3 * s / (bw * 1.3))
 
 
-def test_nvls_tree_fills_the_same_nvls_loop_inside_each_node():
+@pytest.mark.parametrize("nodes, s, chunk", [
+    (2, 2.0**33, 131072),   # 8 GiB on 2 nodes: NCCL's 128 KiB NVLS chunk
+    (2, 2.0**23, 65536),    # 8 MiB < 4 x 128 ops x 128 KiB = 64 MiB: 64 KiB (not below 1 x 128 x 64 KiB = 8 MiB)
+    (2, 2.0**22, 32768),    # 4 MiB < 8 MiB: 32 KiB
+    (4, 2.0**33, 65536),    # from 4 nodes the NVLS-tree chunk is at most 64 KiB (NCCL_NVLSTREE_MAX_CHUNKSIZE unset)
+])
+def test_nvls_tree_fills_the_same_nvls_loop_inside_each_node(nodes, s, chunk):
     """NVLS-tree runs NCCL's NVLS kernel loop inside each node (all_reduce.h, NVLS_TREE: loopCount = nHeads x chunkCount
-    per channel), so it pays the NVLS fill: 2 nodes x 8 GPUs at 8 GiB (chunk 128 KiB): 2 x 16 x 8 x 128 KiB on top of
-    the message, over the NVLS-tree bandwidth min(intra x 1.3, inter x f x 5/6) with f = 2 x 15/16; at 8 MiB the chunk
-    shrinks to 32 KiB (8 MiB < 8 x 16 x 8 x 64 KiB) and the fill is 2 x 16 x 8 x 32 KiB = 8 MiB, the message itself."""
+    per channel), so it pays the NVLS fill, 2 x min(16 channels x 8 ranks x chunk, S), with the chunk of NCCL's NVLS_TREE
+    rule (enqueue.cc calcCollChunking), over the NVLS-tree bandwidth min(intra x 1.3, inter x f x 5/6 / (1 or 2))."""
     intra, inter = 370.8e9, 400e9
-    f = 2 * 15 / 16
-    bw = min(intra * 1.3, inter * f * 5 / 6)
-    for s, chunk in ((2.0**33, 131072), (2.0**23, 32768)):
-        t, _ = C.collective_time_s(C.ALL_REDUCE, np.array([s]), 16.0, 2.0, intra, 0.0, inter, 0.0, True,
-                                   base_latency_s=0.0, nvls_gain_frac=1.3, nvls_latency_s=0.0, tree_busbw_frac=0.92,
-                                   algorithm=C.ALGORITHMS["nvls_tree"])
-        lat = 2.0 * DEFAULT_PARAMS.nvls_tree_hop_s  # log2(2 nodes) = 1 tree level, up and down
-        assert t[0] == pytest.approx(lat + f * (s + 2 * 16 * 8 * chunk) / bw)
+    n = 8.0 * nodes
+    f = 2 * (n - 1) / n
+    bw = min(intra * 1.3, inter * f * 5 / 6 / (1.0 if nodes <= 2 else 2.0))
+    t, _ = C.collective_time_s(C.ALL_REDUCE, np.array([s]), n, float(nodes), intra, 0.0, inter, 0.0, True,
+                               base_latency_s=0.0, nvls_gain_frac=1.3, nvls_latency_s=0.0, tree_busbw_frac=0.92,
+                               algorithm=C.ALGORITHMS["nvls_tree"])
+    lat = 2.0 * np.log2(nodes) * DEFAULT_PARAMS.nvls_tree_hop_s  # up and down the tree of nodes
+    assert t[0] == pytest.approx(lat + f * (s + 2 * min(16 * 8 * chunk, s)) / bw)
