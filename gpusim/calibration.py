@@ -576,6 +576,8 @@ class LevelFit:
 MEASURED_PROTOCOLS: dict[str, Any] = {
     "nccl_base_latency_s": {"ring": [0.0, 0.0, 0.0], "tree": [0.0, 0.0, 0.0]},
     "nccl_hop_latency_s": {k: [0.0, 0.0, 0.0] for k in ("intra-ring", "intra-tree", "inter-ring", "inter-tree")},
+    # [issue 18] the host's network post overhead is in the measured hops too
+    "nccl_net_overhead_s": {"intel": 0.0, "amd": 0.0, "other": 0.0},
 }
 
 

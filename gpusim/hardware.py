@@ -347,6 +347,17 @@ class Node(_Sourced):
     storage_gbyte_per_s: float = Field(ge=0.05, le=2000, description="local read bandwidth for training data")
     max_power_w: float | None = Field(default=None, ge=100, le=200000)
 
+    @property
+    def cpu_vendor(self) -> Literal["intel", "amd", "other"]:
+        """The host CPU's vendor as NCCL's tuner reads it (``ncclTopoCpuType``: x86 Intel, x86 AMD, anything else),
+        from ``cpu_model``; a node without one counts as "other" (NCCL's default branch) [issue 18]."""
+        model = (self.cpu_model or "").lower()
+        if "intel" in model or "xeon" in model:
+            return "intel"
+        if "amd" in model or "epyc" in model or "threadripper" in model:
+            return "amd"
+        return "other"
+
     @model_validator(mode="after")
     def _consistency(self):
         if self.intra_topology == "single" and self.gpus_per_node != 1:

@@ -117,7 +117,19 @@ class ModelParams(BaseModel):
         default={"volta": [39e9, 39e9, 20.4e9], "ampere": [87.7e9, 22.5e9, 19e9], "hopper": [141e9, 45e9, 35e9],
                  "blackwell": [282e9, 90e9, 70e9]},
         description="largest LL-protocol bus bandwidth per GPU architecture, for 1, 2 and more nodes (NVIDIA GPUs; "
-                    "other architectures are not capped)")
+                    "other architectures are not capped). Only the one-node column is read: across nodes NCCL takes "
+                    "the cap by the host CPU's vendor (nccl_ll_max_multi_node_busbw_bytes_per_s) [issue 18]")
+    nccl_ll_max_multi_node_busbw_bytes_per_s: dict[str, list[float]] = _F(
+        default={"intel": [39e9, 20.4e9], "amd": [22.5e9, 19e9], "other": [39e9, 20.4e9]},
+        description="[issue 18] NCCL's LL bus-bandwidth cap for a communicator across 2 and more than 2 nodes, by the "
+                    "host CPU's vendor (NVIDIA GPUs; RCCL applies none)")
+    nccl_net_overhead_s: dict[str, float] = _F(
+        default={"intel": 1e-6, "amd": 2e-6, "other": 1e-6},
+        description="[issue 18] NCCL's network post overhead by the host CPU's vendor: the least time of every step of "
+                    "a ring that crosses nodes (LL and LL128; Simple pays nccl_net_overhead_simple_mult times it)")
+    nccl_net_overhead_simple_mult: float = _F(default=3.0, ge=1.0, le=10.0,
+                                              description="[issue 18] the Simple protocol's network post overhead / "
+                                                          "LL's")
     ll128_compute_capabilities: list[str] = _F(
         default=["7.0", "8.0", "9.0", "10.0", "12.0"],
         description="NVIDIA compute capabilities on which NCCL enables the LL128 protocol by default (and only over "
@@ -400,6 +412,23 @@ PROVENANCE: dict[str, str] = {
     "nvls_tree_busbw_frac": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): "
                             "'else if (a == NCCL_ALGO_NVLS || a == NCCL_ALGO_NVLS_TREE) ratio *= 5.0/6.0' (bus to "
                             "algorithm bandwidth), with bw = min(bwIntra, nNodes <= 2 ? bwInter : bwInter/2) for NVLS-tree",
+    "nccl_ll_max_multi_node_busbw_bytes_per_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit "
+                                                "b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): 'LL: for single node, we look "
+                                                "at GPU type; for multi-node, we look at CPU type': index1 = nNodes == 1 ? "
+                                                "compCapIndex : cpuVendor == AMD ? 1 : 0, so across nodes llMaxBws' rows "
+                                                "'Volta-N1/Intel-N2/Intel-N4' {39, 39, 20.4} and 'Ampere-N1/AMD-N2/AMD-N4' "
+                                                "{87.7, 22.5, 19.0} GB/s; unchanged in ncclTuningGetConstantsIndexes of "
+                                                "NCCL 2.2x (AMD or mixed hosts: row 1). RCCL's ring LL takes its own "
+                                                "bwRatio tables instead (ROCm/rccl src/graph/tuning.cc), so no cap there",
+    "nccl_net_overhead_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2) "
+                           "getNetOverhead, 'Network post overhead': 1.0 us on x86 Intel, 2.0 us on x86 AMD, 1.0 us "
+                           "otherwise; ncclTopoTuneModel: 'Inter-node rings still have to launch nsteps * net "
+                           "overhead', intraLat = max(intraLat, netOverhead) for every ring step of an all-reduce, "
+                           "reduce-scatter or all-gather across nodes. The same in NCCL 2.2x (src/graph/tuning/ring "
+                           "model, ncclTuningRingModelInit) and in ROCm RCCL's tuning.cc",
+    "nccl_net_overhead_simple_mult": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit "
+                                     "b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): 'if (p == NCCL_PROTO_SIMPLE) netOverhead "
+                                     "*= 3'",
     "ll128_compute_capabilities": "NVIDIA NCCL src/graph/tuning.cc ncclTopoTuneModel (2.2x): 'Enable LL128 by default "
                                   "only on Volta/Ampere/Hopper/Blackwell+NVLink. Other cases are not tested and may cause "
                                   "silent data corruption': typeIntra <= PATH_NVB, equal compute capabilities, and "

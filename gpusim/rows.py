@@ -26,6 +26,7 @@ import numpy as np
 from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
 from gpusim.hardware import GPU, Node
+from gpusim.model.comm import HOST_CPUS
 from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, gpu_nic_path_bytes_per_s,
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
@@ -364,6 +365,7 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
         "cpu_optimizer_bytes_per_s": params.cpu_optimizer_bytes_per_s,
         "_intra_path": int(path), "_inter_path": int(net_path),
         "_ll_max": _ll_max(hw, params),
+        "host_cpu": float(_host_cpu(hw)),
         "ll128": _ll128(hw, int(path), params),
         "_sharp": bool(hw.inter_link is not None and hw.nodes > 1 and hw.inter_link.in_network_reduction),
     }
@@ -420,9 +422,16 @@ def _nvls(hw: Hardware, params: ModelParams) -> float:
 
 
 def _ll_max(hw: Hardware, params: ModelParams) -> float:
-    """NCCL's LL bus-bandwidth cap for this GPU generation and node count (inf where none is known)."""
+    """NCCL's LL bus-bandwidth cap for this GPU generation inside one node (inf where none is known, as for RCCL);
+    the collectives model takes the host CPU's cap for communicators across nodes ([issue 18], NCCL's rule)."""
     caps = params.ll_max_busbw_bytes_per_s.get(hw.gpu.architecture) if hw.gpu.vendor == "nvidia" else None
-    return float(caps[min(hw.nodes, 3) - 1]) if caps else math.inf
+    return float(caps[0]) if caps else math.inf
+
+
+def _host_cpu(hw: Hardware) -> int:
+    """[issue 18] The nodes' host CPU as NCCL's tuner tells them apart (a code of
+    :data:`gpusim.model.comm.HOST_CPUS`): Intel, AMD, or other (Arm, unknown: NCCL's default branch)."""
+    return HOST_CPUS[hw.node.cpu_vendor if hw.node is not None else "other"]
 
 
 def _block_bytes(workload) -> float:

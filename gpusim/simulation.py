@@ -407,7 +407,8 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         # NCCL runs CollNet (SHARP) only when asked (NCCL_COLLNET_ENABLE=1 with the SHARP plugin; off by
         # default), so the tuner's automatic choice leaves it out and --algorithm collnet forces it
         sharp=row["_sharp"] and algorithm == "collnet",
-        ll_max_busbw_bytes_per_s=row["_ll_max"], ll128=row["ll128"], tuning=C.tuning_from_params(params))
+        ll_max_busbw_bytes_per_s=row["_ll_max"], ll128=row["ll128"], tuning=C.tuning_from_params(params),
+        host_cpu=int(row["host_cpu"]))
     t = C.thread_bound_time_s(t, gpus_per_thread, params.nccl_thread_launch_s)
     if not np.all(np.isfinite(t)):
         raise ScenarioError(f"{collective_name} cannot run with algorithm {algorithm!r} on this fabric "
@@ -418,7 +419,8 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
     return [{"bytes": float(s), "time_s": float(ti), "algbw_bytes_per_s": float(a), "busbw_bytes_per_s": float(bb),
              "algorithm": C.ALGO_NAMES[int(al)], "protocol": C.PROTO_NAMES[int(pr)], "n_ranks": hw.n_gpus,
              "n_nodes": hw.nodes, "intra_path": path_name(row["_intra_path"]),
-             "inter_path": path_name(row["_inter_path"])}
+             "inter_path": path_name(row["_inter_path"]),
+             "host_cpu": {v: k for k, v in C.HOST_CPUS.items()}[int(row["host_cpu"])]}
             for s, ti, a, bb, al, pr in zip(sizes, np.broadcast_to(t, shape), np.broadcast_to(algbw, shape),
                                             np.broadcast_to(busbw, shape), np.broadcast_to(algo, shape),
                                             np.broadcast_to(proto, shape))]

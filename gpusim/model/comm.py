@@ -44,6 +44,11 @@ and achievable bus bandwidth from the hardware database:
   bandwidth above their NICs' total while four nodes of H100 gain nothing from NVLS-tree over the ring;
 - *hierarchical* (forced only): reduce-scatter inside, all-reduce across, all-gather inside (Horovod).
 
+**The host CPU** [issue 18]: NCCL's tuner tells Intel, AMD and other hosts apart (``src/graph/tuning.cc``). A ring
+across nodes posts a network operation every step, so no step takes less than the host's network post overhead
+(``getNetOverhead``: 1 us Intel, 2 us AMD, 1 us other; x3 for Simple; all-reduce, reduce-scatter, all-gather), and the
+LL protocol's bandwidth cap across nodes is the host CPU's row of ``llMaxBws``, the GPU's only inside one node.
+
 **Across nodes**, a ring sends ``factor * S`` out of every node through its NICs (NCCL spreads channels
 over them), so the inter-node bus bandwidth is the node's total NIC bandwidth; the ring runs at the slower
 of the two levels. **All-to-all** (expert parallelism) sends ``S/n`` to every peer at once: inside the
@@ -68,6 +73,11 @@ ALGO_NONE, ALGO_RING, ALGO_TREE, ALGO_NVLS, ALGO_HIER, ALGO_NVLS_TREE, ALGO_COLL
 ALGORITHMS = {"none": ALGO_NONE, "ring": ALGO_RING, "tree": ALGO_TREE, "nvls": ALGO_NVLS, "hierarchical": ALGO_HIER,
               "nvls_tree": ALGO_NVLS_TREE, "collnet": ALGO_COLLNET, "p2p": ALGO_P2P}
 ALGO_NAMES = {v: k for k, v in ALGORITHMS.items()}
+
+#: [issue 18] the host CPU as NCCL's tuner tells them apart (``ncclTopoCpuType``): its network post overhead and, across
+#: nodes, its LL bandwidth cap depend on it
+HOST_INTEL, HOST_AMD, HOST_OTHER = 0, 1, 2
+HOST_CPUS = {"intel": HOST_INTEL, "amd": HOST_AMD, "other": HOST_OTHER}
 
 PROTO_NONE, PROTO_LL, PROTO_LL128, PROTO_SIMPLE = -1, 0, 1, 2
 PROTOCOLS = {"ll": PROTO_LL, "ll128": PROTO_LL128, "simple": PROTO_SIMPLE}
@@ -105,6 +115,11 @@ class Tuning:
     collnet_latency_s: float
     collnet_busbw_frac: float
     nvls_tree_busbw_frac: float = 5.0 / 6.0
+    #: [issue 18] per host CPU (:data:`HOST_CPUS` order): NCCL's network post overhead (the least time of a ring step
+    #: across nodes; Simple pays ``net_overhead_simple_mult`` times it) and the LL cap across 2 and more than 2 nodes
+    net_overhead_s: tuple[float, float, float] = (1e-6, 2e-6, 1e-6)
+    net_overhead_simple_mult: float = 3.0
+    ll_max_multi_node_busbw: tuple[tuple[float, float], ...] = ((39e9, 20.4e9), (22.5e9, 19e9), (39e9, 20.4e9))
 
     def hop_extra(self, level: str, algo: str) -> np.ndarray:
         """Per-hop latency of each protocol beyond the link's own (LL) latency: NCCL's ``hwLat`` of the
@@ -131,7 +146,14 @@ def tuning_from_params(p) -> Tuning:
                nvls_channels=float(p.nvls_channels),
                nvls_chunk_bytes=float(p.nvls_chunk_bytes), nvls_tree_hop_s=float(p.nvls_tree_hop_s),
                collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac),
-               nvls_tree_busbw_frac=float(p.nvls_tree_busbw_frac))
+               nvls_tree_busbw_frac=float(p.nvls_tree_busbw_frac),
+               # a params file that names only some host CPUs keeps NCCL's figures for the others
+               net_overhead_s=tuple(float(p.nccl_net_overhead_s.get(k, Tuning.net_overhead_s[i]))
+                                    for i, k in enumerate(HOST_CPUS)),
+               net_overhead_simple_mult=float(p.nccl_net_overhead_simple_mult),
+               ll_max_multi_node_busbw=tuple(
+                   tuple(float(v) for v in p.nccl_ll_max_multi_node_busbw_bytes_per_s.get(
+                       k, Tuning.ll_max_multi_node_busbw[i])) for i, k in enumerate(HOST_CPUS)))
     if len(_TUNING_CACHE) > 64:
         _TUNING_CACHE.clear()
     _TUNING_CACHE[id(p)] = (p, t)
@@ -190,7 +212,7 @@ def _keep_time(t, code, cand_t, cand_code, ok=None, force=False):
 def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                       inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac, nvls_latency_s,
                       tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False, ll_max_busbw_bytes_per_s=np.inf,
-                      ll128=True, tuning: Tuning | None = None, time_only: bool = False):
+                      ll128=True, tuning: Tuning | None = None, time_only: bool = False, host_cpu=HOST_INTEL):
     """Time of one collective and the (algorithm, protocol) NCCL's tuner would run.
 
     Arguments as :func:`collective_time_s`. Returns ``(time_s, algorithm_code, protocol_code)`` arrays
@@ -222,6 +244,12 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     ok128 = None if np.all(l128) else l128
 
     ll_cap = np.asarray(ll_max_busbw_bytes_per_s, dtype=np.float64)
+    if any_multi:
+        # [issue 18] across nodes NCCL caps LL by the host CPU's row of llMaxBws, not the GPU's ("for multi-node, we
+        # look at CPU type"); a GPU without a cap (RCCL) or a transport that cannot run LL (0) keeps its own
+        caps = np.asarray(tn.ll_max_multi_node_busbw, dtype=np.float64)
+        host_cap = caps[np.asarray(host_cpu, dtype=np.int64), np.where(nodes <= 2.0, 0, 1)]
+        ll_cap = np.where(multi & np.isfinite(ll_cap) & (ll_cap > 0), host_cap, ll_cap)
     # an LL cap of 0: LL cannot run there (a transport whose required configuration leaves it out, NCCL_PROTO);
     # a protocol asked for by name runs anyway, as NCCL_PROTO=LL would
     okll = None if (protocol != _AUTO or np.all(ll_cap > 0)) else ll_cap > 0
@@ -281,9 +309,17 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
         else:
             intra_steps, inter_steps, ring_bw = steps, 0.0, intra
         if not forced or algorithm == ALGO_RING:
-            lat0 = intra_steps * ihop + inter_steps * ohop
+            # [issue 18] a ring across nodes posts a network operation every step, so no step takes less than NCCL's
+            # network post overhead of the host CPU (tuning.cc: "Inter-node rings still have to launch nsteps * net
+            # overhead", intraLat = max(intraLat, netOverhead), x3 for Simple; not for broadcast and reduce)
+            post = (np.asarray(tn.net_overhead_s, dtype=np.float64)[np.asarray(host_cpu, dtype=np.int64)]
+                    if any_multi and c not in (BROADCAST, REDUCE) else None)
             for p in protos:
-                cand = (base + tn.ring_base_s[p] + lat0 + intra_steps * x_intra_ring[p] + inter_steps * x_inter_ring[p]
+                intra_hop_p = ihop + x_intra_ring[p]
+                if post is not None:
+                    floor = post * (tn.net_overhead_simple_mult if p == PROTO_SIMPLE else 1.0)
+                    intra_hop_p = np.where(multi, np.maximum(intra_hop_p, floor), intra_hop_p)
+                cand = (base + tn.ring_base_s[p] + intra_steps * intra_hop_p + inter_steps * (ohop + x_inter_ring[p])
                         + fs / proto_bw(ring_bw, p))
                 t, code = keep(t, code, cand, ALGO_RING * _NP + p + 1, okp(p))
 
@@ -382,7 +418,7 @@ def _nvls_fill_bytes(s, g, tn: Tuning, nodes=None):
 def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_bytes_per_s, intra_hop_s,
                       inter_busbw_bytes_per_s, inter_hop_s, nvls, *, base_latency_s, nvls_gain_frac,
                       nvls_latency_s, tree_busbw_frac, algorithm=_AUTO, protocol=_AUTO, sharp=False,
-                      ll_max_busbw_bytes_per_s=np.inf, ll128=True, tuning: Tuning | None = None):
+                      ll_max_busbw_bytes_per_s=np.inf, ll128=True, tuning: Tuning | None = None, host_cpu=HOST_INTEL):
     """Time of one collective and the algorithm NCCL's tuner picks (min over algorithms and protocols).
 
     Parameters
@@ -403,9 +439,12 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     nvls_gain_frac, nvls_latency_s, tree_busbw_frac : see :class:`~gpusim.params.ModelParams`
     algorithm, protocol : ``-1`` auto, or a code from :data:`ALGORITHMS` / :data:`PROTOCOLS` to force one
     sharp : the network reduces in its switches (InfiniBand SHARP): enables CollNet for all-reduce
-    ll_max_busbw_bytes_per_s : NCCL's cap on the LL protocol's bus bandwidth for this GPU generation; 0 where LL
-        cannot run (the automatic choice leaves it out)
+    ll_max_busbw_bytes_per_s : NCCL's cap on the LL protocol's bus bandwidth for this GPU generation inside one node
+        (inf: none, as with RCCL); 0 where LL cannot run (the automatic choice leaves it out). Across nodes a finite
+        cap is replaced by the host CPU's (NCCL reads the CPU's row of llMaxBws there)
     tuning : :class:`Tuning` (default: from :data:`gpusim.params.DEFAULT_PARAMS`)
+    host_cpu : code from :data:`HOST_CPUS` of the nodes' CPUs: sets NCCL's network post overhead (the least time of
+        a ring step across nodes) and the LL cap across nodes [issue 18]
 
     Returns ``(time_s, algorithm_code)``, both arrays.
     """
@@ -414,7 +453,7 @@ def collective_time_s(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
                                    nvls_gain_frac=nvls_gain_frac, nvls_latency_s=nvls_latency_s,
                                    tree_busbw_frac=tree_busbw_frac, algorithm=algorithm, protocol=protocol,
                                    sharp=sharp, ll_max_busbw_bytes_per_s=ll_max_busbw_bytes_per_s, ll128=ll128,
-                                   tuning=tuning)
+                                   tuning=tuning, host_cpu=host_cpu)
     return t, algo
 
 

@@ -85,7 +85,8 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
                                    base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
                                    nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
                                    ll_max_busbw_bytes_per_s=x.get("ll_max_busbw_bytes_per_s", np.inf),
-                                   ll128=x.get("ll128", True), tuning=C.tuning_from_params(p))
+                                   ll128=x.get("ll128", True), tuning=C.tuning_from_params(p),
+                                   host_cpu=x.get("host_cpu", C.HOST_INTEL))
 
     block = kv_block_bytes(b, s, kv, kv_bytes_elem, tp, cp)
     ring_f = ring_b = ag = rs = 0.0

@@ -447,7 +447,7 @@ def llm_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
 
 
 #: what a collective reads where ``x`` lacks the column (:func:`_collective_fn`)
-_FABRIC_DEFAULTS = {"ll_max_busbw_bytes_per_s": np.inf, "ll128": True}
+_FABRIC_DEFAULTS = {"ll_max_busbw_bytes_per_s": np.inf, "ll128": True, "host_cpu": C.HOST_INTEL}
 
 #: [issue 17] the columns of :func:`llm_rows_terms`'s input that only its pipeline part reads (the layer's terms do
 #: not depend on them: :func:`_layer_rows_terms`)
@@ -459,11 +459,12 @@ def _collective_fn(x: dict, p, dist: Distinct):
     once per distinct message size, group and fabric (:func:`gpusim.model.comm.collective_min_time_s`)."""
     tuning = C.tuning_from_params(p)
 
-    def coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
+    def coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128, host_cpu):
         return C.collective_min_time_s(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls,
                                        base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac,
                                        nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
-                                       ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning)
+                                       ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning,
+                                       host_cpu=host_cpu)
 
     def coll(kind, size, ranks, nodes, intra, inter):
         """One collective's time, evaluated once per distinct message size, group and fabric."""
@@ -777,7 +778,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
-    fabric = ("intra_hop_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128")
+    fabric = ("intra_hop_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "host_cpu")
 
     def p2p_rows(pp, tp, b, cp, s, h, e, nodes, g, domain, intra, inter, *fabric_columns):
         """One send between neighbouring stages (once per distinct pipeline, tensor-parallel degree and micro-batch)."""

@@ -149,6 +149,7 @@ class StepInputs:
     # NCCL's per-GPU cap on the LL protocol's bandwidth (llMaxBws)
     ll_max_busbw_bytes_per_s: np.ndarray = _one(np.inf)
     ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
+    host_cpu: np.ndarray = _one(0)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
     tp: np.ndarray = _one()
     pp: np.ndarray = _one()
@@ -307,17 +308,19 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
     tuning = C.tuning_from_params(p)
     dist = Distinct() if dist is None else dist
 
-    def coll_rows(kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128):
+    def coll_rows(kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128, host_cpu):
         return C.collective_min_time_s(
             kind, size, ranks, nn, intra, intra_hop, inter, inter_hop, nvls,
             base_latency_s=p.coll_base_latency_s, nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
-            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning)
+            tree_busbw_frac=p.tree_busbw_frac, ll_max_busbw_bytes_per_s=ll_max, ll128=ll128, tuning=tuning,
+            host_cpu=host_cpu)
 
     def coll(kind, size, ranks=None, nn=None, inter=None):
         """One collective's time, evaluated once per distinct message size, group and fabric."""
         return dist(lambda *a: coll_rows(kind, *a),
                     [size, c["n"] if ranks is None else ranks, c["nodes"] if nn is None else nn, c["intra"],
-                     c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"], c["ll_max"], c["ll128"]])
+                     c["intra_hop"], c["inter"] if inter is None else inter, c["inter_hop"], c["nvls"], c["ll_max"], c["ll128"],
+                     c["host_cpu"]])
 
     k, fwd_s, bwd_s, blocks, ov = c["k"], c["fwd_s"], c["bwd_s"], c["blocks"], p.overlap_frac
     G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)
@@ -423,15 +426,16 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     byte, 10 buckets of 100 B each side, windows long enough): ``G = 1000`` of which ``G_exp = 500`` over two ranks:
     RS 500 + 500 ns with last buckets 100 + 100 ns exposed, AG likewise: 400 ns exposed.
 
-    ``coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128)``: one collective's
-    seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group (``dist``).
+    ``coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128, host_cpu)``: one
+    collective's seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group
+    (``dist``).
     """
     def bucketed(G, W, bucket, *fabric):
         rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric), one_call=True)
         ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
         return (*rs, *ag)
 
-    fabric = ("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128")
+    fabric = ("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128", "host_cpu")
     G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)  # [issue 17] the routed experts' share (none: dense)
     W_exp = np.asarray(c.get("W_exp", 0.0), dtype=np.float64)
     dense = dist(bucketed, [c["G"] - G_exp, c["W"] - W_exp, c["bucket"], c["n"], c["nodes"], *(c[k] for k in fabric)])
@@ -579,7 +583,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
-           "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128,
+           "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128, "host_cpu": inp.host_cpu,
            "G_exp": G_exp, "W_exp": W_exp, "edp_n": edp_n, "edp_nodes": edp_nodes, "edp_inter": edp_inter}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
@@ -707,7 +711,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "grad_bytes_per_param", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
-             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "cp", "cp_kind", "ep", "expert_tp",
+             "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "host_cpu", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",

@@ -74,7 +74,8 @@ def test_userbuffers_never_slower_than_synchronous_collectives():
 
 def _ctx(G, W, bwd, fwd, bucket):
     one = np.ones(1)
-    fabric = dict.fromkeys(("n", "nodes", "intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128"), one)
+    fabric = dict.fromkeys(("n", "nodes", "intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128",
+                            "host_cpu"), one)
     return {"G": G * one, "W": W * one, "bucket": bucket * one, "bwd_s": bwd * one, "fwd_ov_s": fwd * one, **fabric}
 
 
@@ -220,7 +221,7 @@ def test_expert_gradients_cross_the_network_where_ep_fills_the_node(db):
 
 def _strategy_ctx(G, W, G_exp, W_exp, edp_n, *, n=8.0, bucket=100.0, blocks=5.0):
     one = np.ones(1)
-    fabric = dict.fromkeys(("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128"), one)
+    fabric = dict.fromkeys(("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128", "host_cpu"), one)
     return {"G": G * one, "W": W * one, "G_exp": G_exp * one, "W_exp": W_exp * one, "edp_n": edp_n * one,
             "edp_nodes": one, "edp_inter": one, "n": n * one, "nodes": one, "bucket": bucket * one,
             "blocks": blocks * one, "k": one, "fwd_s": one, "bwd_s": one, "fwd_ov_s": one,
