@@ -348,8 +348,12 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
                nodes: int = 1, intra: str | None = None, inter: str | None = None, intra_topology: str | None = None,
                p2p: bool | None = None, nics_per_node: int | None = None, oversubscription: float = 1.0,
                algorithm: str = "auto", protocol: str = "auto", db=None,
-               params: ModelParams | None = None, gpus_per_thread: int = 1) -> list[dict]:
+               params: ModelParams | None = None, gpus_per_thread: int = 1,
+               host_cpu: str | None = None) -> list[dict]:
     """Predicted time and bandwidths of one collective for each size (the ``gpusim comm`` answer).
+
+    ``host_cpu``: ``"intel"``, ``"amd"`` or ``"other"`` in place of the vendor of the node's ``cpu_model`` (NCCL's
+    tuner reads it across nodes: :mod:`gpusim.model.comm`, [issue 18]); None keeps the node's.
 
     ``gpus_per_thread``: GPUs one CPU thread launches the collective on (nccl-tests ``-g``; 1 for a process or a
     thread per GPU): the time is at least that many launches (:func:`gpusim.model.comm.thread_bound_time_s`)."""
@@ -362,6 +366,9 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
                             f"{', '.join(a for a in C.ALGORITHMS if a != 'none')}")
     if protocol != "auto" and protocol not in C.PROTOCOLS:
         raise ScenarioError(f"unknown protocol {protocol!r}; one of auto, {', '.join(C.PROTOCOLS)}")
+    if host_cpu is not None and host_cpu not in C.HOST_CPUS:
+        raise ScenarioError(f"unknown host CPU {host_cpu!r}; one of {', '.join(C.HOST_CPUS)} (NCCL's tuner tells only "
+                            "Intel, AMD and other hosts apart; Arm hosts such as Grace are 'other')")
     from gpusim.checks import bound_of
 
     for name, v in (("gpus", gpus), ("nodes", nodes), ("nics_per_node", nics_per_node),
@@ -392,6 +399,8 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
         raise ScenarioError(f"--gpus-per-thread {gpus_per_thread!r}: a thread drives 1 to {g_node} GPUs of one node "
                             f"({hw.n_gpus} GPUs on {hw.nodes} node(s)); nccl-tests' -g value, 1 for one process per GPU")
     row = hardware_row(hw, params)
+    if host_cpu is not None:
+        row["host_cpu"] = float(C.HOST_CPUS[host_cpu])
     sizes = np.atleast_1d(np.asarray(size_bytes, dtype=np.float64))
     if np.any(sizes <= 0) or not np.all(np.isfinite(sizes)):
         raise ScenarioError("message sizes must be positive bytes")

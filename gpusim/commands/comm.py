@@ -27,6 +27,10 @@ def register(sub) -> None:
     p.add_argument("--algorithm", default="auto",
                    choices=("auto", "ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical", "p2p"))
     p.add_argument("--protocol", default="auto", choices=("auto", "ll", "ll128", "simple"))
+    p.add_argument("--host-cpu", choices=("intel", "amd", "other"),
+                   help="the nodes' host CPU as NCCL's tuner reads it (default: from the node's cpu_model; 'other' "
+                        "for Arm such as Grace): across nodes it sets the network post overhead of every ring step "
+                        "and the LL protocol's bandwidth cap")
     p.add_argument("--gpus-per-thread", type=int, metavar="G",
                    help="GPUs one CPU thread launches the collective on (nccl-tests -g; default: the --measured "
                         "file's nGpus, else 1 = a process per GPU): small messages are then CPU-bound")
@@ -111,7 +115,7 @@ def comm_result(args):
     rows = collective(args.collective, sizes, gpu=args.gpu, node=args.node, gpus=args.gpus, nodes=args.nodes,
                       intra=args.intra, inter=args.inter, intra_topology=args.intra_topology,
                       nics_per_node=args.nics_per_node, oversubscription=args.oversubscription, algorithm=args.algorithm,
-                      protocol=args.protocol, db=db, params=params,
+                      protocol=args.protocol, db=db, params=params, host_cpu=getattr(args, "host_cpu", None),
                       gpus_per_thread=(args.gpus_per_thread if getattr(args, "gpus_per_thread", None) is not None
                                        else run.gpus_per_thread if run is not None else 1))
     if run is not None:

@@ -114,3 +114,54 @@ def test_the_row_keeps_the_gpus_one_node_ll_cap_for_every_node_count():
     for nodes in (1, 2, 4):
         row = hardware_row(_hw("dgx-h100", 8 * nodes, nodes=nodes), P)
         assert row["_ll_max"] == P.ll_max_busbw_bytes_per_s["hopper"][0]
+
+
+# --- the override a user gives (`gpusim comm --host-cpu`, `gpusim.comm(host_cpu=...)`) --------------------------------
+
+def _comm_rows(capsys, *extra):
+    import json
+
+    from gpusim.cli import main
+
+    capsys.readouterr()
+    code = main(["comm", "--node", "hgx-h100-8", "--gpus", "16", "--nodes", "2", "--bytes", "64KiB",
+                 "--algorithm", "ring", "--protocol", "ll", "--json", *extra])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    d = json.loads(out)
+    return d if isinstance(d, list) else [d]  # one size prints one object
+
+
+def test_host_cpu_flag_replaces_the_nodes_vendor(capsys):
+    """An Intel node (hgx-h100-8) told it has AMD hosts: the LL ring's 28 intra-node steps across 2 nodes each rise
+    from max(link + LL extra, 1 us) to max(link + LL extra, 2 us) and the LL cap falls from 39 to 22.5 GB/s, so the
+    time grows; 'other' is Intel's figures (NCCL's default branch), so it equals the node's own."""
+    own = _comm_rows(capsys)[0]
+    amd = _comm_rows(capsys, "--host-cpu", "amd")[0]
+    other = _comm_rows(capsys, "--host-cpu", "other")[0]
+    assert own["host_cpu"] == "intel" and amd["host_cpu"] == "amd" and other["host_cpu"] == "other"
+    assert amd["time_s"] > own["time_s"]
+    assert other["time_s"] == pytest.approx(own["time_s"], rel=1e-12)
+
+
+def test_host_cpu_api_is_the_commands_twin(capsys):
+    import gpusim
+
+    api = gpusim.comm(node="hgx-h100-8", gpus=16, nodes=2, bytes="64KiB", algorithm="ring", protocol="ll",
+                      host_cpu="amd").to_dict()
+    cli = _comm_rows(capsys, "--host-cpu", "amd")
+    rows = api if isinstance(api, list) else api.get("rows", [api])
+    assert [r["time_s"] for r in rows] == [r["time_s"] for r in cli]
+
+
+def test_unknown_host_cpu_is_a_clear_error(capsys):
+    from gpusim.cli import main
+    from gpusim.errors import ScenarioError
+    from gpusim.simulation import collective
+
+    with pytest.raises(SystemExit) as e:
+        main(["comm", "--node", "hgx-h100-8", "--host-cpu", "arm"])
+    assert e.value.code == 2
+    assert "--host-cpu" in capsys.readouterr().err
+    with pytest.raises(ScenarioError, match="Grace are 'other'"):
+        collective("all_reduce", [1e6], node="hgx-h100-8", gpus=16, nodes=2, host_cpu="arm")
