@@ -5,8 +5,8 @@ published run with its source, model, GPU, GPU count, every parallel degree the 
 batch, sequence length, precision and the measured figure (the schema is in ``validation/README.md``). Each row is
 predicted as it ran:
 
-- The node is the GPU's system as the source names it (:data:`NODE_FOR_GPU`: DGX H100, HGX/DGX B200 and B300, and
-  for GB200/GB300 the NVL72 rack's compute trays of 4 GPUs with the rack's 72-GPU NVLink domain).
+- The node is the GPU's system as the source names it (:data:`NODE_FOR_GPU`: DGX H100, HGX H800, HGX/DGX B200 and
+  B300, and for GB200/GB300 the NVL72 rack's compute trays of 4 GPUs with the rack's 72-GPU NVLink domain).
 - Options the schema has no column for are read from ``key=value`` tokens in the row's notes: ``strategy=``
   (``zero1`` = Megatron's distributed optimizer, the default of the NeMo/Megatron-Bridge performance recipes;
   ``fsdp`` = Megatron-FSDP), ``fp8_recipe=`` (``delayed`` | ``current``).
@@ -66,7 +66,8 @@ COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "
 METRICS = ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_per_s_per_gpu")
 #: the hwdb node template each published system ran on (the DGX/HGX board or the NVL72 rack's compute tray)
 NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "dgx-h200", "b200": "dgx-b200", "b300": "dgx-b300",
-                "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "a100-sxm4-80gb": "dgx-a100-80gb"}
+                "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "a100-sxm4-80gb": "dgx-a100-80gb",
+                "h800-sxm": "hgx-h800-8"}
 BLACKWELL = ("b200", "b300", "gb200", "gb300")
 STRATEGY_ALIASES = {"zero1": "zero1", "distopt": "zero1", "ddp": "ddp", "fsdp": "fsdp-full", "fsdp-full": "fsdp-full"}
 ENV_VAR = "GPUSIM_RUNS_DIR"
