@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpusim import units
 from gpusim.fsutil import atomic_write_text
@@ -249,6 +249,24 @@ class ModelParams(BaseModel):
                                                   "communicators' (--memory-headroom replaces both)")
     memory_headroom_frac: float = _F(default=0.0, ge=0, lt=1,
                                      description="the same as a fraction of the GPU's memory (the larger applies)")
+
+    @field_validator("nccl_net_overhead_s", "nccl_ll_max_multi_node_busbw_bytes_per_s")
+    @classmethod
+    def _per_host_cpu(cls, v: dict, info):
+        """[issue 18] Keys are host CPU vendors as NCCL's tuner tells them apart; a file that names only some keeps
+        NCCL's figures for the others. Overheads: 0-1 ms; LL caps: two non-negative bytes/s (2 nodes, more)."""
+        default = cls.model_fields[info.field_name].default
+        bad = sorted(set(v) - set(default))
+        if bad:
+            raise ValueError(f"unknown host CPU {', '.join(map(repr, bad))}; one of {', '.join(default)}")
+        for k, x in v.items():
+            if info.field_name == "nccl_net_overhead_s":
+                if not 0.0 <= float(x) <= 1e-3:
+                    raise ValueError(f"{k}: {x} s is outside 0 to 1e-3 s (NCCL's figures are a few microseconds)")
+            elif len(x) != 2 or any(float(c) < 0 for c in x):
+                raise ValueError(f"{k}: give two non-negative bus bandwidths in bytes/s (2 nodes, more than 2), "
+                                 f"not {x!r}")
+        return {**default, **v}
 
     # --- helpers ---------------------------------------------------------------------------------
     def eff(self, precision: str) -> float:

@@ -366,7 +366,7 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
                             f"{', '.join(a for a in C.ALGORITHMS if a != 'none')}")
     if protocol != "auto" and protocol not in C.PROTOCOLS:
         raise ScenarioError(f"unknown protocol {protocol!r}; one of auto, {', '.join(C.PROTOCOLS)}")
-    if host_cpu is not None and host_cpu not in C.HOST_CPUS:
+    if host_cpu is not None and (not isinstance(host_cpu, str) or host_cpu not in C.HOST_CPUS):
         raise ScenarioError(f"unknown host CPU {host_cpu!r}; one of {', '.join(C.HOST_CPUS)} (NCCL's tuner tells only "
                             "Intel, AMD and other hosts apart; Arm hosts such as Grace are 'other')")
     from gpusim.checks import bound_of
@@ -429,7 +429,7 @@ def collective(collective_name: str, size_bytes, *, gpu: str | None = None, node
              "algorithm": C.ALGO_NAMES[int(al)], "protocol": C.PROTO_NAMES[int(pr)], "n_ranks": hw.n_gpus,
              "n_nodes": hw.nodes, "intra_path": path_name(row["_intra_path"]),
              "inter_path": path_name(row["_inter_path"]),
-             "host_cpu": {v: k for k, v in C.HOST_CPUS.items()}[int(row["host_cpu"])]}
+             "host_cpu": C.HOST_CPU_NAMES[int(row["host_cpu"])]}
             for s, ti, a, bb, al, pr in zip(sizes, np.broadcast_to(t, shape), np.broadcast_to(algbw, shape),
                                             np.broadcast_to(busbw, shape), np.broadcast_to(algo, shape),
                                             np.broadcast_to(proto, shape))]

@@ -150,8 +150,8 @@ def cmd_comm(args) -> int:
     r0 = rows[0]
     print_table(table, head,
                 title=f"{args.collective} on {r0['n_ranks']} GPUs ({r0['n_nodes']} node(s); intra {r0['intra_path']}, "
-                      f"inter {r0['inter_path'] or '-'}"
-                      + (f"; host CPU {r0['host_cpu']}" if r0["n_nodes"] > 1 else "") + ")", justify=["right"] * 4 + ["left"] * 2 + ["right"] * 2)
+                      f"inter {r0['inter_path'] or '-'}" + (f"; host CPU {r0['host_cpu']}" if r0["n_nodes"] > 1 else "")
+                      + ")", justify=["right"] * 4 + ["left"] * 2 + ["right"] * 2)
     if run is not None:
         errs = sorted(abs(r["error_frac"]) for r in rows if r["error_frac"] is not None)
         if errs:

@@ -78,6 +78,7 @@ ALGO_NAMES = {v: k for k, v in ALGORITHMS.items()}
 #: nodes, its LL bandwidth cap depend on it
 HOST_INTEL, HOST_AMD, HOST_OTHER = 0, 1, 2
 HOST_CPUS = {"intel": HOST_INTEL, "amd": HOST_AMD, "other": HOST_OTHER}
+HOST_CPU_NAMES = {v: k for k, v in HOST_CPUS.items()}
 
 PROTO_NONE, PROTO_LL, PROTO_LL128, PROTO_SIMPLE = -1, 0, 1, 2
 PROTOCOLS = {"ll": PROTO_LL, "ll128": PROTO_LL128, "simple": PROTO_SIMPLE}
@@ -114,12 +115,12 @@ class Tuning:
     nvls_tree_hop_s: float
     collnet_latency_s: float
     collnet_busbw_frac: float
-    nvls_tree_busbw_frac: float = 5.0 / 6.0
     #: [issue 18] per host CPU (:data:`HOST_CPUS` order): NCCL's network post overhead (the least time of a ring step
     #: across nodes; Simple pays ``net_overhead_simple_mult`` times it) and the LL cap across 2 and more than 2 nodes
-    net_overhead_s: tuple[float, float, float] = (1e-6, 2e-6, 1e-6)
-    net_overhead_simple_mult: float = 3.0
-    ll_max_multi_node_busbw: tuple[tuple[float, float], ...] = ((39e9, 20.4e9), (22.5e9, 19e9), (39e9, 20.4e9))
+    net_overhead_s: tuple[float, float, float]
+    net_overhead_simple_mult: float
+    ll_max_multi_node_busbw_bytes_per_s: tuple[tuple[float, float], ...]
+    nvls_tree_busbw_frac: float = 5.0 / 6.0
 
     def hop_extra(self, level: str, algo: str) -> np.ndarray:
         """Per-hop latency of each protocol beyond the link's own (LL) latency: NCCL's ``hwLat`` of the
@@ -131,6 +132,13 @@ class Tuning:
 
 
 _TUNING_CACHE: dict[int, tuple[object, Tuning]] = {}
+
+
+def _per_host_cpu(p, name: str) -> list:
+    """A per-host-CPU parameter in :data:`HOST_CPUS` order; a host the params leave out (``ModelParams.replace``
+    skips the validator that fills it) keeps the field's default, NCCL's figure."""
+    given, default = getattr(p, name), type(p).model_fields[name].default
+    return [given.get(k, default[k]) for k in HOST_CPUS]
 
 
 def tuning_from_params(p) -> Tuning:
@@ -147,13 +155,10 @@ def tuning_from_params(p) -> Tuning:
                nvls_chunk_bytes=float(p.nvls_chunk_bytes), nvls_tree_hop_s=float(p.nvls_tree_hop_s),
                collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac),
                nvls_tree_busbw_frac=float(p.nvls_tree_busbw_frac),
-               # a params file that names only some host CPUs keeps NCCL's figures for the others
-               net_overhead_s=tuple(float(p.nccl_net_overhead_s.get(k, Tuning.net_overhead_s[i]))
-                                    for i, k in enumerate(HOST_CPUS)),
+               net_overhead_s=tuple(float(v) for v in _per_host_cpu(p, "nccl_net_overhead_s")),
                net_overhead_simple_mult=float(p.nccl_net_overhead_simple_mult),
-               ll_max_multi_node_busbw=tuple(
-                   tuple(float(v) for v in p.nccl_ll_max_multi_node_busbw_bytes_per_s.get(
-                       k, Tuning.ll_max_multi_node_busbw[i])) for i, k in enumerate(HOST_CPUS)))
+               ll_max_multi_node_busbw_bytes_per_s=tuple(
+                   (float(a), float(b)) for a, b in _per_host_cpu(p, "nccl_ll_max_multi_node_busbw_bytes_per_s")))
     if len(_TUNING_CACHE) > 64:
         _TUNING_CACHE.clear()
     _TUNING_CACHE[id(p)] = (p, t)
@@ -247,7 +252,7 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
     if any_multi:
         # [issue 18] across nodes NCCL caps LL by the host CPU's row of llMaxBws, not the GPU's ("for multi-node, we
         # look at CPU type"); a GPU without a cap (RCCL) or a transport that cannot run LL (0) keeps its own
-        caps = np.asarray(tn.ll_max_multi_node_busbw, dtype=np.float64)
+        caps = np.asarray(tn.ll_max_multi_node_busbw_bytes_per_s, dtype=np.float64)
         host_cap = caps[np.asarray(host_cpu, dtype=np.int64), np.where(nodes <= 2.0, 0, 1)]
         ll_cap = np.where(multi & np.isfinite(ll_cap) & (ll_cap > 0), host_cap, ll_cap)
     # an LL cap of 0: LL cannot run there (a transport whose required configuration leaves it out, NCCL_PROTO);

@@ -149,7 +149,7 @@ class StepInputs:
     # NCCL's per-GPU cap on the LL protocol's bandwidth (llMaxBws)
     ll_max_busbw_bytes_per_s: np.ndarray = _one(np.inf)
     ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
-    host_cpu: np.ndarray = _one(0)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
+    host_cpu: np.ndarray = _one(C.HOST_INTEL)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
     tp: np.ndarray = _one()
     pp: np.ndarray = _one()

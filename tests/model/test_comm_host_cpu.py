@@ -165,3 +165,30 @@ def test_unknown_host_cpu_is_a_clear_error(capsys):
     assert "--host-cpu" in capsys.readouterr().err
     with pytest.raises(ScenarioError, match="Grace are 'other'"):
         collective("all_reduce", [1e6], node="hgx-h100-8", gpus=16, nodes=2, host_cpu="arm")
+
+
+# --- the per-host parameters a calibration or params file may give ---------------------------------------------------
+
+def test_a_params_file_naming_some_hosts_keeps_nccls_figures_for_the_others():
+    from gpusim.params import ModelParams
+
+    p = ModelParams.model_validate({"nccl_net_overhead_s": {"amd": 5e-6}})
+    assert p.nccl_net_overhead_s == {"intel": 1e-6, "amd": 5e-6, "other": 1e-6}
+    assert C.tuning_from_params(p).net_overhead_s == (1e-6, 5e-6, 1e-6)
+    # replace() skips validation: the tuner still fills the hosts it leaves out from the field's default
+    q = P.replace(nccl_ll_max_multi_node_busbw_bytes_per_s={"other": [1e9, 2e9]})
+    assert C.tuning_from_params(q).ll_max_multi_node_busbw_bytes_per_s == ((39e9, 20.4e9), (22.5e9, 19e9), (1e9, 2e9))
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("nccl_net_overhead_s", {"arm": 1e-6}, "unknown host CPU 'arm'"),
+    ("nccl_net_overhead_s", {"intel": 1.0}, "outside 0 to 1e-3 s"),
+    ("nccl_ll_max_multi_node_busbw_bytes_per_s", {"amd": [22.5e9]}, "two non-negative bus bandwidths"),
+])
+def test_bad_per_host_parameters_say_what_is_wrong(field, value, words):
+    from pydantic import ValidationError
+
+    from gpusim.params import ModelParams
+
+    with pytest.raises(ValidationError, match=words):
+        ModelParams.model_validate({field: value})
