@@ -61,6 +61,10 @@ class ModelParams(BaseModel):
                                    description="FlashAttention forward FLOP rate / the GPU's matmul ceiling")
     flash_bwd_eff_frac: float = _F(default=0.70, gt=0, le=1,
                                    description="FlashAttention backward FLOP rate / the GPU's matmul ceiling")
+    flash_block_tokens: float = _F(default=128.0, ge=16, le=1024,
+                                   description="[issue 17] queries (and keys) per tile of a fused attention kernel: a "
+                                               "sliding window or chunk costs the tiles it touches "
+                                               "(gpusim.model.llm.attention_tile_frac)")
     # [issue 18] the attention kernel a run uses (Strategy.attention): FlashAttention-2 on the GPU generations
     # after the one it was written for, and the Triton FlashAttention of 2022-23 (gpusim.rows.attention_kernel_fields)
     flash2_slow_archs: tuple[str, ...] = _F(
@@ -320,6 +324,12 @@ PROVENANCE: dict[str, str] = {
                           "the A100 MAMF ceiling (271/312); 0.80 for typical head dims and sequence lengths",
     "flash_bwd_eff_frac": "Dao, 'FlashAttention-2' (2023), section 4.1: backward up to 63% of A100 peak = 0.72 of the "
                           "MAMF ceiling; 0.70",
+    "flash_block_tokens": "[issue 17] Dao, 'FlashAttention-2' (2023), section 3.3: block sizes tuned from {64, 128} x "
+                          "{64, 128}, 128 x 128 where the head dimension allows; Shah et al., 'FlashAttention-3' "
+                          "(2024), section 4.1: 128 x 128 blocks for head dimension 128 (their Table of block sizes); "
+                          "a kernel skips the tiles a causal, sliding-window or chunked mask leaves empty "
+                          "(FlashAttention-2 README: sliding window (local) attention; FlashAttention-3: causal "
+                          "'skip the blocks'), so the masked work is counted in whole tiles",
     "flash2_slow_archs": "[issue 18] Dao, 'FlashAttention-2' (2023), section 4.1: on H100 the same implementation runs "
                          "'using no special instructions to make use of new features such as TMA and 4th-gen Tensor "
                          "Cores'; Blackwell's tcgen05 tensor cores are likewise outside its Ampere-style kernels",

@@ -554,6 +554,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
         **attention_kernel_fields(hw.gpu, st.attention, params),  # [issue 18] the attention kernel's rate
+        **window_fields(spec, scn.seq_len or spec.seq_len, params),  # [issue 17] sliding-window / chunked attention
     }
 
 
@@ -703,6 +704,19 @@ def attention_kernel_slowdown(gpu: GPU, attention: str | None, params: ModelPara
     if attention == "flash2":
         return gen, gen
     return gen * params.flash_triton_fwd_slowdown, gen * params.flash_triton_bwd_slowdown
+
+
+def window_fields(spec, seq_len, params: ModelParams) -> dict:
+    """[issue 17] The row field of a model whose attention layers (some or all) use a sliding window or chunks: the
+    fused kernel's work against a plain causal mask (gpusim.model.llm.attention_tile_frac); none otherwise."""
+    from gpusim.model.llm import attention_tile_frac
+
+    if not getattr(spec, "attention_window", None) or not spec.flash_attention or not spec.n_attn_layers:
+        return {}
+    share = min(spec.n_window_layers, spec.n_attn_layers) / spec.n_attn_layers
+    frac = attention_tile_frac(float(seq_len), float(spec.attention_window), params.flash_block_tokens,
+                               chunked=bool(spec.attention_chunked), window_layer_frac=share)
+    return {} if frac == 1.0 else {"attn_tile_frac": frac}
 
 
 def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams) -> dict:

@@ -57,6 +57,8 @@ Every function is pure numpy on broadcastable float64 arrays (one row per config
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gpusim.model import comm as C
@@ -127,6 +129,44 @@ def pp_p2p_exposed_s(p2p_s, regather_s, pp, vp, n_micro, overlap, *, chunk_fwd_s
             + 2.0 * _f(regather_s))
     overlapped = 2.0 * (pp - 1.0) * unit + vp * m * pair
     return np.where(pp > 1, np.where(np.asarray(overlap, dtype=bool), overlapped, plain), 0.0)
+
+
+def _kernel_tiles(seq_len: float, window: float | None, block: float, chunked: bool) -> float:
+    """Query x key tiles a fused attention kernel visits for one head of one causal sequence (see
+    :func:`attention_tile_frac`)."""
+    n = int(math.ceil(seq_len / block))
+    if not window or window >= seq_len:
+        return n * (n + 1) / 2.0
+    if chunked:  # each chunk its own causal sequence (a block-diagonal mask)
+        full, rest = divmod(seq_len, window)
+        nc, nr = math.ceil(window / block), math.ceil(rest / block)
+        return full * nc * (nc + 1) / 2.0 + nr * (nr + 1) / 2.0
+    m = np.arange(n, dtype=np.float64)
+    first = np.maximum(0.0, np.floor((m * block - window) / block))
+    return float(np.sum(m - first + 1.0))
+
+
+def attention_tile_frac(seq_len, window, block_tokens, *, chunked=False, window_layer_frac=1.0) -> float:
+    """[issue 17] Work of a fused attention kernel with a sliding window (or chunks) of ``window`` keys on a share
+    ``window_layer_frac`` of the attention layers, as a fraction of its work with a plain causal mask over
+    ``seq_len`` tokens (1 without a window, or where the window holds the whole sequence).
+
+    FlashAttention's kernels walk the score matrix in tiles of ``block_tokens`` queries by ``block_tokens`` keys
+    (ModelParams ``flash_block_tokens``) and skip every tile the mask leaves empty: query block ``m`` visits key
+    blocks ``max(0, floor((m B - w) / B))`` to ``m`` (FlashAttention-2, ``flash_fwd_kernel.h``: ``n_block_min`` /
+    ``n_block_max`` of a local, i.e. sliding-window, kernel; the README's 2.3 "Local (i.e., sliding window)
+    attention"), so a window costs whole tiles: with ``w = B`` two per query block where the element count would say
+    one. A causal mask visits ``n (n + 1) / 2`` of ``n = ceil(s / B)`` blocks a side. Chunked attention (Llama 4:
+    queries attend within their chunk) is a causal mask per chunk, each chunk tiled from its first token as a kernel
+    tiles the sequences of a packed batch. Hand-worked (``B = 128``): ``s = 512``,
+    ``w = 128``: 1 + 2 + 2 + 2 = 7 of 10 tiles, 0.7; chunks of 256: 3 + 3 = 6 of 10, 0.6; half the layers windowed:
+    0.85. The model FLOPs of a run (gpusim.workload.flops) count the keys a query sees; this is the kernel's time.
+    """
+    s, B = float(seq_len), float(block_tokens)
+    if not window or float(window) >= s or window_layer_frac <= 0.0:
+        return 1.0
+    ratio = _kernel_tiles(s, float(window), B, chunked) / _kernel_tiles(s, None, B, False)
+    return float(1.0 - window_layer_frac + window_layer_frac * ratio)
 
 
 def bubble_frac(pp, vp, n_micro):
@@ -534,8 +574,11 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
     attn_flop = 2.0 * b * s * s * (q + o) / (tp * cp)  # [issue 12] load-balanced causal cp: 1/cp of the scores each
     # [issue 18] the attention kernel's own rate (FlashAttention-2 past Ampere, Triton): gpusim.rows.attention_kernel_fields
     slow_f, slow_b = _f(x.get("attn_fwd_slow", 1.0)), _f(x.get("attn_bwd_slow", 1.0))
-    flash_f = slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
-    flash_b = slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
+    # [issue 17] a sliding window or chunked attention on some layers: the tiles the fused kernel visits
+    # (attention_tile_frac; 1 for a plain causal mask). Megatron's unfused attention masks a full score matrix: no gain
+    win = _f(x.get("attn_tile_frac", 1.0))
+    flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
+    flash_b = win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
     attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
     attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)

@@ -281,9 +281,11 @@ def _llama4(c: _Cfg) -> dict[str, Any]:
         if len(rope) != L:
             raise t._fail("no_rope_layers", f"must list {L} flags, one per layer (got {len(rope)})")
         spec["attention_window"] = chunk
+        spec["attention_chunked"] = True
         spec["window_layers"] = tuple(i for i, r in enumerate(rope) if r)
-        c.assumptions.append(f"chunked attention ({chunk} tokens) on the RoPE layers counted as a window of "
-                             f"{chunk} keys (exact up to one chunk; an upper bound beyond)")
+        c.assumptions.append(f"chunked attention ({chunk} tokens) on the RoPE layers: model FLOPs count a window of "
+                             f"{chunk} keys (exact up to one chunk; an upper bound beyond), the step time the "
+                             f"attention kernel's tiles of each chunk")
     max_pos = t.int("max_position_embeddings", None, why="no position limit known")
     if max_pos:
         spec["max_positions"] = max_pos

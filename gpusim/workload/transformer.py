@@ -101,6 +101,9 @@ class TransformerSpec:
 
     window_layers : indices of the layers that use ``attention_window`` (None: every layer; Gemma 2 and
         GPT-OSS alternate sliding and full layers).
+    attention_chunked : [issue 17] the window is a chunk (Llama 4: a query attends to the keys of its own chunk of
+        ``attention_window`` tokens), not a sliding window; the step model counts the attention kernel's tiles of
+        each (gpusim.model.llm.attention_tile_frac).
     activation : the FFN non-linearity (``"gelu"``, ``"gelu_tanh"``, ``"silu"``, ``"relu"``,
         ``"relu2"`` squared ReLU); None: SiLU when gated, else GELU. Elementwise: no FLOPs by convention.
     layer_norms : normalisation layers per transformer layer (2; Gemma 2 has 4, Falcon-7B's parallel
@@ -184,6 +187,7 @@ class TransformerSpec:
     v_head_dim: int = 0
     # --- other details
     window_layers: tuple[int, ...] | None = None
+    attention_chunked: bool = False
     activation: str | None = None
     layer_norms: int = 2
     qk_norm: bool = False

@@ -1,0 +1,126 @@
+"""[issue 17] Sliding-window and chunked attention in the LLM step model: the fused kernel's tiles against a brute-force
+count of the tiles a mask leaves non-empty, hand-worked fractions, and the step's attention time scaled by exactly
+that fraction (unfused attention, which masks a full score matrix, unchanged)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from gpusim.model.llm import attention_tile_frac
+from gpusim.params import DEFAULT_PARAMS
+from gpusim.simulation import Scenario, build_inputs, simulate
+
+
+def _brute_tiles(s: int, block: int, window: int | None, chunked: bool) -> int:
+    """Tiles (query block, key block) holding at least one (query i, key j) the mask keeps: causal ``j <= i``, a
+    sliding window ``j >= i - w`` (FlashAttention's window_size_left), or the same chunk ``j // w == i // w``."""
+    i = np.arange(s)[:, None]
+    j = np.arange(s)[None, :]
+    keep = j <= i
+    if window:
+        keep &= (j // window == i // window) if chunked else (j >= i - window)
+    n = math.ceil(s / block)
+    pad = np.zeros((n * block, n * block), dtype=bool)
+    pad[:s, :s] = keep
+    return int(pad.reshape(n, block, n, block).any(axis=(1, 3)).sum())
+
+
+@pytest.mark.parametrize("s,block,window,chunked", [
+    (1000, 64, 1, False), (1000, 64, 63, False), (1000, 64, 64, False), (1000, 64, 100, False),
+    (1000, 64, 300, False), (777, 128, 128, False), (1000, 64, 64, True), (1000, 64, 192, True),
+    (1024, 128, 256, True)])
+def test_tile_fraction_matches_a_brute_force_count(s, block, window, chunked):
+    """(Chunks are tiled each from its own first token, as a kernel tiles the sequences of a packed batch; with
+    chunks a multiple of the tile, as Llama 4's 8192, that is the global grid the brute force counts.)"""
+    expected = _brute_tiles(s, block, window, chunked) / _brute_tiles(s, block, None, False)
+    assert attention_tile_frac(s, window, block, chunked=chunked) == pytest.approx(expected, rel=1e-12)
+
+
+def test_tile_fraction_hand_worked():
+    # s = 512, 128-token tiles: a causal mask visits 1 + 2 + 3 + 4 = 10 tiles; a 128-key window 1 + 2 + 2 + 2 = 7;
+    # chunks of 256: 3 + 3 = 6; the window on half the layers: 0.5 + 0.5 x 0.7
+    assert attention_tile_frac(512, 128, 128) == pytest.approx(0.7)
+    assert attention_tile_frac(512, 256, 128, chunked=True) == pytest.approx(0.6)
+    assert attention_tile_frac(512, 128, 128, window_layer_frac=0.5) == pytest.approx(0.85)
+    # no window, a window that holds the sequence, no windowed layer: the causal kernel
+    for args in ((512, None, 128), (512, 512, 128), (512, 4096, 128)):
+        assert attention_tile_frac(*args) == 1.0
+    assert attention_tile_frac(512, 128, 128, window_layer_frac=0.0) == 1.0
+
+
+def _scenario(workload, seq_len=8192):
+    return Scenario.create(workload=workload, gpu="h100-sxm", gpus=1, kind="ddp", precision="bf16", micro_batch=1,
+                           global_batch=1, seq_len=seq_len, recompute="none", tp=1, pp=1)
+
+
+def _without_window(workload):
+    from gpusim.rows import transformer_of
+    from gpusim.workload import build_transformer
+    from gpusim.workload.transformer import EntryInfo
+
+    spec = transformer_of(workload)
+    info = EntryInfo(workload.id, workload.name, workload.family, tuple(workload.sources), workload.notes)
+    return build_transformer(info, dataclasses.replace(spec, attention_window=None, window_layers=None),
+                             int(workload.tokens_per_sample))
+
+
+def test_the_step_charges_the_windowed_tiles_only(db):
+    """Mistral 7B (a 4096-key window on every layer) at 8192 tokens on one GPU: the compute difference against the
+    same model without its window is every layer's flash forward and backward time times (1 - the tile fraction),
+    by the closed form of gpusim.model.llm."""
+    from gpusim.workload import get_workload
+
+    p = DEFAULT_PARAMS
+    wl = get_workload("mistral-7b", seq_len=8192)
+    spec = wl.transformer
+    frac = attention_tile_frac(8192, spec.attention_window, p.flash_block_tokens)
+    assert 0.6 < frac < 0.9  # 64 tiles a side, a window of 32: 33 + ... tiles
+    windowed = simulate(_scenario(wl), db=db, params=p, recommend=False)
+    full = simulate(_scenario(_without_window(wl)), db=db, params=p, recommend=False)
+    _, _, row = build_inputs(_scenario(wl), db=db, params=p)
+    assert row["attn_tile_frac"] == pytest.approx(frac)
+    ceiling = row["ceiling_flop_per_s"]
+    if not math.isfinite(ceiling):
+        ceiling = p.gemm_ceiling_frac * row["peak_flop_per_s"]
+    s, q = 8192.0, float(spec.q_dim)
+    attn_flop = 2.0 * s * s * (q + q)
+    fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
+    bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
+    expected = spec.n_layers * (1.0 - frac) * (fwd_s + bwd_s)
+    got = float(full.breakdown_s["compute_s"]) - float(windowed.breakdown_s["compute_s"])
+    assert got == pytest.approx(expected, rel=1e-6)
+
+
+def test_no_gain_within_the_window_or_with_unfused_attention(db):
+    from gpusim.rows import apply_attention
+    from gpusim.workload import get_workload
+
+    p = DEFAULT_PARAMS
+    short = get_workload("mistral-7b", seq_len=4096)  # the window holds the whole sequence
+    _, _, row = build_inputs(_scenario(short, 4096), db=db, params=p)
+    assert "attn_tile_frac" not in row
+    unfused = apply_attention(get_workload("mistral-7b", seq_len=8192), "unfused")
+    _, _, row = build_inputs(_scenario(unfused), db=db, params=p)
+    assert "attn_tile_frac" not in row
+
+
+def test_llama4_chunks_are_counted_as_chunks():
+    """Llama 4's chunked attention (from its config.json) reaches the step model as chunks, not a sliding window:
+    at four chunks a sequence its three RoPE layers in four cost a quarter of a causal mask's tiles (plus the
+    diagonal), a sliding window of the same size about twice that."""
+    from pathlib import Path
+
+    from gpusim.workload.from_config import spec_from_config
+
+    cfg = Path(__file__).resolve().parents[1] / "workload" / "configs" / "llama4-scout-17b-16e.json"
+    spec = spec_from_config(str(cfg))[0]
+    assert spec.attention_chunked and spec.attention_window == 8192
+    chunked = attention_tile_frac(32768, 8192, 128, chunked=True)
+    sliding = attention_tile_frac(32768, 8192, 128)
+    n, c = 32768 // 128, 8192 // 128
+    assert chunked == pytest.approx(4 * c * (c + 1) / (n * (n + 1)))
+    assert sliding > 1.6 * chunked
