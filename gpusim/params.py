@@ -324,12 +324,12 @@ PROVENANCE: dict[str, str] = {
                           "the A100 MAMF ceiling (271/312); 0.80 for typical head dims and sequence lengths",
     "flash_bwd_eff_frac": "Dao, 'FlashAttention-2' (2023), section 4.1: backward up to 63% of A100 peak = 0.72 of the "
                           "MAMF ceiling; 0.70",
-    "flash_block_tokens": "[issue 17] Dao, 'FlashAttention-2' (2023), section 3.3: block sizes tuned from {64, 128} x "
-                          "{64, 128}, 128 x 128 where the head dimension allows; Shah et al., 'FlashAttention-3' "
-                          "(2024), section 4.1: 128 x 128 blocks for head dimension 128 (their Table of block sizes); "
-                          "a kernel skips the tiles a causal, sliding-window or chunked mask leaves empty "
-                          "(FlashAttention-2 README: sliding window (local) attention; FlashAttention-3: causal "
-                          "'skip the blocks'), so the masked work is counted in whole tiles",
+    "flash_block_tokens": "[issue 17] FlashAttention-2's kernels (Dao-AILab/flash-attention csrc/flash_attn/src/"
+                          "flash_fwd_kernel.h) visit key blocks n_block_min = max(0, (m_block kBlockM - "
+                          "window_size_left) / kBlockN) to n_block_max = ceil((m_block + 1) kBlockM / kBlockN) for a "
+                          "causal local (sliding-window) mask, skipping the rest (README 2.3: 'Local (i.e., sliding "
+                          "window) attention'); the block sides differ by kernel, head dimension and GPU, and 128 is "
+                          "an assumption of their order (a smaller key block makes a window a little cheaper)",
     "flash2_slow_archs": "[issue 18] Dao, 'FlashAttention-2' (2023), section 4.1: on H100 the same implementation runs "
                          "'using no special instructions to make use of new features such as TMA and 4th-gen Tensor "
                          "Cores'; Blackwell's tcgen05 tensor cores are likewise outside its Ampere-style kernels",
