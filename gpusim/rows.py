@@ -259,12 +259,43 @@ def apply_attention(workload, attention: str | None):
 _MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
 
 
-def roofline_by_kind(workload) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+#: the layer group of a transformer's fused attention kernels (gpusim.workload.transformer.build_transformer)
+FUSED_ATTENTION_GROUP = "attention (fused)"
+
+
+def attention_kernel_frac(workload, seq_len, params: ModelParams) -> float:
+    """[issue 17] The work of a decoder's fused attention kernels / the FLOPs its workload counts for them (every
+    query against every key it may see, no causal halving: gpusim.workload.transformer.build_transformer). A causal
+    language model's kernel (FlashAttention) visits only the ``n (n + 1) / 2`` tiles of ``n = ceil(s / B)`` a side
+    that the causal mask leaves non-empty, and a sliding window or chunks only theirs
+    (:func:`gpusim.model.llm.attention_tile_frac`), of ``s x k`` counted per layer. 1 for encoders (BERT, ViT:
+    bidirectional, every tile) and for unfused attention (the full score matrix, masked). Hand-worked: ``s = 512``,
+    ``B = 128``, no window: 10 tiles of 16 = 0.625."""
+    from gpusim.model.llm import attention_tile_frac
+
+    spec = transformer_of(workload)
+    if spec is None or not spec.flash_attention or spec.head != "lm" or spec.mem_len or not spec.n_attn_layers:
+        return 1.0
+    s, B = float(seq_len), params.flash_block_tokens
+    n = math.ceil(s / B)
+    causal = n * (n + 1) / 2.0 * B * B / (s * s)  # tiles visited by a causal kernel per counted score element
+    w = spec.attention_window
+    if not w or w >= s:
+        return causal
+    share = min(spec.n_window_layers, spec.n_attn_layers) / spec.n_attn_layers
+    win = attention_tile_frac(s, float(w), B, chunked=bool(spec.attention_chunked))  # of the causal tiles
+    counted = (1.0 - share) * s + share * float(w)  # keys counted per query, averaged over the attention layers
+    return causal * ((1.0 - share) + share * win) * s / counted
+
+
+def roofline_by_kind(workload, attn_kernel_frac: float = 1.0) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
     """The workload's layer groups for the model's roofline, with memory-bound kinds merged.
 
     Elementwise, normalisation and pooling layers are always bound by memory traffic, so summing them per
     kind is exact (``sum(max(f/P, b/B)) = sum(b)/B`` when ``f/P`` never wins); compute kinds (matmul, conv,
     attention ...) keep their groups, so each keeps its own roofline. This keeps the arrays narrow for sweeps.
+    [issue 17] ``attn_kernel_frac`` scales the fused attention group's FLOPs to the work its kernel does
+    (:func:`attention_kernel_frac`); the workload's FLOPs, which MFU counts, stay as they are.
     """
     kinds: list[str] = []
     out: dict[str, list[float]] = {k: [] for k in ("fwd_flop_per_sample", "fwd_bytes_per_sample", "weight_bytes",
@@ -280,7 +311,8 @@ def roofline_by_kind(workload) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
                 v.append(0.0)
             if g.kind in _MEMORY_BOUND_KINDS:
                 merged[g.kind] = i
-        out["fwd_flop_per_sample"][i] += g.fwd_flop_per_sample
+        fused = g.kind == "attention" and g.name == FUSED_ATTENTION_GROUP
+        out["fwd_flop_per_sample"][i] += g.fwd_flop_per_sample * (attn_kernel_frac if fused else 1.0)
         out["fwd_bytes_per_sample"][i] += g.fwd_bytes_per_sample
         out["weight_bytes"][i] += g.weight_bytes
         out["count"][i] += g.count
@@ -450,7 +482,8 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
     """One row of model inputs; ``hw_row`` (from :func:`hardware_row` for the same ``hw``) saves recomputing it."""
     st = scn.strategy
     pr = st.precision
-    kinds, ga = roofline_by_kind(workload)
+    # [issue 17] a causal decoder's fused attention kernels skip the masked tiles (attention_kernel_frac)
+    kinds, ga = roofline_by_kind(workload, attention_kernel_frac(workload, workload.tokens_per_sample, params))
     row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
     row.update({
         "peak_flop_per_s": peak_for(hw.gpu, pr),

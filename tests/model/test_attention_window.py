@@ -124,3 +124,45 @@ def test_llama4_chunks_are_counted_as_chunks():
     n, c = 32768 // 128, 8192 // 128
     assert chunked == pytest.approx(4 * c * (c + 1) / (n * (n + 1)))
     assert sliding > 1.6 * chunked
+
+
+def test_data_parallel_path_charges_a_causal_kernel_its_tiles(db):
+    """The data-parallel (per-layer-group) path: a decoder's fused attention group counts every query against every
+    key (no causal halving, the count MFU uses); its time is charged for the tiles a causal kernel visits, n (n + 1)
+    / 2 of n^2 (n = 64 at 8192 tokens: 0.5078), while the MFU's FLOPs stay the workload's."""
+    from gpusim.rows import FUSED_ATTENTION_GROUP, attention_kernel_frac, roofline_by_kind
+    from gpusim.workload import get_workload
+
+    p = DEFAULT_PARAMS
+    wl = get_workload("llama3-8b", seq_len=8192)
+    frac = attention_kernel_frac(wl, 8192, p)
+    assert frac == pytest.approx(64 * 65 / 2 / 64 ** 2)
+    kinds, plain = roofline_by_kind(wl)
+    _, scaled = roofline_by_kind(wl, frac)
+    i = [g.name for g in wl.layers if g.kind == "attention"].index(FUSED_ATTENTION_GROUP)
+    j = [k for k, kind in enumerate(kinds) if kind == "attention"][i]
+    assert scaled["fwd_flop_per_sample"][j] == pytest.approx(frac * plain["fwd_flop_per_sample"][j])
+    others = np.arange(len(kinds)) != j
+    assert np.array_equal(scaled["fwd_flop_per_sample"][others], plain["fwd_flop_per_sample"][others])
+    sc = Scenario.create(workload=wl, gpu="h100-sxm", gpus=8, kind="ddp", precision="bf16", micro_batch=1,
+                         global_batch=8, seq_len=8192)
+    _, _, row = build_inputs(sc, db=db, params=p)
+    assert row["fwd_flop_per_sample"] == pytest.approx(wl.fwd_flop_per_sample)  # MFU's count unchanged
+
+
+def test_kernel_fraction_hand_worked_and_where_it_does_not_apply():
+    from gpusim.rows import apply_attention, attention_kernel_frac
+    from gpusim.workload import get_workload
+
+    p = DEFAULT_PARAMS
+    # s = 512, 128-token tiles: a causal kernel visits 10 of 16 tiles
+    assert attention_kernel_frac(get_workload("llama3-8b", seq_len=512), 512, p) == pytest.approx(0.625)
+    # bidirectional encoders visit every tile; an unfused kernel computes the full score matrix
+    assert attention_kernel_frac(get_workload("bert-large"), 512, p) == 1.0
+    assert attention_kernel_frac(apply_attention(get_workload("llama3-8b", seq_len=512), "unfused"), 512, p) == 1.0
+    # Mistral 7B at 8192 tokens, a 4096-key window on every layer: counted 4096 keys per query; the kernel visits
+    # the window's tiles: (tiles of the window) x 128^2 / (8192 x 4096)
+    wl = get_workload("mistral-7b", seq_len=8192)
+    n, c = 64, 32
+    tiles = sum(min(m, c) + 1 for m in range(n))  # query block m visits blocks max(0, m - 32) .. m
+    assert attention_kernel_frac(wl, 8192, p) == pytest.approx(tiles * 128 ** 2 / (8192 * 4096))
