@@ -208,6 +208,13 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
         notes += (f"attention {st.attention} times the model on the per-GEMM transformer path (gpusim.model.llm), "
                   f"the fused default on the aggregate roofline path; to compare kernels on one path, predict "
                   f"--attention flash with --recompute none",)
+    if "attn_tile_frac" in row:  # [issue 17] say how much of the attention a window (or chunks) saves
+        spec = transformer_of(wl)
+        kind = "chunked attention (chunks of" if spec.attention_chunked else "sliding-window attention (a window of"
+        notes += (f"{kind} {spec.attention_window} tokens) on {min(spec.n_window_layers, spec.n_attn_layers)} of "
+                  f"{spec.n_attn_layers} attention layers: the fused attention kernels visit "
+                  f"{float(row['attn_tile_frac']):.0%} of the tiles a causal mask over {scn.seq_len or spec.seq_len} "
+                  f"tokens would",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

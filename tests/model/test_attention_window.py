@@ -93,6 +93,9 @@ def test_the_step_charges_the_windowed_tiles_only(db):
     expected = spec.n_layers * (1.0 - frac) * (fwd_s + bwd_s)
     got = float(full.breakdown_s["compute_s"]) - float(windowed.breakdown_s["compute_s"])
     assert got == pytest.approx(expected, rel=1e-6)
+    said = [a for a in windowed.assumptions if a.startswith("sliding-window attention")]
+    assert len(said) == 1 and f"{frac:.0%} of the tiles" in said[0] and "32 of 32 attention layers" in said[0]
+    assert not any("window" in a for a in full.assumptions)
 
 
 def test_no_gain_within_the_window_or_with_unfused_attention(db):
