@@ -577,6 +577,9 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
     # [issue 17] a sliding window or chunked attention on some layers: the tiles the fused kernel visits
     # (attention_tile_frac; 1 for a plain causal mask). Megatron's unfused attention masks a full score matrix: no gain
     win = _f(x.get("attn_tile_frac", 1.0))
+    # a causal kernel computes its diagonal tiles whole: n (n + 1) / 2 tiles of B^2 for s^2 / 2 scores (n = ceil(s / B))
+    nb = np.ceil(s / p.flash_block_tokens)
+    win = win * nb * (nb + 1.0) * p.flash_block_tokens ** 2 / (s * s)
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout

@@ -88,14 +88,38 @@ def test_the_step_charges_the_windowed_tiles_only(db):
         ceiling = p.gemm_ceiling_frac * row["peak_flop_per_s"]
     s, q = 8192.0, float(spec.q_dim)
     attn_flop = 2.0 * s * s * (q + q)
-    fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
-    bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
+    tiles = 64 * 65 * 128 ** 2 / s ** 2  # a causal kernel's whole diagonal tiles, 64 a side
+    fwd_s = tiles * 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
+    bwd_s = tiles * 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
     expected = spec.n_layers * (1.0 - frac) * (fwd_s + bwd_s)
     got = float(full.breakdown_s["compute_s"]) - float(windowed.breakdown_s["compute_s"])
     assert got == pytest.approx(expected, rel=1e-6)
     said = [a for a in windowed.assumptions if a.startswith("sliding-window attention")]
     assert len(said) == 1 and f"{frac:.0%} of the tiles" in said[0] and "32 of 32 attention layers" in said[0]
     assert not any("window" in a for a in full.assumptions)
+
+
+def test_a_causal_kernel_computes_its_diagonal_tiles_whole(db):
+    """Llama 2 7B at 4096 tokens on one GPU: with 128-token tiles a causal kernel visits 32 x 33 / 2 tiles of 128^2,
+    1.03125 x the s^2 / 2 scores; with 16-token tiles 256 x 257 / 2 of 16^2, 1.00390625 x. The compute difference is
+    every layer's flash time at the element count times the difference (per-GEMM path)."""
+    from gpusim.workload import get_workload
+
+    wl = get_workload("llama2-7b", seq_len=4096)
+    sc = _scenario(wl, 4096)
+    coarse = DEFAULT_PARAMS
+    fine = DEFAULT_PARAMS.model_copy(update={"flash_block_tokens": 16.0})
+    t_coarse = float(simulate(sc, db=db, params=coarse, recommend=False).breakdown_s["compute_s"])
+    t_fine = float(simulate(sc, db=db, params=fine, recommend=False).breakdown_s["compute_s"])
+    _, _, row = build_inputs(sc, db=db, params=coarse)
+    ceiling = row["ceiling_flop_per_s"]
+    if not math.isfinite(ceiling):
+        ceiling = coarse.gemm_ceiling_frac * row["peak_flop_per_s"]
+    s, q = 4096.0, float(wl.transformer.q_dim)
+    half = 0.5 * 2.0 * s * s * (q + q)
+    per_layer = half / (ceiling * coarse.flash_fwd_eff_frac) + 2.5 * half / (ceiling * coarse.flash_bwd_eff_frac)
+    expected = wl.transformer.n_layers * (1.03125 - 1.00390625) * per_layer
+    assert t_coarse - t_fine == pytest.approx(expected, rel=1e-6)
 
 
 def test_no_gain_within_the_window_or_with_unfused_attention(db):
