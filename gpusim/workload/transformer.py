@@ -220,6 +220,10 @@ class TransformerSpec:
                                     f"(got {self.top_k})")
         if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
             raise ScenarioError(f"n_kv_heads must divide n_heads={self.n_heads} (got {self.n_kv_heads})")
+        w = self.attention_window
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or int(w) != w or w < 1):
+            raise ScenarioError(f"attention_window (the keys a query may see) must be a positive integer or None for "
+                                f"full attention (got {w!r})")
         if self.moe_capacity_factor is not None and not self.moe_capacity_factor > 0:
             raise ScenarioError(f"moe_capacity_factor must be > 0 or None (got {self.moe_capacity_factor})")
         for f in ("dense_layers", "window_layers"):

@@ -193,3 +193,13 @@ def test_kernel_fraction_hand_worked_and_where_it_does_not_apply():
     n, c = 64, 32
     tiles = sum(min(m, c) + 1 for m in range(n))  # query block m visits blocks max(0, m - 32) .. m
     assert attention_kernel_frac(wl, 8192, p) == pytest.approx(tiles * 128 ** 2 / (8192 * 4096))
+
+
+@pytest.mark.parametrize("window", [0, -5, 3.5, True, "128"])
+def test_a_bad_window_is_a_clear_error(window):
+    from gpusim.errors import ScenarioError
+    from gpusim.workload import get_workload
+
+    spec = get_workload("mistral-7b").transformer
+    with pytest.raises(ScenarioError, match="attention_window .* must be a positive integer or None"):
+        dataclasses.replace(spec, attention_window=window)
