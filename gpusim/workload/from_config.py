@@ -311,6 +311,47 @@ def _gemma2(c: _Cfg) -> dict[str, Any]:
     return spec
 
 
+#: [issue 17] ``Gemma3TextConfig``'s defaults (huggingface/transformers
+#: ``src/transformers/models/gemma3/configuration_gemma3.py``): Gemma 3's released config.json files leave out every
+#: field equal to them, so a sparse ``text_config`` reads as these
+_GEMMA3_DEFAULTS = dict(num_hidden_layers=26, hidden_size=2304, intermediate_size=9216, num_attention_heads=8,
+                        num_key_value_heads=4, head_dim=256, vocab_size=262_208, max_position_embeddings=131_072,
+                        sliding_window=4096, sliding_window_pattern=6)
+
+
+def _gemma3(c: _Cfg) -> dict[str, Any]:
+    """[issue 17] Gemma 3 (``gemma3_text``, or ``gemma3`` with the text model under ``text_config``; the SigLIP vision
+    tower is not counted). Every field absent from the config takes ``Gemma3TextConfig``'s default
+    (:data:`_GEMMA3_DEFAULTS`, each named in the assumptions). Gemma 2's four norms per layer and GeGLU, a weightless
+    scale on queries and keys (``q_norm`` / ``k_norm`` RMSNorms with weights: ``qk_norm``), and five sliding-window
+    layers to one global: layer ``i`` slides unless ``(i + 1) % sliding_window_pattern == 0``
+    (``Gemma3Attention.is_sliding``), or as ``layer_types`` lists them."""
+    t = c.sub("text_config") if isinstance(c.raw.get("text_config"), dict) else c
+    why = "Gemma3TextConfig default"
+    d = {k: t.int(k, v, why=why) for k, v in _GEMMA3_DEFAULTS.items() if k != "sliding_window"}
+    L = d["num_hidden_layers"]
+    spec = dict(n_layers=L, d_model=d["hidden_size"], n_heads=d["num_attention_heads"],
+                n_kv_heads=d["num_key_value_heads"], d_head=d["head_dim"], d_ff=d["intermediate_size"],
+                vocab_size=d["vocab_size"], tied_embeddings=t.bool("tie_word_embeddings", True, why=why),
+                bias=t.bool("attention_bias", False, why=why), dropout=t.dropout("attention_dropout"), **_MODERN)
+    spec.update(activation="gelu_tanh", layer_norms=4, qk_norm=True)
+    # an explicit null turns the window off; an absent field is the class default
+    window = (None if "sliding_window" in t.raw and t.raw["sliding_window"] is None
+              else t.int("sliding_window", _GEMMA3_DEFAULTS["sliding_window"], why=why))
+    if window:
+        p = d["sliding_window_pattern"]
+        spec["attention_window"] = window
+        spec["window_layers"] = _window_layers(t, L) or tuple(i for i in range(L) if (i + 1) % p)
+    max_pos = d["max_position_embeddings"]
+    spec["max_positions"] = max_pos
+    spec["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP)
+    c.assumptions.append(f"sequence length {spec['seq_len']} unless --seq-len is given (max_position_embeddings "
+                         f"{max_pos}, capped at {DEFAULT_SEQ_CAP})")
+    if c is not t:
+        c.assumptions.append("gemma3: the text model only (text_config); the SigLIP vision tower is not counted")
+    return spec
+
+
 def _phi3(c: _Cfg) -> dict[str, Any]:
     spec = _decoder(c, tie_default=False)
     spec["fused_qkv"] = True                              # qkv_proj and gate_up_proj are fused
@@ -538,6 +579,8 @@ _READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "falcon": _falcon,
     "gemma": _gemma,
     "gemma2": _gemma2,
+    "gemma3": _gemma3,  # [issue 17]
+    "gemma3_text": _gemma3,
     "phi3": _phi3,
     "nemotron": _nemotron,
     "nemotron_h": _nemotron_h,  # [issue 17] hybrid Mamba-Transformer models
@@ -634,7 +677,8 @@ def spec_from_config(config: Any) -> tuple[TransformerSpec, str, list[str], dict
     pos_key = _POS_KEY.get(mt, "max_position_embeddings")
     c = _Cfg(raw, where, mt)
     kw = reader(c)
-    max_pos = c.int(pos_key, None, why="no position limit known")
+    # a reader that found the position limit itself (a nested text_config) has set max_positions
+    max_pos = kw.get("max_positions") or c.int(pos_key, None, why="no position limit known")
     if "seq_len" not in kw:        # a recipe that names its training length keeps it
         kw["seq_len"] = min(max_pos, DEFAULT_SEQ_CAP) if max_pos else DEFAULT_SEQ_CAP
         c.assumptions.append(f"sequence length {kw['seq_len']} unless --seq-len is given "

@@ -257,3 +257,25 @@ def test_megatron_and_nemo_recipes():
     hf = from_config(CONFIGS / "qwen3-30b-a3b.json", seq_len=1024)
     assert (meg.params, meg.params_active, meg.fwd_flop_per_sample) == (hf.params, hf.params_active,
                                                                         hf.fwd_flop_per_sample)
+
+
+def test_gemma3_sparse_config_reads_the_class_defaults_and_five_local_layers_to_one_global():
+    """[issue 17] Gemma 3 12B's released config leaves out every field equal to Gemma3TextConfig's default: read as
+    those, it has the published 10,759M non-embedding parameters (Gemma 3 report, Table 1), 48 layers of which every
+    sixth attends globally (layers 5, 11, ..., 47) and the other 40 through a 1024-key window; the multimodal and the
+    text-only layouts read the same; layer_types, where given, decides."""
+    full = from_config(CONFIGS / "gemma3-12b-it.json", seq_len=32768)
+    text = from_config(CONFIGS / "gemma3-12b-text.json", seq_len=32768)
+    spec = full.transformer
+    assert text.transformer == spec and text.params == full.params
+    assert (spec.n_layers, spec.d_head, spec.vocab_size, spec.attention_window) == (48, 256, 262_208, 1024)
+    assert spec.qk_norm and spec.layer_norms == 4 and spec.tied_embeddings
+    assert spec.window_layers == tuple(i for i in range(48) if (i + 1) % 6)
+    assert full.params - spec.vocab_size * spec.d_model == pytest.approx(10_759e6, rel=5e-4)
+    assert any("vision tower is not counted" in a for a in full.assumptions)
+    assert not any("max_position_embeddings absent: None" in a for a in full.assumptions)
+    raw = json.loads((CONFIGS / "gemma3-12b-text.json").read_text())
+    types = ["full_attention" if i % 2 else "sliding_attention" for i in range(48)]
+    spec2 = spec_from_config({**raw, "layer_types": types})[0]
+    assert spec2.window_layers == tuple(range(0, 48, 2))
+    assert spec_from_config({**raw, "sliding_window": None})[0].attention_window is None
