@@ -740,16 +740,22 @@ def attention_kernel_slowdown(gpu: GPU, attention: str | None, params: ModelPara
 
 
 def window_fields(spec, seq_len, params: ModelParams) -> dict:
-    """[issue 17] The row field of a model whose attention layers (some or all) use a sliding window or chunks: the
-    fused kernel's work against a plain causal mask (gpusim.model.llm.attention_tile_frac); none otherwise."""
+    """[issue 17] The row fields of a model whose attention layers (some or all) use a sliding window or chunks: the
+    keys per query its model FLOPs count, as a share of the sequence (``attn_key_frac``: the window's on its layers,
+    as gpusim.workload.flops counts them for MFU), and the fused kernel's work against a plain causal mask
+    (``attn_tile_frac``, gpusim.model.llm.attention_tile_frac; unfused attention computes every score); none
+    otherwise."""
     from gpusim.model.llm import attention_tile_frac
 
-    if not getattr(spec, "attention_window", None) or not spec.flash_attention or not spec.n_attn_layers:
+    w = getattr(spec, "attention_window", None)
+    if not w or w >= seq_len or not spec.n_attn_layers:
         return {}
     share = min(spec.n_window_layers, spec.n_attn_layers) / spec.n_attn_layers
-    frac = attention_tile_frac(float(seq_len), float(spec.attention_window), params.flash_block_tokens,
-                               chunked=bool(spec.attention_chunked), window_layer_frac=share)
-    return {} if frac == 1.0 else {"attn_tile_frac": frac}
+    out = {"attn_key_frac": 1.0 - share + share * float(w) / float(seq_len)}
+    if spec.flash_attention:
+        out["attn_tile_frac"] = attention_tile_frac(float(seq_len), float(w), params.flash_block_tokens,
+                                                    chunked=bool(spec.attention_chunked), window_layer_frac=share)
+    return out
 
 
 def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams) -> dict:

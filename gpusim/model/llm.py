@@ -892,13 +892,16 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     qkv_flop = np.where(mla, 2.0 * s * (h * (np.where(ql > 0, ql, q) + kva) + ql * np.where(ql > 0, q, 0.0)
                                          + kvl * kvu),
                         2.0 * s * h * (q + 2.0 * kv))
+    # [issue 17] the keys a query sees, as the workload's MFU count has them (a window's on its layers; rows.window_fields)
+    keys = _f(x.get("attn_key_frac", 1.0))
     if hyb:  # [issue 17] each kind of layer by its share; the Mamba mixers' closed forms (gpusim.workload.ssm)
-        flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x) + fa * (qkv_flop + 2.0 * s * o * h + 2.0 * s * s * (q + o))
+        flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x) + fa * (qkv_flop + 2.0 * s * o * h
+                                                                    + 2.0 * s * s * (q + o) * keys)
                         + ff * 2.0 * s * h * f * (up + 1.0) + fm * s * mam["flop_per_token"]) + 2.0 * s * h * V
     else:
         flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
                         + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
-                        + 2.0 * s * s * (q + o)) + 2.0 * s * h * V
+                        + 2.0 * s * s * (q + o) * keys) + 2.0 * s * h * V
     if np.any(off_s):  # [issue 17] exposed offload copies: every stage's micro-batch longer by off_s
         compute_s, steady, bubble = compute_s + m * off_s, steady + m * off_s, bubble + (pp - 1.0) * off_s / vp
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,

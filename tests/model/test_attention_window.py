@@ -203,3 +203,18 @@ def test_a_bad_window_is_a_clear_error(window):
     spec = get_workload("mistral-7b").transformer
     with pytest.raises(ScenarioError, match="attention_window .* must be a positive integer or None"):
         dataclasses.replace(spec, attention_window=window)
+
+
+@pytest.mark.parametrize("model, seq", [("mistral-7b", 8192), ("mistral-7b", 4096), ("llama3-8b", 8192)])
+def test_both_paths_count_the_same_model_flops(db, model, seq):
+    """MFU's count is the workload's (gpusim.workload.flops: a window's keys on its layers) on the per-GEMM path as on
+    the data-parallel path: MFU x step, the model FLOPs over the GPUs' peak, is the same on both (Mistral's 4096-key
+    window at 8192 tokens is where the per-GEMM path once counted every key)."""
+    from gpusim.workload import get_workload
+
+    wl = get_workload(model, seq_len=seq)
+    common = dict(workload=wl, gpu="h100-sxm", gpus=1, kind="ddp", precision="bf16", micro_batch=1, global_batch=1,
+                  seq_len=seq)
+    llm = simulate(Scenario.create(**common, tp=1, pp=1, recompute="none"), db=db, recommend=False)
+    dp = simulate(Scenario.create(**common), db=db, recommend=False)
+    assert llm.mfu_frac * llm.step_s == pytest.approx(dp.mfu_frac * dp.step_s, rel=1e-12)
