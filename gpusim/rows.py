@@ -31,6 +31,7 @@ from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, gpu_nic_path_bytes_per_s,
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
                                  nccl_nvswitch_busbw)
+from gpusim.model.llm import attention_tile_frac, causal_tile_excess
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -270,22 +271,14 @@ def attention_kernel_frac(workload, seq_len, params: ModelParams) -> float:
     that the causal mask leaves non-empty, and a sliding window or chunks only theirs
     (:func:`gpusim.model.llm.attention_tile_frac`), of ``s x k`` counted per layer. 1 for encoders (BERT, ViT:
     bidirectional, every tile) and for unfused attention (the full score matrix, masked). Hand-worked: ``s = 512``,
-    ``B = 128``, no window: 10 tiles of 16 = 0.625."""
-    from gpusim.model.llm import attention_tile_frac
-
+    ``B = 128``, no window: 10 tiles of 16 = 0.625. The same fields as the per-GEMM path's
+    (:func:`window_fields`): ``(1 / 2) causal_tile_excess x attn_tile_frac / attn_key_frac``."""
     spec = transformer_of(workload)
     if spec is None or not spec.flash_attention or spec.head != "lm" or spec.mem_len or not spec.n_attn_layers:
         return 1.0
-    s, B = float(seq_len), params.flash_block_tokens
-    n = math.ceil(s / B)
-    causal = n * (n + 1) / 2.0 * B * B / (s * s)  # tiles visited by a causal kernel per counted score element
-    w = spec.attention_window
-    if not w or w >= s:
-        return causal
-    share = min(spec.n_window_layers, spec.n_attn_layers) / spec.n_attn_layers
-    win = attention_tile_frac(s, float(w), B, chunked=bool(spec.attention_chunked))  # of the causal tiles
-    counted = (1.0 - share) * s + share * float(w)  # keys counted per query, averaged over the attention layers
-    return causal * ((1.0 - share) + share * win) * s / counted
+    w = window_fields(spec, seq_len, params)
+    return float(0.5 * causal_tile_excess(float(seq_len), params.flash_block_tokens)
+                 * w.get("attn_tile_frac", 1.0) / w.get("attn_key_frac", 1.0))
 
 
 def roofline_by_kind(workload, attn_kernel_frac: float = 1.0) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
@@ -745,12 +738,10 @@ def window_fields(spec, seq_len, params: ModelParams) -> dict:
     as gpusim.workload.flops counts them for MFU), and the fused kernel's work against a plain causal mask
     (``attn_tile_frac``, gpusim.model.llm.attention_tile_frac; unfused attention computes every score); none
     otherwise."""
-    from gpusim.model.llm import attention_tile_frac
-
     w = getattr(spec, "attention_window", None)
     if not w or w >= seq_len or not spec.n_attn_layers:
         return {}
-    share = min(spec.n_window_layers, spec.n_attn_layers) / spec.n_attn_layers
+    share = spec.n_window_attn_layers / spec.n_attn_layers
     out = {"attn_key_frac": 1.0 - share + share * float(w) / float(seq_len)}
     if spec.flash_attention:
         out["attn_tile_frac"] = attention_tile_frac(float(seq_len), float(w), params.flash_block_tokens,

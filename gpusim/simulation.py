@@ -211,7 +211,7 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
     if "attn_tile_frac" in row:  # [issue 17] say how much of the attention a window (or chunks) saves
         spec = transformer_of(wl)
         kind = "chunked attention (chunks of" if spec.attention_chunked else "sliding-window attention (a window of"
-        notes += (f"{kind} {spec.attention_window} tokens) on {min(spec.n_window_layers, spec.n_attn_layers)} of "
+        notes += (f"{kind} {spec.attention_window} tokens) on {spec.n_window_attn_layers} of "
                   f"{spec.n_attn_layers} attention layers: the fused attention kernels visit "
                   f"{float(row['attn_tile_frac']):.0%} of the tiles a causal mask over {scn.seq_len or spec.seq_len} "
                   f"tokens would",)

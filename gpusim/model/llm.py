@@ -146,6 +146,16 @@ def _kernel_tiles(seq_len: float, window: float | None, block: float, chunked: b
     return float(np.sum(m - first + 1.0))
 
 
+def causal_tile_excess(seq_len, block_tokens):
+    """[issue 17] Score elements a causal fused attention kernel computes / the ``s^2 / 2`` a causal mask keeps: it
+    visits ``n (n + 1) / 2`` tiles of ``B^2`` (``n = ceil(s / B)``) and computes the diagonal ones whole, so
+    ``n (n + 1) B^2 / s^2``. Hand-worked: ``s = 512``, ``B = 128``: 4 x 5 x 128^2 / 512^2 = 1.25; ``s = 8192``:
+    1.015625. Broadcasts over arrays."""
+    s, B = _f(seq_len), _f(block_tokens)
+    n = np.ceil(s / B)
+    return n * (n + 1.0) * B * B / (s * s)
+
+
 def attention_tile_frac(seq_len, window, block_tokens, *, chunked=False, window_layer_frac=1.0) -> float:
     """[issue 17] Work of a fused attention kernel with a sliding window (or chunks) of ``window`` keys on a share
     ``window_layer_frac`` of the attention layers, as a fraction of its work with a plain causal mask over
@@ -576,10 +586,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
     slow_f, slow_b = _f(x.get("attn_fwd_slow", 1.0)), _f(x.get("attn_bwd_slow", 1.0))
     # [issue 17] a sliding window or chunked attention on some layers: the tiles the fused kernel visits
     # (attention_tile_frac; 1 for a plain causal mask). Megatron's unfused attention masks a full score matrix: no gain
-    win = _f(x.get("attn_tile_frac", 1.0))
-    # a causal kernel computes its diagonal tiles whole: n (n + 1) / 2 tiles of B^2 for s^2 / 2 scores (n = ceil(s / B))
-    nb = np.ceil(s / p.flash_block_tokens)
-    win = win * nb * (nb + 1.0) * p.flash_block_tokens ** 2 / (s * s)
+    # and a causal kernel computes its diagonal tiles whole (causal_tile_excess)
+    win = _f(x.get("attn_tile_frac", 1.0)) * causal_tile_excess(s, p.flash_block_tokens)
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
     flash_b = win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout

@@ -84,7 +84,8 @@ def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[s
     keys_full, keys_win = s + spec.mem_len, min(s + spec.mem_len, float(spec.attention_window or s))
     per_key = 2 * (spec.q_dim + spec.v_dim)                     # QK^T and AV, forward, per key
     n_attn = spec.n_attn_layers
-    attn_6n = 3 * per_key * ((n_attn - min(n_win, n_attn)) * keys_full + min(n_win, n_attn) * keys_win)
+    n_win = spec.n_window_attn_layers
+    attn_6n = 3 * per_key * ((n_attn - n_win) * keys_full + n_win * keys_win)
     six_n = 6 * _matmul_weights_per_token(spec)
     if spec.n_mamba_layers:  # [issue 17] the Mamba mixers' conv and scan, 3x forward, beside 6 N
         six_n_mamba = 3 * spec.n_mamba_layers * _mamba_other_fwd_flop(spec)

@@ -326,7 +326,8 @@ def _gemma3(c: _Cfg) -> dict[str, Any]:
     scale on queries and keys (``q_norm`` / ``k_norm`` RMSNorms with weights: ``qk_norm``), and five sliding-window
     layers to one global: layer ``i`` slides unless ``(i + 1) % sliding_window_pattern == 0``
     (``Gemma3Attention.is_sliding``), or as ``layer_types`` lists them."""
-    t = c.sub("text_config") if isinstance(c.raw.get("text_config"), dict) else c
+    # a text_config that is not an object is an error (Cfg.sub), not a model read from the defaults
+    t = c.sub("text_config") if c.raw.get("text_config") is not None else c
     why = "Gemma3TextConfig default"
     d = {k: t.int(k, v, why=why) for k, v in _GEMMA3_DEFAULTS.items() if k != "sliding_window"}
     L = d["num_hidden_layers"]

@@ -414,6 +414,11 @@ class TransformerSpec:
             return self.n_layers
         return sum(1 for i in self._window_set if 0 <= i < self.n_layers)
 
+    @property
+    def n_window_attn_layers(self) -> int:
+        """[issue 17] Attention layers that use the window (a hybrid's window list may name its other layers)."""
+        return min(self.n_window_layers, self.n_attn_layers)
+
     # --- parameters --------------------------------------------------------------------------------
     def attn_params(self) -> float:
         """Parameters of one layer's attention (Q, K, V, output; MLA's low-rank projections and their
@@ -543,7 +548,7 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
     L_moe = spec.n_moe_layers
     L_dense = spec.n_ffn_layers - L_moe          # [issue 17] a hybrid's layers without an FFN have neither
     L_attn, L_mamba = spec.n_attn_layers, spec.n_mamba_layers
-    L_win = min(spec.n_window_layers, L_attn)
+    L_win = spec.n_window_attn_layers
     # (layers, keys per query) of the full and the sliding-window layers
     attn_classes = [(n, k) for n, k in ((L_attn - L_win, sk), (L_win, min(sk, float(spec.attention_window or sk))))
                     if n > 0]

@@ -50,6 +50,11 @@ def test_tile_fraction_hand_worked():
     for args in ((512, None, 128), (512, 512, 128), (512, 4096, 128)):
         assert attention_tile_frac(*args) == 1.0
     assert attention_tile_frac(512, 128, 128, window_layer_frac=0.0) == 1.0
+    # a causal kernel's whole diagonal tiles: 4 x 5 x 128^2 / 512^2 of the s^2 / 2 scores it keeps
+    from gpusim.model.llm import causal_tile_excess
+
+    assert causal_tile_excess(512, 128) == pytest.approx(1.25)
+    assert causal_tile_excess(np.array([8192.0, 100.0]), 128) == pytest.approx([1.015625, 2 * 128 ** 2 / 100 ** 2])
 
 
 def _scenario(workload, seq_len=8192):

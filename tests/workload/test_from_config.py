@@ -279,3 +279,9 @@ def test_gemma3_sparse_config_reads_the_class_defaults_and_five_local_layers_to_
     spec2 = spec_from_config({**raw, "layer_types": types})[0]
     assert spec2.window_layers == tuple(range(0, 48, 2))
     assert spec_from_config({**raw, "sliding_window": None})[0].attention_window is None
+
+
+def test_gemma3_text_config_that_is_not_an_object_is_a_clear_error():
+    raw = json.loads((CONFIGS / "gemma3-12b-it.json").read_text())
+    with pytest.raises(ScenarioError, match="text_config.*must be an object"):
+        spec_from_config({**raw, "text_config": "gemma3_text"})
