@@ -900,7 +900,9 @@ def _add_run_columns(df, db, wl, option_mode, options, *, mode, total_samples, p
     multi = nodes > 1
     # ---- checkpoints ----------------------------------------------------------------------------------------
     prec = df["precision"].astype(str).to_numpy()
-    per_param = {p: WEIGHT_BYTES[p] + MASTER_BYTES[p] + OPT_STATE_BYTES[optimizer] for p in set(prec)}
+    # (a row no configuration runs on keeps the precision it was asked for, e.g. "auto": its checkpoint is NaN)
+    per_param = {p: (WEIGHT_BYTES[p] + MASTER_BYTES[p] + OPT_STATE_BYTES[optimizer]) if p in WEIGHT_BYTES else math.nan
+                 for p in set(prec)}
     ck_bytes = float(wl.params) * np.array([per_param[p] for p in prec]) if n else np.zeros(0)
     sharded = df["strategy"].astype(str).isin(["zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op",
                                                "fsdp-hybrid"]).to_numpy()
