@@ -27,7 +27,8 @@ LINEAR_LR_MAX_GLOBAL_BATCH = 8192
 ADDRESSES = {"use-ddp": "communication", "more-workers": "data-loading", "pin-memory": "data-loading",
              "fabric-pcie-switch": "communication", "fabric-nvlink": "communication",
              "faster-network": "communication", "grad-accumulation": "communication", "fit-memory": "memory",
-             "mixed-precision": "compute", "stragglers": "stragglers", "slow-gpu": "stragglers"}
+             "mixed-precision": "compute", "stragglers": "stragglers", "slow-gpu": "stragglers",
+             "llm-cuda-graphs": "cpu-dispatch"}  # [issue 17]
 
 
 def max_useful_global_batch(wl) -> int:
@@ -126,6 +127,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
 
 BUBBLE_FRAC = 0.10
 TP_COMM_FRAC = 0.10
+#: [issue 17] the least gain of CUDA graphs worth a recommendation (below it the layout is not launch-bound)
+GRAPHS_GAIN_FRAC = 0.03
 _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
 
 
@@ -161,6 +164,8 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
     add("llm-batch", global_batch=2 * (st.global_batch or dp * st.per_gpu_batch * st.accum))
     if st.tp > 1:
         add("llm-tp-half", tp=st.tp // 2, pp=st.pp * 2)
+    if not st.cuda_graph_scope:  # [issue 17] what the CPU's launches cost: the same layout under CUDA graphs
+        add("llm-graphs", cuda_graph_scope=("full_iteration",))
     return v
 
 
@@ -174,7 +179,8 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
     bubble = float(out["pp_bubble_s"][0]) > BUBBLE_FRAC * step
     wanted = {"llm-selective": not fits, "llm-full": not fits, "llm-zero1": not fits, "llm-sp": not fits,
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
-              "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step}
+              "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
+              "llm-graphs": True}  # [issue 17] said only where it gains (llm_recommendations)
     return [(name, vscn) for name, vscn in (candidates if candidates is not None else llm_variant_candidates(scn, hw))
             if wanted[name]]
 
@@ -229,6 +235,15 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                           f"pipeline bubble: raise the global batch or interleave"
                           + (f" ({'; '.join(parts)})" if parts else "") + ".", None, {}, "high" if bubble > 0.25 * step
             else "medium")
+    if "llm-graphs" in by:  # [issue 17] launch-bound layers (small kernels, a slow host CPU, MoE host syncs)
+        g = _gain(thr, by["llm-graphs"][1])
+        if g >= GRAPHS_GAIN_FRAC:
+            rec("llm-cuda-graphs", f"The CPU's kernel launches (and any MoE dispatcher host sync) set the pace of this "
+                                   f"layout's layers: CUDA graphs over the whole iteration (Megatron-Core "
+                                   f"--cuda-graph-impl local --cuda-graph-scope full_iteration; for MoE layers with "
+                                   f"static expert buffers) are predicted {g:+.0%}; per-layer scopes (--cuda-graph-scope "
+                                   f"attn mlp, or attn moe_router moe_preprocess) take part of it.", g,
+                {"cuda_graph_scope": ["full_iteration"]}, "high" if g >= 0.15 else "medium")
     tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)
     if tpc > TP_COMM_FRAC * step:
         g = _gain(thr, by["llm-tp-half"][1]) if "llm-tp-half" in by else None

@@ -779,7 +779,10 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
               "failure_rate_per_gpu_hour": failure_rate_per_gpu_hour, "restart_s": restart_s,
               "checkpoint_interval_s": checkpoint_interval_s,
               "checkpoint_write_bytes_per_s": checkpoint_write_bytes_per_s,
-              "eval_overhead_frac": eval_overhead_frac, "price_overrides": dict(price_overrides or {})}
+              "eval_overhead_frac": eval_overhead_frac, "price_overrides": dict(price_overrides or {}),
+              # the layout options the search held fixed (degrees, MoE options, CUDA-graph scopes)
+              "layout_pins": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(layout_pins).items()
+                              if v is not None} if layout_pins is not None else {}}
     rec = recommend(df, deadline_s=deadline_s, budget_usd=budget_usd, mode=mode, max_gpus=max_gpus,
                     max_global_batch=max_global_batch, cost_basis=cost_basis, lifetime_years=lifetime_years, db=db)
     result = PlanResult(table=df, pareto=pareto, recommendation=rec, inputs=inputs)
@@ -1173,6 +1176,10 @@ def _assumptions(inputs, en, max_gb_given, wl) -> list[str]:
                  + " - set --max-global-batch for your recipe")
     a.append("time to train counts samples, not convergence: a larger global batch may need more samples "
              "(not modelled)")
+    if inputs.get("layout_pins"):
+        a.append("layout search pinned to " + ", ".join(
+            f"{k.replace('_', ' ')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in inputs["layout_pins"].items()))
     return a
 
 

@@ -31,6 +31,7 @@ from gpusim.model.context import CP_KINDS
 from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_table, gpu_nic_path_bytes_per_s,
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
                                  nccl_nvswitch_busbw)
+from gpusim.model.graphs import scope_mask
 from gpusim.model.llm import attention_tile_frac, causal_tile_excess
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
@@ -581,6 +582,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
         **attention_kernel_fields(hw.gpu, st.attention, params),  # [issue 18] the attention kernel's rate
         **window_fields(spec, scn.seq_len or spec.seq_len, params),  # [issue 17] sliding-window / chunked attention
+        **cuda_graph_fields(spec, st, getattr(workload, "name", "")),  # [issue 17] CUDA graphs
     }
 
 
@@ -747,6 +749,18 @@ def window_fields(spec, seq_len, params: ModelParams) -> dict:
         out["attn_tile_frac"] = attention_tile_frac(float(seq_len), float(w), params.flash_block_tokens,
                                                     chunked=bool(spec.attention_chunked), window_layer_frac=share)
     return out
+
+
+def cuda_graph_fields(spec, st, model_name: str = "") -> dict:
+    """[issue 17] The row field of the strategy's CUDA-graph scopes (gpusim.model.graphs; none when eager). The MoE
+    scopes capture an MoE layer's parts, so they need a mixture-of-experts model."""
+    if not st.cuda_graph_scope:
+        return {}
+    moe = {"moe", "moe_router", "moe_preprocess"} & set(st.cuda_graph_scope)
+    if moe and not getattr(spec, "n_moe_layers", 0):
+        raise ScenarioError(f"cuda graph scope {' '.join(sorted(moe))} captures the MoE layers, and "
+                            f"{model_name or 'this model'} has none: use attn and mlp (or full_iteration)")
+    return {"cuda_graphs": scope_mask(st.cuda_graph_scope)}
 
 
 def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams) -> dict:

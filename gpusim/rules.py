@@ -165,6 +165,9 @@ def scenario_layout(scn, hw, workload):
     st = scn.strategy
     spec = transformer_of(workload)
     if spec is None:
+        if st.cuda_graph_scope:  # [issue 17] the scopes name a transformer layer's parts
+            raise ScenarioError(f"--cuda-graph-scope names parts of a transformer layer (Megatron-Core); "
+                                f"{workload.id!r} is not a transformer: leave it out")
         raise ScenarioError(f"tensor/pipeline parallelism and recomputation modes need a transformer; {workload.id!r} "
                             f"is not one (use tp 1, pp 1 and --checkpointing)")
     if scn.baseline_throughput:

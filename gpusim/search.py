@@ -106,6 +106,8 @@ class Pins:
     ep_overlap: str | None = None
     moe_dispatcher: str | None = None
     ep_fp8_dispatch: bool | None = None
+    # [issue 17] CUDA-graph scopes (Strategy.cuda_graph_scope; not searched: empty is eager)
+    cuda_graph_scope: tuple[str, ...] | None = None
 
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
@@ -125,6 +127,10 @@ class Pins:
             out["moe_dispatcher"] = DISPATCHERS[o["moe_dispatcher"]]
         if "ep_fp8_dispatch" in o:
             out["ep_fp8_dispatch"] = True
+        if self.cuda_graph_scope:  # [issue 17]
+            from gpusim.model.graphs import scope_mask
+
+            out["cuda_graphs"] = scope_mask(self.cuda_graph_scope)
         return out
 
 
@@ -518,6 +524,16 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     pins = pins or Pins()
     if pins.moe_options() and not getattr(spec, "n_experts", 0):  # [issue 12] an error, not a reason on every row
         check_ep(spec, ep=1, **pins.moe_options())
+    if pins.cuda_graph_scope:  # [issue 17] Megatron-Core's scope rules, and MoE scopes need MoE layers
+        from gpusim.rows import cuda_graph_fields
+        from gpusim.scenario import format_validation_error
+        from gpusim.strategy import Strategy
+
+        try:
+            st = Strategy(cuda_graph_scope=pins.cuda_graph_scope)
+        except ValueError as e:
+            raise ScenarioError(format_validation_error(e)) from None
+        cuda_graph_fields(spec, st, getattr(wl, "name", ""))
     chunk_rows = chunk_rows or CHUNK_ROWS
     seq = int(wl.tokens_per_sample)
     ht = resolve_hardware_table(wl, options, counts_per_option, db, params)

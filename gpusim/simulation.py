@@ -215,6 +215,12 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                   f"{spec.n_attn_layers} attention layers: the fused attention kernels visit "
                   f"{float(row['attn_tile_frac']):.0%} of the tiles a causal mask over {scn.seq_len or spec.seq_len} "
                   f"tokens would",)
+    if st.cuda_graph_scope:  # [issue 17] what the graphs change, and what is not modelled (gpusim.model.graphs)
+        notes += (f"CUDA graphs over {' '.join(st.cuda_graph_scope)}: each captured part of a layer costs the CPU one "
+                  f"graph replay instead of its kernel launches"
+                  + ("; the MoE dispatcher needs no host sync (static expert buffers, as Megatron's graph recipes "
+                     "set them)" if {"moe", "full_iteration"} & set(st.cuda_graph_scope) else "")
+                  + "; the graphs' static buffers and memory pool are not counted in the memory",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

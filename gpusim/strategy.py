@@ -67,6 +67,8 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"]
 
 #: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")
 Attention = Literal["flash", "flash2", "triton", "unfused"]
+#: [issue 17] Megatron-Core's CUDA-graph scopes (--cuda-graph-scope; gpusim.model.graphs says what each captures)
+CudaGraphScope = Literal["attn", "mlp", "moe_router", "moe_preprocess", "moe", "full_iteration"]
 
 #: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
 #: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient
@@ -243,6 +245,11 @@ class Strategy(FiniteModel):
         "2022-23, e.g. MPT's attn_impl triton), or unfused (Q K^T, softmax, A V as separate kernels, the s x s "
         "scores kept: Megatron-LM before FlashAttention); None: the model's own (a config.json's "
         "_attn_implementation, else flash). flash2 and triton put the row on the per-GEMM transformer path")
+    cuda_graph_scope: tuple[CudaGraphScope, ...] = Field(
+        default=(), description="[issue 17] LLM layouts: the parts of each layer Megatron-Core captures in CUDA graphs "
+        "(--cuda-graph-scope): attn, mlp (a dense layer's), moe_router, moe_preprocess (with moe_router), moe (the "
+        "whole MoE layer, static shapes), or full_iteration (every micro-batch's forward and backward, alone); a "
+        "captured part costs the CPU one graph replay instead of its launches (gpusim.model.graphs). Empty: eager")
     memory_headroom_gib: float | None = Field(default=None, ge=0, le=100_000, description="GiB of GPU memory a "
                                               "layout must leave free beyond what it is predicted to use; None: "
                                               "its NCCL communicators' (gpusim.model.memory.headroom_bytes)")
@@ -262,6 +269,10 @@ class Strategy(FiniteModel):
             data["precision"], recipe = PRECISION_ALIASES[data["precision"]]
             if recipe:
                 data["fp8_recipe"] = recipe
+        if isinstance(data, dict) and data.get("cuda_graph_scope") is not None:  # [issue 17] one order, no repeats
+            data = dict(data)
+            scopes = data["cuda_graph_scope"]
+            data["cuda_graph_scope"] = tuple(dict.fromkeys([scopes] if isinstance(scopes, str) else scopes))
         mods = data.get("recompute_modules") if isinstance(data, dict) else None
         if mods is not None:  # [issue 12] core_attn is gpusim's selective recomputation
             data = dict(data)
@@ -291,6 +302,15 @@ class Strategy(FiniteModel):
         if self.pp > 1 and self.kind not in PIPELINE_STRATEGIES:
             raise ValueError(f"pipeline parallelism (pp {self.pp}) combines with ddp or zero1 (Megatron's distributed "
                              f"optimizer), not {self.kind!r}: use --strategy zero1")
+        scopes = set(self.cuda_graph_scope)  # [issue 17] Megatron-Core's rules (NVIDIA/Megatron-LM PR #1917)
+        if "full_iteration" in scopes and len(scopes) > 1:
+            raise ValueError(f"cuda graph scope full_iteration captures the whole forward and backward pass and takes "
+                             f"no other scope (got {' '.join(self.cuda_graph_scope)})")
+        if "moe_preprocess" in scopes and "moe_router" not in scopes:
+            raise ValueError("cuda graph scope moe_preprocess must be used together with moe_router (Megatron-Core)")
+        if "moe" in scopes and scopes & {"moe_router", "moe_preprocess"}:
+            raise ValueError("cuda graph scope moe already captures the router and the dispatcher's preprocessing: "
+                             "give moe, or moe_router (and moe_preprocess), not both")
         if self.memory_headroom_gib is not None and self.memory_headroom_frac is not None:  # [issue 17]
             raise ValueError("give the memory headroom once: in GiB (memory_headroom_gib) or as a fraction of the "
                              "GPU's memory (memory_headroom_frac), not both")
@@ -304,7 +324,8 @@ class Strategy(FiniteModel):
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0
                 or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer
-                or self.attention in ("flash2", "triton"))  # [issue 18] an attention kernel's own rate
+                or self.attention in ("flash2", "triton")  # [issue 18] an attention kernel's own rate
+                or bool(self.cuda_graph_scope))  # [issue 17] Megatron-Core's CUDA graphs
 
     @property
     def micro_batch(self) -> int:

@@ -191,7 +191,17 @@ def add_moe_args(g) -> None:
 
 #: [issue 12] memory-saving options (Strategy fields of the same names)
 MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype", "activation_offload_layers",
-                  "grad_dtype")  # [issue 17] grad_dtype
+                  "grad_dtype", "cuda_graph_scope")  # [issue 17] grad_dtype, CUDA graphs
+
+
+def add_graph_args(g) -> None:
+    """[issue 17] Megatron-Core's CUDA-graph scopes (predict, sweep, compare, plan; gpusim.model.graphs)."""
+    g.add_argument("--cuda-graph-scope", nargs="+", metavar="SCOPE",
+                   choices=("attn", "mlp", "moe_router", "moe_preprocess", "moe", "full_iteration"),
+                   help="[issue 17] LLM layouts: the parts of each layer captured in CUDA graphs (Megatron-Core "
+                        "--cuda-graph-scope): attn, mlp, moe_router, moe_preprocess (with moe_router), moe, or "
+                        "full_iteration alone; a captured part costs the CPU one replay instead of its launches "
+                        "(default: eager)")
 
 
 def add_memory_args(g) -> None:
@@ -212,6 +222,7 @@ def add_memory_args(g) -> None:
     g.add_argument("--activation-offload-layers", type=int, metavar="N",
                    help="[issue 17] layers per pipeline stage whose saved activations go to host memory and back "
                         "(Megatron-Core --cpu-offloading-num-layers; default 0)")
+    add_graph_args(g)
     g.add_argument("--no-fp8-param-gather", action="store_true",
                    help="[issue 17] with fp8/mxfp8 and zero1/FSDP: keep bf16 weights beside their FP8 copies "
                         "(default: FP8 parameters, Megatron-Core --fp8-param-gather as Megatron-Bridge's recipes set)")

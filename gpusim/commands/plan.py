@@ -33,7 +33,7 @@ def register(sub) -> None:
 
     from gpusim import units
     from gpusim.checks import Bound
-    from gpusim.commands._scenario import add_moe_args, scenario_type, strategy_type
+    from gpusim.commands._scenario import add_graph_args, add_moe_args, scenario_type, strategy_type
 
     p = sub.add_parser(
         "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
@@ -111,6 +111,7 @@ def register(sub) -> None:
                        ("--cp", "context-parallel degree"), ("--ep", "expert-parallel degree")):
         lg.add_argument(flag, type=strategy_type(flag[2:]), help=f"pin the {what} of the layout search")
     add_moe_args(lg)  # [issue 12]
+    add_graph_args(lg)  # [issue 17]
     lg.add_argument("--no-layout-search", action="store_true", help="data-parallel strategies only")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
@@ -231,6 +232,8 @@ def plan_result(args):
 
     pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep", *MOE_OPTIONS)
             if getattr(args, k, None) is not None}
+    if getattr(args, "cuda_graph_scope", None):  # [issue 17]
+        pins["cuda_graph_scope"] = tuple(dict.fromkeys(args.cuda_graph_scope))
     if pins:  # [issue 12]
         from gpusim.search import Pins
 

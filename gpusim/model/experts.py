@@ -64,6 +64,7 @@ import numpy as np
 
 from gpusim.model import comm as C
 from gpusim.model import fp8 as FP8
+from gpusim.model import graphs as GRAPHS
 from gpusim.model import placement as PLACE
 from gpusim.model.sync import expected_max_std_normal
 from gpusim.strategy import RECOMPUTE_CODES
@@ -258,16 +259,21 @@ def moe_forward_kernels(local_experts, fp8):
     return MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
 
 
-def moe_cpu_s(local_experts, fp8, launch_s):
-    """``(forward, backward)`` CPU seconds one MoE layer adds to a dense layer's launches (one micro-batch): the
-    forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each (ModelParams ``launch_cpu_s`` times
-    the host's slowdown); the backward runs each router and dispatcher operation's gradient once (the all-to-alls
-    again, permutations reversed) and two GEMMs per forward GEMM (data and weight gradients), with FP8 one
-    quantisation per expert GEMM's output gradient: ``fixed + 4 E_local (+ 2 E_local)``."""
+def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0):
+    """``(forward, backward, forward before the host sync)`` CPU seconds one MoE layer adds to a dense layer's
+    launches (one micro-batch): the forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each
+    (ModelParams ``launch_cpu_s`` times the host's slowdown); the backward runs each router and dispatcher
+    operation's gradient once (the all-to-alls again, permutations reversed) and two GEMMs per forward GEMM (data and
+    weight gradients), with FP8 one quantisation per expert GEMM's output gradient: ``fixed + 4 E_local
+    (+ 2 E_local)``; the first :data:`MOE_PRESYNC_FWD_KERNELS` of the forward precede the dispatcher's sync. [issue
+    17] The CUDA-graph scopes ``cuda_graphs`` (gpusim.model.graphs) replace the operations they capture by one
+    replay each (:func:`gpusim.model.graphs.moe_cpu_ops`)."""
     local = _f(local_experts)
-    fwd = moe_forward_kernels(local, fp8)
-    bwd = MOE_FIXED_FWD_KERNELS + 4.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
-    return fwd * _f(launch_s), bwd * _f(launch_s)
+    fp8_on = np.asarray(fp8) > 0
+    per_f = 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0)
+    per_b = 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0)
+    fwd, bwd, pre = GRAPHS.moe_cpu_ops(MOE_FIXED_FWD_KERNELS, per_f, per_b, MOE_PRESYNC_FWD_KERNELS, cuda_graphs)
+    return fwd * _f(launch_s), bwd * _f(launch_s), pre * _f(launch_s)
 
 
 def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
@@ -488,13 +494,14 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     ep_b = (2.0 * a2a + etp_comm) * hidden
     # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
     host = _f(x.get("host_cpu_mult", 1.0))
-    cpu_f, cpu_b = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host)
-    syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local)
+    graphs = _f(x.get("cuda_graphs", 0.0))  # [issue 17] CUDA-graph scopes (gpusim.model.graphs)
+    cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host, graphs)
+    syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local) & ~GRAPHS.sync_free(graphs)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f
     # [issue 17] the part of the layer after the sync: its GPU time and its CPU launches (synced_forward_s)
     post_gpu_f = experts_f + shared_f
-    post_cpu_f = cpu_f - MOE_PRESYNC_FWD_KERNELS * p.launch_cpu_s * host
+    post_cpu_f = cpu_f - pre_cpu_f
     delta_params, expert_params = moe_params_per_rank(x, tp)
     # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
     # Megatron-Core multiplies the routing probabilities inside the experts' activation, ``activation_func_with_probs``

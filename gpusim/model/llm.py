@@ -66,6 +66,7 @@ from gpusim.model import context as CTX
 from gpusim.model import dualpipe as EPO
 from gpusim.model import experts as EXP
 from gpusim.model import fp8 as FP8
+from gpusim.model import graphs as GRAPHS
 from gpusim.model import hybrid as HYB
 from gpusim.model import memory as MEM
 from gpusim.model import placement as PLACE
@@ -703,13 +704,21 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
         pair_e, pair_i = np.where(a2a > 0, pe / four, 0.0), np.where(a2a > 0, pi / four, 0.0)
     # [issue 17] one CPU thread launches the layer ahead of the GPU (Megatron-Core + Transformer Engine modules): where
     # the layer's kernels are short, or the host CPU slow (Grace), the launches set its pace
-    cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, _f(x.get("host_cpu_mult", 1.0)),
-                               np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), rc == FULL)
+    host = _f(x.get("host_cpu_mult", 1.0))
+    cpu_f, cpu_b = layer_cpu_s(p.te_layer_cpu_fwd_s, p.te_layer_cpu_bwd_s, host,
+                               np.where(fp8 > 0, p.te_layer_cpu_fp8_mult, 1.0), False)
+    # [issue 17] CUDA graphs (--cuda-graph-scope, gpusim.model.graphs): a captured part of the layer costs the CPU one
+    # replay instead of its launches; full recomputation launches the (partly captured) forward again
+    keep_f, keep_b, replays = GRAPHS.dense_cpu_keep(_f(x.get("cuda_graphs", 0.0)), _f(x.get("moe_frac", 0.0)))
+    replay_s = replays * p.launch_cpu_s * host
+    cpu_f = cpu_f * keep_f + replay_s
+    cpu_b = cpu_b * keep_b + replay_s + np.where(rc == FULL, cpu_f, 0.0)
     # [issue 17] an MoE layer launches the router's and token dispatcher's operations and per-expert GEMMs and
     # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
     # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
     cpu_f = cpu_f + moe["cpu_f_s"]
     cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
+    gpu_fb = layer_f + layer_b  # [issue 17] the GPU's own time, before the CPU's pace (launch_excess_frac below)
     syncs = moe.get("syncs", False)
     if np.any(syncs):  # [issue 17] the host sync splits the forward: launches after it wait (experts.synced_forward_s)
         g_post, c_post = moe["post_gpu_f_s"], moe["post_cpu_f_s"]
@@ -718,7 +727,10 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
     else:
         layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
-    out = {"layer_f": layer_f, "layer_b": layer_b, "tp_f": tp_f, "tp_b": tp_b, "cp_f": cp_f, "cp_b": cp_b, "ep_f": ep_f,
+    # [issue 17] the share of a layer's time the CPU's launches (and host syncs) add to the GPU's: the step's
+    # bottleneck is "cpu-dispatch" where it is large (gpusim.model.step), as on the data-parallel path
+    launch_excess = np.maximum(1.0 - gpu_fb / np.maximum(layer_f + layer_b, 1e-30), 0.0)
+    out = {"layer_f": layer_f, "layer_b": layer_b, "launch_excess_frac": launch_excess, "tp_f": tp_f, "tp_b": tp_b, "cp_f": cp_f, "cp_b": cp_b, "ep_f": ep_f,
            "ep_b": ep_b, "one": one, "ag": ag, "head_f": head_f, "head_b": head_b,
            "moe_delta_params": moe["delta_params"], "moe_expert_params": moe["expert_params"],
            "moe_delta_act_bytes": moe["delta_act_bytes"], "ep_pair_exposed_frac": pair_e,
@@ -922,7 +934,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
             "first_params": first_p, "last_params": last_p, "stage_params": stage_p,
             "act_first_bytes": act_first, "act_last_bytes": act_last, "act_layer_bytes": kept,
             "model_fwd_flop_per_sample": flop_fwd, "layers_per_stage": lps,
-            "tp_one_collective_s": one, "p2p_one_s": p2p_one}
+            "tp_one_collective_s": one, "p2p_one_s": p2p_one,
+            "launch_excess_frac": lt["launch_excess_frac"] + 0.0 * compute_s}  # [issue 17]
     overlap = np.asarray(x.get("ep_overlap", 0))
     if np.any(overlap > 0):  # [issue 12] EP A2A overlap / DualPipe: the schedule's exposed all-to-all, sends, bubble
         out.update(EPO.step_terms(overlap, out, pp=pp, vp=vp, n_micro=m, sm_frac=p.ep_comm_sms / sms,

@@ -242,6 +242,7 @@ class StepInputs:
     mem_headroom_bytes: np.ndarray = _one(np.nan)
     mem_headroom_frac: np.ndarray = _one(np.nan)
     host_cpu_mult: np.ndarray = _one(1.0)  # [issue 17] the host CPU's launch time / an x86 DGX host's (Grace: > 1)
+    cuda_graphs: np.ndarray = _one(0.0)  # [issue 17] CUDA-graph scopes, a bitmask (gpusim.model.graphs); 0: eager
 
     def __init__(self, **values):
         """Keyword arguments only: each field's array; a field left out takes its default (the required ones, the
@@ -672,7 +673,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     dispatch_bound = (mc["cpu_dispatch_s"] > mc["gpu_s"]) & ~measured
     losses = ((2, comm_part), (3, data_wait), (4, optimizer_s), (5, sync_s), (6, overhead_s))
     if lt is not None:
-        dispatch_bound &= ~llm
+        # [issue 17] an LLM layout is launch-bound where the CPU's launches add at least BOTTLENECK_SHARE_FRAC to its
+        # layers' GPU time (gpusim.model.llm: launch_excess_frac)
+        dispatch_bound = np.where(llm, lt["launch_excess_frac"] >= BOTTLENECK_SHARE_FRAC, dispatch_bound)
         losses += ((8, tp_comm_s), (9, pp_bubble_s), (10, pp_p2p_s), (11, cp_comm_s), (12, ep_comm_s))  # [issue 12]
     bottleneck = bottleneck_codes(step_s, losses, dispatch_bound, fits)
 
@@ -719,7 +722,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow",
-             "attn_tile_frac", "attn_key_frac")  # [issue 12], [issue 17], [issue 18]
+             "attn_tile_frac", "attn_key_frac", "cuda_graphs")  # [issue 12], [issue 17], [issue 18]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none

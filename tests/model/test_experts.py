@@ -272,8 +272,10 @@ def test_moe_forward_kernel_count_and_cpu_time_hand_worked():
     k = EXP.moe_forward_kernels(np.array([16.0, 16.0]), np.array([0, 1]))
     assert k.tolist() == [53.0, 85.0]
     # backward: 21 + 4 x 16 = 85 (bf16), + 2 x 16 = 117 with FP8; at 8 us each
-    f, b = EXP.moe_cpu_s(np.array([16.0, 16.0]), np.array([0, 1]), 8e-6)
+    f, b, pre = EXP.moe_cpu_s(np.array([16.0, 16.0]), np.array([0, 1]), 8e-6)
     assert f.tolist() == pytest.approx([53 * 8e-6, 85 * 8e-6]) and b.tolist() == pytest.approx([85 * 8e-6, 117 * 8e-6])
+    # the router's and dispatcher's first 13 operations precede the host sync
+    assert np.broadcast_to(pre, (2,)).tolist() == pytest.approx([13 * 8e-6, 13 * 8e-6])
 
 
 def test_dispatcher_host_sync_only_where_megatron_syncs():

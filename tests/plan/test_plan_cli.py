@@ -116,3 +116,17 @@ def test_a_plan_where_nothing_runs_says_why_instead_of_failing(capsys):
     assert code == 0, err
     assert "No configuration can run this training" in out and "no cloud price for gb200" in out
     assert "internal error" not in err
+
+
+def test_cuda_graph_scopes_reach_the_layout_search_and_are_checked(capsys):
+    base = ["plan", "--model", "gpt3-125m", "--tokens", "1e10", "--deadline", "30d", "--gpu", "gb200", "--max-gpus",
+            "8", "--seq-len", "2048", "--price-override", "gb200=6", "--no-progress"]
+    code, out, err = run(capsys, *base, "--cuda-graph-scope", "full_iteration", "--tp", "1", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["inputs"]["layout_pins"] == {"tp": 1, "cuda_graph_scope": ["full_iteration"]}
+    assert "layout search pinned to tp 1, cuda graph scope full_iteration" in got["assumptions"]
+    code, out, err = run(capsys, *base, "--cuda-graph-scope", "moe_router")
+    assert code == 2 and "has none" in err
+    code, out, err = run(capsys, *base, "--cuda-graph-scope", "full_iteration", "attn")
+    assert code == 2 and "takes no other scope" in err
