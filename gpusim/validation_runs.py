@@ -25,7 +25,10 @@ predicted as it ran:
   [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
   several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
   (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
-  Scenario ``grad_dtype``), ``opt_state_dtype=fp32|bf16`` and ``fp8_activations=0|1``. **Matching rule** for the
+  Scenario ``grad_dtype``), ``opt_state_dtype=fp32|bf16`` and ``fp8_activations=0|1``. [issue 17]
+  ``cuda_graph_scope=`` (the CUDA graphs a run's source states, Megatron-Core's scope names joined with ``+``:
+  ``attn+moe_router+moe_preprocess``, ``full_iteration``): Scenario ``cuda_graph_scope``; a row that states none runs
+  eager, as gpusim's default. **Matching rule** for the
   Megatron-Bridge performance tables: the stored recipe files (``scripts/performance/configs/<family>/
   *workload_base_configs.py`` and ``*_llm_pretrain.py``) are not necessarily the versions the table ran, so a recipe
   entry's settings go into a row's notes only where the entry is the row's model, GPU and precision and its stated
@@ -58,7 +61,7 @@ import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpusim.strategy import OPT_STATE_DTYPE_BYTES, RecomputeModule
+from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CudaGraphScope, RecomputeModule
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
            "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
@@ -75,11 +78,14 @@ ENV_VAR = "GPUSIM_RUNS_DIR"
 #: a sentence's full stop after a word value is not read as part of it
 OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
-               "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations")  # [issue 17]
+               "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
+               "cuda_graph_scope")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
 RECOMPUTE_MODULES = typing.get_args(RecomputeModule)
+#: [issue 17] Megatron-Core CUDA-graph scopes (Strategy.cuda_graph_scope)
+CUDA_GRAPH_SCOPES = typing.get_args(CudaGraphScope)
 _BOOL = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
@@ -265,15 +271,16 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
             out.error = f"cpu_offloading_num_layers={opts['cpu_offloading_num_layers']!r} in the notes is not a count"
             return out
     # [issue 17] the recipe's memory settings (module docstring: where a recipe's stated layout equals the row's)
-    mods = ()
-    if "recompute_modules" in opts:
-        mods = tuple(m for m in opts["recompute_modules"].split("+") if m)
-        bad = [m for m in mods if m not in RECOMPUTE_MODULES]
-        if bad or not mods:
-            out.error = (f"recompute_modules={opts['recompute_modules']!r} in the notes: {', '.join(bad) or 'empty'} "
-                         f"not one of {', '.join(RECOMPUTE_MODULES)} (join several with '+')")
-            return out
-        base["recompute_modules"] = mods
+    for key, allowed in (("recompute_modules", RECOMPUTE_MODULES), ("cuda_graph_scope", CUDA_GRAPH_SCOPES)):
+        if key in opts:  # '+'-joined names; cuda_graph_scope: the run's CUDA graphs as its source states them
+            names = tuple(m for m in opts[key].split("+") if m)
+            bad = [m for m in names if m not in allowed]
+            if bad or not names:
+                out.error = (f"{key}={opts[key]!r} in the notes: {', '.join(bad) or 'empty'} "
+                             f"not one of {', '.join(allowed)} (join several with '+')")
+                return out
+            base[key] = names
+    mods = base.get("recompute_modules", ())
     for key, field, values in (("grad_reduce_in_fp32", "grad_dtype", {True: "fp32", False: "bf16"}),
                                ("fp8_activations", "fp8_activations", {True: True, False: False})):
         if key in opts:

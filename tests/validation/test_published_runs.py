@@ -135,3 +135,28 @@ def test_recipe_memory_settings_in_the_notes_reach_the_scenario():
                         ("opt_state_dtype=fp16", "fp32 or bf16"), ("fp8_activations=yes", "not 0 or 1")):
         res = R.predict_row(dict(row, notes=bad), db=db)
         assert needle in res.error and res.step_s is None, bad
+
+
+def test_cuda_graph_scopes_in_the_notes_reach_the_scenario():
+    """[issue 17] cuda_graph_scope= (Megatron-Core's scope names joined with +) in a row's notes predicts exactly as the
+    Scenario with those scopes; an unknown scope, or a set Megatron-Core refuses, is the row's error."""
+    from gpusim.hwdb import load
+    from gpusim.simulation import Scenario, simulate
+
+    db = load()
+    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "qwen3-30b-a3b", "gpu": "gb200",
+           "gpus": "8", "gpus_per_node": "72", "tp": "1", "pp": "1", "vp": "", "cp": "1", "ep": "8", "etp": "",
+           "micro_batch": "1", "global_batch": "256", "seq_len": "4096", "precision": "bf16", "recompute": "",
+           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    notes = "TE CUDA graphs (cuda_graph_scope=attn+moe_router+moe_preprocess); a sentence."
+    assert R.options(notes) == {"cuda_graph_scope": "attn+moe_router+moe_preprocess"}
+    got = R.predict_row(dict(row, notes=notes), db=db)
+    assert not got.error
+    want = simulate(Scenario.create(workload=R._workload("qwen3-30b-a3b", 4096), node="gb200-nvl72", gpus=8, nodes=2,
+                                    kind="zero1", precision="bf16", tp=1, pp=1, vp=1, cp=1, ep=8, expert_tp=1,
+                                    micro_batch=1, global_batch=256, seq_len=4096, recompute="none",
+                                    cuda_graph_scope=("attn", "moe_router", "moe_preprocess")), db=db, recommend=False)
+    assert got.step_s == pytest.approx(float(want.step_s))
+    for bad, needle in (("cuda_graph_scope=layer", "not one of"), ("cuda_graph_scope=moe_preprocess", "moe_router")):
+        res = R.predict_row(dict(row, notes=bad), db=db)
+        assert needle in res.error and res.step_s is None, bad
