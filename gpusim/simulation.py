@@ -220,7 +220,9 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                   f"graph replay instead of its kernel launches"
                   + ("; the MoE dispatcher needs no host sync (static expert buffers, as Megatron's graph recipes "
                      "set them)" if {"moe", "full_iteration"} & set(st.cuda_graph_scope) else "")
-                  + "; the graphs' static buffers and memory pool are not counted in the memory",)
+                  + "; the graphs' static buffers and memory pool are not counted in the memory (Megatron-Bridge's "
+                    "CUDA-graph guide: Transformer Engine's scoped graphs add a few GB, full-iteration graphs can "
+                    "raise the peak 1.5-2x; keep --memory-headroom for them)",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

@@ -28,8 +28,12 @@ projection and FC2) and the attention module, taken as one more Linear. ``attn``
 (:data:`ATTN_CPU_SHARE_FWD` = 201.86 / 344.5 = 0.586 of the forward; :data:`ATTN_CPU_SHARE_BWD` =
 (1020.33 - 201.86) / 1384.9 = 0.591 of the backward), ``mlp`` the rest.
 
-Each scope the layer replays costs one launch (ModelParams ``launch_cpu_s`` times the host's slowdown) per pass; the
-graphs' own memory (static input and output buffers, a private pool) is not modelled, and ``gpusim predict`` says so.
+Each scope the layer replays costs one launch (ModelParams ``launch_cpu_s`` times the host's slowdown) per pass. Graphs
+shorten only the CPU's side: where the GPU or the all-to-all sets the pace they gain nothing (Megatron-Bridge's CUDA
+graph guide, ``skills/mbridge-perf-cuda-graphs/SKILL.md``: Qwen3 30B A3B on 16 H100, BF16, all-to-all dispatcher,
+scoped attn + moe_router + moe_preprocess graphs replayed at 42.00 s per step against 41.36 s eager). The graphs' own
+memory (static input and output buffers, a private pool; the same guide: "a few GB" for scoped graphs, up to 1.5-2x
+the peak for full-iteration ones) is not modelled, and ``gpusim predict`` says so.
 """
 
 from __future__ import annotations

@@ -144,3 +144,18 @@ def test_the_recommendation_names_graphs_only_where_they_gain(db):
     full = simulate(Scenario.create(**SMALL, cuda_graph_scope=["full_iteration"]), db=db, recommend=False)
     assert rec["gain_frac"] == pytest.approx(small.step_s / full.step_s - 1.0, abs=1e-4)
     assert rec["addresses"] == "cpu-dispatch" and rec["change"] == {"cuda_graph_scope": ["full_iteration"]}
+
+
+def test_scoped_graphs_gain_nothing_where_the_all_to_all_sets_the_pace(db):
+    # Megatron-Bridge skills/mbridge-perf-cuda-graphs/SKILL.md (pitfall 13, 2026-05-18): Qwen3 30B A3B pretraining on
+    # 16 H100 in BF16 with the all-to-all dispatcher, TE-scoped graphs over attn, moe_router and moe_preprocess:
+    # 42.00 s per step replayed against 41.36 s eager (+1.5%). The recipe's layout as its verification card states it
+    # (validation/runs_moe.csv mbcard-h100-q30-bf16): tp 1, pp 1, ep 16, micro-batch 1, global batch 1024, 4096 tokens.
+    base = dict(model="qwen3-30b-a3b", gpu="h100-sxm", gpus=16, nodes=2, tp=1, pp=1, ep=16, seq_len=4096,
+                per_gpu_batch=1, global_batch=1024, precision="bf16", kind="zero1", grad_dtype="bf16")
+    eager = simulate(Scenario.create(**base), db=db, recommend=False)
+    scoped = simulate(Scenario.create(**base, cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]), db=db,
+                      recommend=False)
+    change = scoped.step_s / eager.step_s - 1.0
+    assert abs(change) < 0.03, change  # measured +1.5%: within 3 points of no change, as replay was
+    assert eager.bottleneck == "ep-communication"
