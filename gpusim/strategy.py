@@ -294,8 +294,8 @@ class Strategy(FiniteModel):
                 raise ValueError(f"attention {self.attention} is modelled on the per-GEMM transformer path, which "
                                  f"runs with ddp, zero1/2/3 or fsdp-full / fsdp-grad-op, not {self.kind!r}: choose "
                                  f"one of those, or --attention flash")
-            raise ValueError(f"tensor/pipeline parallelism runs with ddp, zero1 (distributed optimizer) or FSDP, "
-                             f"not {self.kind!r}")
+            raise ValueError(f"{self._llm_reason()} runs on the LLM layout path, with ddp, zero1 (distributed "
+                             f"optimizer) or FSDP, not {self.kind!r}: choose one of those")
         if self.recompute_modules and self.recompute_mode == "full":
             raise ValueError(f"recompute_modules {' '.join(self.recompute_modules)} with full recomputation: full "
                              f"recomputation already recomputes every module (use --recompute none or selective)")
@@ -326,6 +326,20 @@ class Strategy(FiniteModel):
                 or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer
                 or self.attention in ("flash2", "triton")  # [issue 18] an attention kernel's own rate
                 or bool(self.cuda_graph_scope))  # [issue 17] Megatron-Core's CUDA graphs
+
+    def _llm_reason(self) -> str:
+        """The first setting that puts this strategy on the LLM layout path (:attr:`is_llm`), in the CLI's words."""
+        degrees = [f"{n} {v}" for n, v in (("tp", self.tp), ("pp", self.pp), ("vp", self.vp), ("cp", self.cp),
+                                           ("ep", self.ep), ("expert tp", self.expert_tp)) if v > 1]
+        if degrees:
+            return "tensor/pipeline/expert parallelism (" + ", ".join(degrees) + ")"
+        if self.cuda_graph_scope:
+            return "--cuda-graph-scope " + " ".join(self.cuda_graph_scope)
+        if self.grad_dtype != "fp32":
+            return f"--grad-dtype {self.grad_dtype}"
+        if self.recompute is not None or self.recompute_modules:
+            return "a recomputation mode (--recompute / --recompute-modules)"
+        return "an LLM layout option (MoE, FP8 activations or activation offload)"
 
     @property
     def micro_batch(self) -> int:

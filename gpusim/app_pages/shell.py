@@ -36,11 +36,14 @@ from gpusim.app_pages.state import (
     ATTENTION_CHOICES,
     CALIBRATED,
     DEFAULTS,
+    GRAPH_CHOICES_DENSE,
+    GRAPH_CHOICES_MOE,
     OPTIMIZERS,
     PRECISIONS,
     STRATEGY_KINDS,
     gpu_of,
     resolve,
+    workload_from_state,
 )
 from gpusim.errors import GpusimError
 
@@ -406,6 +409,19 @@ def _config_upload() -> tuple[dict | None, int | None]:
     return cfg, seq
 
 
+def _graphs_select(moe: bool) -> str:
+    """[issue 17] CUDA graphs (the CLI's ``--cuda-graph-scope``), for transformer models only: the scope sets
+    Megatron-Core accepts, MoE ones for MoE models."""
+    choices = GRAPH_CHOICES_MOE if moe else GRAPH_CHOICES_DENSE
+    return st.selectbox("CUDA graphs", offer("graphs", choices), key="graphs", bind=BIND,
+                        help="which parts of every layer run as captured CUDA graphs (Megatron-Core "
+                             "--cuda-graph-scope): a captured part costs the CPU one graph replay instead of its "
+                             "kernel launches, which matters where launches set the pace (small models, short "
+                             "micro-batches, a Grace host). moe and full_iteration also drop the MoE dispatcher's "
+                             "host sync. The graphs' own memory is not counted. Needs ddp, zero1/2/3 or fsdp-full / "
+                             "fsdp-grad-op")
+
+
 def _attention_select() -> str:
     """[issue 17] The attention kernel (the CLI's ``--attention``); the sidebar offers it for transformer models
     only (other workloads have no attention to time and keep ``auto``)."""
@@ -438,6 +454,11 @@ def sidebar() -> Context:
                 s["config"], s["seq"] = _config_upload()
                 if s["config"] is not None:
                     s["attn"] = _attention_select()
+                    try:
+                        spec = getattr(workload_from_state({**DEFAULTS, **s}), "transformer", None)
+                    except GpusimError:  # said where the scenario is built
+                        spec = None
+                    s["graphs"] = _graphs_select(bool(getattr(spec, "n_experts", 0)))
             elif s["wl"] == "custom":
                 s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
@@ -459,6 +480,7 @@ def sidebar() -> Context:
                                f"{_flop(wl.fwd_flop_per_sample)} forward per {wl.sample_unit}")
                     if getattr(wl, "transformer", None) is not None:
                         s["attn"] = _attention_select()
+                        s["graphs"] = _graphs_select(bool(getattr(wl.transformer, "n_experts", 0)))
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):

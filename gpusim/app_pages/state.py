@@ -22,6 +22,10 @@ OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 #: [issue 17] the sidebar's attention-kernel choices: "auto" (the model's own: a config.json's
 #: _attn_implementation, else the GPU's native fused kernel) and every Strategy.attention value
 ATTENTION_CHOICES: tuple[str, ...] = ("auto", *get_args(Attention))
+#: [issue 17] the sidebar's CUDA-graph choices (the CLI's --cuda-graph-scope, space-separated as on the command line): the sets
+#: Megatron-Bridge's recipes use, for dense and for MoE transformers ("eager": no graphs)
+GRAPH_CHOICES_DENSE: tuple[str, ...] = ("eager", "attn", "attn mlp", "full_iteration")
+GRAPH_CHOICES_MOE: tuple[str, ...] = ("eager", "attn", "attn moe_router moe_preprocess", "moe", "full_iteration")
 
 _SF = Strategy.model_fields
 
@@ -37,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "tokens": 1,                # custom: tokens per sample (1: images)
     "config": None,             # config.json: the uploaded config as a dict (session only, not in the URL)
     "attn": "auto",             # attention kernel (Strategy.attention); "auto": the model's own
+    "graphs": "eager",          # CUDA-graph scopes (Strategy.cuda_graph_scope), space-separated; "eager": none
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -114,6 +119,8 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
             kw["seq_len"] = int(s["seq"])
     if s.get("attn") and s["attn"] != "auto":  # [issue 17] the attention kernel, as the CLI's --attention
         kw["attention"] = s["attn"]
+    if s.get("graphs") and s["graphs"] != "eager":  # [issue 17] as the CLI's --cuda-graph-scope
+        kw["cuda_graph_scope"] = [g for g in str(s["graphs"]).split() if g]
     if s["hw"] == "node":
         kw["node"] = s["node"]
     elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)

@@ -389,6 +389,29 @@ def test_step_attention_kernel_is_an_input_for_transformers_only():
     assert "attn" not in [s.key for s in cnn.selectbox]
 
 
+def test_step_cuda_graphs_are_an_input_for_transformers_only():
+    """[issue 17] The sidebar's CUDA graphs reach the prediction as the CLI's --cuda-graph-scope does: GPT-3 125M at
+    one sequence per GPU on GB200 is launch-bound, so full-iteration graphs shorten its step; a dense model is not
+    offered the MoE scopes, an MoE model is; a CNN offers no such choice."""
+    query = {"model": "gpt3-125m", "gpu": "gb200", "gpus": "8", "nodes": "2", "batch": "1", "seq": "2048",
+             "strategy": "zero1", "precision": "bf16"}
+    at = run_app("step", query)
+    no_trouble(at)
+    box = at.selectbox(key="graphs")
+    assert box.value == "eager" and "attn moe_router moe_preprocess" not in box.options
+    eager = parse_ms(metrics(at)["Step time"])
+    box.set_value("full_iteration").run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) < 0.8 * eager
+    moe = run_app("step", {"model": "qwen3-30b-a3b", "gpu": "gb200", "gpus": "8", "nodes": "2", "batch": "1",
+                           "strategy": "fsdp-full", "graphs": "attn moe_router moe_preprocess"})
+    no_trouble(moe)
+    assert moe.selectbox(key="graphs").value == "attn moe_router moe_preprocess"
+    cnn = run_app("step", {"model": "resnet50"})
+    no_trouble(cnn)
+    assert "graphs" not in [s.key for s in cnn.selectbox]
+
+
 def test_step_attention_kernel_on_a_strategy_that_cannot_time_it_says_what_to_choose():
     at = run_app("step", {"model": "llama2-7b", "strategy": "dp", "attn": "flash2", "batch": "1"})
     assert not at.exception
