@@ -44,6 +44,14 @@ predicted as it ran:
   ``global_batch x seq_len / (step x gpus)``; model TFLOP/s/GPU with gpusim's model FLOPs (a source whose FLOP
   count differs shows up as an error: its notes say so).
 
+**Peak memory** [issue 17]: a row whose metric is ``peak_allocated_gib`` states the peak memory PyTorch's caching
+allocator reported on the run's fullest GPU (``torch.cuda.max_memory_allocated``, Megatron's "max allocated"); it is
+compared with :func:`allocated_bytes` of the same prediction (weights, gradients, optimizer states and activations,
+without the allocator's fragmentation and the CUDA context), in its own regime ``memory`` and its own table. The
+sources print these figures as "GB" or "GiB" from byte counts divided by 1024 x 1024 x 1024 (Megatron's memory report
+divides by 1024 x 1024 for its "MB"): the rows take them as GiB; read as decimal GB every measured figure would be
+7.4% lower.
+
 The report groups rows by regime (:func:`regime`: dense BF16 Hopper, dense FP8 Hopper, Blackwell, MoE; a row is in
 every regime it belongs to) and gives, per regime and separately for the held-out rows (``holdout = 1``), the
 predicted count, the median and 90th-percentile absolute error and the median signed error (positive = predicted
@@ -66,7 +74,9 @@ from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CudaGraphScope, RecomputeModu
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
            "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
            "notes")
-METRICS = ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_per_s_per_gpu")
+METRICS = ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_per_s_per_gpu", "peak_allocated_gib")
+#: [issue 17] metrics of the GPU memory a run held, not of its speed (module docstring, *Peak memory*)
+MEMORY_METRICS = ("peak_allocated_gib",)
 #: the hwdb node template each published system ran on (the DGX/HGX board or the NVL72 rack's compute tray)
 NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "dgx-h200", "b200": "dgx-b200", "b300": "dgx-b300",
                 "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "a100-sxm4-80gb": "dgx-a100-80gb",
@@ -127,8 +137,16 @@ class RunRow:
     error: str = ""
 
     @property
+    def is_memory(self) -> bool:
+        """[issue 17] A peak-memory row (:data:`MEMORY_METRICS`), not a step-time one."""
+        return self.metric in MEMORY_METRICS
+
+    @property
     def signed_frac(self) -> float | None:
-        """(predicted - measured) / measured in step time: positive = predicted slower than measured."""
+        """(predicted - measured) / measured in step time: positive = predicted slower than measured; for a
+        peak-memory row in memory: positive = predicted more memory than the run held."""
+        if self.is_memory:
+            return None if self.predicted is None else self.predicted / self.measured - 1.0
         if self.step_s is None or self.measured_step_s is None:
             return None
         return self.step_s / self.measured_step_s - 1.0
@@ -146,7 +164,10 @@ def _int(v, default=1) -> int:
 
 def regime(r: dict) -> tuple[str, ...]:
     """The regimes a row belongs to: ``moe`` (ep > 1 or an MoE model), ``blackwell`` (B200/B300/GB200/GB300), and for
-    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8)."""
+    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8); a peak-memory row is in ``memory``
+    alone (its error is of memory, not of step time)."""
+    if (r.get("metric") or "").strip() in MEMORY_METRICS:
+        return ("memory",)
     out = []
     moe = _int(r.get("ep")) > 1 or _is_moe(r["model"])
     if moe:
@@ -310,13 +331,31 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     flop_step = None if tflop is None else tflop * 1e12 * gpus * out.step_s
     out.measured_step_s = _measured_step_s(metric, out.measured, gb, seq, gpus,
                                            None if flop_step is None else float(flop_step))
-    if metric == "step_time_s":
+    if metric in MEMORY_METRICS:
+        out.predicted = allocated_bytes(res, params) / GIB
+    elif metric == "step_time_s":
         out.predicted = out.step_s
     elif metric == "tokens_per_s_per_gpu":
         out.predicted = gb * seq / (out.step_s * gpus)
     elif tflop is not None:
         out.predicted = float(tflop)
     return out
+
+
+GIB = float(2**30)
+
+
+def allocated_bytes(res, params=None) -> float:
+    """[issue 17] What PyTorch's caching allocator would report as the peak allocated memory of the fullest GPU
+    (``torch.cuda.max_memory_allocated``): gpusim's weights, gradients, optimizer states and activations, without the
+    allocator's fragmentation (``ModelParams.fragmentation_frac``, which gpusim adds to the activations for the fit
+    check: it is reserved, not allocated) and without the CUDA context, library workspaces and NCCL buffers
+    (``overhead``: not the allocator's)."""
+    from gpusim.params import DEFAULT_PARAMS
+
+    m = res.memory_breakdown_bytes
+    frag = (params or DEFAULT_PARAMS).fragmentation_frac
+    return float(m["weights"] + m["gradients"] + m["optimizer"] + m["buffers"] + m["activations"] / (1.0 + frag))
 
 
 def read_rows(paths) -> list[tuple[str, dict]]:
@@ -368,7 +407,7 @@ def stats(rows: list[RunRow]) -> dict:
             "median_signed": _quantile(signed, 0.5) if signed else None}
 
 
-REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe")
+REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe", "memory")
 
 
 def summarize(results: list[RunRow]) -> dict:
@@ -376,7 +415,7 @@ def summarize(results: list[RunRow]) -> dict:
     out = {}
     for part, sel in (("open", lambda r: not r.holdout), ("holdout", lambda r: r.holdout)):
         rows = [r for r in results if sel(r)]
-        d = {"all": stats(rows)}
+        d = {"all": stats([r for r in rows if not r.is_memory])}  # step time; peak memory is its own regime
         for g in REGIMES:
             rg = [r for r in rows if g in r.regimes]
             if rg:
@@ -416,6 +455,8 @@ def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary
 
     table = []
     for r in results:
+        if r.is_memory:  # (memory_report)
+            continue
         show = holdout_rows or not r.holdout
         table.append([r.run_id, "yes" if r.holdout else "", r.model, r.gpu, r.gpus, r.layout, r.precision,
                       (f"{r.measured_step_s:.4g}" if show else "hidden") if r.measured_step_s else "",
@@ -428,8 +469,38 @@ def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary
         if part == "holdout" and not holdout_summary:
             continue
         for g, st in summ[part].items():
-            if st["rows"]:
+            if st["rows"] and g != "memory":
                 lines.append(f"{'held-out' if part == 'holdout' else 'open'} {g}: {st['predicted']} of {st['rows']} "
                              f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
                              f"signed {format_signed(st['median_signed'])}")
+    return table, lines
+
+
+MEMORY_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas GiB", "pred GiB",
+                  "error", "assumed / why not")
+
+
+def memory_report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
+    """[issue 17] ``(table rows, summary lines)`` of the peak-memory rows: measured and predicted allocated GiB
+    (:func:`allocated_bytes`), a held-out row's figures only with ``holdout_rows``."""
+    from gpusim.validation import fmt_pct
+
+    table = []
+    for r in results:
+        if not r.is_memory:
+            continue
+        show = holdout_rows or not r.holdout
+        table.append([r.run_id, "yes" if r.holdout else "", r.model, r.gpu, r.gpus, r.layout, r.precision,
+                      f"{r.measured:.4g}" if show else "hidden",
+                      f"{r.predicted:.4g}" if (r.predicted is not None and show) else "",
+                      fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
+                      r.chosen if not r.error else r.error[:70]])
+    lines = []
+    summ = summarize(results)
+    for part in ("open", "holdout"):
+        st = summ[part].get("memory")
+        if st and st["rows"] and (part == "open" or holdout_summary):
+            lines.append(f"{'held-out' if part == 'holdout' else 'open'} peak memory: {st['predicted']} of {st['rows']} "
+                         f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
+                         f"signed {format_signed(st['median_signed'])}")
     return table, lines

@@ -125,6 +125,14 @@ def print_runs(results, *, holdout_rows: bool = False, holdout_summary: bool = T
                 justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
     for line in lines:
         print(line)
+    table, lines = R.memory_report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
+    if table:  # [issue 17] the runs whose sources state their peak memory
+        print_table(table, list(R.MEMORY_COLUMNS),
+                    title="Published peak memory (validation/runs_memory.csv): PyTorch's peak allocated GiB on the "
+                          "fullest GPU with the stated layout (error > 0: predicted more)",
+                    justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
+        for line in lines:
+            print(line)
 
 
 def cmd_validate(args) -> int:

@@ -160,3 +160,34 @@ def test_cuda_graph_scopes_in_the_notes_reach_the_scenario():
     for bad, needle in (("cuda_graph_scope=layer", "not one of"), ("cuda_graph_scope=moe_preprocess", "moe_router")):
         res = R.predict_row(dict(row, notes=bad), db=db)
         assert needle in res.error and res.step_s is None, bad
+
+
+def test_peak_memory_rows_are_their_own_regime_compared_in_allocated_bytes(capsys):
+    """[issue 17] validation/runs_memory.csv: the published peak allocated memory of runs with their stated layouts,
+    compared with what PyTorch's allocator holds (no fragmentation, no CUDA context), in the regime ``memory`` only."""
+    path = R.default_dir() / "runs_memory.csv"
+    res = R.run([path])
+    assert len(res) == len(_rows(path)) and all(r.is_memory and r.regimes == ("memory",) for r in res)
+    assert all(r.predicted is not None for r in res), [(r.run_id, r.error) for r in res if r.error]
+    for r in res:  # signed error in memory: predicted GiB / measured GiB - 1
+        assert r.signed_frac == pytest.approx(r.predicted / r.measured - 1.0)
+    summ = R.summarize(res)
+    assert summ["open"]["all"]["rows"] == 0  # the step-time summary does not take memory rows
+    assert summ["open"]["memory"]["predicted"] + summ["holdout"]["memory"]["predicted"] == len(res)
+    step_table, step_lines = R.report(res)
+    assert step_table == [] and not any("memory" in x for x in step_lines)
+    table, lines = R.memory_report(res, holdout_summary=False)
+    assert len(table) == len(res) and all(row[7] == "hidden" for row, r in zip(table, res) if r.holdout)
+    assert [x.split(":")[0] for x in lines] == ["open peak memory"]
+    print_runs(res)
+    out = capsys.readouterr().out
+    assert "Published peak memory" in out and "held-out peak memory:" in out
+
+
+def test_allocated_bytes_leaves_out_fragmentation_and_the_cuda_context():
+    class Res:  # a prediction's memory breakdown, GiB
+        memory_breakdown_bytes = {"weights": 4 * R.GIB, "gradients": 4 * R.GIB, "optimizer": 12 * R.GIB,
+                                  "buffers": 0.0, "activations": 11 * R.GIB, "overhead": 1.5 * R.GIB}
+
+    # 4 + 4 + 12 + 11 / 1.10 (the default 10% fragmentation is reserved, not allocated) = 30 GiB
+    assert R.allocated_bytes(Res()) / R.GIB == pytest.approx(30.0)
