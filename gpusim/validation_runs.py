@@ -448,19 +448,19 @@ TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb"
                  "assumed / why not")
 
 
-def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
-    """``(table rows, summary lines)`` for printing: every row (a held-out row's measurement, prediction and error only
-    with ``holdout_rows``) and one line per regime for the open rows and, with ``holdout_summary``, the held-out rows."""
+def _report(results, *, memory: bool, holdout_rows: bool, holdout_summary: bool):
+    """The table rows and summary lines of the step-time rows (``memory`` False) or of the peak-memory rows."""
     from gpusim.validation import fmt_pct
 
     table = []
     for r in results:
-        if r.is_memory:  # (memory_report)
+        if r.is_memory != memory:
             continue
         show = holdout_rows or not r.holdout
+        meas, pred = (r.measured, r.predicted) if memory else (r.measured_step_s, r.step_s)
         table.append([r.run_id, "yes" if r.holdout else "", r.model, r.gpu, r.gpus, r.layout, r.precision,
-                      (f"{r.measured_step_s:.4g}" if show else "hidden") if r.measured_step_s else "",
-                      f"{r.step_s:.4g}" if (r.step_s is not None and show) else "",
+                      (f"{meas:.4g}" if show else "hidden") if meas else "",
+                      f"{pred:.4g}" if (pred is not None and show) else "",
                       fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
                       r.chosen if not r.error else r.error[:70]])
     lines = []
@@ -469,11 +469,18 @@ def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary
         if part == "holdout" and not holdout_summary:
             continue
         for g, st in summ[part].items():
-            if st["rows"] and g != "memory":
-                lines.append(f"{'held-out' if part == 'holdout' else 'open'} {g}: {st['predicted']} of {st['rows']} "
-                             f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
-                             f"signed {format_signed(st['median_signed'])}")
+            if st["rows"] and (g == "memory") == memory:
+                lines.append(f"{'held-out' if part == 'holdout' else 'open'} {'peak memory' if memory else g}: "
+                             f"{st['predicted']} of {st['rows']} predicted, median {fmt_pct(st['median_ape'])}, p90 "
+                             f"{fmt_pct(st['p90_ape'])}, median signed {format_signed(st['median_signed'])}")
     return table, lines
+
+
+def report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
+    """``(table rows, summary lines)`` for printing: every step-time row (a held-out row's measurement, prediction and
+    error only with ``holdout_rows``) and one line per regime for the open rows and, with ``holdout_summary``, the
+    held-out rows (peak-memory rows: :func:`memory_report`)."""
+    return _report(results, memory=False, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
 
 
 MEMORY_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "meas GiB", "pred GiB",
@@ -483,24 +490,4 @@ MEMORY_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb
 def memory_report(results: list[RunRow], *, holdout_rows: bool = False, holdout_summary: bool = True):
     """[issue 17] ``(table rows, summary lines)`` of the peak-memory rows: measured and predicted allocated GiB
     (:func:`allocated_bytes`), a held-out row's figures only with ``holdout_rows``."""
-    from gpusim.validation import fmt_pct
-
-    table = []
-    for r in results:
-        if not r.is_memory:
-            continue
-        show = holdout_rows or not r.holdout
-        table.append([r.run_id, "yes" if r.holdout else "", r.model, r.gpu, r.gpus, r.layout, r.precision,
-                      f"{r.measured:.4g}" if show else "hidden",
-                      f"{r.predicted:.4g}" if (r.predicted is not None and show) else "",
-                      fmt_pct(r.signed_frac) if show and r.signed_frac is not None else ("hidden" if not show else ""),
-                      r.chosen if not r.error else r.error[:70]])
-    lines = []
-    summ = summarize(results)
-    for part in ("open", "holdout"):
-        st = summ[part].get("memory")
-        if st and st["rows"] and (part == "open" or holdout_summary):
-            lines.append(f"{'held-out' if part == 'holdout' else 'open'} peak memory: {st['predicted']} of {st['rows']} "
-                         f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
-                         f"signed {format_signed(st['median_signed'])}")
-    return table, lines
+    return _report(results, memory=True, holdout_rows=holdout_rows, holdout_summary=holdout_summary)

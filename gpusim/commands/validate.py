@@ -118,19 +118,16 @@ def print_runs(results, *, holdout_rows: bool = False, holdout_summary: bool = T
 
     if not results:
         return
-    table, lines = R.report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
-    print_table(table, list(R.TABLE_COLUMNS),
-                title="Published training runs (validation/runs_*.csv): step time with the stated layout "
-                      "(error > 0: predicted slower)",
-                justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
-    for line in lines:
-        print(line)
-    table, lines = R.memory_report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
-    if table:  # [issue 17] the runs whose sources state their peak memory
-        print_table(table, list(R.MEMORY_COLUMNS),
-                    title="Published peak memory (validation/runs_memory.csv): PyTorch's peak allocated GiB on the "
-                          "fullest GPU with the stated layout (error > 0: predicted more)",
-                    justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
+    for report, columns, title in (
+            (R.report, R.TABLE_COLUMNS, "Published training runs (validation/runs_*.csv): step time with the stated "
+                                        "layout (error > 0: predicted slower)"),
+            (R.memory_report, R.MEMORY_COLUMNS, "Published peak memory (validation/runs_memory.csv): PyTorch's peak "
+                                                "allocated GiB on the fullest GPU with the stated layout (error > 0: "
+                                                "predicted more)")):  # [issue 17] the second: memory rows
+        table, lines = report(results, holdout_rows=holdout_rows, holdout_summary=holdout_summary)
+        if table:
+            print_table(table, list(columns), title=title,
+                        justify=["left"] * 4 + ["right", "left", "left", "right", "right", "right", "left"])
         for line in lines:
             print(line)
 
