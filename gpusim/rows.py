@@ -790,7 +790,9 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
             "peak16_flop_per_s": nan if peak16 is None else peak16,
             # [issue 17] FP8 primary weights with a sharded optimizer (gpusim.model.fp8.weight_state_bytes)
             "weight_bytes_per_param": float(FP8.weight_state_bytes(mode, strategy.fp8_param_gather,
-                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr])),
+                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr],
+                                                                   strategy.fp8_transpose_cache)),
+            "fp8_retranspose_bytes": float(FP8.retranspose_bytes_per_param(mode, strategy.fp8_transpose_cache)),
             "gather_bytes_per_param": float(FP8.param_gather_bytes(mode, strategy.fp8_param_gather,
                                                                    strategy.shard_stage >= 1, GATHER_BYTES[pr]))}
 

@@ -212,6 +212,10 @@ class Strategy(FiniteModel):
                                    "(zero1 = Megatron's distributed optimizer, FSDP): the parameters are kept as FP8 "
                                    "tensors, no bf16 copy (Megatron-Core --fp8-param-gather, set by Megatron-Bridge's "
                                    "FP8 recipes); with ddp the bf16 weights stay beside their FP8 copies")
+    fp8_transpose_cache: bool = Field(default=True, description="[issue 17] fp8 with per-tensor scaling on Hopper: "
+                                      "keep the FP8 weights' transposes over the micro-batches (Transformer Engine's "
+                                      "default); False = Megatron-Core disable_parameter_transpose_cache, 1 byte per "
+                                      "weight less, re-made every backward pass")
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")

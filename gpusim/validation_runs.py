@@ -28,7 +28,8 @@ predicted as it ran:
   Scenario ``grad_dtype``), ``opt_state_dtype=fp32|bf16`` and ``fp8_activations=0|1``. [issue 17]
   ``cuda_graph_scope=`` (the CUDA graphs a run's source states, Megatron-Core's scope names joined with ``+``:
   ``attn+moe_router+moe_preprocess``, ``full_iteration``): Scenario ``cuda_graph_scope``; a row that states none runs
-  eager, as gpusim's default. **Matching rule** for the
+  eager, as gpusim's default. ``disable_parameter_transpose_cache=1`` (Megatron-Core's option: the FP8 weights'
+  transposes are not kept over the micro-batches): Scenario ``fp8_transpose_cache`` False. **Matching rule** for the
   Megatron-Bridge performance tables: the stored recipe files (``scripts/performance/configs/<family>/
   *workload_base_configs.py`` and ``*_llm_pretrain.py``) are not necessarily the versions the table ran, so a recipe
   entry's settings go into a row's notes only where the entry is the row's model, GPU and precision and its stated
@@ -89,7 +90,7 @@ ENV_VAR = "GPUSIM_RUNS_DIR"
 OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
-               "cuda_graph_scope")  # [issue 17]
+               "cuda_graph_scope", "disable_parameter_transpose_cache")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -303,7 +304,8 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
             base[key] = names
     mods = base.get("recompute_modules", ())
     for key, field, values in (("grad_reduce_in_fp32", "grad_dtype", {True: "fp32", False: "bf16"}),
-                               ("fp8_activations", "fp8_activations", {True: True, False: False})):
+                               ("fp8_activations", "fp8_activations", {True: True, False: False}),
+                               ("disable_parameter_transpose_cache", "fp8_transpose_cache", {True: False, False: True})):
         if key in opts:
             if opts[key].lower() not in _BOOL:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"

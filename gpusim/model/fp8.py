@@ -259,14 +259,30 @@ def te_moe_saved_input_delta_bytes(mode, *, routed_tokens, tokens, h, fe_local, 
     return np.where(code > 0, R * _f(h) * (c - e) + fc2 + shared, 0.0)
 
 
-def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
+def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0, transpose_cache=True):
     """[issue 17] Bytes per parameter of a linear weight on the GPU under FP8 (module docstring, *Weights*): the
     FP8 copies (:func:`weight_copy_bytes_per_param`) alone where the parameters are FP8 (``fp8_param_gather`` with
-    a sharded optimizer, ``sharded``), else the 16-bit weight plus those copies. Hand-worked: Hopper per-tensor
-    2 (primary FP8) or 4; Blackwell per-tensor 1 or 3; MXFP8 2.0625 or 4.0625."""
-    copies = weight_copy_bytes_per_param(mode)
+    a sharded optimizer, ``sharded``), else the 16-bit weight plus those copies; without the transpose cache
+    (:func:`retranspose_bytes_per_param`) the transposed copy is not kept. Hand-worked: Hopper per-tensor 2 (primary
+    FP8) or 4, 1 or 3 without the cache; Blackwell per-tensor 1 or 3; MXFP8 2.0625 or 4.0625."""
+    copies = weight_copy_bytes_per_param(mode) - (retranspose_bytes_per_param(mode, transpose_cache) > 0)
     primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool)
     return np.where(primary, copies, _f(elem_bytes) + copies)
+
+
+def retranspose_bytes_per_param(mode, transpose_cache):
+    """[issue 17] HBM bytes per weight parameter and micro-batch that re-making the FP8 weights' transposes moves when
+    they are not cached: Megatron-Core's ``disable_parameter_transpose_cache`` ("the parameter transposes are not
+    cached for subsequent iterations", ``TransformerConfig``; its Transformer Engine modules then pass
+    ``is_first_microbatch=None``, so TE caches nothing over the micro-batches:
+    ``megatron/core/extensions/transformer_engine.py``; Megatron-Bridge's Llama 3 SFT performance configs set it,
+    ``set_llama3_common_peft_configs`` in ``scripts/performance/configs/llama/llama3_llm_finetune.py``). Only where a
+    transposed copy exists: per-tensor scaling with TN-only GEMMs (Hopper, :func:`weight_copy_bytes_per_param` 2);
+    each backward pass reads the FP8 weight and writes its transpose, 1 + 1 bytes. 0 with the cache (the default) and
+    for the other modes (MXFP8 quantises both orientations at once; non-TN GEMMs need no transpose)."""
+    m = np.asarray(mode, dtype=np.int64)
+    off = ~np.asarray(transpose_cache, dtype=bool) & ((m == DELAYED) | (m == CURRENT))
+    return np.where(off, 2.0, 0.0)
 
 
 def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):

@@ -822,7 +822,9 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     emb_c = T * h * (e + main_b) / mem_rate  # gather rows; backward scatter-adds into the main gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
     mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate
-                   + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m)  # [issue 12] FP8 weights cast once a step
+                   + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m  # [issue 12] FP8 weights cast once a step
+                   # [issue 17] without the transpose cache, every backward re-makes the weights' transposes
+                   + _f(x.get("fp8_retranspose_bytes", 0.0)) * lp_rank / mem_rate)
     mid_k = lps * (tp_f + tp_b)
     mid_cp = lps * (cp_f + cp_b)  # [issue 12] cp and ep exchanges of a stage, reported as cp_comm_exposed_s and
     mid_ep = lps * (ep_f + ep_b)  # ep_comm_exposed_s (every stage holds lps layers)

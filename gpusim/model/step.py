@@ -151,6 +151,8 @@ class StepInputs:
     ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
     host_cpu: np.ndarray = _one(C.HOST_INTEL)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
+    # [issue 17] FP8 weight transposes re-made each micro-batch (gpusim.model.fp8.retranspose_bytes_per_param)
+    fp8_retranspose_bytes: np.ndarray = _one(0.0)
     tp: np.ndarray = _one()
     pp: np.ndarray = _one()
     vp: np.ndarray = _one()
@@ -722,7 +724,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow",
-             "attn_tile_frac", "attn_key_frac", "cuda_graphs")  # [issue 12], [issue 17], [issue 18]
+             "attn_tile_frac", "attn_key_frac", "cuda_graphs", "fp8_retranspose_bytes")  # [issue 12], [issue 17], [issue 18]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none

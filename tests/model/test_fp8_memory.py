@@ -220,3 +220,30 @@ def test_fp8_moe_run_keeps_less_than_its_bf16_accounting():
     a16 = bf16.memory_breakdown_bytes["activations"]
     a8 = fp8.memory_breakdown_bytes["activations"]
     assert a8 < 0.9 * a16
+
+
+def test_without_the_transpose_cache_hopper_keeps_one_byte_and_re_makes_the_transpose():
+    """[issue 17] Megatron-Core disable_parameter_transpose_cache: on Hopper per-tensor FP8 the weights' transposes are
+    not kept (1 byte per weight less) and every backward pass re-makes them (read 1 + write 1 byte per weight); the
+    other modes keep no such transpose, and nothing changes for them."""
+    assert float(FP8.weight_state_bytes(FP8.CURRENT, True, True, transpose_cache=False)) == 1.0
+    assert float(FP8.weight_state_bytes(FP8.DELAYED, False, True, transpose_cache=False)) == 3.0
+    for mode in (FP8.CURRENT_NTN, FP8.MX):
+        assert float(FP8.weight_state_bytes(mode, True, True, transpose_cache=False)) == float(
+            FP8.weight_state_bytes(mode, True, True))
+        assert float(FP8.retranspose_bytes_per_param(mode, False)) == 0.0
+    assert FP8.retranspose_bytes_per_param(np.array([FP8.DELAYED, FP8.CURRENT, FP8.NONE]), False).tolist() == [2, 2, 0]
+    assert float(FP8.retranspose_bytes_per_param(FP8.CURRENT, True)) == 0.0
+    # Llama 3 70B, tp 4 pp 4 on 32 H100 (Megatron-Bridge's SFT layout): the first stage's weights shrink by one byte
+    # per parameter; the step grows by re-reading and re-writing them each micro-batch: 2 bytes x 4.4 G parameters of
+    # the stage at about 2.8 TB/s, 3 ms a micro-batch, 16 micro-batches in a 2.6 s step: about 2%
+    db = load()
+    base = dict(model="llama3-70b", gpu="h100-sxm", gpus=32, nodes=4, tp=4, pp=4, vp=5, per_gpu_batch=1,
+                global_batch=32, seq_len=4096, precision="fp8", fp8_recipe="current", kind="zero1")
+    on = simulate(Scenario.create(**base), db=db, recommend=False)
+    off = simulate(Scenario.create(**base, fp8_transpose_cache=False), db=db, recommend=False)
+    assert off.memory_breakdown_bytes["weights"] == pytest.approx(on.memory_breakdown_bytes["weights"] / 2.0)
+    assert 1.01 < off.step_s / on.step_s < 1.04
+    mx = dict(base, gpu="b200", gpus=32, nodes=4, precision="mxfp8")
+    assert simulate(Scenario.create(**mx, fp8_transpose_cache=False), db=db, recommend=False).step_s == pytest.approx(
+        simulate(Scenario.create(**mx), db=db, recommend=False).step_s)
