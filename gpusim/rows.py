@@ -530,7 +530,8 @@ def memory_saving_fields(spec, st) -> dict:
     up-projection shapes (zero without MLA): the latents' widths and the up-projections' output widths."""
     mods = st.recompute_modules or ()
     out = {"recompute_norms": "layernorm" in mods, "recompute_mla_up": "mla_up_proj" in mods,
-           "recompute_moe_act": "moe_act" in mods, "fp8_act": bool(st.fp8_activations),
+           "recompute_moe_act": "moe_act" in mods, "recompute_mlp": "mlp" in mods,  # [issue 17]
+           "fp8_act": bool(st.fp8_activations),
            "act_offload_layers": float(st.activation_offload_layers)}  # [issue 17]
     if getattr(spec, "mla", False):
         a = float(spec.n_heads)

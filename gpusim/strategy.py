@@ -52,7 +52,7 @@ Recompute = Literal["none", "selective", "full"]
 - ``full``: only each layer's input is kept; the whole layer's forward runs again in the backward pass.
 """
 
-RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"]
+RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp"]
 """Modules recomputed in the backward pass instead of keeping their outputs (Megatron-Core
 ``--recompute-granularity selective --recompute-modules ...``; DeepSeek-V3 technical report section 3.2.3):
 
@@ -63,6 +63,11 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"]
   the up-projection GEMMs run again in the backward pass.
 - ``moe_act``: the routed experts' activation function (SwiGLU): its output (the down-projection input) is not
   kept, only its input; it runs again in the backward pass.
+- ``mlp`` [issue 17]: a dense layer's whole MLP (Megatron-Core's ``mlp`` module: ``tensor_parallel.checkpoint`` of
+  the MLP on the pre-MLP norm's output): only that input is kept (16-bit, the checkpoint's own copy), not the
+  activation function's input nor the down-projection's; the backward pass runs the MLP's forward again, its two
+  GEMMs, the activation function and, with sequence parallelism, its all-gather and reduce-scatter. Mixture-of-experts
+  layers are not affected (Megatron-Core's ``moe`` module is their counterpart, not modelled).
 """
 
 #: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")
@@ -191,7 +196,7 @@ class Strategy(FiniteModel):
     # [issue 12] memory-saving mechanisms (DeepSeek-V3 sections 3.2.3 and 3.3.2; Megatron-Core's interface)
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(
         default=None, description="modules recomputed in the backward pass (Megatron-Core --recompute-modules): "
-        "core_attn, layernorm, mla_up_proj, moe_act (see RecomputeModule); core_attn is recompute selective")
+        "core_attn, layernorm, mla_up_proj, moe_act, mlp (see RecomputeModule); core_attn is recompute selective")
     fp8_activations: bool = Field(default=False, description="with fp8: the linear layers' inputs kept for the "
                                   "backward pass in FP8 with fine-grained scales, and the SwiGLU inputs too "
                                   "(DeepSeek-V3 section 3.3.2); the attention output projection's input stays 16-bit")

@@ -206,9 +206,14 @@ def add_graph_args(g) -> None:
 
 def add_memory_args(g) -> None:
     """Memory-saving flags (DeepSeek-V3 sections 3.2.3 and 3.3.2, Megatron-Core's names)."""
-    g.add_argument("--recompute-modules", nargs="+", choices=("core_attn", "layernorm", "mla_up_proj", "moe_act"),
+    import typing
+
+    from gpusim.strategy import RecomputeModule
+
+    g.add_argument("--recompute-modules", nargs="+", choices=typing.get_args(RecomputeModule),
                    help="modules recomputed in the backward pass (Megatron-Core --recompute-modules): core_attn "
-                        "(= --recompute selective), layernorm, mla_up_proj (MLA models), moe_act (MoE models)")
+                        "(= --recompute selective), layernorm, mla_up_proj (MLA models), moe_act (MoE models), mlp "
+                        "(a dense layer's whole MLP)")
     g.add_argument("--fp8-activations", action="store_true", default=None,
                    help="with --precision fp8/mxfp8: keep the linear layers' and SwiGLU's inputs for the backward "
                         "pass in FP8 with fine-grained scales (DeepSeek-V3 section 3.3.2)")

@@ -641,6 +641,13 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
                                              + 2.0 * p.kernel_tail_s, 0.0)
     if np.any(mla_on):  # the up-projections' forward GEMMs again (columns 17 and 20; zero without a query latent)
         recompute_s = recompute_s + np.where(mla_on, t[17] + t[20], 0.0)
+    # [issue 17] Megatron-Core's ``mlp`` recompute module: a dense layer's MLP forward again (its two GEMMs, columns 6
+    # and 9, and the activation function: read the up-projection's output, write its own), dense layers only
+    mlp_on = np.asarray(x.get("recompute_mlp", False), dtype=bool) & partial
+    dense_mlp = (1.0 - _f(x.get("moe_frac", 0.0))) * (_f(x["ffn_frac"]) if hyb else 1.0)
+    if np.any(mlp_on):
+        recompute_s = recompute_s + np.where(mlp_on, dense_mlp * (t[6] + t[9] + T * f / tp * (up + 1.0) * e / mem_rate
+                                                                  + p.kernel_tail_s), 0.0)
     if cache is not None:
         act_cast = np.where(fp8_act, T * f * up / tp * (e + cache) / mem_rate + p.kernel_tail_s, 0.0)
         layer_f = layer_f + act_cast
@@ -687,6 +694,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
         ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac, ag_f, ag_b)
         tp_f = np.where(ub, ub_f, tp_f)
         tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
+    if np.any(mlp_on):  # [issue 17] the recomputed MLP's all-gather and reduce-scatter (half the layer's forward)
+        tp_b = tp_b + np.where(mlp_on, (1.0 - _f(x.get("moe_frac", 0.0))) * tp_f / 2.0, 0.0)
     if hyb:  # [issue 17] one all-reduce (or RS + AG) per mixer and per FFN: the dense layer's two, per block
         n_blocks = (fa + ff + fm) / 2.0
         tp_f, tp_b = tp_f * n_blocks, tp_b * n_blocks
@@ -887,8 +896,15 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         full = fa * f0 + ff * (full - f0) + mkeep
     kept = kept + np.where(rc == FULL, 0.0, moe["delta_act_bytes"])
     full = full + moe["delta_act_bytes"]
+    # [issue 17] the ``mlp`` recompute module: a dense layer keeps its MLP's input only (the checkpoint's 16-bit copy,
+    # counted above as the FFN-up input), not the activation function's input nor the down-projection's
+    mlp_on = np.asarray(x.get("recompute_mlp", False), dtype=bool) & partial
+    dense_mlp = (1.0 - _f(x.get("moe_frac", 0.0))) * (ff if hyb else 1.0)
+    if np.any(mlp_on):
+        c_mlp = e if cache is None else cache
+        kept = kept - np.where(mlp_on, dense_mlp * b * s / cp / tp * f * (up + 1.0) * c_mlp, 0.0)
     if np.any(fp8 > 0):  # [issue 17] TE keeps the linear layers' FP8 input copies (fp8.te_saved_input_delta_bytes)
-        dense_ffn = 1.0 - _f(x.get("moe_frac", 0.0))
+        dense_ffn = (1.0 - _f(x.get("moe_frac", 0.0))) * np.where(mlp_on, 0.0, 1.0)  # (a recomputed MLP keeps none)
         te8 = FP8.te_saved_input_delta_bytes(np.where(fp8_act, FP8.NONE, fp8), tokens=b * s / cp, h=h, o_in=o, f=f,
                                              tp=tp, sp=sp, elem_bytes=e, norms_recomputed=norms_on,
                                              attn_frac=fa if hyb else 1.0,

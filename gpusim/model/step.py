@@ -232,6 +232,7 @@ class StepInputs:
     recompute_norms: np.ndarray = _one(False)
     recompute_mla_up: np.ndarray = _one(False)
     recompute_moe_act: np.ndarray = _one(False)
+    recompute_mlp: np.ndarray = _one(False)  # [issue 17] Megatron-Core's ``mlp`` recompute module (dense layers)
     fp8_act: np.ndarray = _one(False)
     act_offload_layers: np.ndarray = _one(0.0)  # [issue 17] layers per stage whose activations go to the host
     mla_q_lora: np.ndarray = _one(0.0)
@@ -721,7 +722,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "host_cpu", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
-             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "fp8_act", "mla_q_lora", "mla_kv_lora",
+             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow",
              "attn_tile_frac", "attn_key_frac", "cuda_graphs", "fp8_retranspose_bytes")  # [issue 12], [issue 17], [issue 18]
