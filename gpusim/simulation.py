@@ -181,6 +181,12 @@ def _rescaled_override(rows: list[dict], vrow: dict, params: ModelParams) -> flo
     return measured * ratio
 
 
+#: [issue 17] the lower end of the peak-memory growth Megatron-Bridge's CUDA-graph guide gives for full-iteration graphs
+#: ("full-iteration graphs can increase peak memory by 1.5-2x", skills/mbridge-perf-cuda-graphs/SKILL.md): a layout
+#: whose modelled peak times this exceeds the GPU gets a warning (the graphs' memory itself is not modelled)
+FULL_ITERATION_GRAPH_PEAK_MULT = 1.5
+
+
 def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, row: dict) -> StepResult:
     r = row_result(out, i)
     b1 = row_result(out, base)
@@ -223,6 +229,12 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                   + "; the graphs' static buffers and memory pool are not counted in the memory (Megatron-Bridge's "
                     "CUDA-graph guide: Transformer Engine's scoped graphs add a few GB, full-iteration graphs can "
                     "raise the peak 1.5-2x; keep --memory-headroom for them)",)
+        need = float(r["memory_per_gpu_bytes"]) * FULL_ITERATION_GRAPH_PEAK_MULT
+        if "full_iteration" in st.cuda_graph_scope and bool(r["fits_in_memory"]) and need > hw.gpu.memory_bytes:
+            notes += (f"full-iteration CUDA graphs at the guide's lower figure (x{FULL_ITERATION_GRAPH_PEAK_MULT:g} "
+                      f"the peak) would need {need / units.GIB:.0f} GiB of {hw.gpu.memory_bytes / units.GIB:.0f} GiB: "
+                      f"this layout may not fit with them; per-layer scopes (--cuda-graph-scope attn mlp, or attn "
+                      f"moe_router moe_preprocess) hold far less",)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

@@ -159,3 +159,18 @@ def test_scoped_graphs_gain_nothing_where_the_all_to_all_sets_the_pace(db):
     change = scoped.step_s / eager.step_s - 1.0
     assert abs(change) < 0.03, change  # measured +1.5%: within 3 points of no change, as replay was
     assert eager.bottleneck == "ep-communication"
+
+
+def test_full_iteration_graphs_warn_where_the_guides_growth_would_not_fit(db):
+    """Megatron-Bridge's CUDA-graph guide: full-iteration graphs can raise the peak 1.5-2x. gpusim does not model the
+    graphs' memory; it says so, and where 1.5x its modelled peak exceeds the GPU it warns that the layout may not fit:
+    Llama 3 8B at tp 1 on H100 (68 GiB of 80) is warned, at tp 2 (40 GiB) it is not."""
+    base = dict(model="llama3-8b", gpu="h100-sxm", gpus=8, pp=1, per_gpu_batch=1, global_batch=64, seq_len=2048,
+                precision="bf16", kind="zero1", recompute="selective", cuda_graph_scope=["full_iteration"])
+    warned = lambda res: [a for a in res.assumptions if "may not fit with them" in a]  # noqa: E731
+    big = simulate(Scenario.create(**base, tp=1), db=db, recommend=False)
+    small = simulate(Scenario.create(**base, tp=2), db=db, recommend=False)
+    assert big.fits_in_memory and 1.5 * big.memory_per_gpu_bytes > big.memory_capacity_bytes and warned(big)
+    assert small.fits_in_memory and not warned(small)
+    eager = simulate(Scenario.create(**{**base, "cuda_graph_scope": []}, tp=1), db=db, recommend=False)
+    assert not warned(eager)
