@@ -70,6 +70,7 @@ import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpusim import units
 from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CudaGraphScope, RecomputeModule
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
@@ -334,7 +335,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     out.measured_step_s = _measured_step_s(metric, out.measured, gb, seq, gpus,
                                            None if flop_step is None else float(flop_step))
     if metric in MEMORY_METRICS:
-        out.predicted = allocated_bytes(res, params) / GIB
+        out.predicted = allocated_bytes(res, params) / units.GIB
     elif metric == "step_time_s":
         out.predicted = out.step_s
     elif metric == "tokens_per_s_per_gpu":
@@ -342,9 +343,6 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     elif tflop is not None:
         out.predicted = float(tflop)
     return out
-
-
-GIB = float(2**30)
 
 
 def allocated_bytes(res, params=None) -> float:

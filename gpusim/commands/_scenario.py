@@ -196,8 +196,11 @@ MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype", "ac
 
 def add_graph_args(g) -> None:
     """[issue 17] Megatron-Core's CUDA-graph scopes (predict, sweep, compare, plan; gpusim.model.graphs)."""
-    g.add_argument("--cuda-graph-scope", nargs="+", metavar="SCOPE",
-                   choices=("attn", "mlp", "moe_router", "moe_preprocess", "moe", "full_iteration"),
+    import typing
+
+    from gpusim.strategy import CudaGraphScope
+
+    g.add_argument("--cuda-graph-scope", nargs="+", metavar="SCOPE", choices=typing.get_args(CudaGraphScope),
                    help="[issue 17] LLM layouts: the parts of each layer captured in CUDA graphs (Megatron-Core "
                         "--cuda-graph-scope): attn, mlp, moe_router, moe_preprocess (with moe_router), moe, or "
                         "full_iteration alone; a captured part costs the CPU one replay instead of its launches "

@@ -694,11 +694,13 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
         ub_f, ub_b = tp_userbuffers_s(ag, rs, tp, t, p.overlap_slowdown_frac, ag_f, ag_b)
         tp_f = np.where(ub, ub_f, tp_f)
         tp_b = np.where(ub, ub_b + np.where(rc == FULL, ub_f, 0.0), tp_b)
-    if np.any(mlp_on):  # [issue 17] the recomputed MLP's all-gather and reduce-scatter (half the layer's forward)
-        tp_b = tp_b + np.where(mlp_on, (1.0 - _f(x.get("moe_frac", 0.0))) * tp_f / 2.0, 0.0)
+    # [issue 17] the recomputed MLP's all-gather and reduce-scatter: one of a dense layer's two forward collectives,
+    # per dense FFN (dense_mlp: not the MoE layers', and a hybrid model's FFN blocks only)
+    mlp_tp_b = np.where(mlp_on, dense_mlp * tp_f / 2.0, 0.0) if np.any(mlp_on) else 0.0
     if hyb:  # [issue 17] one all-reduce (or RS + AG) per mixer and per FFN: the dense layer's two, per block
         n_blocks = (fa + ff + fm) / 2.0
         tp_f, tp_b = tp_f * n_blocks, tp_b * n_blocks
+    tp_b = tp_b + mlp_tp_b
 
     # [issue 17] Megatron-Core's EP A2A overlap hides each all-to-all under its own phase of a forward/backward layer
     # pair (dualpipe.layer_pair_comm_s): the exposed and interference parts as fractions of the layer's four

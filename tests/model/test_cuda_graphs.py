@@ -174,3 +174,13 @@ def test_full_iteration_graphs_warn_where_the_guides_growth_would_not_fit(db):
     assert small.fits_in_memory and not warned(small)
     eager = simulate(Scenario.create(**{**base, "cuda_graph_scope": []}, tp=1), db=db, recommend=False)
     assert not warned(eager)
+
+
+def test_the_model_knows_every_scope_the_strategy_accepts():
+    # one list of names: Strategy's CudaGraphScope (the CLI's choices, the notes' parser) and the model's bits
+    import typing
+
+    from gpusim.strategy import CudaGraphScope
+
+    assert set(GR.SCOPE_BITS) == set(typing.get_args(CudaGraphScope))
+    assert len(set(GR.SCOPE_BITS.values())) == len(GR.SCOPE_BITS)  # one bit each

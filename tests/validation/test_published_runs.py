@@ -6,6 +6,7 @@ import hashlib
 import pytest
 
 from gpusim import validation_runs as R
+from gpusim.units import GIB
 from gpusim.commands.validate import print_runs
 from gpusim.errors import GpusimError
 
@@ -186,8 +187,8 @@ def test_peak_memory_rows_are_their_own_regime_compared_in_allocated_bytes(capsy
 
 def test_allocated_bytes_leaves_out_fragmentation_and_the_cuda_context():
     class Res:  # a prediction's memory breakdown, GiB
-        memory_breakdown_bytes = {"weights": 4 * R.GIB, "gradients": 4 * R.GIB, "optimizer": 12 * R.GIB,
-                                  "buffers": 0.0, "activations": 11 * R.GIB, "overhead": 1.5 * R.GIB}
+        memory_breakdown_bytes = {"weights": 4 * GIB, "gradients": 4 * GIB, "optimizer": 12 * GIB,
+                                  "buffers": 0.0, "activations": 11 * GIB, "overhead": 1.5 * GIB}
 
     # 4 + 4 + 12 + 11 / 1.10 (the default 10% fragmentation is reserved, not allocated) = 30 GiB
-    assert R.allocated_bytes(Res()) / R.GIB == pytest.approx(30.0)
+    assert R.allocated_bytes(Res()) / GIB == pytest.approx(30.0)
