@@ -712,7 +712,9 @@ def moe_fields(spec, strategy) -> dict:
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
             "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
-            else float(spec.moe_imbalance_frac)}
+            else float(spec.moe_imbalance_frac),
+            # [issue 17] the experts' output bias and clamped GLU, which Megatron-Core runs as separate kernels
+            "moe_expert_bias": bool(spec.expert_bias), "moe_glu_clamp": spec.glu_clamp is not None}
 
 
 def attention_kernel_slowdown(gpu: GPU, attention: str | None, params: ModelParams) -> tuple[float, float]:

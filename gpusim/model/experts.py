@@ -30,6 +30,9 @@ Technical Report" 2024 for shared and fine-grained experts):
 - [issue 17] **Weight gradients** of the experts accumulate into the fp32 main gradient in the GEMM epilogue
   (:func:`wgrad_epilogue_bytes`): 8 bytes per weight element per micro-batch, which bounds a small expert's
   weight-gradient GEMM by memory.
+- [issue 17] **Expert biases and a clamped GLU** (GPT-OSS) run as separate eager kernels around the experts' GEMMs
+  (:func:`expert_extra_bytes`): the output bias times the routing probability per local expert, and the clamp of
+  the fc1 output before the fused weighted activation.
 - [issue 17] **The dispatcher's host sync** splits the forward into the launches after it and the GPU work before it
   (:func:`synced_forward_s`), which add where they do not hide each other.
 - **Overlap**: Megatron-Core runs the all-to-alls on the compute stream by default (exposed); a fixed fraction
@@ -259,7 +262,7 @@ def moe_forward_kernels(local_experts, fp8):
     return MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
 
 
-def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0):
+def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extra_bwd=0.0):
     """``(forward, backward, forward before the host sync)`` CPU seconds one MoE layer adds to a dense layer's
     launches (one micro-batch): the forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each
     (ModelParams ``launch_cpu_s`` times the host's slowdown); the backward runs each router and dispatcher
@@ -267,11 +270,12 @@ def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0):
     weight gradients), with FP8 one quantisation per expert GEMM's output gradient: ``fixed + 4 E_local
     (+ 2 E_local)``; the first :data:`MOE_PRESYNC_FWD_KERNELS` of the forward precede the dispatcher's sync. [issue
     17] The CUDA-graph scopes ``cuda_graphs`` (gpusim.model.graphs) replace the operations they capture by one
-    replay each (:func:`gpusim.model.graphs.moe_cpu_ops`)."""
+    replay each (:func:`gpusim.model.graphs.moe_cpu_ops`). ``extra_fwd`` / ``extra_bwd``: further eager operations
+    after the sync (the expert bias and GLU clamp kernels of :func:`expert_extra_bytes`)."""
     local = _f(local_experts)
     fp8_on = np.asarray(fp8) > 0
-    per_f = 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0)
-    per_b = 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0)
+    per_f = 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0) + _f(extra_fwd)
+    per_b = 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0) + _f(extra_bwd)
     fwd, bwd, pre = GRAPHS.moe_cpu_ops(MOE_FIXED_FWD_KERNELS, per_f, per_b, MOE_PRESYNC_FWD_KERNELS, cuda_graphs)
     return fwd * _f(launch_s), bwd * _f(launch_s), pre * _f(launch_s)
 
@@ -356,6 +360,44 @@ def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
            - T * f * up / tp * act - np.where(shared, 0.0, T * h * per))
     on = code > 0
     return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
+
+
+def expert_extra_bytes(routed_tokens, d_model, expert_ff_local, local_experts, elem_bytes, *, bias, clamp):
+    """[issue 17] What an MoE layer's expert biases and clamped GLU add, per rank and micro-batch, as Megatron-Core's
+    ``TEGroupedMLP`` runs them without the fused grouped-MLP kernels (``megatron/core/transformer/moe/experts.py``,
+    ``megatron/core/fusions/fused_bias_geglu.py``): ``(fwd_bytes, bwd_bytes, clamp_fwd_bytes, kept_bytes,
+    fwd_kernels, bwd_kernels)``, HBM bytes and GPU kernels; ``clamp_fwd_bytes`` is the part a ``moe_act``
+    recomputation runs again in the backward pass; ``kept_bytes`` the activation memory added (none under
+    ``moe_act``, which recomputes the clamp).
+
+    - **Clamp** (``activation_func_clamp_value``, GPT-OSS's ``swiglu_limit``): ``weighted_bias_quick_geglu_impl``
+      chunks the fc1 output ``[r, 2 f]``, clamps both halves and concatenates them in eager PyTorch before its
+      compiled weighted-GeGLU kernel (which :func:`moe_layer_terms` charges): two clamps (each reads and writes
+      ``r f e``) and the concatenation (reads and writes ``2 r f e``): ``8 r f e`` bytes, 3 kernels. Backward: each
+      clamp's gradient reads the output gradient and the clamp's input and writes the input gradient (``3 r f e``
+      each), and the chunk's gradient concatenates the halves (``4 r f e``): ``10 r f e``, 3 kernels. The clamp's
+      input (``2 r f e``) is kept for its gradient besides the clamped copy the GeGLU function keeps.
+    - **Bias** (``add_bias_linear`` on the experts, GPT-OSS): fc2 skips its bias (``skip_bias_add=True``) and
+      ``TEGroupedMLP._apply_bias`` adds bias x routing probability per local expert in eager PyTorch: a multiply
+      (writes ``r_e h e``), an add (reads two, writes one) and the concatenation of the experts' outputs (reads,
+      writes): ``6 r h e``, ``2 E_local + 1`` kernels. Backward: the multiply's gradients, ``g p`` summed over the
+      tokens for the bias and ``g b`` summed over ``h`` for the probability (each writes, reads back and reads the
+      gradient: ``3 r h e``): ``6 r h e``, ``4 E_local`` kernels. fc1's bias is added in the grouped GEMM's
+      epilogue (``skip_bias_add=False``) and its gradient in the weight-gradient GEMM's: nothing extra.
+
+    ``r``: the rank's routed token copies, ``f``: one expert's FFN width on this rank (``f_e / etp``), ``h``: the
+    model width, ``e``: bytes per element. Hand-worked (GPT-OSS-120B, EP 64, micro-batch 4 x 4096: ``r = 65536``,
+    ``f = h = 2880``, two local experts, bf16): forward ``14 x 65536 x 2880 x 2 = 5.28e9`` bytes, 8 kernels;
+    backward ``16 x ... = 6.04e9`` bytes, 11 kernels; clamp forward ``3.02e9``; kept ``7.55e8``."""
+    r, h, f, loc = _f(routed_tokens), _f(d_model), _f(expert_ff_local), _f(local_experts)
+    b_on, c_on = np.asarray(bias, dtype=bool), np.asarray(clamp, dtype=bool)
+    clamp_f = np.where(c_on, 8.0 * r * f * elem_bytes, 0.0)
+    fwd = clamp_f + np.where(b_on, 6.0 * r * h * elem_bytes, 0.0)
+    bwd = np.where(c_on, 10.0 * r * f * elem_bytes, 0.0) + np.where(b_on, 6.0 * r * h * elem_bytes, 0.0)
+    kept = np.where(c_on, 2.0 * r * f * elem_bytes, 0.0)
+    k_f = np.where(c_on, 3.0, 0.0) + np.where(b_on, 2.0 * loc + 1.0, 0.0)
+    k_b = np.where(c_on, 3.0, 0.0) + np.where(b_on, 4.0 * loc, 0.0)
+    return fwd, bwd, clamp_f, kept, k_f, k_b
 
 
 def wgrad_epilogue_bytes(grad_accum_fusion, elem_bytes, main_bytes=4.0):
@@ -456,6 +498,15 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         quant_tail = np.where(fp8_code > 0, 2.0 * local * p.kernel_tail_s, 0.0)
         experts_f = experts_f + cast_f / mem_rate + quant_tail
         experts_b = experts_b + cast_b / mem_rate + quant_tail
+    # [issue 17] the experts' output bias (times the routing probability, per expert) and the GLU clamp, eager kernels
+    bias_on = np.asarray(x.get("moe_expert_bias", False), dtype=bool)
+    clamp_on = np.asarray(x.get("moe_glu_clamp", False), dtype=bool)
+    extra_f_ops = extra_b_ops = clamp_f = extra_keep = 0.0
+    if np.any(bias_on | clamp_on):
+        xb_f, xb_b, clamp_f, extra_keep, extra_f_ops, extra_b_ops = expert_extra_bytes(
+            routed_tokens, h, fe / etp, local, e, bias=bias_on, clamp=clamp_on)
+        experts_f = experts_f + xb_f / mem_rate + extra_f_ops * p.kernel_tail_s
+        experts_b = experts_b + xb_b / mem_rate + extra_b_ops * p.kernel_tail_s
     # shared experts: a dense FFN of width fs on every token, tp-split
     s_up_f, s_up_b = linear(T, fs * up / tp, h)
     s_dn_f, s_dn_b = linear(T, h, fs / tp)
@@ -495,7 +546,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
     host = _f(x.get("host_cpu_mult", 1.0))
     graphs = _f(x.get("cuda_graphs", 0.0))  # [issue 17] CUDA-graph scopes (gpusim.model.graphs)
-    cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host, graphs)
+    cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host, graphs,
+                                        extra_f_ops, extra_b_ops)
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local) & ~GRAPHS.sync_free(graphs)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f
@@ -535,6 +587,9 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         delta_f = delta_f + moe_frac * cast
         delta_b = delta_b + moe_frac * np.where(moe_act, x_act / mem_rate + p.kernel_tail_s, 0.0) \
             + np.where(rc_full, moe_frac * cast, 0.0)
+    if np.any(bias_on | clamp_on):  # [issue 17] moe_act runs the clamp again in the backward and keeps no clamp input
+        delta_b = delta_b + moe_frac * np.where(moe_act & clamp_on, clamp_f / mem_rate + 3.0 * p.kernel_tail_s, 0.0)
+        delta_act = delta_act + moe_frac * np.where(moe_act, 0.0, extra_keep)
     # [issue 17] FP8 under Transformer Engine (not the FP8 activation cache above): the experts' GroupedLinear layers
     # keep FP8 copies of their inputs (fp8.te_moe_saved_input_delta_bytes), as gpusim.model.llm counts the dense ones'
     te_mode = np.where(fp8_act, FP8.NONE, fp8_mode)

@@ -242,6 +242,8 @@ def _gpt_oss(c: _Cfg) -> dict[str, Any]:
                 bias=c.bool("attention_bias", True, why="GptOssConfig default"),
                 router_bias=True, attention_sinks=True)   # GptOssTopKRouter has a bias; one sink logit per head
     spec["mlp_bias"] = True                               # experts carry gate_up and down biases
+    # [issue 17] the clamped SwiGLU: gate clamped to <= limit, linear half to +-limit (transformers' GptOssExperts)
+    spec["glu_clamp"] = c.float("swiglu_limit", 7.0, why="GptOssConfig default")
     return spec
 
 

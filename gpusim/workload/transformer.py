@@ -111,6 +111,10 @@ class TransformerSpec:
     qk_norm : an RMSNorm over ``d_head`` on queries and keys (Qwen3, OLMo 2): ``2 * d_head`` weights.
     attn_bias : ``"qkv"`` (biases on Q, K, V only, Qwen2) or ``"all"``/``"none"``; None follows ``bias``.
     attention_sinks : one learned sink logit per head and layer (GPT-OSS).
+    glu_clamp : [issue 17] the gated FFN's inputs are clamped before the activation (GPT-OSS's ``swiglu_limit``, 7.0:
+        the gate to at most the limit, the linear half to plus or minus it); None: no clamp. No FLOPs by convention;
+        the step model charges the clamp's memory passes where the framework runs it as separate kernels
+        (:func:`gpusim.model.experts.expert_extra_bytes`).
     vocab_multiple : the embedding and LM head are padded to a multiple of this (Megatron-LM's
         ``make_vocab_size_divisible_by``, 128 by default there; 1 = ``vocab_size`` as given).
 
@@ -193,6 +197,7 @@ class TransformerSpec:
     qk_norm: bool = False
     attn_bias: Literal["none", "qkv", "all"] | None = None
     attention_sinks: bool = False
+    glu_clamp: float | None = None
     vocab_multiple: int = 1
     # --- hybrid Mamba-Transformer [issue 17]
     mixers: str | None = None
@@ -226,6 +231,9 @@ class TransformerSpec:
                                 f"full attention (got {w!r})")
         if self.moe_capacity_factor is not None and not self.moe_capacity_factor > 0:
             raise ScenarioError(f"moe_capacity_factor must be > 0 or None (got {self.moe_capacity_factor})")
+        if self.glu_clamp is not None and (not self.glu_clamp > 0 or not self.gated_ffn):  # [issue 17]
+            raise ScenarioError(f"glu_clamp (the clamp of a gated FFN's inputs) must be > 0 on a gated FFN, or None "
+                                f"(got {self.glu_clamp!r}, gated_ffn={self.gated_ffn})")
         for f in ("dense_layers", "window_layers"):
             v = getattr(self, f)
             if v is not None:
@@ -300,6 +308,11 @@ class TransformerSpec:
     @property
     def expert_ff_dim(self) -> float:
         return float(self.expert_d_ff or self.ff_dim)
+
+    @property
+    def expert_bias(self) -> bool:
+        """[issue 17] The routed experts' linear layers carry biases (GPT-OSS: ``mlp_bias``)."""
+        return self.moe and bool(self.bias if self.mlp_bias is None else self.mlp_bias)
 
     @property
     def shared_ff_dim(self) -> float:

@@ -201,3 +201,77 @@ def test_a_launch_bound_moe_layer_is_slower_with_the_sync(db, monkeypatch):
     monkeypatch.setattr(EXP, "synced_forward_s", lambda gP, cP, gQ, cQ: np.maximum(gP + gQ, cP + cQ))
     free = simulate(scn, db=db, recommend=False).step_s
     assert synced > free
+
+
+# ---- expert biases and the clamped GLU (GPT-OSS) -------------------------------------------------------------------
+
+def test_expert_extra_bytes_hand_worked_gpt_oss():
+    # GPT-OSS-120B at EP 64, micro-batch 4 x 4096 tokens: 65536 routed copies on a rank, f = h = 2880, two local
+    # experts, bf16 (the docstring's case)
+    u = 65536 * 2880 * 2
+    fwd, bwd, clamp_f, kept, k_f, k_b = EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=True,
+                                                               clamp=True)
+    assert float(fwd) == 14 * u == 5_284_823_040  # clamp 8 (two clamps + cat), bias 6 (mul, add, cat)
+    assert float(bwd) == 16 * u  # clamp gradients 10, bias gradients 6
+    assert float(clamp_f) == 8 * u and float(kept) == 2 * u
+    assert float(k_f) == 3 + 2 * 2 + 1 and float(k_b) == 3 + 4 * 2
+    # each part alone, and neither
+    b = EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=True, clamp=False)
+    c = EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=False, clamp=True)
+    assert float(b[0]) == 6 * u and float(b[3]) == 0.0 and float(c[0]) == 8 * u and float(c[1]) == 10 * u
+    assert all(float(v) == 0.0 for v in EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=False,
+                                                                clamp=False))
+
+
+def test_the_layer_charges_bias_and_clamp_passes_cpu_and_memory():
+    base = _terms(_x(ep=2.0))
+    on = _terms(_x(ep=2.0, moe_expert_bias=True, moe_glu_clamp=True))
+    r = 1000.0 * 2.0  # balanced: the rank computes n k copies
+    fwd, bwd, clamp_f, kept, k_f, k_b = EXP.expert_extra_bytes(r, 1024.0, 512.0, 4.0, 2.0, bias=True, clamp=True)
+    tail = DEFAULT_PARAMS.kernel_tail_s
+    assert float(on["delta_f_s"] - base["delta_f_s"]) == pytest.approx(float(fwd) / 1e12 + float(k_f) * tail)
+    assert float(on["delta_b_s"] - base["delta_b_s"]) == pytest.approx(float(bwd) / 1e12 + float(k_b) * tail)
+    assert float(on["delta_act_bytes"] - base["delta_act_bytes"]) == pytest.approx(float(kept))
+    launch = DEFAULT_PARAMS.launch_cpu_s
+    assert float(on["cpu_f_s"] - base["cpu_f_s"]) == pytest.approx(float(k_f) * launch)
+    assert float(on["cpu_b_s"] - base["cpu_b_s"]) == pytest.approx(float(k_b) * launch)
+    # moe_act recomputes the clamp in the backward and keeps no clamp input
+    rc = _terms(_x(ep=2.0, moe_expert_bias=True, moe_glu_clamp=True, recompute_moe_act=True))
+    rc0 = _terms(_x(ep=2.0, recompute_moe_act=True))
+    assert float(rc["delta_b_s"] - rc0["delta_b_s"]) == pytest.approx(
+        float(bwd + clamp_f) / 1e12 + float(k_b + 3.0) * tail)
+    assert float(rc["delta_act_bytes"] - rc0["delta_act_bytes"]) == pytest.approx(0.0)
+
+
+def test_gpt_oss_config_reads_the_swiglu_limit_and_its_expert_biases(tmp_path):
+    import json
+
+    from pathlib import Path
+
+    from gpusim.errors import ScenarioError
+    from gpusim.workload.from_config import from_config
+
+    cfg = json.loads((Path(__file__).parents[1] / "workload" / "configs" / "gpt-oss-120b.json").read_text())
+    t = from_config(cfg).transformer
+    assert t.glu_clamp == cfg["swiglu_limit"] == 7.0 and t.expert_bias
+    assert from_config({k: v for k, v in cfg.items() if k != "swiglu_limit"}).transformer.glu_clamp == 7.0  # default
+    with pytest.raises(ScenarioError, match="glu_clamp"):
+        from_config({**cfg, "swiglu_limit": 0})
+
+
+def test_gpt_oss_rows_are_slower_with_their_eager_bias_and_clamp(db):
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+    from gpusim.workload import get_workload
+
+    wl = get_workload("gpt-oss-120b")
+    kw = dict(workload=wl, node="dgx-b200", gpus=64, nodes=8, kind="zero1", precision="bf16", ep=8, micro_batch=1,
+              global_batch=256, seq_len=4096)
+    with_extra = simulate(Scenario.create(**kw), db=db, recommend=False).step_s
+    import dataclasses
+
+    from gpusim.workload import build_from_spec
+    plain = build_from_spec(dataclasses.replace(wl.transformer, glu_clamp=None, mlp_bias=False), id=wl.id,
+                            name=wl.name)
+    without = simulate(Scenario.create(**{**kw, "workload": plain}), db=db, recommend=False).step_s
+    assert with_extra > without * 1.02
