@@ -80,13 +80,14 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
 
 def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
              ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
-             dp: int | None = None) -> None:
+             dp: int | None = None, moe_router_padding: bool = False) -> None:
     """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
     The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
     moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
                                                                                capacity is not None),
                                  ("ep_overlap", ep_overlap != "none"), ("moe_dispatcher", moe_dispatcher != "alltoall"),
-                                 ("ep_fp8_dispatch", ep_fp8_dispatch)) if on]
+                                 ("ep_fp8_dispatch", ep_fp8_dispatch),
+                                 ("moe_router_padding", moe_router_padding)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
             flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
@@ -178,7 +179,8 @@ def scenario_layout(scn, hw, workload):
     model_par = st.tp * st.pp * st.cp
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
              ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
-             dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None)
+             dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None,
+             moe_router_padding=st.moe_router_padding)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
     lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,
@@ -218,6 +220,9 @@ def check_memory_saving(spec, st) -> None:
     if st.ep_fp8_dispatch and st.precision not in ("fp8", "mxfp8"):
         problems.append(f"--ep-fp8-dispatch dispatches the FP8 copies the expert GEMMs read and needs --precision "
                         f"fp8 or mxfp8, not {st.precision}")
+    if getattr(st, "moe_router_padding", False) and st.precision not in ("fp8", "mxfp8"):  # [issue 17]
+        problems.append(f"--moe-router-padding pads the experts' tokens for FP8 GEMMs and needs --precision fp8 or "
+                        f"mxfp8, not {st.precision}")
     if problems:
         raise ScenarioError("; ".join(problems))
 

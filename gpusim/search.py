@@ -106,12 +106,13 @@ class Pins:
     ep_overlap: str | None = None
     moe_dispatcher: str | None = None
     ep_fp8_dispatch: bool | None = None
+    moe_router_padding: bool | None = None  # [issue 17]
     # [issue 17] CUDA-graph scopes (Strategy.cuda_graph_scope; not searched: empty is eager)
     cuda_graph_scope: tuple[str, ...] | None = None
 
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
-        return {k: v for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")
+        return {k: v for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding")
                 if (v := getattr(self, k)) not in (None, False, "none", "alltoall")}
 
     def moe_option_fields(self) -> dict:
@@ -127,6 +128,8 @@ class Pins:
             out["moe_dispatcher"] = DISPATCHERS[o["moe_dispatcher"]]
         if "ep_fp8_dispatch" in o:
             out["ep_fp8_dispatch"] = True
+        if "moe_router_padding" in o:  # [issue 17]
+            out["moe_router_padding"] = True
         if self.cuda_graph_scope:  # [issue 17]
             from gpusim.model.graphs import scope_mask
 
@@ -197,7 +200,7 @@ def _base_row(scenario, hw, wl, params, pins: Pins | None = None) -> dict:
     from gpusim.rows import scenario_row
 
     st = scenario.strategy
-    opts = Pins(**{k: getattr(st, k) for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")}
+    opts = Pins(**{k: getattr(st, k) for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding")}
                 | (pins or Pins()).moe_options())
     base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, ep=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
                                  recompute="none", kind="zero1" if st.kind not in ("ddp", "zero1") else st.kind,

@@ -193,6 +193,10 @@ class Strategy(FiniteModel):
         "over NVLink)")
     ep_fp8_dispatch: bool = Field(default=False, description="MoE dispatch in FP8 with 1x128 scales when the layers "
                                   "train in fp8 (DeepSeek-V3 section 3.3; combine stays bf16)")
+    moe_router_padding: bool = Field(default=False, description="[issue 17] with fp8/mxfp8 and the alltoall "
+                                     "dispatcher: the router pads each expert's tokens to the FP8 GEMMs' multiple "
+                                     "(Megatron-Core --moe-router-padding-for-fp8) instead of the experts copying "
+                                     "their rows into a padded buffer and back (gpusim.model.experts.fp8_padding_bytes)")
     # [issue 12] memory-saving mechanisms (DeepSeek-V3 sections 3.2.3 and 3.3.2; Megatron-Core's interface)
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(
         default=None, description="modules recomputed in the backward pass (Megatron-Core --recompute-modules): "
@@ -330,7 +334,8 @@ class Strategy(FiniteModel):
         """An LLM layout (tensor or pipeline parallelism, or a recomputation mode): the per-GEMM transformer path."""
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
-                or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or bool(self.recompute_modules)
+                or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or self.moe_router_padding
+                or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0
                 or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer
                 or self.attention in ("flash2", "triton")  # [issue 18] an attention kernel's own rate

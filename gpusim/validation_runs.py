@@ -91,7 +91,8 @@ ENV_VAR = "GPUSIM_RUNS_DIR"
 OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router", "moe_capacity_factor",
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
-               "cuda_graph_scope", "disable_parameter_transpose_cache")  # [issue 17]
+               "cuda_graph_scope", "disable_parameter_transpose_cache",
+               "moe_router_padding_for_fp8")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -306,7 +307,8 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     mods = base.get("recompute_modules", ())
     for key, field, values in (("grad_reduce_in_fp32", "grad_dtype", {True: "fp32", False: "bf16"}),
                                ("fp8_activations", "fp8_activations", {True: True, False: False}),
-                               ("disable_parameter_transpose_cache", "fp8_transpose_cache", {True: False, False: True})):
+                               ("disable_parameter_transpose_cache", "fp8_transpose_cache", {True: False, False: True}),
+                               ("moe_router_padding_for_fp8", "moe_router_padding", {True: True, False: False})):
         if key in opts:
             if opts[key].lower() not in _BOOL:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"

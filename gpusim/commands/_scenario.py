@@ -174,7 +174,7 @@ def add_layout_args(p) -> None:
 
 
 #: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
-MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch")
+MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding")
 
 
 def add_moe_args(g) -> None:
@@ -187,6 +187,10 @@ def add_moe_args(g) -> None:
                         "once per node over InfiniBand, forwarded over NVLink, node-limited routing)")
     g.add_argument("--ep-fp8-dispatch", action="store_true", default=None,
                    help="with --precision fp8: dispatch in FP8 (1x128 scales), combine in bf16 (DeepSeek-V3)")
+    g.add_argument("--moe-router-padding", action="store_true", default=None,
+                   help="[issue 17] with --precision fp8/mxfp8 and the alltoall dispatcher: pad each expert's tokens "
+                        "in the router (Megatron-Core --moe-router-padding-for-fp8) instead of copying the experts' "
+                        "rows into a padded buffer and back")
 
 
 #: [issue 12] memory-saving options (Strategy fields of the same names)

@@ -400,6 +400,25 @@ def expert_extra_bytes(routed_tokens, d_model, expert_ff_local, local_experts, e
     return fwd, bwd, clamp_f, kept, k_f, k_b
 
 
+def fp8_padding_bytes(routed_tokens, d_model, elem_bytes, pads):
+    """[issue 17] ``(fwd_bytes, bwd_bytes, kernels)`` per rank and micro-batch (kernels per pass) of the FP8 row
+    padding around an MoE layer's experts: FP8 / MXFP8 GEMMs need each expert's token count to be a multiple of 16 /
+    32, and with the all-to-all dispatcher Megatron-Core's ``TEGroupedMLP.forward`` pads the dispatched tokens and
+    their probabilities (``Fp8Padding``) before fc1 and strips the padding off fc2's output (``Fp8Unpadding``) unless
+    ``moe_router_padding_for_fp8`` padded the routing map instead (``skip_routed_expert_padding``; DeepEP and HybridEP
+    fuse it into their permutation; a sync-free layer under the ``moe`` / ``full_iteration`` graph scopes cannot read
+    the counts on the host, so its recipes pad in the router). Transformer Engine's ``Fp8Padding`` / ``Fp8Unpadding``
+    (``transformer_engine/pytorch/module/fp8_padding.py``, ``fp8_unpadding.py``) copy the rows in one kernel each
+    (``tex.fused_multi_row_padding`` / ``_unpadding``): the tokens ``r h e`` read and written twice forward, and the
+    gradients twice backward; the fp32 probabilities (``4 r`` read and written) once each way. ``pads``: where it
+    applies (FP8 layers, the all-to-all dispatcher, no router padding). Hand-worked (``r = 131072``, ``h = 2048``,
+    bf16): ``4 x 131072 x 2048 x 2 + 8 x 131072 = 2.148e9`` bytes each way, 3 kernels."""
+    r = _f(routed_tokens)
+    on = np.asarray(pads, dtype=bool)
+    b = np.where(on, 4.0 * r * _f(d_model) * elem_bytes + 8.0 * r, 0.0)
+    return b, b, np.where(on, 3.0, 0.0)
+
+
 def wgrad_epilogue_bytes(grad_accum_fusion, elem_bytes, main_bytes=4.0):
     """``(out_bytes, src_bytes)`` per weight element of one weight-gradient GEMM: accumulated into the fp32 main
     gradient in the GEMM's epilogue with gradient-accumulation fusion (write 4, read 4, or ``main_bytes`` 2 each for a
@@ -498,15 +517,26 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         quant_tail = np.where(fp8_code > 0, 2.0 * local * p.kernel_tail_s, 0.0)
         experts_f = experts_f + cast_f / mem_rate + quant_tail
         experts_b = experts_b + cast_b / mem_rate + quant_tail
+        # [issue 17] the FP8 row padding of the all-to-all dispatcher's tokens (fp8_padding_bytes)
+        # (not under the sync-free graph scopes: TEGroupedMLP's padding reads the token counts on the host, which a
+        # captured, sync-free layer cannot; its recipes pad in the router or the fused dispatch instead)
+        pads = ((fp8_code > 0) & (dispatcher == ALLTOALL) & ~GRAPHS.sync_free(_f(x.get("cuda_graphs", 0.0)))
+                & ~np.asarray(x.get("moe_router_padding", False), dtype=bool))
+        pad_f, pad_b, pad_k = fp8_padding_bytes(routed_tokens, h, e, pads)
+        experts_f = experts_f + pad_f / mem_rate + pad_k * p.kernel_tail_s
+        experts_b = experts_b + pad_b / mem_rate + pad_k * p.kernel_tail_s
     # [issue 17] the experts' output bias (times the routing probability, per expert) and the GLU clamp, eager kernels
     bias_on = np.asarray(x.get("moe_expert_bias", False), dtype=bool)
     clamp_on = np.asarray(x.get("moe_glu_clamp", False), dtype=bool)
     extra_f_ops = extra_b_ops = clamp_f = extra_keep = 0.0
+    if np.any(fp8_code > 0):  # [issue 17] the FP8 padding's kernels, launched after the sync
+        extra_f_ops = extra_b_ops = pad_k
     if np.any(bias_on | clamp_on):
-        xb_f, xb_b, clamp_f, extra_keep, extra_f_ops, extra_b_ops = expert_extra_bytes(
+        xb_f, xb_b, clamp_f, extra_keep, xk_f, xk_b = expert_extra_bytes(
             routed_tokens, h, fe / etp, local, e, bias=bias_on, clamp=clamp_on)
-        experts_f = experts_f + xb_f / mem_rate + extra_f_ops * p.kernel_tail_s
-        experts_b = experts_b + xb_b / mem_rate + extra_b_ops * p.kernel_tail_s
+        experts_f = experts_f + xb_f / mem_rate + xk_f * p.kernel_tail_s
+        experts_b = experts_b + xb_b / mem_rate + xk_b * p.kernel_tail_s
+        extra_f_ops, extra_b_ops = extra_f_ops + xk_f, extra_b_ops + xk_b
     # shared experts: a dense FFN of width fs on every token, tp-split
     s_up_f, s_up_b = linear(T, fs * up / tp, h)
     s_dn_f, s_dn_b = linear(T, h, fs / tp)

@@ -89,7 +89,7 @@ def test_expert_cast_bytes_delayed_with_shared_experts_and_none_without_fp8():
 
 def test_fp8_rows_pay_the_expert_casts_and_one_kernel_per_expert_input():
     x16 = _x(ep=1.0)
-    x8 = _x(ep=1.0, fp8_mode=FP8.DELAYED)
+    x8 = _x(ep=1.0, fp8_mode=FP8.DELAYED, moe_router_padding=True)  # (the FP8 row padding: its own test below)
     d16, d8 = _terms(x16), _terms(x8)
     r = 1000.0 * 2.0
     cf, _ = EXP.expert_cast_bytes(FP8.DELAYED, T=1000.0, recv_tokens=r, h=1024.0, f=1024.0, fe=512.0, fs=0.0, up=2.0,
@@ -275,3 +275,48 @@ def test_gpt_oss_rows_are_slower_with_their_eager_bias_and_clamp(db):
                             name=wl.name)
     without = simulate(Scenario.create(**{**kw, "workload": plain}), db=db, recommend=False).step_s
     assert with_extra > without * 1.02
+
+
+# ---- FP8 row padding around the experts (all-to-all dispatcher) ----------------------------------------------------
+
+def test_fp8_padding_bytes_hand_worked():
+    f, b, k = EXP.fp8_padding_bytes(131072.0, 2048.0, 2.0, True)
+    assert float(f) == float(b) == 4 * 131072 * 2048 * 2 + 8 * 131072 == 2_148_532_224 and float(k) == 3.0
+    assert all(float(v) == 0.0 for v in EXP.fp8_padding_bytes(131072.0, 2048.0, 2.0, False))
+
+
+def test_fp8_layers_pay_the_padding_only_with_the_all_to_all_dispatcher_and_no_router_padding():
+    fp8 = _x(ep=2.0, fp8_mode=FP8.MX)
+
+    def padding_s(**over):
+        """What the layer's forward pays for the padding: the same row without it (router padding) subtracted."""
+        return float(_terms({**fp8, **over})["delta_f_s"]) - float(
+            _terms({**fp8, **over, "moe_router_padding": True})["delta_f_s"])
+
+    pad_f, _, pad_k = EXP.fp8_padding_bytes(2000.0, 1024.0, 2.0, True)  # balanced: the rank computes n k = 2000 copies
+    assert padding_s() == pytest.approx(float(pad_f) / 1e12 + float(pad_k) * DEFAULT_PARAMS.kernel_tail_s)
+    # the flex dispatcher (DeepEP / HybridEP) fuses the padding, and a sync-free captured layer pads in the router
+    assert padding_s(moe_dispatcher=EXP.DEEPEP) == pytest.approx(0.0)
+    assert padding_s(cuda_graphs=32.0) == pytest.approx(0.0)
+    # a BF16 layer pads nothing
+    bf16 = _x(ep=2.0)
+    assert float(_terms(bf16)["delta_f_s"]) == pytest.approx(float(_terms({**bf16, "moe_router_padding": True})["delta_f_s"]))
+
+
+def test_moe_router_padding_option_from_the_cli_and_its_errors(db):
+    from gpusim.errors import ScenarioError
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    from gpusim.workload import get_workload
+
+    kw = dict(workload=get_workload("qwen3-30b-a3b"), node="dgx-b200", gpus=8, ep=8, precision="mxfp8", micro_batch=4,
+              global_batch=512, seq_len=4096, kind="zero1")
+    padded_in_router = simulate(Scenario.create(**kw, moe_router_padding=True), db=db, recommend=False).step_s
+    copied = simulate(Scenario.create(**kw), db=db, recommend=False).step_s
+    assert copied > padded_in_router
+    with pytest.raises(ScenarioError, match="needs --precision fp8 or mxfp8"):
+        simulate(Scenario.create(**{**kw, "precision": "bf16"}, moe_router_padding=True), db=db, recommend=False)
+    with pytest.raises(ScenarioError, match="only to mixture-of-experts"):
+        simulate(Scenario.create(**{**kw, "workload": get_workload("llama3-8b"), "ep": 1}, moe_router_padding=True), db=db,
+                 recommend=False)
