@@ -189,8 +189,9 @@ class Strategy(FiniteModel):
         "copies of the parameters)")
     moe_dispatcher: Literal["alltoall", "deepep"] = Field(
         default="alltoall", description="MoE token dispatcher: alltoall (Megatron-Core's default: one NCCL "
-        "all-to-all of every token copy) or deepep (DeepSeek-V3 / DeepEP: once per node over InfiniBand, forwarded "
-        "over NVLink)")
+        "all-to-all of every token copy) or deepep (Megatron-Core's flex dispatcher, DeepSeek-V3's DeepEP or "
+        "HybridEP: once per node over InfiniBand, forwarded over NVLink; inside one NVLink domain the flat "
+        "all-to-all; the permutation fused, no FP8 padding copies)")
     ep_fp8_dispatch: bool = Field(default=False, description="MoE dispatch in FP8 with 1x128 scales when the layers "
                                   "train in fp8 (DeepSeek-V3 section 3.3; combine stays bf16)")
     moe_router_padding: bool = Field(default=False, description="[issue 17] with fp8/mxfp8 and the alltoall "

@@ -183,8 +183,10 @@ def add_moe_args(g) -> None:
                    help="MoE all-to-all schedule: none (default, Megatron-Core's), 1f1b (Megatron-Core "
                         "--overlap-moe-expert-parallel-comm) or dualpipe (DeepSeek-V3's bidirectional pipeline)")
     g.add_argument("--moe-dispatcher", choices=("alltoall", "deepep"),
-                   help="MoE token dispatcher: alltoall (default, one NCCL all-to-all) or deepep (DeepSeek-V3: "
-                        "once per node over InfiniBand, forwarded over NVLink, node-limited routing)")
+                   help="MoE token dispatcher: alltoall (default, one NCCL all-to-all) or deepep (Megatron-Core's "
+                        "flex dispatcher, DeepEP / HybridEP: across nodes once per node over InfiniBand, forwarded "
+                        "over NVLink, node-limited routing; inside one NVLink domain the flat all-to-all; its "
+                        "permutation fused, no FP8 padding copies)")
     g.add_argument("--ep-fp8-dispatch", action="store_true", default=None,
                    help="with --precision fp8: dispatch in FP8 (1x128 scales), combine in bf16 (DeepSeek-V3)")
     g.add_argument("--moe-router-padding", action="store_true", default=None,
