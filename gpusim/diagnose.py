@@ -465,3 +465,37 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     order = {"high": 0, "medium": 1, "info": 2}
     recs.sort(key=lambda r: (order[r["severity"]], -(r["gain_frac"] or 0.0)))
     return recs
+
+
+def layer_lines(d: dict | None) -> list[str]:
+    """[issue 17] The lines on one transformer layer of an LLM layout that ``gpusim predict`` and the planner's
+    Parallelism page show (StepResult.layer_s, gpusim.model.llm.layer_detail): per micro-batch, averaged over the
+    layers, the GPU's time and the parts named, the CPU's launches, which sets the pace, and the exposed
+    communication."""
+    if not d:
+        return []
+    dur = units.format_duration
+
+    def parts(pas: str) -> str:
+        named = [("attention core", d[f"attn_{pas}"])]
+        if d["moe_frac"] > 0:
+            named.append(("MoE experts", d[f"experts_{pas}"]))
+        if pas == "b" and d["recompute_b"] > 0:
+            named.append(("recomputation", d["recompute_b"]))
+        return ", ".join(f"{n} {dur(v)}" for n, v in named)
+
+    out = ["one transformer layer, one micro-batch (averaged over the layers):"]
+    for pas, name in (("f", "forward"), ("b", "backward")):
+        gpu, cpu, took = d[f"gpu_{pas}"], d[f"cpu_{pas}"], d[f"layer_{pas}"]
+        pace = "the CPU's launches set the pace" if took > gpu * 1.005 else "the GPU sets the pace"
+        out.append(f"  {name:<9} GPU {dur(gpu)} ({parts(pas)}); CPU launches {dur(cpu)}: {dur(took)}, {pace}")
+    comm = [(n, d[f"{k}_f"], d[f"{k}_b"]) for k, n in (("tp", "tensor parallel"), ("cp", "context parallel"),
+                                                       ("ep", "expert all-to-all")) if d[f"{k}_f"] + d[f"{k}_b"] > 0]
+    if comm:
+        out.append("  exposed communication (forward / backward): "
+                   + "; ".join(f"{n} {dur(f)} / {dur(b)}" for n, f, b in comm))
+    if d["moe_frac"] > 0 and d["a2a"] > 0:
+        out.append(f"  one MoE all-to-all takes {dur(d['a2a'])} (four per MoE layer: dispatch and combine, forward "
+                   f"and backward)" + ("; the dispatcher waits on the host for the token counts once per forward, "
+                                       "so the CPU cannot run ahead across MoE layers" if d["syncs"] > 0 else ""))
+    return out

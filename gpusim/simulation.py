@@ -86,6 +86,8 @@ class StepResult:
     memory_per_stage_bytes: dict = field(default_factory=dict)
     n_micro_batches: int = 1
     memory_headroom_bytes: float = 0.0  # [issue 17] memory the fit check leaves free (--memory-headroom)
+    # [issue 17] LLM layouts: one transformer layer's seconds per micro-batch (gpusim.model.llm.layer_detail)
+    layer_s: dict | None = None
 
     @property
     def throughput_tokens_per_s(self) -> float | None:
@@ -139,6 +141,10 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
         # rows are independent (vectorised equals one at a time): the what-ifs are evaluated on their own
         out = concat_outputs(first, evaluate(stack_rows([r for _, _, r in var_rows]), params)) if var_rows else first
     res = _make_result(scn, hw, wl, out, 0, 1, row)
+    if scn.strategy.is_llm:  # [issue 17] where one layer's time goes (predict's "one layer" lines)
+        from gpusim.model.step import layer_detail
+
+        res = dataclasses.replace(res, layer_s=layer_detail(stack_rows([row]), params))
     if recommend:
         recs = recommendations(scn, hw, wl, res, [(name, vscn, row_result(out, 2 + j))
                                                   for j, (name, vscn, _) in enumerate(var_rows)])

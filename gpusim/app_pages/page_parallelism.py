@@ -8,6 +8,7 @@ import streamlit as st
 
 from gpusim import units, viz
 from gpusim.app_pages import best_layouts, shell
+from gpusim.diagnose import layer_lines
 from gpusim.errors import GpusimError
 from gpusim.parallelism import pipeline_schedule
 from gpusim.simulation import resolve_workload, simulate, transformer_of
@@ -117,6 +118,9 @@ st.caption(f"tp {par['tp']} x cp {par.get('cp', 1)} x pp {par['pp']} (vp {par['v
            f"{r['micro_batch']} per step; pipeline bubble {bubble_frac:.0%} of the step; bottleneck: {res.bottleneck}")
 shell.chart(viz.breakdown_figure(res.breakdown_s, title="Where one training step goes (critical path)"),
             key="fig_par_breakdown")
+lines = layer_lines(res.layer_s)  # [issue 17] where one layer's time goes
+if lines:
+    st.markdown(f"**{lines[0]}**\n\n" + "\n".join(f"- {ln.strip()}" for ln in lines[1:]))
 for rec in res.recommendations:
     if rec["id"].startswith("llm-"):
         st.markdown(f"- **{rec['id']}**: {rec['message']}")

@@ -146,6 +146,10 @@ def print_report(res, interval=None) -> None:
     total_s, hidden_s = comm_summary(res)
     con.print(f"  (communication {units.format_duration(total_s)} in total, "
               f"{units.format_duration(hidden_s)} hidden under the backward pass)")
+    from gpusim.diagnose import layer_lines
+
+    for line in layer_lines(getattr(res, "layer_s", None)):  # [issue 17]
+        con.print(line)
     if res.recommendations:
         con.print("recommendations:")
         for r in res.recommendations:

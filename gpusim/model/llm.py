@@ -526,7 +526,7 @@ def _collective_fn(x: dict, p, dist: Distinct):
     return coll
 
 
-def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
+def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     """One transformer layer's forward and backward seconds per micro-batch, ``layer_f`` / ``layer_b`` (its GEMMs,
     attention core, memory-bound kernels, FP8 casts, recomputation and the CPU's launches), its exposed TP, CP and EP
     communication, the LM head's GEMMs and the MoE and Mamba terms the stages add up: the part of
@@ -730,6 +730,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
     cpu_f = cpu_f + moe["cpu_f_s"]
     cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
     gpu_fb = layer_f + layer_b  # [issue 17] the GPU's own time, before the CPU's pace (launch_excess_frac below)
+    gpu_f, gpu_b = layer_f, layer_b
     syncs = moe.get("syncs", False)
     if np.any(syncs):  # [issue 17] the host sync splits the forward: launches after it wait (experts.synced_forward_s)
         g_post, c_post = moe["post_gpu_f_s"], moe["post_cpu_f_s"]
@@ -748,7 +749,34 @@ def _layer_rows_terms(x: dict, p, dist: Distinct) -> dict:
            "ep_pair_interf_frac": pair_i}
     if hyb:
         out.update(mam_keep_bytes=mam["keep_bytes"], mam_flop_per_token=mam["flop_per_token"])
+    if detail:  # [issue 17] one layer's parts for ``gpusim predict`` (layer_detail; not computed in sweeps)
+        mfr = _f(x.get("moe_frac", 0.0))
+        out.update(gpu_f=gpu_f, gpu_b=gpu_b, cpu_f=cpu_f, cpu_b=cpu_b, attn_f=attn_f, attn_b=attn_b,
+                   recompute_b=recompute_s + np.where(rc == FULL, moe["delta_f_s"], 0.0),
+                   moe_frac=mfr * np.ones(np.shape(gpu_f)),
+                   experts_f=np.asarray(moe.get("mlp_f_s", 0.0)) * mfr, experts_b=np.asarray(moe.get("mlp_b_s", 0.0)) * mfr,
+                   a2a=np.asarray(moe.get("a2a_s", 0.0)) * np.ones(np.shape(gpu_f)),
+                   syncs=np.asarray(moe.get("syncs", False)) * np.ones(np.shape(gpu_f)))
     return out
+
+
+LAYER_DETAIL_KEYS = ("gpu_f", "gpu_b", "cpu_f", "cpu_b", "layer_f", "layer_b", "attn_f", "attn_b", "recompute_b",
+                     "moe_frac", "experts_f", "experts_b", "a2a", "syncs", "tp_f", "tp_b", "cp_f", "cp_b", "ep_f",
+                     "ep_b")
+
+
+def layer_detail(x: dict, p) -> dict[str, float]:
+    """[issue 17] One transformer layer's seconds per micro-batch, averaged over the layers, for one row of ``x``
+    (:func:`gpusim.model.step.layer_detail` builds it): ``gpu_f`` / ``gpu_b`` the GPU's own forward and backward
+    time (``attn_*`` of it the attention core, ``experts_*`` the MoE layers' routed and shared experts with their
+    permutations and casts, averaged over the layers, ``recompute_b`` what the backward runs again), ``cpu_f`` /
+    ``cpu_b`` the CPU's launches, ``layer_f`` / ``layer_b`` the time the layer takes (the slower of the two, with
+    the MoE dispatcher's host sync), ``a2a`` one MoE all-to-all, ``syncs`` 1 where the dispatcher waits on the host,
+    and the exposed ``tp_*``, ``cp_*``, ``ep_*`` communication. Evaluated for one scenario only: the sweep path
+    (:func:`llm_terms`) does not carry these columns."""
+    keys = [k for k in x if k not in _PIPELINE_KEYS]
+    out = _layer_rows_terms({k: x[k] for k in keys}, p, Distinct(), detail=True)
+    return {k: float(np.ravel(np.asarray(out[k], dtype=np.float64))[0]) for k in LAYER_DETAIL_KEYS}
 
 
 def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:

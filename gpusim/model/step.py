@@ -718,6 +718,19 @@ HYBRID_FIELDS = ("attn_frac", "ffn_frac", "mamba_frac", "mamba_version", "mamba_
                  "mamba_groups", "mamba_conv", "mamba_chunk", "mamba_dt_rank", "mamba_flop_per_token")
 
 
+def layer_detail(inp: StepInputs, p: ModelParams) -> dict[str, float] | None:
+    """[issue 17] One transformer layer's parts per micro-batch for the first row of ``inp``
+    (:func:`gpusim.model.llm.layer_detail`); None for a data-parallel row."""
+    from gpusim.model.llm import layer_detail as _detail
+
+    if not bool(np.ravel(np.asarray(inp.llm))[0]):
+        return None
+    one = inp.take(slice(0, 1))
+    g = np.asarray(one.n_gpus, dtype=np.float64) / np.asarray(one.n_nodes, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _detail(_llm_inputs(one, g, p), p)
+
+
 def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",

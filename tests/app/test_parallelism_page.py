@@ -30,6 +30,9 @@ def test_parallelism_page_shows_grid_breakdown_and_schedule():
     m = metrics(at)
     assert parse_num(m["Tokens/s"]) > 0 and "fits" in str(at.metric[4].proto.delta)
     assert any("Why" in e.label for e in at.expander)
+    # [issue 17] where one layer's time goes, as gpusim predict says it
+    layer = next(md.value for md in at.markdown if "one transformer layer, one micro-batch" in md.value)
+    assert "GPU" in layer and "CPU launches" in layer and "sets the pace" in layer
 
 
 def test_parallelism_page_full_recompute_lowers_memory():

@@ -93,3 +93,28 @@ def test_predict_moe_without_a_one_gpu_reference_says_efficiency_na(capsys):
                     "--micro-batch", "1", "--global-batch", "64", "--seq-len", "1024", "--precision", "bf16", "--json")
     d = json.loads(out)
     assert code == 0 and 0 < d["scaling_efficiency_frac"] <= 1.5
+
+
+def test_predict_tells_where_one_layer_goes(capsys):
+    """[issue 17] An LLM layout's JSON carries one layer's parts (layer_s) and the text says them; the parts are
+    consistent with the step: a layer takes at least its GPU time and at least its CPU launches (with no host sync
+    in a dense model), the named parts fit in the GPU's time, and one stage's layers fit in the step's compute."""
+    code, out, _ = run(capsys, *LLAMA70, "--tp", "8", "--pp", "1", "--micro-batch", "1", "--global-batch", "16",
+                       "--json")
+    assert code == 0
+    d = json.loads(out)
+    ls = d["layer_s"]
+    for pas in ("f", "b"):
+        assert ls[f"layer_{pas}"] >= max(ls[f"gpu_{pas}"], ls[f"cpu_{pas}"]) * (1 - 1e-12)
+        assert ls[f"attn_{pas}"] + ls[f"experts_{pas}"] <= ls[f"gpu_{pas}"]
+    assert ls["moe_frac"] == 0.0 and ls["syncs"] == 0.0 and ls["tp_f"] > 0
+    layers, micro = 80, d["n_micro_batches"]
+    assert d["breakdown_s"]["compute_s"] >= layers * micro * (ls["layer_f"] + ls["layer_b"]) * (1 - 1e-9)
+    code, out, _ = run(capsys, "predict", "--model", "qwen3-30b-a3b", "--gpu", "b200", "--gpus", "8", "--ep", "8",
+                       "--precision", "bf16", "--global-batch", "64", "--seq-len", "4096")
+    assert code == 0
+    assert "one transformer layer, one micro-batch" in out and "MoE experts" in out and "one MoE all-to-all" in out
+    # a data-parallel row has no layer parts
+    code, out, _ = run(capsys, "predict", "--model", "bert-large", "--gpu", "a100-sxm4-80gb", "--gpus", "8",
+                       "--per-gpu-batch", "16", "--json")
+    assert code == 0 and json.loads(out)["layer_s"] is None
