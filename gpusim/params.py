@@ -61,6 +61,17 @@ class ModelParams(BaseModel):
                                    description="FlashAttention forward FLOP rate / the GPU's matmul ceiling")
     flash_bwd_eff_frac: float = _F(default=0.70, gt=0, le=1,
                                    description="FlashAttention backward FLOP rate / the GPU's matmul ceiling")
+    # [issue 17] head dimension: a fused attention kernel's rate at head dim 64 against 128 (64 < d < 128 interpolated)
+    flash_hdim64_fwd_frac: float = _F(default=497.0 / 648.0, gt=0, le=1,
+                                      description="the GPU's native fused attention's forward rate at head dim 64 / "
+                                                  "at head dim 128")
+    flash_hdim64_bwd_frac: float = _F(default=474.0 / 561.0, gt=0, le=1,
+                                      description="the native fused attention's backward rate at head dim 64 / 128")
+    flash2_hdim64_fwd_frac: float = _F(default=324.0 / 370.0, gt=0, le=1,
+                                       description="FlashAttention-2's forward rate at head dim 64 / 128 (flash2 "
+                                                   "and triton rows)")
+    flash2_hdim64_bwd_frac: float = _F(default=291.0 / 322.0, gt=0, le=1,
+                                       description="FlashAttention-2's backward rate at head dim 64 / 128")
     flash_block_tokens: float = _F(default=128.0, ge=16, le=1024,
                                    description="[issue 17] queries (and keys) per tile of a fused attention kernel: a "
                                                "sliding window or chunk costs the tiles it touches "
@@ -324,6 +335,14 @@ PROVENANCE: dict[str, str] = {
                           "the A100 MAMF ceiling (271/312); 0.80 for typical head dims and sequence lengths",
     "flash_bwd_eff_frac": "Dao, 'FlashAttention-2' (2023), section 4.1: backward up to 63% of A100 peak = 0.72 of the "
                           "MAMF ceiling; 0.70",
+    "flash_hdim64_fwd_frac": "[issue 17] Shah et al., 'FlashAttention-3' (2024), Fig. 5a and 5c (H100 SXM5, 16K "
+                             "tokens per batch, hidden 2048, non-causal): FlashAttention-3 forward 497 TFLOP/s at head "
+                             "dim 64, 648 at 128 (cuDNN 413 / 595 in the same figures): thinner Q K^T and P V products "
+                             "per softmax element",
+    "flash_hdim64_bwd_frac": "[issue 17] the same paper, Fig. 6a and 6b (backward, non-causal, 16K): FlashAttention-3 "
+                             "474 TFLOP/s at head dim 64, 561 at 128 (cuDNN 433 / 516)",
+    "flash2_hdim64_fwd_frac": "[issue 17] the same figures' FlashAttention-2 bars: forward 324 at head dim 64, 370 at 128",
+    "flash2_hdim64_bwd_frac": "[issue 17] the same figures' FlashAttention-2 bars: backward 291 at head dim 64, 322 at 128",
     "flash_block_tokens": "[issue 17] FlashAttention-2's kernels (Dao-AILab/flash-attention csrc/flash_attn/src/"
                           "flash_fwd_kernel.h) visit key blocks n_block_min = max(0, (m_block kBlockM - "
                           "window_size_left) / kBlockN) to n_block_max = ceil((m_block + 1) kBlockM / kBlockN) for a "

@@ -768,9 +768,14 @@ def cuda_graph_fields(spec, st, model_name: str = "") -> dict:
 
 
 def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams) -> dict:
-    """The row fields of :func:`attention_kernel_slowdown` (none for the native kernel: a sweep carries none)."""
+    """The row fields of :func:`attention_kernel_slowdown` (none for the native kernel of Hopper and later: a sweep
+    there carries none), and [issue 17] ``attn_fa2``: the kernel is FlashAttention-2's design (flash2 or triton, or
+    the native kernel before Hopper), whose rate falls less at head dim 64 (gpusim.model.llm.head_dim_rate_frac)."""
     fwd, bwd = attention_kernel_slowdown(gpu, attention, params)
-    return {} if fwd == bwd == 1.0 else {"attn_fwd_slow": fwd, "attn_bwd_slow": bwd}
+    out = {} if fwd == bwd == 1.0 else {"attn_fwd_slow": fwd, "attn_bwd_slow": bwd}
+    if attention in ("flash2", "triton") or gpu.architecture not in params.flash2_slow_archs:
+        out["attn_fa2"] = True
+    return out
 
 
 def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:

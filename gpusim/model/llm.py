@@ -180,6 +180,21 @@ def attention_tile_frac(seq_len, window, block_tokens, *, chunked=False, window_
     return float(1.0 - window_layer_frac + window_layer_frac * ratio)
 
 
+def head_dim_rate_frac(d_head, flash2, p):
+    """[issue 17] ``(forward, backward)`` rate of a fused attention kernel at head dimension ``d_head`` against its
+    rate at 128: 1 from 128 up, ``flash_hdim64_*_frac`` (the native kernel) or ``flash2_hdim64_*_frac``
+    (FlashAttention-2 and the Triton kernel, ``flash2``) at 64 and below, linear between. The Q K^T and P V products
+    of a 64-wide head do half the FLOPs per softmax element of a 128-wide one, which the exponentials and the
+    smaller tiles do not keep up with (FlashAttention-3 paper, Figs. 5 and 6: FlashAttention-3 497 against 648
+    TFLOP/s forward on H100). Hand-worked: 96 with the native defaults gives (1 + 0.767) / 2 = 0.884 forward."""
+    d = _f(d_head)
+    f2 = np.asarray(flash2, dtype=bool)
+    lo_f = np.where(f2, p.flash2_hdim64_fwd_frac, p.flash_hdim64_fwd_frac)
+    lo_b = np.where(f2, p.flash2_hdim64_bwd_frac, p.flash_hdim64_bwd_frac)
+    w = np.clip((d - 64.0) / 64.0, 0.0, 1.0)
+    return lo_f + (1.0 - lo_f) * w, lo_b + (1.0 - lo_b) * w
+
+
 def bubble_frac(pp, vp, n_micro):
     """The interleaved 1F1B bubble with equal stages, ``(pp - 1) / (vp m)`` of the steady state (SC'21 eq. 2)."""
     return (_f(pp) - 1.0) / (_f(vp) * _f(n_micro))
@@ -589,8 +604,10 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # (attention_tile_frac; 1 for a plain causal mask). Megatron's unfused attention masks a full score matrix: no gain
     # and a causal kernel computes its diagonal tiles whole (causal_tile_excess)
     win = _f(x.get("attn_tile_frac", 1.0)) * causal_tile_excess(s, p.flash_block_tokens)
-    flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac) + p.kernel_tail_s
-    flash_b = win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac) + p.kernel_tail_s
+    hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
+    flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f) + p.kernel_tail_s
+    flash_b = (win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop / (ceil_rate * p.flash_bwd_eff_frac * hd_b)
+               + p.kernel_tail_s)
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
     attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
     attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)

@@ -122,3 +122,48 @@ def test_flash2_on_the_aggregate_path_says_how_to_compare_on_one_path():
     same_path = simulate({**base, "attention": "flash", "recompute": "none"}, recommend=False)
     assert not any("--recompute none" in a for a in same_path.assumptions)
     assert same_path.step_s == pytest.approx(r2.step_s, rel=1e-9)
+
+
+def test_head_dim_rate_hand_worked():
+    """[issue 17] A fused attention kernel's rate at head dim d against 128 (FlashAttention-3 paper, Figs. 5 and 6)."""
+    from gpusim.model.llm import head_dim_rate_frac
+
+    p = DEFAULT_PARAMS
+    f, b = head_dim_rate_frac(128.0, False, p)
+    assert (float(f), float(b)) == (1.0, 1.0)
+    assert tuple(map(float, head_dim_rate_frac(192.0, False, p))) == (1.0, 1.0)  # MLA's 192-wide heads: as 128
+    f, b = head_dim_rate_frac(64.0, False, p)
+    assert float(f) == pytest.approx(497 / 648) and float(b) == pytest.approx(474 / 561)
+    f, b = head_dim_rate_frac(64.0, True, p)  # FlashAttention-2's own bars fall less
+    assert float(f) == pytest.approx(324 / 370) and float(b) == pytest.approx(291 / 322)
+    f, _ = head_dim_rate_frac(96.0, False, p)
+    assert float(f) == pytest.approx((1 + 497 / 648) / 2)
+
+
+def test_thin_heads_make_the_attention_core_slower(db):
+    """The same model with 64-wide heads (twice the heads) does the same attention FLOPs more slowly; the
+    FlashAttention-2 rows (and Ampere, whose native kernel it is) by the FA2 bars' smaller fall."""
+    import dataclasses
+
+    from gpusim.workload import build_from_spec, get_workload
+
+    base = get_workload("llama3-8b").transformer
+    thin = dataclasses.replace(base, n_heads=base.n_heads * 2, n_kv_heads=base.n_kv_heads * 2,
+                               d_head=(base.d_head or base.d_model // base.n_heads) // 2)
+
+    def attn(spec, gpu, attention=None):
+        wl = build_from_spec(spec, id="t", name="t")
+        res = simulate(Scenario.create(workload=wl, gpu=gpu, gpus=8, tp=8, kind="zero1", precision="bf16",
+                                       micro_batch=1, global_batch=8, seq_len=8192, attention=attention),
+                       db=db, recommend=False)
+        return res.layer_s["attn_f"], res.layer_s["attn_b"]
+
+    f128, b128 = attn(base, "h100-sxm")
+    f64, b64 = attn(thin, "h100-sxm")
+    assert f64 / f128 == pytest.approx(648 / 497, rel=0.02) and b64 / b128 == pytest.approx(561 / 474, rel=0.02)
+    f128, _ = attn(base, "h100-sxm", "flash2")
+    f64, _ = attn(thin, "h100-sxm", "flash2")
+    assert f64 / f128 == pytest.approx(370 / 324, rel=0.02)
+    f128, _ = attn(base, "a100-sxm4-80gb")
+    f64, _ = attn(thin, "a100-sxm4-80gb")
+    assert f64 / f128 == pytest.approx(370 / 324, rel=0.02)
