@@ -129,6 +129,9 @@ BUBBLE_FRAC = 0.10
 TP_COMM_FRAC = 0.10
 #: [issue 17] the least gain of CUDA graphs worth a recommendation (below it the layout is not launch-bound)
 GRAPHS_GAIN_FRAC = 0.03
+#: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
+#: Megatron-Core flag: below it the copies are a small part of the step)
+PADDING_GAIN_FRAC = 0.02
 _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
 
 
@@ -166,6 +169,11 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         add("llm-tp-half", tp=st.tp // 2, pp=st.pp * 2)
     if not st.cuda_graph_scope:  # [issue 17] what the CPU's launches cost: the same layout under CUDA graphs
         add("llm-graphs", cuda_graph_scope=("full_iteration",))
+    if (st.precision in ("fp8", "mxfp8") and st.moe_dispatcher == "alltoall" and not st.moe_router_padding
+            and not ({"moe", "full_iteration"} & set(st.cuda_graph_scope or ()))):
+        # [issue 17] the experts' FP8 row padding copies (gpusim.model.experts.fp8_padding_bytes); a dense model's
+        # variant does not build and is left out
+        add("llm-router-padding", moe_router_padding=True)
     return v
 
 
@@ -180,7 +188,7 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
     wanted = {"llm-selective": not fits, "llm-full": not fits, "llm-zero1": not fits, "llm-sp": not fits,
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
               "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
-              "llm-graphs": True}  # [issue 17] said only where it gains (llm_recommendations)
+              "llm-graphs": True, "llm-router-padding": True}  # [issue 17] said only where they gain
     return [(name, vscn) for name, vscn in (candidates if candidates is not None else llm_variant_candidates(scn, hw))
             if wanted[name]]
 
@@ -236,7 +244,10 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                           + (f" ({'; '.join(parts)})" if parts else "") + ".", None, {}, "high" if bubble > 0.25 * step
             else "medium")
     if "llm-graphs" in by:  # [issue 17] launch-bound layers (small kernels, a slow host CPU, MoE host syncs)
-        g = _gain(thr, by["llm-graphs"][1])
+        # (a full-iteration graph's sync-free MoE layers pad in the router: that part is the padding advice's, so
+        # the graphs' own gain is measured from the router-padded variant where there is one)
+        base_thr = float(by["llm-router-padding"][1]["throughput_samples_per_s"]) if "llm-router-padding" in by else thr
+        g = _gain(base_thr, by["llm-graphs"][1])
         if g >= GRAPHS_GAIN_FRAC:
             rec("llm-cuda-graphs", f"The CPU's kernel launches (and any MoE dispatcher host sync) set the pace of this "
                                    f"layout's layers: CUDA graphs over the whole iteration (Megatron-Core "
@@ -244,6 +255,17 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                    f"static expert buffers) are predicted {g:+.0%}; per-layer scopes (--cuda-graph-scope "
                                    f"attn mlp, or attn moe_router moe_preprocess) take part of it.", g,
                 {"cuda_graph_scope": ["full_iteration"]}, "high" if g >= 0.15 else "medium")
+    if "llm-router-padding" in by:  # [issue 17] the experts' FP8 row padding copies
+        g = _gain(thr, by["llm-router-padding"][1])
+        if g >= PADDING_GAIN_FRAC:
+            rec("llm-moe-router-padding", f"With the all-to-all dispatcher every FP8 MoE layer copies its dispatched "
+                                          f"tokens into a padded buffer before the experts and back after them "
+                                          f"(Transformer Engine Fp8Padding / Fp8Unpadding): padding the routing map "
+                                          f"instead (Megatron-Core --moe-router-padding-for-fp8, gpusim "
+                                          f"--moe-router-padding) is predicted {g:+.0%}; the flex dispatcher "
+                                          f"(DeepEP / HybridEP, --moe-dispatcher deepep) pads inside its "
+                                          f"permutation too.", g, {"moe_router_padding": True},
+                "medium" if g >= 0.05 else "info")
     tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)
     if tpc > TP_COMM_FRAC * step:
         g = _gain(thr, by["llm-tp-half"][1]) if "llm-tp-half" in by else None

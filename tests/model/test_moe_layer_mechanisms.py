@@ -320,3 +320,28 @@ def test_moe_router_padding_option_from_the_cli_and_its_errors(db):
     with pytest.raises(ScenarioError, match="only to mixture-of-experts"):
         simulate(Scenario.create(**{**kw, "workload": get_workload("llama3-8b"), "ep": 1}, moe_router_padding=True), db=db,
                  recommend=False)
+
+
+def test_fp8_padding_is_advised_where_it_costs_and_not_where_it_is_gone(db):
+    """[issue 17] An FP8 MoE layout on the all-to-all dispatcher is told what padding in the router would gain (its
+    own what-if); with router padding, the flex dispatcher or BF16 there is nothing to advise; the CUDA-graph advice
+    counts only the launches (its sync-free variant pads in the router too)."""
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+    from gpusim.workload import get_workload
+
+    kw = dict(workload=get_workload("qwen3-30b-a3b"), node="dgx-b200", gpus=8, ep=8, precision="mxfp8",
+              micro_batch=4, global_batch=512, seq_len=4096, kind="zero1")
+
+    def recs(**over):
+        return {r["id"]: r for r in simulate(Scenario.create(**{**kw, **over}), db=db).recommendations}
+
+    got = recs()
+    pad = got["llm-moe-router-padding"]
+    padded = simulate(Scenario.create(**kw, moe_router_padding=True), db=db, recommend=False)
+    plain = simulate(Scenario.create(**kw), db=db, recommend=False)
+    assert pad["gain_frac"] == pytest.approx(padded.throughput_samples_per_s / plain.throughput_samples_per_s - 1,
+                                             abs=1e-3) and pad["gain_frac"] > 0.02
+    assert "llm-cuda-graphs" not in got  # this layout is GPU-bound: the graphs' gain here was the padding's
+    for over in ({"moe_router_padding": True}, {"moe_dispatcher": "deepep"}, {"precision": "bf16"}):
+        assert "llm-moe-router-padding" not in recs(**over)
