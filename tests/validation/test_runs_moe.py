@@ -109,3 +109,18 @@ def test_a_layout_that_does_not_split_the_layers_says_how_published_runs_do_it(c
                  "--seq-len", "4096", "--precision", "fp8", "--strategy", "zero1"])
     err = capsys.readouterr()[1]
     assert code == 2 and "--uneven-pp" in err and "published runs" in err
+
+
+def test_runs_whose_source_states_hybridep_take_the_flex_dispatcher():
+    """[issue 17] The rule of 2026-12-06 (validation/README.md): a row whose source states HybridEP or DeepEP is
+    predicted with gpusim's flex dispatcher (``moe_dispatcher=deepep``), whose FP8 padding and permutation are
+    fused; the rows whose card does not state the dispatcher keep the default."""
+    from gpusim.validation_runs import options
+
+    rows = _rows()
+    stated = [r for r in rows if "HybridEP" in r["notes"] or "DeepEP" in r["notes"]]
+    assert len(stated) >= 16
+    for r in stated:
+        assert options(r["notes"]).get("moe_dispatcher") == "deepep", r["run_id"]
+    unstated = [r for r in rows if "dispatcher not stated on the card" in r["notes"]]
+    assert unstated and all("moe_dispatcher" not in options(r["notes"]) for r in unstated)
