@@ -499,25 +499,25 @@ def layer_lines(d: dict | None) -> list[str]:
     dur = units.format_duration
 
     def parts(pas: str) -> str:
-        named = [("attention core", d[f"attn_{pas}"])]
-        if d["moe_frac"] > 0:
-            named.append(("MoE experts", d[f"experts_{pas}"]))
-        if pas == "b" and d["recompute_b"] > 0:
-            named.append(("recomputation", d["recompute_b"]))
+        named = [("attention core", d[f"attn_{pas}_s"])]
+        if d["moe_layer_frac"] > 0:
+            named.append(("MoE experts", d[f"experts_{pas}_s"]))
+        if pas == "bwd" and d["recompute_bwd_s"] > 0:
+            named.append(("recomputation", d["recompute_bwd_s"]))
         return ", ".join(f"{n} {dur(v)}" for n, v in named)
 
     out = ["one transformer layer, one micro-batch (averaged over the layers):"]
-    for pas, name in (("f", "forward"), ("b", "backward")):
-        gpu, cpu, took = d[f"gpu_{pas}"], d[f"cpu_{pas}"], d[f"layer_{pas}"]
+    for pas, name in (("fwd", "forward"), ("bwd", "backward")):
+        gpu, cpu, took = d[f"gpu_{pas}_s"], d[f"cpu_{pas}_s"], d[f"layer_{pas}_s"]
         pace = "the CPU's launches set the pace" if took > gpu * 1.005 else "the GPU sets the pace"
         out.append(f"  {name:<9} GPU {dur(gpu)} ({parts(pas)}); CPU launches {dur(cpu)}: {dur(took)}, {pace}")
-    comm = [(n, d[f"{k}_f"], d[f"{k}_b"]) for k, n in (("tp", "tensor parallel"), ("cp", "context parallel"),
-                                                       ("ep", "expert all-to-all")) if d[f"{k}_f"] + d[f"{k}_b"] > 0]
+    comm = [(n, d[f"{k}_fwd_s"], d[f"{k}_bwd_s"]) for k, n in (("tp", "tensor parallel"), ("cp", "context parallel"),
+                                                       ("ep", "expert all-to-all")) if d[f"{k}_fwd_s"] + d[f"{k}_bwd_s"] > 0]
     if comm:
         out.append("  exposed communication (forward / backward): "
                    + "; ".join(f"{n} {dur(f)} / {dur(b)}" for n, f, b in comm))
-    if d["moe_frac"] > 0 and d["a2a"] > 0:
-        out.append(f"  one MoE all-to-all takes {dur(d['a2a'])} (four per MoE layer: dispatch and combine, forward "
+    if d["moe_layer_frac"] > 0 and d["a2a_s"] > 0:
+        out.append(f"  one MoE all-to-all takes {dur(d['a2a_s'])} (four per MoE layer: dispatch and combine, forward "
                    f"and backward)" + ("; the dispatcher waits on the host for the token counts once per forward, "
-                                       "so the CPU cannot run ahead across MoE layers" if d["syncs"] > 0 else ""))
+                                       "so the CPU cannot run ahead across MoE layers" if d["host_sync_flag"] > 0 else ""))
     return out

@@ -777,23 +777,26 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     return out
 
 
-LAYER_DETAIL_KEYS = ("gpu_f", "gpu_b", "cpu_f", "cpu_b", "layer_f", "layer_b", "attn_f", "attn_b", "recompute_b",
-                     "moe_frac", "experts_f", "experts_b", "a2a", "syncs", "tp_f", "tp_b", "cp_f", "cp_b", "ep_f",
-                     "ep_b")
+#: [issue 17] layer_detail's names (StepResult.layer_s, in SI units) for the internal columns of _layer_rows_terms
+LAYER_DETAIL_KEYS = {"gpu_f": "gpu_fwd_s", "gpu_b": "gpu_bwd_s", "cpu_f": "cpu_fwd_s", "cpu_b": "cpu_bwd_s",
+                     "layer_f": "layer_fwd_s", "layer_b": "layer_bwd_s", "attn_f": "attn_fwd_s", "attn_b": "attn_bwd_s",
+                     "recompute_b": "recompute_bwd_s", "moe_frac": "moe_layer_frac", "experts_f": "experts_fwd_s",
+                     "experts_b": "experts_bwd_s", "a2a": "a2a_s", "syncs": "host_sync_flag", "tp_f": "tp_fwd_s",
+                     "tp_b": "tp_bwd_s", "cp_f": "cp_fwd_s", "cp_b": "cp_bwd_s", "ep_f": "ep_fwd_s", "ep_b": "ep_bwd_s"}
 
 
 def layer_detail(x: dict, p) -> dict[str, float]:
     """[issue 17] One transformer layer's seconds per micro-batch, averaged over the layers, for one row of ``x``
-    (:func:`gpusim.model.step.layer_detail` builds it): ``gpu_f`` / ``gpu_b`` the GPU's own forward and backward
-    time (``attn_*`` of it the attention core, ``experts_*`` the MoE layers' routed and shared experts with their
-    permutations and casts, averaged over the layers, ``recompute_b`` what the backward runs again), ``cpu_f`` /
-    ``cpu_b`` the CPU's launches, ``layer_f`` / ``layer_b`` the time the layer takes (the slower of the two, with
-    the MoE dispatcher's host sync), ``a2a`` one MoE all-to-all, ``syncs`` 1 where the dispatcher waits on the host,
-    and the exposed ``tp_*``, ``cp_*``, ``ep_*`` communication. Evaluated for one scenario only: the sweep path
-    (:func:`llm_terms`) does not carry these columns."""
+    (:func:`gpusim.model.step.layer_detail` builds it): ``gpu_fwd_s`` / ``gpu_bwd_s`` the GPU's own forward and
+    backward time (``attn_*`` of it the attention core, ``experts_*`` the MoE layers' routed and shared experts with
+    their permutations and casts, averaged over the layers, ``recompute_bwd_s`` what the backward runs again),
+    ``cpu_*`` the CPU's launches, ``layer_*`` the time the layer takes (the slower of the two, with the MoE
+    dispatcher's host sync), ``moe_layer_frac`` the share of MoE layers, ``a2a_s`` one MoE all-to-all,
+    ``host_sync_flag`` 1 where the dispatcher waits on the host, and the exposed ``tp_*``, ``cp_*``, ``ep_*``
+    communication. Evaluated for one scenario only: the sweep path (:func:`llm_terms`) does not carry these columns."""
     keys = [k for k in x if k not in _PIPELINE_KEYS]
     out = _layer_rows_terms({k: x[k] for k in keys}, p, Distinct(), detail=True)
-    return {k: float(np.ravel(np.asarray(out[k], dtype=np.float64))[0]) for k in LAYER_DETAIL_KEYS}
+    return {name: float(np.ravel(np.asarray(out[k], dtype=np.float64))[0]) for k, name in LAYER_DETAIL_KEYS.items()}
 
 
 def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:

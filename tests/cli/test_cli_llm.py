@@ -104,12 +104,12 @@ def test_predict_tells_where_one_layer_goes(capsys):
     assert code == 0
     d = json.loads(out)
     ls = d["layer_s"]
-    for pas in ("f", "b"):
-        assert ls[f"layer_{pas}"] >= max(ls[f"gpu_{pas}"], ls[f"cpu_{pas}"]) * (1 - 1e-12)
-        assert ls[f"attn_{pas}"] + ls[f"experts_{pas}"] <= ls[f"gpu_{pas}"]
-    assert ls["moe_frac"] == 0.0 and ls["syncs"] == 0.0 and ls["tp_f"] > 0
+    for pas in ("fwd", "bwd"):
+        assert ls[f"layer_{pas}_s"] >= max(ls[f"gpu_{pas}_s"], ls[f"cpu_{pas}_s"]) * (1 - 1e-12)
+        assert ls[f"attn_{pas}_s"] + ls[f"experts_{pas}_s"] <= ls[f"gpu_{pas}_s"]
+    assert ls["moe_layer_frac"] == 0.0 and ls["host_sync_flag"] == 0.0 and ls["tp_fwd_s"] > 0
     layers, micro = 80, d["n_micro_batches"]
-    assert d["breakdown_s"]["compute_s"] >= layers * micro * (ls["layer_f"] + ls["layer_b"]) * (1 - 1e-9)
+    assert d["breakdown_s"]["compute_s"] >= layers * micro * (ls["layer_fwd_s"] + ls["layer_bwd_s"]) * (1 - 1e-9)
     code, out, _ = run(capsys, "predict", "--model", "qwen3-30b-a3b", "--gpu", "b200", "--gpus", "8", "--ep", "8",
                        "--precision", "bf16", "--global-batch", "64", "--seq-len", "4096")
     assert code == 0

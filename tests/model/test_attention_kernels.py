@@ -156,7 +156,7 @@ def test_thin_heads_make_the_attention_core_slower(db):
         res = simulate(Scenario.create(workload=wl, gpu=gpu, gpus=8, tp=8, kind="zero1", precision="bf16",
                                        micro_batch=1, global_batch=8, seq_len=8192, attention=attention),
                        db=db, recommend=False)
-        return res.layer_s["attn_f"], res.layer_s["attn_b"]
+        return res.layer_s["attn_fwd_s"], res.layer_s["attn_bwd_s"]
 
     f128, b128 = attn(base, "h100-sxm")
     f64, b64 = attn(thin, "h100-sxm")
