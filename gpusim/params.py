@@ -254,6 +254,12 @@ class ModelParams(BaseModel):
     te_layer_cpu_fp8_mult: float = _F(default=1.365, ge=1.0, le=10.0,
                                       description="a layer's CPU launch time in FP8 / in BF16 (TE's quantisation "
                                                   "bookkeeping)")
+    # [issue 17] CPU time of Transformer Engine's CuTe DSL fused grouped MLP (gpusim.model.experts.fused_mlp_cpu_s)
+    te_fused_moe_mlp_cpu_fwd_s: float = _F(default=436.2e-6, ge=0, le=1.0,
+                                           description="CPU time of one fused grouped-MLP forward (64 local experts) on "
+                                                       "an x86 DGX host")
+    te_fused_moe_mlp_cpu_bwd_s: float = _F(default=763.4e-6, ge=0, le=1.0,
+                                           description="the same for its backward pass")
     # [issue 17] (h17ceiling) memory a fit must leave free beyond the modelled use (gpusim.model.memory.headroom_bytes)
     nccl_communicator_bytes: float = _F(default=688e6, ge=0,
                                         description="GPU memory of each NCCL communicator a rank holds beyond the first "
@@ -513,6 +519,13 @@ PROVENANCE: dict[str, str] = {
                           "8480C) launches a torch Linear forward in 13.48 us against 37.08 us on GB200 "
                           "(NVIDIA/TransformerEngine issue #2053): / 2.751 = 125.2 us forward",
     "te_layer_cpu_bwd_s": "[issue 17] (1729.4 - 344.5) / 2.751 = 503.4 us on an x86 host (see te_layer_cpu_fwd_s)",
+    "te_fused_moe_mlp_cpu_fwd_s": "[issue 17] NVIDIA/TransformerEngine issue #2897 ('Reduce CPU overhead in grouped MLP "
+                                  "block', 2026-04-16): the fused ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8 / "
+                                  "BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8 ops 'on GB200 with 64 experts and 128 hidden "
+                                  "size ... the forward pass takes ~1.2 ms and the backward pass takes ~2.1 ms' (a "
+                                  "CPU-bound benchmark); on the x86 reference host 1.2 ms / 2.751 (the Grace/x86 ratio "
+                                  "of te_layer_cpu_fwd_s) = 436.2 us",
+    "te_fused_moe_mlp_cpu_bwd_s": "[issue 17] 2.1 ms / 2.751 = 763.4 us (see te_fused_moe_mlp_cpu_fwd_s)",
     "te_layer_cpu_fp8_mult": "[issue 17] NVIDIA/TransformerEngine PR #3523 (GB200): MXFP8 / BF16 forward + backward CPU "
                              "time, Linear 440.93 / 311.30, LayerNormLinear 518.67 / 397.73; for the layer above "
                              "(2 x 518.67 + 3 x 440.93) / 1729.4 = 1.365",

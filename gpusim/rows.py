@@ -708,6 +708,7 @@ def moe_fields(spec, strategy) -> dict:
             "ep_overlap": EP_OVERLAPS[strategy.ep_overlap], "moe_dispatcher": DISPATCHERS[strategy.moe_dispatcher],
             "ep_fp8_dispatch": bool(strategy.ep_fp8_dispatch),
             "moe_router_padding": bool(strategy.moe_router_padding),  # [issue 17]
+            "moe_fused_mlp": bool(strategy.moe_fused_mlp),  # [issue 17]
             "moe_n_groups": float(groups or 1), "moe_topk_groups": float(limit) if limit else float("inf"),
             "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),

@@ -80,14 +80,15 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
 
 def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
              ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
-             dp: int | None = None, moe_router_padding: bool = False) -> None:
+             dp: int | None = None, moe_router_padding: bool = False, moe_fused_mlp: bool = False) -> None:
     """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
     The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
     moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
                                                                                capacity is not None),
                                  ("ep_overlap", ep_overlap != "none"), ("moe_dispatcher", moe_dispatcher != "alltoall"),
                                  ("ep_fp8_dispatch", ep_fp8_dispatch),
-                                 ("moe_router_padding", moe_router_padding)) if on]
+                                 ("moe_router_padding", moe_router_padding),
+                                 ("moe_fused_mlp", moe_fused_mlp)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
             flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
@@ -180,7 +181,7 @@ def scenario_layout(scn, hw, workload):
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
              ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
              dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None,
-             moe_router_padding=st.moe_router_padding)
+             moe_router_padding=st.moe_router_padding, moe_fused_mlp=st.moe_fused_mlp)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
     lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,
@@ -190,6 +191,7 @@ def scenario_layout(scn, hw, workload):
     check_dualpipe(st.ep_overlap, pp=lay.pp, vp=lay.vp, n_micro=lay.n_micro)  # [issue 12]
     check_mamba(spec, tp=lay.tp, cp=lay.cp)  # [issue 17]
     check_memory_saving(spec, st)
+    check_fused_mlp(spec, st, hw.gpu)  # [issue 17]
     if offload_layout_bad(st.activation_offload_layers, n_layers, lay.pp):  # [issue 17]
         per_stage = n_layers // lay.pp
         raise ScenarioError(f"--activation-offload-layers {st.activation_offload_layers}: a pipeline stage holds "
@@ -197,6 +199,45 @@ def scenario_layout(scn, hw, workload):
                             f"of them (Megatron-Core's cpu_offloading_num_layers must stay below the layers; one "
                             f"layer's activations are always on the GPU)")
     return spec, lay
+
+
+#: [issue 17] Transformer Engine's CuTe DSL fused grouped MLP takes only FC dimensions that are multiples of this
+#: (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8.__init__`` in transformer_engine/pytorch/ops/fused/: "Unsupported dims")
+FUSED_MLP_DIM_MULTIPLE = 256
+
+
+def check_fused_mlp(spec, st, gpu) -> None:
+    """[issue 17] ``--moe-fused-mlp`` (Transformer Engine's CuTe DSL fused grouped MLP) runs where TE registers the
+    fusion: MXFP8 (``recipe.mxfp8()``), an SM 10.x GPU (``get_device_compute_capability()[0] == 10``: B200, GB200,
+    B300, GB300), a gated FFN (GroupedLinear, ScaledSwiGLU, GroupedLinear), FC dimensions that are multiples of 256 and
+    no expert tensor parallelism (Megatron-Core's op-fuser experts take ``tp_group.size() == 1``); it saves the SwiGLU's
+    input inside the fused kernel, so gpusim does not model it with ``--recompute-modules moe_act``. Raises
+    ScenarioError naming the fix."""
+    if not getattr(st, "moe_fused_mlp", False):
+        return
+    name = getattr(spec, "name", None) or "this model"
+    problems = []
+    if st.precision != "mxfp8":
+        problems.append(f"--precision mxfp8 (the fused kernels are MXFP8 only; got {st.precision})")
+    cc = getattr(gpu, "compute_capability", None) or ""
+    if not cc.startswith("10."):
+        problems.append(f"a Blackwell data-centre GPU of compute capability 10.x (B200, GB200, B300, GB300; "
+                        f"{getattr(gpu, 'name', None) or 'this GPU'} is {cc or 'of unknown compute capability'})")
+    if not getattr(spec, "gated_ffn", False):
+        problems.append(f"a gated (SwiGLU) expert FFN ({name}'s is not gated)")
+    dims = {"hidden size": int(getattr(spec, "d_model", 0) or 0),
+            "expert FFN width": int(getattr(spec, "expert_ff_dim", 0) or 0)}
+    bad = [f"{k} {v}" for k, v in dims.items() if v % FUSED_MLP_DIM_MULTIPLE]
+    if bad:
+        problems.append(f"FC dimensions that are multiples of {FUSED_MLP_DIM_MULTIPLE} ({name}: {', '.join(bad)})")
+    if st.expert_tp > 1:
+        problems.append(f"no expert tensor parallelism (--expert-tp 1; got {st.expert_tp})")
+    if "moe_act" in (st.recompute_modules or ()):
+        problems.append("no --recompute-modules moe_act (the fused kernel keeps the SwiGLU input itself; gpusim does "
+                        "not model the two together)")
+    if problems:
+        raise ScenarioError("--moe-fused-mlp needs " + "; ".join(problems) + " (drop --moe-fused-mlp to run the "
+                            "experts as Transformer Engine's GroupedLinear layers)")
 
 
 def check_memory_saving(spec, st) -> None:

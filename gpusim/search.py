@@ -91,6 +91,10 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+#: [issue 12] the MoE options a layout search carries on its pins (Strategy fields of the same names)
+MOE_PIN_FIELDS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp")
+
+
 @dataclass(frozen=True)
 class Pins:
     """Degrees fixed by the user (None: searched)."""
@@ -107,12 +111,13 @@ class Pins:
     moe_dispatcher: str | None = None
     ep_fp8_dispatch: bool | None = None
     moe_router_padding: bool | None = None  # [issue 17]
+    moe_fused_mlp: bool | None = None  # [issue 17]
     # [issue 17] CUDA-graph scopes (Strategy.cuda_graph_scope; not searched: empty is eager)
     cuda_graph_scope: tuple[str, ...] | None = None
 
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
-        return {k: v for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding")
+        return {k: v for k in MOE_PIN_FIELDS
                 if (v := getattr(self, k)) not in (None, False, "none", "alltoall")}
 
     def moe_option_fields(self) -> dict:
@@ -130,6 +135,8 @@ class Pins:
             out["ep_fp8_dispatch"] = True
         if "moe_router_padding" in o:  # [issue 17]
             out["moe_router_padding"] = True
+        if "moe_fused_mlp" in o:  # [issue 17]
+            out["moe_fused_mlp"] = True
         if self.cuda_graph_scope:  # [issue 17]
             from gpusim.model.graphs import scope_mask
 
@@ -200,7 +207,7 @@ def _base_row(scenario, hw, wl, params, pins: Pins | None = None) -> dict:
     from gpusim.rows import scenario_row
 
     st = scenario.strategy
-    opts = Pins(**{k: getattr(st, k) for k in ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding")}
+    opts = Pins(**{k: getattr(st, k) for k in MOE_PIN_FIELDS}
                 | (pins or Pins()).moe_options())
     base = scenario.with_changes(tp=1, pp=1, vp=1, cp=1, ep=1, sp=None, per_gpu_batch=1, global_batch=None, accum=1,
                                  recompute="none", kind="zero1" if st.kind not in ("ddp", "zero1") else st.kind,

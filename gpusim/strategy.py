@@ -198,6 +198,12 @@ class Strategy(FiniteModel):
                                      "dispatcher: the router pads each expert's tokens to the FP8 GEMMs' multiple "
                                      "(Megatron-Core --moe-router-padding-for-fp8) instead of the experts copying "
                                      "their rows into a padded buffer and back (gpusim.model.experts.fp8_padding_bytes)")
+    moe_fused_mlp: bool = Field(default=False, description="[issue 17] with mxfp8 on Blackwell (SM100): the routed "
+                                "experts run Transformer Engine's CuTe DSL fused grouped MLP (Megatron-Core "
+                                "--use-transformer-engine-op-fuser with --moe-mlp-glu-interleave-size 32 and "
+                                "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): fc1 with the SwiGLU and the fc2 input's "
+                                "quantisation in one kernel over all local experts, fc2 in one, and fc2's data "
+                                "gradient with the SwiGLU's backward in one (gpusim.model.experts.fused_mlp_terms)")
     # [issue 12] memory-saving mechanisms (DeepSeek-V3 sections 3.2.3 and 3.3.2; Megatron-Core's interface)
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(
         default=None, description="modules recomputed in the backward pass (Megatron-Core --recompute-modules): "
@@ -336,6 +342,7 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or self.moe_router_padding
+                or self.moe_fused_mlp
                 or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0
                 or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer

@@ -92,7 +92,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
-               "moe_router_padding_for_fp8")  # [issue 17]
+               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -308,7 +308,10 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     for key, field, values in (("grad_reduce_in_fp32", "grad_dtype", {True: "fp32", False: "bf16"}),
                                ("fp8_activations", "fp8_activations", {True: True, False: False}),
                                ("disable_parameter_transpose_cache", "fp8_transpose_cache", {True: False, False: True}),
-                               ("moe_router_padding_for_fp8", "moe_router_padding", {True: True, False: False})):
+                               ("moe_router_padding_for_fp8", "moe_router_padding", {True: True, False: False}),
+                               # [issue 17] TE's CuTe DSL fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 with
+                               # Megatron-Core's op fuser and 32-wide GLU interleaving)
+                               ("cutedsl_fused_grouped_mlp", "moe_fused_mlp", {True: True, False: False})):
         if key in opts:
             if opts[key].lower() not in _BOOL:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"

@@ -174,7 +174,7 @@ def add_layout_args(p) -> None:
 
 
 #: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
-MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding")
+MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp")
 
 
 def add_moe_args(g) -> None:
@@ -193,6 +193,11 @@ def add_moe_args(g) -> None:
                    help="[issue 17] with --precision fp8/mxfp8 and the alltoall dispatcher: pad each expert's tokens "
                         "in the router (Megatron-Core --moe-router-padding-for-fp8) instead of copying the experts' "
                         "rows into a padded buffer and back")
+    g.add_argument("--moe-fused-mlp", action="store_true", default=None,
+                   help="[issue 17] with --precision mxfp8 on Blackwell: the experts run Transformer Engine's CuTe "
+                        "DSL fused grouped MLP (Megatron-Core --use-transformer-engine-op-fuser, "
+                        "--moe-mlp-glu-interleave-size 32, NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): one kernel per GEMM "
+                        "over all local experts, the SwiGLU and its quantisation in the GEMMs' epilogues")
 
 
 #: [issue 12] memory-saving options (Strategy fields of the same names)

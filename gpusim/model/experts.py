@@ -262,7 +262,7 @@ def moe_forward_kernels(local_experts, fp8):
     return MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
 
 
-def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extra_bwd=0.0):
+def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extra_bwd=0.0, fused=False):
     """``(forward, backward, forward before the host sync)`` CPU seconds one MoE layer adds to a dense layer's
     launches (one micro-batch): the forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each
     (ModelParams ``launch_cpu_s`` times the host's slowdown); the backward runs each router and dispatcher
@@ -271,13 +271,72 @@ def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extr
     (+ 2 E_local)``; the first :data:`MOE_PRESYNC_FWD_KERNELS` of the forward precede the dispatcher's sync. [issue
     17] The CUDA-graph scopes ``cuda_graphs`` (gpusim.model.graphs) replace the operations they capture by one
     replay each (:func:`gpusim.model.graphs.moe_cpu_ops`). ``extra_fwd`` / ``extra_bwd``: further eager operations
-    after the sync (the expert bias and GLU clamp kernels of :func:`expert_extra_bytes`)."""
+    after the sync (the expert bias and GLU clamp kernels of :func:`expert_extra_bytes`). [issue 17] ``fused``
+    (Transformer Engine's fused grouped MLP): no per-expert GEMM or quantisation launch and no separate activation
+    operation (the op's own CPU time is :func:`fused_mlp_cpu_s`, which the caller adds)."""
     local = _f(local_experts)
     fp8_on = np.asarray(fp8) > 0
-    per_f = 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0) + _f(extra_fwd)
-    per_b = 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0) + _f(extra_bwd)
+    fz = np.asarray(fused, dtype=bool)
+    per_f = np.where(fz, -1.0, 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0)) + _f(extra_fwd)
+    per_b = np.where(fz, -1.0, 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0)) + _f(extra_bwd)
     fwd, bwd, pre = GRAPHS.moe_cpu_ops(MOE_FIXED_FWD_KERNELS, per_f, per_b, MOE_PRESYNC_FWD_KERNELS, cuda_graphs)
     return fwd * _f(launch_s), bwd * _f(launch_s), pre * _f(launch_s)
+
+
+
+#: [issue 17] shares of the fused grouped MLP's CPU time (TransformerEngine issue #2897, GB200, 64 experts) spent in
+#: per-expert work, which scales with the local experts: forward, the weight quantizers' initialisation (~90 us) and
+#: ``tex.get_device_pointer_for_data_and_scales`` (">100 us") of ~1.2 ms; backward, the weight-gradient tensor
+#: allocations (~350 us) and ``clear_tensor_data`` (~200 us) of ~2.1 ms. The rest (the cuDNN kernels' launches,
+#: tensor reshapes, the op fuser's bookkeeping) is taken as fixed
+FUSED_MLP_CPU_PER_EXPERT_FWD = 190.0 / 1200.0
+FUSED_MLP_CPU_PER_EXPERT_BWD = 550.0 / 2100.0
+#: the local experts of TransformerEngine issue #2897's measurement
+FUSED_MLP_CPU_REF_EXPERTS = 64.0
+
+
+def fused_mlp_cpu_s(local_experts, fwd_ref_s, bwd_ref_s):
+    """[issue 17] ``(forward, backward)`` CPU seconds of Transformer Engine's fused grouped MLP (one MoE layer, one
+    micro-batch, reference host) with ``local_experts`` experts: the measured op costs ``fwd_ref_s`` / ``bwd_ref_s``
+    at 64 experts (ModelParams ``te_fused_moe_mlp_cpu_fwd_s`` / ``_bwd_s``), their per-expert shares
+    (:data:`FUSED_MLP_CPU_PER_EXPERT_FWD`, ``_BWD``) scaled to the local experts. Hand-worked, 16 experts:
+    forward 436.2 x (1 - 0.1583 + 0.1583 x 16 / 64) = 384.4 us, backward 763.4 x (1 - 0.2619 x 0.75) = 613.5 us."""
+    frac = _f(local_experts) / FUSED_MLP_CPU_REF_EXPERTS
+    fwd = _f(fwd_ref_s) * (1.0 - FUSED_MLP_CPU_PER_EXPERT_FWD + FUSED_MLP_CPU_PER_EXPERT_FWD * frac)
+    bwd = _f(bwd_ref_s) * (1.0 - FUSED_MLP_CPU_PER_EXPERT_BWD + FUSED_MLP_CPU_PER_EXPERT_BWD * frac)
+    return fwd, bwd
+
+
+def fused_mlp_terms(gemm, *, tpe, local, h, fe, up, e, both, w_out, w_src):
+    """[issue 17] ``(forward, backward)`` GPU seconds of the routed experts' GEMMs under Transformer Engine's CuTe DSL
+    fused grouped MLP (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8`` / ``BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8`` in
+    ``transformer_engine/pytorch/ops/fused/``, cuDNN front-end kernels; Megatron-Core
+    ``--use-transformer-engine-op-fuser`` with ``--moe-mlp-glu-interleave-size 32``), one MoE layer and micro-batch.
+
+    Forward, two kernels over all ``local`` experts (dynamic tile scheduling over the groups' ``padded_offsets``,
+    so one wave quantisation for all experts' tiles, ``batch = local``): ``grouped_gemm_glu`` (fc1, then the SwiGLU
+    times the routing probability and the MXFP8 quantisation of the result in its epilogue: it writes the bf16 fc1
+    output the backward keeps, ``e`` bytes per output element, and the row- and column-wise FP8 copies of fc2's input
+    with their scales, ``both`` bytes per element of that input, ``up`` times fewer) and ``grouped_gemm_quant`` (fc2).
+    Backward: ``grouped_gemm_dswiglu`` (fc2's data gradient, the SwiGLU's backward from the kept fc1 output, read in
+    the epilogue, and the FP8 copies of fc1's output gradient, written: ``up e`` read and ``up both`` written per
+    output element), one kernel over all experts; fc2's weight gradient and fc1's data and weight gradients still
+    run as ``general_grouped_gemm`` (one cuBLAS GEMM per expert on TE's compute streams: :func:`grouped_gemm_rounds`).
+    The SwiGLU's own passes and the separate quantisations of fc2's input and fc1's output gradient are gone (the
+    caller drops them); fc1's input and fc2's output gradient are still quantised, each by one kernel over all
+    experts (``tex.group_quantize``, ``tex.split_quantize``). Shapes per expert: ``tpe`` tokens, ``h`` hidden,
+    ``fe`` the expert FFN width per expert-TP rank; ``gemm(m, n, k, batch, out_bytes=, src_bytes=)`` is the
+    caller's GEMM (FP8 where the row trains in FP8). Memory: the fused forward keeps what the unfused MXFP8 path
+    keeps (the bf16 fc1 output for the SwiGLU's backward, the column-wise FP8 copies of both GEMMs' inputs, the
+    routing probabilities), so the activation memory is not changed."""
+    rounds, conc = grouped_gemm_rounds(local)
+    up_f = gemm(tpe, fe * up, h, local, out_bytes=e + both / up)
+    dn_f = gemm(tpe, h, fe, local, out_bytes=e)
+    dn_dgrad = gemm(tpe, fe, h, local, out_bytes=up * both, src_bytes=up * e)
+    dn_wgrad = rounds * gemm(fe, h, tpe, conc, out_bytes=w_out, src_bytes=w_src)
+    up_b = rounds * (gemm(tpe, h, fe * up, conc, out_bytes=e)
+                     + gemm(h, fe * up, tpe, conc, out_bytes=w_out, src_bytes=w_src))
+    return up_f + dn_f, dn_dgrad + dn_wgrad + up_b
 
 
 def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
@@ -506,15 +565,32 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
                                    sort_chunks=sorts_chunks(dispatcher, ep, local), dispatcher=dispatcher)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
     fixed_tail = MOE_FIXED_GPU_KERNELS * p.kernel_tail_s
+    fp8_code = np.asarray(x.get("fp8_mode", 0))
+    # [issue 17] Transformer Engine's fused grouped MLP (fused_mlp_terms): its GEMMs replace the grouped ones, the
+    # SwiGLU's passes and two of the four per-expert quantisations (MXFP8 only: gpusim.rules.check_fused_mlp)
+    fused = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (fp8_code > 0)
+    if np.any(fused):
+        both = FP8.cast_bytes_per_elem(fp8_code) - e  # the row- and column-wise FP8 copies and scales, written
+        fz_f, fz_b = fused_mlp_terms(gemm, tpe=tpe, local=local, h=h, fe=fe / etp, up=up, e=e, both=both,
+                                     w_out=w_out, w_src=w_src)
+        x_up_f = np.where(fused, fz_f, x_up_f)
+        x_dn_f = np.where(fused, 0.0, x_dn_f)
+        x_up_b = np.where(fused, fz_b, x_up_b)
+        x_dn_b = np.where(fused, 0.0, x_dn_b)
+        x_act = np.where(fused, 0.0, x_act)
     experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate + fixed_tail
     experts_b = x_up_b + x_dn_b + (2.0 * x_act + perm_bytes) / mem_rate + fixed_tail
     # [issue 17] FP8: the experts' inputs and output gradients quantised by separate per-expert kernels
-    # (expert_cast_bytes), each a kernel of its own
-    fp8_code = np.asarray(x.get("fp8_mode", 0))
+    # (expert_cast_bytes), each a kernel of its own; the fused grouped MLP quantises fc2's input and fc1's output
+    # gradient in its GEMMs' epilogues and the other two by one kernel over all experts each
     if np.any(fp8_code > 0):
         cast_f, cast_b = expert_cast_bytes(fp8_code, T=T, recv_tokens=routed_tokens, h=h, f=fd, fe=fe, fs=fs, up=up,
                                            tp=tp, etp=etp)
-        quant_tail = np.where(fp8_code > 0, 2.0 * local * p.kernel_tail_s, 0.0)
+        if np.any(fused):
+            per = FP8.cast_bytes_per_elem(fp8_code)
+            cast_f = cast_f - np.where(fused, routed_tokens * fe / etp * per, 0.0)
+            cast_b = cast_b - np.where(fused, routed_tokens * fe * up / etp * per, 0.0)
+        quant_tail = np.where(fp8_code > 0, np.where(fused, 1.0, 2.0 * local) * p.kernel_tail_s, 0.0)
         experts_f = experts_f + cast_f / mem_rate + quant_tail
         experts_b = experts_b + cast_b / mem_rate + quant_tail
         # [issue 17] the FP8 row padding of the all-to-all dispatcher's tokens (fp8_padding_bytes)
@@ -576,8 +652,16 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
     host = _f(x.get("host_cpu_mult", 1.0))
     graphs = _f(x.get("cuda_graphs", 0.0))  # [issue 17] CUDA-graph scopes (gpusim.model.graphs)
+    fused_on = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (np.asarray(x.get("fp8_mode", 0)) > 0)
     cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host, graphs,
-                                        extra_f_ops, extra_b_ops)
+                                        extra_f_ops, extra_b_ops, fused=fused_on)
+    if np.any(fused_on):  # [issue 17] the fused op's own CPU time in place of the grouped linear layers' modules
+        ff, fb = fused_mlp_cpu_s(local, p.te_fused_moe_mlp_cpu_fwd_s, p.te_fused_moe_mlp_cpu_bwd_s)
+        keep = ~GRAPHS.sync_free(graphs)  # (``moe`` and ``full_iteration`` capture it)
+        mlp_f = (1.0 - GRAPHS.ATTN_CPU_SHARE_FWD) * p.te_layer_cpu_fwd_s * p.te_layer_cpu_fp8_mult
+        mlp_b = (1.0 - GRAPHS.ATTN_CPU_SHARE_BWD) * p.te_layer_cpu_bwd_s * p.te_layer_cpu_fp8_mult
+        cpu_f = cpu_f + np.where(fused_on & keep, np.maximum(ff - mlp_f, 0.0) * host, 0.0)
+        cpu_b = cpu_b + np.where(fused_on & keep, np.maximum(fb - mlp_b, 0.0) * host, 0.0)
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local) & ~GRAPHS.sync_free(graphs)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f

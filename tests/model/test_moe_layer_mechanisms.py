@@ -345,3 +345,101 @@ def test_fp8_padding_is_advised_where_it_costs_and_not_where_it_is_gone(db):
     assert "llm-cuda-graphs" not in got  # this layout is GPU-bound: the graphs' gain here was the padding's
     for over in ({"moe_router_padding": True}, {"moe_dispatcher": "deepep"}, {"precision": "bf16"}):
         assert "llm-moe-router-padding" not in recs(**over)
+
+
+# ---- Transformer Engine's CuTe DSL fused grouped MLP ---------------------------------------------------------------
+
+def test_fused_mlp_gemms_hand_worked_shapes_and_epilogue_bytes():
+    """[issue 17] The fused path's GEMMs (experts.fused_mlp_terms) as TE's fused ops launch them: fc1 and fc2 forward
+    and fc2's data gradient as one kernel over all 16 local experts (batch 16), fc1's kept output and the FP8 copies
+    written in fc1's epilogue, the kept output read and fc1's output gradient written in FP8 by fc2's data-gradient
+    kernel; the three other backward GEMMs per expert on TE's 4 streams (4 rounds of 4)."""
+    calls = []
+
+    def gemm(m, n, k, batch=1.0, out_bytes=None, src_bytes=0.0):
+        calls.append((float(m), float(n), float(k), float(batch), out_bytes, src_bytes))
+        return 1.0
+
+    both = FP8.CAST_BYTES[FP8.MX] - 2.0  # 2 + 2/32: FP8 row- and column-wise copies and their E8M0 scales
+    f, b = EXP.fused_mlp_terms(gemm, tpe=2048.0, local=16.0, h=2048.0, fe=768.0, up=2.0, e=2.0, both=both,
+                               w_out=4.0, w_src=4.0)
+    assert calls[0] == (2048.0, 1536.0, 2048.0, 16.0, 2.0 + both / 2.0, 0.0)  # fc1 + SwiGLU + quantise
+    assert calls[1] == (2048.0, 2048.0, 768.0, 16.0, 2.0, 0.0)  # fc2
+    assert calls[2] == (2048.0, 768.0, 2048.0, 16.0, 2.0 * both, 2.0 * 2.0)  # fc2 dgrad + dSwiGLU + quantise
+    assert calls[3] == (768.0, 2048.0, 2048.0, 4.0, 4.0, 4.0)  # fc2 wgrad into the fp32 main gradient, per expert
+    assert calls[4][:4] == (2048.0, 2048.0, 1536.0, 4.0) and calls[5][:4] == (2048.0, 1536.0, 2048.0, 4.0)
+    assert float(f) == 2.0 and float(b) == 1.0 + 4.0 * 1.0 + 4.0 * 2.0  # rounds multiply the per-expert GEMMs
+
+
+def test_fused_mlp_cpu_hand_worked():
+    f, b = EXP.fused_mlp_cpu_s(16.0, 436.2e-6, 763.4e-6)
+    assert float(f) == pytest.approx(436.2e-6 * (1 - 190 / 1200 * 0.75))
+    assert float(b) == pytest.approx(763.4e-6 * (1 - 550 / 2100 * 0.75))
+    f64, b64 = EXP.fused_mlp_cpu_s(64.0, 436.2e-6, 763.4e-6)  # TE issue #2897's 64 experts: the measured op costs
+    assert (float(f64), float(b64)) == pytest.approx((436.2e-6, 763.4e-6))
+
+
+def test_the_fused_mlp_drops_the_swiglu_passes_and_two_quantisations():
+    """With free GEMMs the fused layer's forward is shorter than the unfused one by exactly the SwiGLU's pass (read
+    the fc1 output, write its result), the per-expert quantisation of fc2's input and that kernel's tails; BF16
+    rows (no fused kernel) are unchanged."""
+    x = _x(ep=1.0, fp8_mode=FP8.MX, moe_router_padding=True)
+    p = DEFAULT_PARAMS
+    plain, fused = _terms(x), _terms({**x, "moe_fused_mlp": True})
+    n, k, fe, up, e, local = 1000.0, 2.0, 512.0, 2.0, 2.0, 8.0
+    r = n * k  # routed copies on the one rank
+    saved_f = (r * fe * e * (up + 1.0) + r * fe * FP8.CAST_BYTES[FP8.MX]) / 1e12 + (2.0 * local - 1.0) * p.kernel_tail_s
+    assert float(plain["delta_f_s"]) - float(fused["delta_f_s"]) == pytest.approx(saved_f)
+    saved_b = (2.0 * r * fe * e * (up + 1.0) + r * fe * up * FP8.CAST_BYTES[FP8.MX]) / 1e12 \
+        + (2.0 * local - 1.0) * p.kernel_tail_s
+    assert float(plain["delta_b_s"]) - float(fused["delta_b_s"]) == pytest.approx(saved_b)
+    bf16 = _x(ep=1.0)
+    assert float(_terms({**bf16, "moe_fused_mlp": True})["delta_f_s"]) == float(_terms(bf16)["delta_f_s"])
+
+
+def test_the_fused_mlp_cpu_time_is_captured_by_whole_layer_graphs():
+    x = _x(ep=1.0, fp8_mode=FP8.MX, moe_router_padding=True, moe_fused_mlp=True)
+    p = DEFAULT_PARAMS
+    eager = _terms(x)
+    # eager: the router's and dispatcher's operations less the (fused) activation, and the fused op's measured cost
+    # (8 local experts) less the grouped linear layers' module share the dense layer's launches already count
+    ff, _ = EXP.fused_mlp_cpu_s(8.0, p.te_fused_moe_mlp_cpu_fwd_s, p.te_fused_moe_mlp_cpu_bwd_s)
+    from gpusim.model import graphs as GRAPHS
+    mlp_f = (1.0 - GRAPHS.ATTN_CPU_SHARE_FWD) * p.te_layer_cpu_fwd_s * p.te_layer_cpu_fp8_mult
+    assert float(eager["cpu_f_s"]) == pytest.approx((EXP.MOE_FIXED_FWD_KERNELS - 1.0) * p.launch_cpu_s + ff - mlp_f)
+    for mask in (16.0, 32.0):  # moe, full_iteration
+        graphed = _terms({**x, "cuda_graphs": mask})
+        assert float(graphed["cpu_f_s"]) <= DEFAULT_PARAMS.launch_cpu_s and float(graphed["cpu_b_s"]) <= DEFAULT_PARAMS.launch_cpu_s
+
+
+def test_moe_fused_mlp_option_and_its_errors(db):
+    from gpusim.errors import ScenarioError
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+    from gpusim.workload import get_workload
+
+    kw = dict(workload=get_workload("qwen3-30b-a3b"), node="dgx-b200", gpus=8, ep=8, precision="mxfp8", micro_batch=4,
+              global_batch=512, seq_len=4096, kind="zero1", moe_dispatcher="deepep")
+    fused = simulate(Scenario.create(**kw, moe_fused_mlp=True), db=db, recommend=False).step_s
+    grouped = simulate(Scenario.create(**kw), db=db, recommend=False).step_s
+    assert grouped > fused
+    for over, msg in (({"precision": "bf16"}, "--precision mxfp8"), ({"node": "dgx-h100"}, "compute capability 10.x"),
+                      ({"expert_tp": 2, "ep": 4}, "no expert tensor parallelism"),
+                      ({"recompute_modules": ("moe_act",)}, "moe_act"),
+                      ({"workload": get_workload("gpt-oss-120b")}, "multiples of 256")):
+        with pytest.raises(ScenarioError, match=msg):
+            simulate(Scenario.create(**{**kw, **over}, moe_fused_mlp=True), db=db, recommend=False)
+    with pytest.raises(ScenarioError, match="only to mixture-of-experts"):
+        simulate(Scenario.create(**{**kw, "workload": get_workload("llama3-8b"), "ep": 1}, moe_fused_mlp=True), db=db,
+                 recommend=False)
+
+
+def test_moe_fused_mlp_from_the_cli_exits_2_with_the_fix(capsys):
+    from gpusim.cli import main
+
+    rc = main(["predict", "--model", "qwen3-30b-a3b", "--node", "dgx-h100", "--gpus", "8", "--ep", "8",
+               "--precision", "fp8", "--moe-fused-mlp"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--moe-fused-mlp needs" in err and "mxfp8" in err and "Traceback" not in err
+    assert main(["predict", "--model", "qwen3-30b-a3b", "--node", "dgx-b200", "--gpus", "8", "--ep", "8",
+                 "--precision", "mxfp8", "--moe-fused-mlp", "--json"]) == 0

@@ -114,7 +114,8 @@ def test_a_layout_that_does_not_split_the_layers_says_how_published_runs_do_it(c
 def test_runs_whose_source_states_hybridep_take_the_flex_dispatcher():
     """[issue 17] The rule of 2026-12-06 (validation/README.md): a row whose source states HybridEP or DeepEP is
     predicted with gpusim's flex dispatcher (``moe_dispatcher=deepep``), whose FP8 padding and permutation are
-    fused; the rows whose card does not state the dispatcher keep the default."""
+    fused; the two Qwen3-235B card rows whose card does not state the dispatcher take their recipe's (its
+    full-iteration HybridEP stack, ``_enable_hybridep_full_iteration_mxfp8``, rule of 2026-12-06 in the README)."""
     from gpusim.validation_runs import options
 
     rows = _rows()
@@ -123,4 +124,9 @@ def test_runs_whose_source_states_hybridep_take_the_flex_dispatcher():
     for r in stated:
         assert options(r["notes"]).get("moe_dispatcher") == "deepep", r["run_id"]
     unstated = [r for r in rows if "dispatcher not stated on the card" in r["notes"]]
-    assert unstated and all("moe_dispatcher" not in options(r["notes"]) for r in unstated)
+    assert len(unstated) == 2
+    for r in unstated:
+        o = options(r["notes"])
+        assert "_enable_hybridep_full_iteration_mxfp8" in r["notes"] and o.get("moe_dispatcher") == "deepep"
+        assert (o.get("cutedsl_fused_grouped_mlp"), o.get("ep_overlap"), o.get("cuda_graph_scope")) == \
+            ("1", "1f1b", "full_iteration"), r["run_id"]
