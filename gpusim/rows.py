@@ -328,6 +328,9 @@ def peak_for(gpu: GPU, precision: str) -> float:
     """Dense peak FLOP/s of the precision's matmuls. AMP fp16 on a GPU without a 16-bit matmul path
     faster than fp32 (Pascal) runs at the fp32 rate."""
     key = PEAK_KEY[precision]
+    if precision == "mxfp8" and not gpu.microscaling:  # (every path: the data-parallel one reads only this peak)
+        raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {gpu.id} has "
+                            f"none: use --precision fp8 (per-tensor scaling)")
     peak = gpu.peak_flop_per_s(key)
     if peak is None and precision == "amp_fp16" and gpu.architecture in ("pascal",):
         peak = gpu.peak_flop_per_s("fp32")

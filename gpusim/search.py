@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -36,7 +37,7 @@ from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-ex
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
-from gpusim.rules import R_MAMBA, R_OFFLOAD, mamba_layout_bad, offload_layout_bad  # [issue 17]
+from gpusim.rules import R_MAMBA, R_OFFLOAD, check_fused_mlp, mamba_layout_bad, offload_layout_bad  # [issue 17]
 
 
 def _mask_model_rules(lay: dict, spec, offload_layers: int = 0) -> dict:
@@ -261,6 +262,8 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
     pins = pins or Pins()
     if pins.ep_overlap is None and scenario.strategy.ep_overlap != "none":
         pins = dataclasses.replace(pins, ep_overlap=scenario.strategy.ep_overlap)
+    if pins.moe_fused_mlp or scenario.strategy.moe_fused_mlp:  # [issue 17] the rules of TE's fused grouped MLP
+        check_fused_mlp(spec, scenario.strategy.model_copy(update={"moe_fused_mlp": True}), hw.gpu)
     lay = enumerate_layouts(n_gpus=hw.n_gpus, domain=nvlink_domain_gpus(hw), n_layers=spec.n_layers,
                             n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
@@ -571,6 +574,13 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         if isinstance(b, str):
             why_not[h] = b
             continue
+        if pins.moe_fused_mlp:  # [issue 17] TE's fused grouped MLP runs on some GPUs and precisions only
+            try:
+                check_fused_mlp(spec, types.SimpleNamespace(moe_fused_mlp=True, precision=pr, expert_tp=1,
+                                                            recompute_modules=None), ht.gpu[h])
+            except ScenarioError as e:
+                why_not[h] = str(e)
+                continue
         base_rows[h] = {**b, **ht.rows[h], **pins.moe_option_fields()}  # [issue 12] MoE options
         prec[h] = pr
     # ---- every layout of every hardware row ------------------------------------------------------------

@@ -568,7 +568,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     fp8_code = np.asarray(x.get("fp8_mode", 0))
     # [issue 17] Transformer Engine's fused grouped MLP (fused_mlp_terms): its GEMMs replace the grouped ones, the
     # SwiGLU's passes and two of the four per-expert quantisations (MXFP8 only: gpusim.rules.check_fused_mlp)
-    fused = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (fp8_code > 0)
+    fused = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (fp8_code == FP8.MX)
     if np.any(fused):
         both = FP8.cast_bytes_per_elem(fp8_code) - e  # the row- and column-wise FP8 copies and scales, written
         fz_f, fz_b = fused_mlp_terms(gemm, tpe=tpe, local=local, h=h, fe=fe / etp, up=up, e=e, both=both,
@@ -652,7 +652,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
     host = _f(x.get("host_cpu_mult", 1.0))
     graphs = _f(x.get("cuda_graphs", 0.0))  # [issue 17] CUDA-graph scopes (gpusim.model.graphs)
-    fused_on = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (np.asarray(x.get("fp8_mode", 0)) > 0)
+    fused_on = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (np.asarray(x.get("fp8_mode", 0)) == FP8.MX)
     cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host, graphs,
                                         extra_f_ops, extra_b_ops, fused=fused_on)
     if np.any(fused_on):  # [issue 17] the fused op's own CPU time in place of the grouped linear layers' modules

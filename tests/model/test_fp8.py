@@ -70,6 +70,17 @@ def test_fp8_recipes_order_and_memory():
     assert kept16.memory_breakdown_bytes["weights"] == pytest.approx(1.5 * w16, rel=1e-9)
 
 
+def test_mxfp8_refused_on_hopper_on_the_data_parallel_path_too(capsys):
+    """[issue 17] The data-parallel path (no tp/pp layout) reads only the FP8 peak: it refuses mxfp8 on a GPU without
+    microscaling as the LLM path does, so `predict` and `plan` never recommend mxfp8 on H100."""
+    code = main(["predict", "--model", "llama3-8b", "--node", "dgx-h100", "--gpus", "8", "--precision", "mxfp8",
+                 "--per-gpu-batch", "2"])
+    err = capsys.readouterr()[1]
+    assert code == 2 and "microscaling" in err and "--precision fp8" in err
+    assert main(["predict", "--model", "llama3-8b", "--node", "dgx-b200", "--gpus", "8", "--precision", "mxfp8",
+                 "--per-gpu-batch", "2"]) == 0
+
+
 def test_aliases_and_blackwell_only_mxfp8(capsys):
     assert Strategy(precision="fp8-cs").precision == "fp8" and Strategy(precision="fp8-cs").fp8_recipe == "current"
     assert Strategy(precision="fp8-mx").precision == "mxfp8"

@@ -423,7 +423,7 @@ def test_moe_fused_mlp_option_and_its_errors(db):
     fused = simulate(Scenario.create(**kw, moe_fused_mlp=True), db=db, recommend=False).step_s
     grouped = simulate(Scenario.create(**kw), db=db, recommend=False).step_s
     assert grouped > fused
-    for over, msg in (({"precision": "bf16"}, "--precision mxfp8"), ({"node": "dgx-h100"}, "compute capability 10.x"),
+    for over, msg in (({"precision": "bf16"}, "--precision mxfp8"), ({"node": "dgx-h100"}, "microscaling"),
                       ({"expert_tp": 2, "ep": 4}, "no expert tensor parallelism"),
                       ({"recompute_modules": ("moe_act",)}, "moe_act"),
                       ({"workload": get_workload("gpt-oss-120b")}, "multiples of 256")):
@@ -432,6 +432,14 @@ def test_moe_fused_mlp_option_and_its_errors(db):
     with pytest.raises(ScenarioError, match="only to mixture-of-experts"):
         simulate(Scenario.create(**{**kw, "workload": get_workload("llama3-8b"), "ep": 1}, moe_fused_mlp=True), db=db,
                  recommend=False)
+    # the architecture rule itself (mxfp8 on a GPU without microscaling is refused before it, above)
+    from gpusim.rules import check_fused_mlp
+    from gpusim.strategy import Strategy
+
+    st = Strategy(precision="mxfp8", moe_fused_mlp=True)
+    check_fused_mlp(get_workload("qwen3-30b-a3b").transformer, st, db.gpu("gb300"))
+    with pytest.raises(ScenarioError, match="compute capability 10.x"):
+        check_fused_mlp(get_workload("qwen3-30b-a3b").transformer, st, db.gpu("h100-sxm"))
 
 
 def test_moe_fused_mlp_from_the_cli_exits_2_with_the_fix(capsys):
@@ -443,3 +451,33 @@ def test_moe_fused_mlp_from_the_cli_exits_2_with_the_fix(capsys):
     assert rc == 2 and "--moe-fused-mlp needs" in err and "mxfp8" in err and "Traceback" not in err
     assert main(["predict", "--model", "qwen3-30b-a3b", "--node", "dgx-b200", "--gpus", "8", "--ep", "8",
                  "--precision", "mxfp8", "--moe-fused-mlp", "--json"]) == 0
+
+
+def test_moe_fused_mlp_in_the_layout_search_follows_the_same_rules(capsys):
+    """[issue 17] `sweep` refuses the fused grouped MLP where TE would not run it (Hopper, fp8) and runs it on
+    Blackwell in mxfp8; `plan` gives the reason on the hardware options that cannot run it."""
+    from gpusim.cli import main
+
+    args = ["sweep", "--model", "qwen3-30b-a3b", "--gpus", "8", "--global-batch", "512", "--moe-fused-mlp"]
+    assert main(args + ["--node", "dgx-h100", "--precision", "fp8"]) == 2
+    err = capsys.readouterr().err
+    assert "--moe-fused-mlp needs" in err and "compute capability 10.x" in err
+    assert main(args + ["--node", "dgx-b200", "--precision", "mxfp8"]) == 0
+
+
+def test_plan_rows_say_why_an_option_cannot_run_the_fused_mlp(db):
+    from gpusim.params import DEFAULT_PARAMS
+    from gpusim.search import Pins, plan_layout_rows
+    from gpusim.sweeps import HardwareOption
+    from gpusim.workload import get_workload
+
+    wl = get_workload("qwen3-30b-a3b")
+    options = [HardwareOption(gpu="b200", gpus_per_node=8, node="dgx-b200"),
+               HardwareOption(gpu="h100-sxm", gpus_per_node=8, node="dgx-h100")]
+    fp8 = plan_layout_rows(wl, options, [[1], [1]], global_batch=512, precision="fp8", db=db, params=DEFAULT_PARAMS,
+                           pins=Pins(moe_fused_mlp=True))
+    assert all("--precision mxfp8" in r for r in fp8["reason"]), list(fp8["reason"])
+    mx = plan_layout_rows(wl, options, [[1], [1]], global_batch=512, precision="mxfp8", db=db, params=DEFAULT_PARAMS,
+                          pins=Pins(moe_fused_mlp=True))
+    by_gpu = dict(zip(mx["gpu"], mx["reason"]))
+    assert by_gpu["b200"] == "" and "microscaling" in by_gpu["h100-sxm"], by_gpu
