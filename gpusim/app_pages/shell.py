@@ -36,6 +36,8 @@ from gpusim.app_pages.state import (
     ATTENTION_CHOICES,
     CALIBRATED,
     DEFAULTS,
+    DISPATCHER_CHOICES,
+    EP_OVERLAP_CHOICES,
     GRAPH_CHOICES_DENSE,
     GRAPH_CHOICES_MOE,
     OPTIMIZERS,
@@ -422,6 +424,25 @@ def _graphs_select(moe: bool) -> str:
                              "fsdp-grad-op")
 
 
+def _moe_selects(s: dict) -> None:
+    """[issue 17] The MoE options (the CLI's ``--moe-dispatcher``, ``--ep-overlap``, ``--moe-fused-mlp``), for
+    mixture-of-experts models only; they matter where the layout has ep > 1 (the Parallelism page searches them)."""
+    s["dispatcher"] = st.selectbox("MoE token dispatcher", offer("dispatcher", DISPATCHER_CHOICES), key="dispatcher",
+                                   bind=BIND, help="alltoall: Megatron-Core's default, one NCCL all-to-all of every "
+                                                   "token copy; deepep: the flex dispatcher (DeepEP / HybridEP): once "
+                                                   "per node over the network, forwarded over NVLink, its "
+                                                   "permutation fused")
+    s["ep_ov"] = st.selectbox("MoE all-to-all overlap", offer("ep_ov", EP_OVERLAP_CHOICES), key="ep_ov", bind=BIND,
+                              help="none: the all-to-alls on the compute stream; 1f1b: Megatron-Core's EP overlap "
+                                   "(--overlap-moe-expert-parallel-comm) under another micro-batch's compute; dualpipe: "
+                                   "DeepSeek-V3's bidirectional pipeline (an even pp, no interleaving)")
+    s["fused_mlp"] = st.checkbox("Fused grouped MLP (TE, MXFP8 on Blackwell)", key="fused_mlp", bind=BIND,
+                                 help="the experts as Transformer Engine's CuTe DSL fused grouped MLP (Megatron-Core "
+                                      "--use-transformer-engine-op-fuser): one kernel per GEMM over all local "
+                                      "experts, the SwiGLU and its quantisation in the epilogues; needs precision "
+                                      "mxfp8 on B200 / GB200 / B300 / GB300")
+
+
 def _attention_select() -> str:
     """[issue 17] The attention kernel (the CLI's ``--attention``); the sidebar offers it for transformer models
     only (other workloads have no attention to time and keep ``auto``)."""
@@ -459,6 +480,8 @@ def sidebar() -> Context:
                     except GpusimError:  # said where the scenario is built
                         spec = None
                     s["graphs"] = _graphs_select(bool(getattr(spec, "n_experts", 0)))
+                    if getattr(spec, "n_experts", 0):
+                        _moe_selects(s)
             elif s["wl"] == "custom":
                 s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
@@ -481,6 +504,8 @@ def sidebar() -> Context:
                     if getattr(wl, "transformer", None) is not None:
                         s["attn"] = _attention_select()
                         s["graphs"] = _graphs_select(bool(getattr(wl.transformer, "n_experts", 0)))
+                        if getattr(wl.transformer, "n_experts", 0):
+                            _moe_selects(s)
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):

@@ -26,6 +26,9 @@ ATTENTION_CHOICES: tuple[str, ...] = ("auto", *get_args(Attention))
 #: Megatron-Bridge's recipes use, for dense and for MoE transformers ("eager": no graphs)
 GRAPH_CHOICES_DENSE: tuple[str, ...] = ("eager", "attn", "attn mlp", "full_iteration")
 GRAPH_CHOICES_MOE: tuple[str, ...] = ("eager", "attn", "attn moe_router moe_preprocess", "moe", "full_iteration")
+#: [issue 17] the sidebar's MoE choices for MoE transformers (the CLI's --moe-dispatcher and --ep-overlap)
+DISPATCHER_CHOICES: tuple[str, ...] = get_args(Strategy.model_fields["moe_dispatcher"].annotation)
+EP_OVERLAP_CHOICES: tuple[str, ...] = get_args(Strategy.model_fields["ep_overlap"].annotation)
 
 _SF = Strategy.model_fields
 
@@ -42,6 +45,9 @@ DEFAULTS: dict[str, Any] = {
     "config": None,             # config.json: the uploaded config as a dict (session only, not in the URL)
     "attn": "auto",             # attention kernel (Strategy.attention); "auto": the model's own
     "graphs": "eager",          # CUDA-graph scopes (Strategy.cuda_graph_scope), space-separated; "eager": none
+    "dispatcher": "alltoall",   # MoE models: token dispatcher (Strategy.moe_dispatcher)
+    "ep_ov": "none",            # MoE models: all-to-all overlap (Strategy.ep_overlap)
+    "fused_mlp": False,         # MoE models: TE's fused grouped MLP (Strategy.moe_fused_mlp)
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -121,6 +127,14 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["attention"] = s["attn"]
     if s.get("graphs") and s["graphs"] != "eager":  # [issue 17] as the CLI's --cuda-graph-scope
         kw["cuda_graph_scope"] = [g for g in str(s["graphs"]).split() if g]
+    # [issue 17] the MoE options, as the CLI's --moe-dispatcher, --ep-overlap and --moe-fused-mlp (MoE models only:
+    # the sidebar offers them there, and a dense model's URL carrying them is refused with the CLI's message)
+    if s.get("dispatcher") and s["dispatcher"] != "alltoall":
+        kw["moe_dispatcher"] = s["dispatcher"]
+    if s.get("ep_ov") and s["ep_ov"] != "none":
+        kw["ep_overlap"] = s["ep_ov"]
+    if s.get("fused_mlp"):
+        kw["moe_fused_mlp"] = True
     if s["hw"] == "node":
         kw["node"] = s["node"]
     elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)

@@ -412,6 +412,28 @@ def test_step_cuda_graphs_are_an_input_for_transformers_only():
     assert "graphs" not in [s.key for s in cnn.selectbox]
 
 
+def test_step_moe_options_are_inputs_for_moe_models_only():
+    """[issue 17] The sidebar's MoE options reach the prediction as the CLI's --moe-fused-mlp / --moe-dispatcher /
+    --ep-overlap do: Qwen3-30B-A3B in MXFP8 on B200 is faster with TE's fused grouped MLP; on H100 the same URL says
+    what the option needs instead of failing; a dense model is not offered them."""
+    query = {"model": "qwen3-30b-a3b", "hw": "node", "node": "dgx-b200", "gpus": "8", "batch": "1", "seq": "4096",
+             "strategy": "fsdp-full", "precision": "mxfp8", "dispatcher": "deepep"}  # (the per-GEMM path either way)
+    at = run_app("step", query)
+    no_trouble(at)
+    assert at.checkbox(key="fused_mlp").value is False and at.selectbox(key="dispatcher").value == "deepep"
+    grouped = parse_ms(metrics(at)["Step time"])
+    at.checkbox(key="fused_mlp").check().run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) < grouped
+    hopper = run_app("step", {**query, "node": "dgx-h100", "precision": "fp8", "fused_mlp": "true"})
+    assert not hopper.exception
+    assert hopper.error and "--moe-fused-mlp needs" in hopper.error[0].value
+    dense = run_app("step", {"model": "llama3-8b", "batch": "1", "strategy": "fsdp-full"})
+    no_trouble(dense)
+    assert "fused_mlp" not in [c.key for c in dense.checkbox]
+    assert "dispatcher" not in [b.key for b in dense.selectbox]
+
+
 def test_step_attention_kernel_on_a_strategy_that_cannot_time_it_says_what_to_choose():
     at = run_app("step", {"model": "llama2-7b", "strategy": "dp", "attn": "flash2", "batch": "1"})
     assert not at.exception
