@@ -32,7 +32,7 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
                                  nccl_nvswitch_busbw)
 from gpusim.model.graphs import scope_mask
-from gpusim.model.llm import attention_tile_frac, causal_tile_excess
+from gpusim.model.llm import attention_tile_frac
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -265,21 +265,27 @@ _MEMORY_BOUND_KINDS = {"elementwise", "norm", "pool"}
 FUSED_ATTENTION_GROUP = "attention (fused)"
 
 
-def attention_kernel_frac(workload, seq_len, params: ModelParams) -> float:
+def attention_kernel_frac(workload, seq_len, params: ModelParams, family: int | None = None) -> float:
     """[issue 17] The work of a decoder's fused attention kernels / the FLOPs its workload counts for them (every
     query against every key it may see, no causal halving: gpusim.workload.transformer.build_transformer). A causal
     language model's kernel (FlashAttention) visits only the ``n (n + 1) / 2`` tiles of ``n = ceil(s / B)`` a side
     that the causal mask leaves non-empty, and a sliding window or chunks only theirs
     (:func:`gpusim.model.llm.attention_tile_frac`), of ``s x k`` counted per layer. 1 for encoders (BERT, ViT:
-    bidirectional, every tile) and for unfused attention (the full score matrix, masked). Hand-worked: ``s = 512``,
-    ``B = 128``, no window: 10 tiles of 16 = 0.625. The same fields as the per-GEMM path's
-    (:func:`window_fields`): ``(1 / 2) causal_tile_excess x attn_tile_frac / attn_key_frac``."""
+    bidirectional, every tile) and for unfused attention (the full score matrix, masked). [issue 17] The causal
+    kernel's time per FLOP at this length against its unmasked long-sequence rate (the diagonal tiles computed whole,
+    the blocks' unequal work, a short sequence's fixed costs: :func:`gpusim.model.llm.causal_rate_frac` of the GPU's
+    kernel ``family``, Hopper's native kernel by default), forward and backward weighted by their FLOPs (1 : 2.5),
+    divides the work as the per-GEMM path's rate does. Hand-worked (Hopper, ``s = 8192``, no window): forward 602 /
+    648, backward 559 / 561 x 531.6 / 553.9: 3.5 / (1 / 0.9290 + 2.5 / 0.9563) = 0.9483, so 0.5 / 0.9483 = 0.527."""
+    from gpusim.model.llm import FLASH_BWD_FLOP_MULT, HOPPER, causal_rate_frac
+
     spec = transformer_of(workload)
     if spec is None or not spec.flash_attention or spec.head != "lm" or spec.mem_len or not spec.n_attn_layers:
         return 1.0
     w = window_fields(spec, seq_len, params)
-    return float(0.5 * causal_tile_excess(float(seq_len), params.flash_block_tokens)
-                 * w.get("attn_tile_frac", 1.0) / w.get("attn_key_frac", 1.0))
+    f, b = causal_rate_frac(float(seq_len), HOPPER if family is None else family)
+    rate = (1.0 + FLASH_BWD_FLOP_MULT) / (1.0 / float(f) + FLASH_BWD_FLOP_MULT / float(b))
+    return float(0.5 / rate * w.get("attn_tile_frac", 1.0) / w.get("attn_key_frac", 1.0))
 
 
 def roofline_by_kind(workload, attn_kernel_frac: float = 1.0) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
@@ -479,7 +485,10 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
     """One row of model inputs; ``hw_row`` (from :func:`hardware_row` for the same ``hw``) saves recomputing it."""
     st = scn.strategy
     pr = st.precision
-    # [issue 17] a causal decoder's fused attention kernels skip the masked tiles (attention_kernel_frac)
+    # [issue 17] a causal decoder's fused attention kernels skip the masked tiles at their causal rate
+    # (attention_kernel_frac). The data-parallel path's layer groups do not depend on the GPU (a sweep builds them once
+    # per precision: precision_fields), so they take Hopper's native kernel's curve on every GPU; the per-GEMM path
+    # takes each GPU's kernel family
     kinds, ga = roofline_by_kind(workload, attention_kernel_frac(workload, workload.tokens_per_sample, params))
     row = dict(hw_row) if hw_row is not None else hardware_row(hw, params)
     row.update({
@@ -779,6 +788,8 @@ def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams
     out = {} if fwd == bwd == 1.0 else {"attn_fwd_slow": fwd, "attn_bwd_slow": bwd}
     if attention in ("flash2", "triton") or gpu.architecture not in params.flash2_slow_archs:
         out["attn_fa2"] = True
+    elif gpu.architecture == "blackwell":  # [issue 17] cuDNN's causal rate curve (gpusim.model.llm.causal_rate_frac)
+        out["attn_blackwell"] = True
     return out
 
 

@@ -172,6 +172,7 @@ class StepInputs:
     flash: np.ndarray = _one(False)
     attn_fwd_slow: np.ndarray = _one(1.0)  # [issue 18] the attention kernel's time / the native fused kernel's
     attn_fa2: np.ndarray = _one(False)  # [issue 17] a FlashAttention-2-style kernel (llm.head_dim_rate_frac)
+    attn_blackwell: np.ndarray = _one(False)  # [issue 17] Blackwell's native kernel (llm.causal_rate_frac)
     attn_bwd_slow: np.ndarray = _one(1.0)
     attn_tile_frac: np.ndarray = _one(1.0)  # [issue 17] sliding-window / chunked attention: llm.attention_tile_frac
     attn_key_frac: np.ndarray = _one(1.0)  # [issue 17] keys per query the MFU counts / seq_len (rows.window_fields)
@@ -744,7 +745,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
-             "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2",
+             "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
              "attn_tile_frac", "attn_key_frac", "cuda_graphs", "fp8_retranspose_bytes")  # [issue 12], [issue 17], [issue 18]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)

@@ -50,9 +50,10 @@ def get_workload_cached():
 def test_the_attention_time_scales_by_exactly_the_kernel_factors(db, gpu):
     """One GPU, no recomputation, no communication: the compute difference between two kernels is the flash
     forward and backward time of every layer times (factor - 1), by the closed form of gpusim.model.llm
-    (causal: half of 2 b s^2 (q + o) forward FLOPs, times the whole diagonal tiles n (n + 1) B^2 / s^2 of a causal
-    kernel (n = s / B = 32 tiles a side of 128), at flash_fwd_eff_frac of the matmul ceiling; the backward 2.5x
-    the forward FLOPs at flash_bwd_eff_frac)."""
+    (causal: half of 2 b s^2 (q + o) forward FLOPs at flash_fwd_eff_frac of the matmul ceiling times the kernel
+    family's causal rate at 4096 tokens, gpusim.model.llm.causal_rate_frac: FlashAttention-2's for flash2 and triton,
+    the native kernel's for flash, which on Ampere is FlashAttention-2; the backward 2.5x the forward FLOPs at
+    flash_bwd_eff_frac)."""
     import math
 
     p = DEFAULT_PARAMS
@@ -64,13 +65,16 @@ def test_the_attention_time_scales_by_exactly_the_kernel_factors(db, gpu):
         ceiling = p.gemm_ceiling_frac * row["peak_flop_per_s"]
     b, s, q = 2.0, 4096.0, float(spec.q_dim)
     attn_flop = 2.0 * b * s * s * (q + q)
-    tiles = 32 * 33 * 128 ** 2 / s ** 2
-    fwd_s = tiles * 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
-    bwd_s = tiles * 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
+    from gpusim.model.llm import FA2, HOPPER, causal_rate_frac
+
+    fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
+    bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
+    nf, nb = causal_rate_frac(s, HOPPER if gpu == "h100-sxm" else FA2)  # the native kernel's family
+    af, ab = causal_rate_frac(s, FA2)
     for kernel in ("flash2", "triton"):
         f, k = attention_kernel_slowdown(db.gpu(gpu), kernel, p)
         res = simulate(_one_gpu(kernel, gpu), db=db, params=p, recommend=False)
-        expected = spec.n_layers * ((f - 1.0) * fwd_s + (k - 1.0) * bwd_s)
+        expected = spec.n_layers * ((f / af - 1.0 / nf) * fwd_s + (k / ab - 1.0 / nb) * bwd_s)
         got = float(res.breakdown_s["compute_s"]) - float(base.breakdown_s["compute_s"])
         assert got == pytest.approx(expected, rel=1e-6, abs=1e-9), kernel
 

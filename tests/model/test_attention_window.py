@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from gpusim.model.llm import attention_tile_frac
+from gpusim.model.llm import HOPPER, attention_tile_frac, causal_rate_frac
 from gpusim.params import DEFAULT_PARAMS
 from gpusim.simulation import Scenario, build_inputs, simulate
 
@@ -50,11 +50,6 @@ def test_tile_fraction_hand_worked():
     for args in ((512, None, 128), (512, 512, 128), (512, 4096, 128)):
         assert attention_tile_frac(*args) == 1.0
     assert attention_tile_frac(512, 128, 128, window_layer_frac=0.0) == 1.0
-    # a causal kernel's whole diagonal tiles: 4 x 5 x 128^2 / 512^2 of the s^2 / 2 scores it keeps
-    from gpusim.model.llm import causal_tile_excess
-
-    assert causal_tile_excess(512, 128) == pytest.approx(1.25)
-    assert causal_tile_excess(np.array([8192.0, 100.0]), 128) == pytest.approx([1.015625, 2 * 128 ** 2 / 100 ** 2])
 
 
 def _scenario(workload, seq_len=8192):
@@ -93,9 +88,9 @@ def test_the_step_charges_the_windowed_tiles_only(db):
         ceiling = p.gemm_ceiling_frac * row["peak_flop_per_s"]
     s, q = 8192.0, float(spec.q_dim)
     attn_flop = 2.0 * s * s * (q + q)
-    tiles = 64 * 65 * 128 ** 2 / s ** 2  # a causal kernel's whole diagonal tiles, 64 a side
-    fwd_s = tiles * 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
-    bwd_s = tiles * 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
+    f, b = causal_rate_frac(s, HOPPER)  # the causal kernel's rate at 8192 tokens (H100's native kernel)
+    fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac * f)
+    bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac * b)
     expected = spec.n_layers * (1.0 - frac) * (fwd_s + bwd_s)
     got = float(full.breakdown_s["compute_s"]) - float(windowed.breakdown_s["compute_s"])
     assert got == pytest.approx(expected, rel=1e-6)
@@ -104,10 +99,10 @@ def test_the_step_charges_the_windowed_tiles_only(db):
     assert not any("window" in a for a in full.assumptions)
 
 
-def test_a_causal_kernel_computes_its_diagonal_tiles_whole(db):
-    """Llama 2 7B at 4096 tokens on one GPU: with 128-token tiles a causal kernel visits 32 x 33 / 2 tiles of 128^2,
-    1.03125 x the s^2 / 2 scores; with 16-token tiles 256 x 257 / 2 of 16^2, 1.00390625 x. The compute difference is
-    every layer's flash time at the element count times the difference (per-GEMM path)."""
+def test_a_causal_kernel_runs_at_its_causal_rate(db):
+    """Llama 2 7B at 4096 tokens on one H100: every layer's flash time is the causal half of the scores at the
+    native kernel's causal rate for 4096 tokens (gpusim.model.llm.causal_rate_frac: FlashAttention-3 forward 579 of
+    648 TFLOP/s, backward 542 of 561 x 531.6 / 553.9); the tile size no longer enters a plain causal mask."""
     from gpusim.workload import get_workload
 
     wl = get_workload("llama2-7b", seq_len=4096)
@@ -116,15 +111,18 @@ def test_a_causal_kernel_computes_its_diagonal_tiles_whole(db):
     fine = DEFAULT_PARAMS.model_copy(update={"flash_block_tokens": 16.0})
     t_coarse = float(simulate(sc, db=db, params=coarse, recommend=False).breakdown_s["compute_s"])
     t_fine = float(simulate(sc, db=db, params=fine, recommend=False).breakdown_s["compute_s"])
+    assert t_coarse == pytest.approx(t_fine, rel=1e-12)
+    slow = coarse.model_copy(update={"flash_fwd_eff_frac": coarse.flash_fwd_eff_frac / 2})
+    t_slow = float(simulate(sc, db=db, params=slow, recommend=False).breakdown_s["compute_s"])
     _, _, row = build_inputs(sc, db=db, params=coarse)
     ceiling = row["ceiling_flop_per_s"]
     if not math.isfinite(ceiling):
         ceiling = coarse.gemm_ceiling_frac * row["peak_flop_per_s"]
     s, q = 4096.0, float(wl.transformer.q_dim)
     half = 0.5 * 2.0 * s * s * (q + q)
-    per_layer = half / (ceiling * coarse.flash_fwd_eff_frac) + 2.5 * half / (ceiling * coarse.flash_bwd_eff_frac)
-    expected = wl.transformer.n_layers * (1.03125 - 1.00390625) * per_layer
-    assert t_coarse - t_fine == pytest.approx(expected, rel=1e-6)
+    # halving the forward rate adds one more forward's time per layer, at the causal rate of 4096 tokens
+    expected = wl.transformer.n_layers * half / (ceiling * coarse.flash_fwd_eff_frac * (579.0 / 648.0))
+    assert t_slow - t_coarse == pytest.approx(expected, rel=1e-6)
 
 
 def test_no_gain_within_the_window_or_with_unfused_attention(db):
@@ -160,15 +158,17 @@ def test_llama4_chunks_are_counted_as_chunks():
 
 def test_data_parallel_path_charges_a_causal_kernel_its_tiles(db):
     """The data-parallel (per-layer-group) path: a decoder's fused attention group counts every query against every
-    key (no causal halving, the count MFU uses); its time is charged for the tiles a causal kernel visits, n (n + 1)
-    / 2 of n^2 (n = 64 at 8192 tokens: 0.5078), while the MFU's FLOPs stay the workload's."""
+    key (no causal halving, the count MFU uses); its time is charged for the causal half at the causal kernel's rate
+    (gpusim.model.llm.causal_rate_frac: 0.5 / 0.9483 at 8192 tokens on Hopper), while the MFU's FLOPs stay the
+    workload's."""
     from gpusim.rows import FUSED_ATTENTION_GROUP, attention_kernel_frac, roofline_by_kind
     from gpusim.workload import get_workload
 
     p = DEFAULT_PARAMS
     wl = get_workload("llama3-8b", seq_len=8192)
     frac = attention_kernel_frac(wl, 8192, p)
-    assert frac == pytest.approx(64 * 65 / 2 / 64 ** 2)
+    rate = 3.5 / (1 / (602 / 648) + 2.5 / (559 / 561 * 531.6 / 553.9))
+    assert frac == pytest.approx(0.5 / rate) and rate == pytest.approx(0.9483, abs=1e-4)
     kinds, plain = roofline_by_kind(wl)
     _, scaled = roofline_by_kind(wl, frac)
     i = [g.name for g in wl.layers if g.kind == "attention"].index(FUSED_ATTENTION_GROUP)
@@ -187,8 +187,15 @@ def test_kernel_fraction_hand_worked_and_where_it_does_not_apply():
     from gpusim.workload import get_workload
 
     p = DEFAULT_PARAMS
-    # s = 512, 128-token tiles: a causal kernel visits 10 of 16 tiles
-    assert attention_kernel_frac(get_workload("llama3-8b", seq_len=512), 512, p) == pytest.approx(0.625)
+    # s = 512: the causal kernel's half of the scores at its 512-token rate (FlashAttention-3 forward 292 of 648,
+    # backward 316 of 561 x 531.6 / 553.9), FlashAttention-2's on Ampere (191 of 370, 214 of 322 x 287.1 / 290.6)
+    from gpusim.model.llm import FA2
+
+    l512 = get_workload("llama3-8b", seq_len=512)
+    hop = 3.5 / (648 / 292 + 2.5 * 561 / 316 * 553.9 / 531.6)
+    assert attention_kernel_frac(l512, 512, p) == pytest.approx(0.5 / hop)
+    fa2 = 3.5 / (370 / 191 + 2.5 * 322 / 214 * 290.6 / 287.1)
+    assert attention_kernel_frac(l512, 512, p, FA2) == pytest.approx(0.5 / fa2)
     # bidirectional encoders visit every tile; an unfused kernel computes the full score matrix
     assert attention_kernel_frac(get_workload("bert-large"), 512, p) == 1.0
     assert attention_kernel_frac(apply_attention(get_workload("llama3-8b", seq_len=512), "unfused"), 512, p) == 1.0
@@ -197,7 +204,9 @@ def test_kernel_fraction_hand_worked_and_where_it_does_not_apply():
     wl = get_workload("mistral-7b", seq_len=8192)
     n, c = 64, 32
     tiles = sum(min(m, c) + 1 for m in range(n))  # query block m visits blocks max(0, m - 32) .. m
-    assert attention_kernel_frac(wl, 8192, p) == pytest.approx(tiles * 128 ** 2 / (8192 * 4096))
+    rate = 3.5 / (1 / (602 / 648) + 2.5 / (559 / 561 * 531.6 / 553.9))  # the causal kernel's rate at 8192 tokens
+    causal_tiles = 64 * 65 / 2
+    assert attention_kernel_frac(wl, 8192, p) == pytest.approx(0.5 / rate * (tiles / causal_tiles) * 2)
 
 
 @pytest.mark.parametrize("window", [0, -5, 3.5, True, "128"])
