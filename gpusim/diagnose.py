@@ -501,7 +501,8 @@ def layer_lines(d: dict | None) -> list[str]:
     def parts(pas: str) -> str:
         named = [("attention core", d[f"attn_{pas}_s"])]
         if d["moe_layer_frac"] > 0:
-            named.append(("MoE experts", d[f"experts_{pas}_s"]))
+            fused = " (TE's fused grouped MLP)" if d.get("fused_mlp_flag", 0.0) > 0 else ""
+            named.append((f"MoE experts{fused}", d[f"experts_{pas}_s"]))
         if pas == "bwd" and d["recompute_bwd_s"] > 0:
             named.append(("recomputation", d["recompute_bwd_s"]))
         return ", ".join(f"{n} {dur(v)}" for n, v in named)

@@ -451,6 +451,10 @@ def test_moe_fused_mlp_from_the_cli_exits_2_with_the_fix(capsys):
     assert rc == 2 and "--moe-fused-mlp needs" in err and "mxfp8" in err and "Traceback" not in err
     assert main(["predict", "--model", "qwen3-30b-a3b", "--node", "dgx-b200", "--gpus", "8", "--ep", "8",
                  "--precision", "mxfp8", "--moe-fused-mlp", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", "qwen3-30b-a3b", "--node", "dgx-b200", "--gpus", "8", "--ep", "8",
+                 "--precision", "mxfp8", "--moe-fused-mlp"]) == 0
+    assert "MoE experts (TE's fused grouped MLP)" in capsys.readouterr().out
 
 
 def test_moe_fused_mlp_in_the_layout_search_follows_the_same_rules(capsys):
