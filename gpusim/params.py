@@ -72,6 +72,22 @@ class ModelParams(BaseModel):
                                                    "and triton rows)")
     flash2_hdim64_bwd_frac: float = _F(default=291.0 / 322.0, gt=0, le=1,
                                        description="FlashAttention-2's backward rate at head dim 64 / 128")
+    # [issue 17] a causal fused attention kernel's rate by sequence length (gpusim.model.llm.causal_rate_frac)
+    flash_causal_seq_tokens: list[float] = _F(
+        default=[512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0],
+        description="sequence lengths (tokens per kernel call) of the flash_causal_*_rate_frac tables")
+    flash_causal_fwd_rate_frac: dict[str, list[float]] = _F(
+        default={"fa2": [v / 370.0 for v in (191.0, 260.0, 298.0, 319.0, 333.0, 335.0)],
+                 "hopper": [v / 648.0 for v in (292.0, 423.0, 521.0, 579.0, 602.0, 616.0)],
+                 "blackwell": [v / 906.0 for v in (501.0, 501.0, 657.0, 770.0, 838.0, 872.0)]},
+        description="a causal fused kernel's forward rate (FLOPs counting the causal half) at each length of "
+                    "flash_causal_seq_tokens / the same kernel's unmasked rate at 16K tokens, per kernel family (fa2: "
+                    "FlashAttention-2, Triton, the native kernel up to Ada; hopper, blackwell: the native kernels)")
+    flash_causal_bwd_rate_frac: dict[str, list[float]] = _F(
+        default={"fa2": [v / 322.0 * 287.1 / 290.6 for v in (214.0, 260.0, 291.0, 310.0, 318.0, 322.0)],
+                 "hopper": [v / 561.0 * 531.6 / 553.9 for v in (316.0, 424.0, 501.0, 542.0, 559.0, 561.0)],
+                 "blackwell": [v / 561.0 * 1208.6 / 1359.8 for v in (316.0, 424.0, 501.0, 542.0, 559.0, 561.0)]},
+        description="the same for the backward pass")
     flash_block_tokens: float = _F(default=128.0, ge=16, le=1024,
                                    description="[issue 17] queries (and keys) per tile of a fused attention kernel: a "
                                                "sliding window or chunk costs the tiles it touches "
@@ -349,6 +365,23 @@ PROVENANCE: dict[str, str] = {
                              "474 TFLOP/s at head dim 64, 561 at 128 (cuDNN 433 / 516)",
     "flash2_hdim64_fwd_frac": "[issue 17] the same figures' FlashAttention-2 bars: forward 324 at head dim 64, 370 at 128",
     "flash2_hdim64_bwd_frac": "[issue 17] the same figures' FlashAttention-2 bars: backward 291 at head dim 64, 322 at 128",
+    "flash_causal_seq_tokens": "[issue 17] the sequence lengths of the FlashAttention-3 paper's Figs. 5 and 6 (512 ... "
+                               "16K tokens, batch x sequence 16K)",
+    "flash_causal_fwd_rate_frac": "[issue 17] Shah et al., 'FlashAttention-3' (2024), Fig. 5 (H100 SXM5, head dim 128, 16 "
+                                  "heads, batch x sequence 16K), TFLOP/s with the causal mask at 512 ... 16K tokens: "
+                                  "FlashAttention-2 191 / 260 / 298 / 319 / 333 / 335 against 370 unmasked at 16K (fa2), "
+                                  "FlashAttention-3 292 / 423 / 521 / 579 / 602 / 616 against 648 (hopper); blackwell: "
+                                  "cuDNN on B200 at head dim 64, Dao-AILab/flash-attention PR #2605's tables (1K ... 16K, "
+                                  "batch x sequence 32K) 501 / 657 / 770 / 838 / 872 against 906 unmasked at 16K, 512 "
+                                  "tokens taken as 1K's. Short sequences fall: every query block pays its prologue and "
+                                  "epilogue over fewer key blocks, and the mask gives the blocks unequal work",
+    "flash_causal_bwd_rate_frac": "[issue 17] the FlashAttention-3 paper, Fig. 6 (backward, unmasked, same sizes): "
+                                  "FlashAttention-2 214 / 260 / 291 / 310 / 318 / 322, FlashAttention-3 316 / 424 / 501 / "
+                                  "542 / 559 / 561 TFLOP/s, times the causal / unmasked backward ratio measured at 8K "
+                                  "(Dao-AILab/flash-attention PR #1791, H100: FlashAttention-2 287.1 / 290.6, "
+                                  "FlashAttention-3 531.6 / 553.9) at every length; blackwell: FlashAttention-3's shape "
+                                  "times FlashAttention-4's 8K causal / unmasked backward ratio on SM100 (PR #2280: "
+                                  "1208.6 / 1359.8 TFLOP/s), the only Blackwell backward pair found",
     "flash_block_tokens": "[issue 17] FlashAttention-2's kernels (Dao-AILab/flash-attention csrc/flash_attn/src/"
                           "flash_fwd_kernel.h) visit key blocks n_block_min = max(0, (m_block kBlockM - "
                           "window_size_left) / kBlockN) to n_block_max = ceil((m_block + 1) kBlockM / kBlockN) for a "

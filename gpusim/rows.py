@@ -32,7 +32,7 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
                                  nccl_nvswitch_busbw)
 from gpusim.model.graphs import scope_mask
-from gpusim.model.llm import attention_tile_frac
+from gpusim.model.llm import FLASH_BWD_FLOP_MULT, HOPPER, attention_tile_frac, causal_rate_frac
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -277,13 +277,11 @@ def attention_kernel_frac(workload, seq_len, params: ModelParams, family: int | 
     kernel ``family``, Hopper's native kernel by default), forward and backward weighted by their FLOPs (1 : 2.5),
     divides the work as the per-GEMM path's rate does. Hand-worked (Hopper, ``s = 8192``, no window): forward 602 /
     648, backward 559 / 561 x 531.6 / 553.9: 3.5 / (1 / 0.9290 + 2.5 / 0.9563) = 0.9483, so 0.5 / 0.9483 = 0.527."""
-    from gpusim.model.llm import FLASH_BWD_FLOP_MULT, HOPPER, causal_rate_frac
-
     spec = transformer_of(workload)
     if spec is None or not spec.flash_attention or spec.head != "lm" or spec.mem_len or not spec.n_attn_layers:
         return 1.0
     w = window_fields(spec, seq_len, params)
-    f, b = causal_rate_frac(float(seq_len), HOPPER if family is None else family)
+    f, b = causal_rate_frac(float(seq_len), HOPPER if family is None else family, params)
     rate = (1.0 + FLASH_BWD_FLOP_MULT) / (1.0 / float(f) + FLASH_BWD_FLOP_MULT / float(b))
     return float(0.5 / rate * w.get("attn_tile_frac", 1.0) / w.get("attn_key_frac", 1.0))
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -38,6 +37,7 @@ from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
 from gpusim.rules import R_MAMBA, R_OFFLOAD, check_fused_mlp, mamba_layout_bad, offload_layout_bad  # [issue 17]
+from gpusim.strategy import Strategy
 
 
 def _mask_model_rules(lay: dict, spec, offload_layers: int = 0) -> dict:
@@ -540,7 +540,6 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     if pins.cuda_graph_scope:  # [issue 17] Megatron-Core's scope rules, and MoE scopes need MoE layers
         from gpusim.rows import cuda_graph_fields
         from gpusim.scenario import format_validation_error
-        from gpusim.strategy import Strategy
 
         try:
             st = Strategy(cuda_graph_scope=pins.cuda_graph_scope)
@@ -576,8 +575,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
             continue
         if pins.moe_fused_mlp:  # [issue 17] TE's fused grouped MLP runs on some GPUs and precisions only
             try:
-                check_fused_mlp(spec, types.SimpleNamespace(moe_fused_mlp=True, precision=pr, expert_tp=1,
-                                                            recompute_modules=None), ht.gpu[h])
+                check_fused_mlp(spec, Strategy(precision=pr, moe_fused_mlp=True), ht.gpu[h])
             except ScenarioError as e:
                 why_not[h] = str(e)
                 continue

@@ -289,8 +289,8 @@ def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extr
 #: ``tex.get_device_pointer_for_data_and_scales`` (">100 us") of ~1.2 ms; backward, the weight-gradient tensor
 #: allocations (~350 us) and ``clear_tensor_data`` (~200 us) of ~2.1 ms. The rest (the cuDNN kernels' launches,
 #: tensor reshapes, the op fuser's bookkeeping) is taken as fixed
-FUSED_MLP_CPU_PER_EXPERT_FWD = 190.0 / 1200.0
-FUSED_MLP_CPU_PER_EXPERT_BWD = 550.0 / 2100.0
+FUSED_MLP_CPU_PER_EXPERT_FWD_FRAC = 190.0 / 1200.0
+FUSED_MLP_CPU_PER_EXPERT_BWD_FRAC = 550.0 / 2100.0
 #: the local experts of TransformerEngine issue #2897's measurement
 FUSED_MLP_CPU_REF_EXPERTS = 64.0
 
@@ -299,11 +299,11 @@ def fused_mlp_cpu_s(local_experts, fwd_ref_s, bwd_ref_s):
     """[issue 17] ``(forward, backward)`` CPU seconds of Transformer Engine's fused grouped MLP (one MoE layer, one
     micro-batch, reference host) with ``local_experts`` experts: the measured op costs ``fwd_ref_s`` / ``bwd_ref_s``
     at 64 experts (ModelParams ``te_fused_moe_mlp_cpu_fwd_s`` / ``_bwd_s``), their per-expert shares
-    (:data:`FUSED_MLP_CPU_PER_EXPERT_FWD`, ``_BWD``) scaled to the local experts. Hand-worked, 16 experts:
+    (:data:`FUSED_MLP_CPU_PER_EXPERT_FWD_FRAC`, ``_BWD_FRAC``) scaled to the local experts. Hand-worked, 16 experts:
     forward 436.2 x (1 - 0.1583 + 0.1583 x 16 / 64) = 384.4 us, backward 763.4 x (1 - 0.2619 x 0.75) = 613.5 us."""
     frac = _f(local_experts) / FUSED_MLP_CPU_REF_EXPERTS
-    fwd = _f(fwd_ref_s) * (1.0 - FUSED_MLP_CPU_PER_EXPERT_FWD + FUSED_MLP_CPU_PER_EXPERT_FWD * frac)
-    bwd = _f(bwd_ref_s) * (1.0 - FUSED_MLP_CPU_PER_EXPERT_BWD + FUSED_MLP_CPU_PER_EXPERT_BWD * frac)
+    fwd = _f(fwd_ref_s) * (1.0 - FUSED_MLP_CPU_PER_EXPERT_FWD_FRAC + FUSED_MLP_CPU_PER_EXPERT_FWD_FRAC * frac)
+    bwd = _f(bwd_ref_s) * (1.0 - FUSED_MLP_CPU_PER_EXPERT_BWD_FRAC + FUSED_MLP_CPU_PER_EXPERT_BWD_FRAC * frac)
     return fwd, bwd
 
 
@@ -652,16 +652,15 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # [issue 17] the MoE layer's CPU launches and the dispatcher's host sync (one round trip per forward)
     host = _f(x.get("host_cpu_mult", 1.0))
     graphs = _f(x.get("cuda_graphs", 0.0))  # [issue 17] CUDA-graph scopes (gpusim.model.graphs)
-    fused_on = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (np.asarray(x.get("fp8_mode", 0)) == FP8.MX)
-    cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, np.asarray(x.get("fp8_mode", 0)), p.launch_cpu_s * host, graphs,
-                                        extra_f_ops, extra_b_ops, fused=fused_on)
-    if np.any(fused_on):  # [issue 17] the fused op's own CPU time in place of the grouped linear layers' modules
+    cpu_f, cpu_b, pre_cpu_f = moe_cpu_s(local, fp8_code, p.launch_cpu_s * host, graphs, extra_f_ops, extra_b_ops,
+                                        fused=fused)
+    if np.any(fused):  # [issue 17] the fused op's own CPU time in place of the grouped linear layers' modules
         ff, fb = fused_mlp_cpu_s(local, p.te_fused_moe_mlp_cpu_fwd_s, p.te_fused_moe_mlp_cpu_bwd_s)
         keep = ~GRAPHS.sync_free(graphs)  # (``moe`` and ``full_iteration`` capture it)
         mlp_f = (1.0 - GRAPHS.ATTN_CPU_SHARE_FWD) * p.te_layer_cpu_fwd_s * p.te_layer_cpu_fp8_mult
         mlp_b = (1.0 - GRAPHS.ATTN_CPU_SHARE_BWD) * p.te_layer_cpu_bwd_s * p.te_layer_cpu_fp8_mult
-        cpu_f = cpu_f + np.where(fused_on & keep, np.maximum(ff - mlp_f, 0.0) * host, 0.0)
-        cpu_b = cpu_b + np.where(fused_on & keep, np.maximum(fb - mlp_b, 0.0) * host, 0.0)
+        cpu_f = cpu_f + np.where(fused & keep, np.maximum(ff - mlp_f, 0.0) * host, 0.0)
+        cpu_b = cpu_b + np.where(fused & keep, np.maximum(fb - mlp_b, 0.0) * host, 0.0)
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local) & ~GRAPHS.sync_free(graphs)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f

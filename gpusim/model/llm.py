@@ -147,55 +147,30 @@ def _kernel_tiles(seq_len: float, window: float | None, block: float, chunked: b
     return float(np.sum(m - first + 1.0))
 
 
-#: [issue 17] sequence lengths (log2 tokens) of the causal attention rate tables below
-CAUSAL_RATE_LOG2_SEQ = np.log2([512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0])
-#: [issue 17] a fused causal attention kernel's rate (TFLOP/s counting the causal half of the scores) at each length of
-#: :data:`CAUSAL_RATE_LOG2_SEQ` against the same kernel's rate without a mask at 16K tokens (the rate that
-#: ``flash_*_eff_frac`` and the head-dimension figures describe), ``(forward, backward)`` per kernel family:
-#:
-#: - ``FA2`` (FlashAttention-2, the Triton kernel, the native kernel up to Ada) and ``HOPPER`` (FlashAttention-3 / cuDNN,
-#:   the native kernel on H100 / H200 / H800): Shah et al., "FlashAttention-3" (2024), Fig. 5 (H100 SXM5, head dim 128,
-#:   batch x sequence 16K, 16 heads of 128): forward with the causal mask, FlashAttention-2 191 / 260 / 298 / 319 /
-#:   333 / 335 TFLOP/s at 512 ... 16K against 370 without it at 16K, FlashAttention-3 292 / 423 / 521 / 579 / 602 /
-#:   616 against 648; Fig. 6 (backward, without the mask) FlashAttention-2 214 / 260 / 291 / 310 / 318 / 322,
-#:   FlashAttention-3 316 / 424 / 501 / 542 / 559 / 561, times the causal / unmasked backward ratio measured at 8K
-#:   (Dao-AILab/flash-attention PR #1791, H100: FlashAttention-2 287.1 / 290.6, FlashAttention-3 531.6 / 553.9 TFLOP/s),
-#:   taken at every length;
-#: - ``BLACKWELL`` (cuDNN, the native kernel on B200 / GB200 / B300 / GB300): forward, cuDNN on B200 at head dim 64
-#:   (Dao-AILab/flash-attention PR #2605's tables, 1K ... 16K, batch x sequence 32K): 501 / 657 / 770 / 838 / 872
-#:   TFLOP/s with the causal mask against 906 without it at 16K, 512 tokens taken as 1K's; backward, FlashAttention-3's
-#:   unmasked H100 shape above times FlashAttention-4's causal / unmasked backward ratio at 8K on SM100 (PR #2280:
-#:   1208.6 / 1359.8 TFLOP/s), the only Blackwell backward pair found.
-#:
-#: Short sequences fall because every query block pays its prologue and epilogue over fewer key blocks and a causal
-#: mask gives the blocks unequal work (the diagonal tile computed whole, the last blocks the longest); at 16K the
-#: causal kernels still run 1-11% below their unmasked rate. Lengths between the points interpolate in log2 tokens;
-#: beyond them the end values hold.
+#: [issue 17] fused attention kernel families of :func:`causal_rate_frac` (row codes) and their ModelParams keys
 FA2, HOPPER, BLACKWELL = 0, 1, 2
-CAUSAL_RATE_FRAC = {
-    FA2: (np.array([191.0, 260.0, 298.0, 319.0, 333.0, 335.0]) / 370.0,
-          np.array([214.0, 260.0, 291.0, 310.0, 318.0, 322.0]) / 322.0 * (287.1 / 290.6)),
-    HOPPER: (np.array([292.0, 423.0, 521.0, 579.0, 602.0, 616.0]) / 648.0,
-             np.array([316.0, 424.0, 501.0, 542.0, 559.0, 561.0]) / 561.0 * (531.6 / 553.9)),
-    BLACKWELL: (np.array([501.0, 501.0, 657.0, 770.0, 838.0, 872.0]) / 906.0,
-                np.array([316.0, 424.0, 501.0, 542.0, 559.0, 561.0]) / 561.0 * (1208.6 / 1359.8)),
-}
+CAUSAL_FAMILY_KEYS = {FA2: "fa2", HOPPER: "hopper", BLACKWELL: "blackwell"}
 
 
-def causal_rate_frac(seq_len, family):
+def causal_rate_frac(seq_len, family, p):
     """[issue 17] ``(forward, backward)`` rate of a fused causal attention kernel of ``family`` (:data:`FA2`,
     :data:`HOPPER`, :data:`BLACKWELL`; broadcastable codes) over ``seq_len`` query tokens, against its unmasked rate at
-    16K tokens (:data:`CAUSAL_RATE_FRAC`, with the sources). Hand-worked: FlashAttention-3 at 4096 tokens, forward
-    579 / 648 = 0.894; at 3000 tokens, log2-interpolated between 2048 and 4096."""
+    16K tokens (the rate ``flash_*_eff_frac`` and the head-dimension figures describe): ModelParams
+    ``flash_causal_fwd_rate_frac`` / ``_bwd_rate_frac`` (the published kernel tables, with their sources) at
+    ``flash_causal_seq_tokens``, interpolated in log2 tokens, the end values held beyond them. Short sequences fall
+    because every query block pays its prologue and epilogue over fewer key blocks and a causal mask gives the blocks
+    unequal work (the diagonal tile computed whole, the last blocks the longest). Hand-worked: FlashAttention-3 at
+    4096 tokens, forward 579 / 648 = 0.894; at 3000 tokens, log2-interpolated between 2048 and 4096."""
     x = np.log2(np.maximum(_f(seq_len), 1.0))
+    points = np.log2(np.asarray(p.flash_causal_seq_tokens, dtype=np.float64))
     fam = np.asarray(family, dtype=np.int64)
     fwd = np.zeros(np.broadcast(x, fam).shape)
     bwd = np.zeros_like(fwd)
-    for code, (tf, tb) in CAUSAL_RATE_FRAC.items():
+    for code, key in CAUSAL_FAMILY_KEYS.items():
         on = fam == code
         if np.any(on):
-            fwd = np.where(on, np.interp(x, CAUSAL_RATE_LOG2_SEQ, tf), fwd)
-            bwd = np.where(on, np.interp(x, CAUSAL_RATE_LOG2_SEQ, tb), bwd)
+            fwd = np.where(on, np.interp(x, points, p.flash_causal_fwd_rate_frac[key]), fwd)
+            bwd = np.where(on, np.interp(x, points, p.flash_causal_bwd_rate_frac[key]), bwd)
     return fwd, bwd
 
 
@@ -650,7 +625,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     win = _f(x.get("attn_tile_frac", 1.0))
     fam = np.where(np.asarray(x.get("attn_fa2", False), dtype=bool), FA2,
                    np.where(np.asarray(x.get("attn_blackwell", False), dtype=bool), BLACKWELL, HOPPER))
-    cr_f, cr_b = causal_rate_frac(s / cp, fam)
+    cr_f, cr_b = causal_rate_frac(s / cp, fam, p)
     hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
     flash_b = (win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop

@@ -69,8 +69,8 @@ def test_the_attention_time_scales_by_exactly_the_kernel_factors(db, gpu):
 
     fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac)
     bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac)
-    nf, nb = causal_rate_frac(s, HOPPER if gpu == "h100-sxm" else FA2)  # the native kernel's family
-    af, ab = causal_rate_frac(s, FA2)
+    nf, nb = causal_rate_frac(s, HOPPER if gpu == "h100-sxm" else FA2, DEFAULT_PARAMS)  # the native kernel's family
+    af, ab = causal_rate_frac(s, FA2, DEFAULT_PARAMS)
     for kernel in ("flash2", "triton"):
         f, k = attention_kernel_slowdown(db.gpu(gpu), kernel, p)
         res = simulate(_one_gpu(kernel, gpu), db=db, params=p, recommend=False)

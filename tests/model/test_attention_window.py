@@ -88,7 +88,7 @@ def test_the_step_charges_the_windowed_tiles_only(db):
         ceiling = p.gemm_ceiling_frac * row["peak_flop_per_s"]
     s, q = 8192.0, float(spec.q_dim)
     attn_flop = 2.0 * s * s * (q + q)
-    f, b = causal_rate_frac(s, HOPPER)  # the causal kernel's rate at 8192 tokens (H100's native kernel)
+    f, b = causal_rate_frac(s, HOPPER, DEFAULT_PARAMS)  # the causal kernel's rate at 8192 tokens (H100's native kernel)
     fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac * f)
     bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac * b)
     expected = spec.n_layers * (1.0 - frac) * (fwd_s + bwd_s)
