@@ -844,6 +844,12 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
 
     gb = int(global_batch or default_global_batch(max_global_batch))
     counts = [default_node_counts(o.gpus_per_node, max_gpus) for o in options]
+    moe_pins = pins.moe_options() if pins is not None else {}
+    if moe_pins and len(df):  # [issue 17] the data-parallel rows cannot honour an MoE option: the layout rows do
+        flags = ", ".join("--" + k.replace("_", "-") for k in moe_pins)
+        df["reason"] = np.where(df["feasible"].to_numpy(), f"the data-parallel rows do not model {flags}: see the "
+                                f"layout rows", df["reason"].to_numpy().astype(object))
+        df["feasible"] = False
     lay = plan_layout_rows(wl, options, counts, global_batch=gb, precision=next(iter(precisions), "auto"), db=db,
                            params=params, pins=pins, max_global_batch=max_global_batch, progress=cb)
     attrs = dict(df.attrs)

@@ -485,3 +485,15 @@ def test_plan_rows_say_why_an_option_cannot_run_the_fused_mlp(db):
                           pins=Pins(moe_fused_mlp=True))
     by_gpu = dict(zip(mx["gpu"], mx["reason"]))
     assert by_gpu["b200"] == "" and "microscaling" in by_gpu["h100-sxm"], by_gpu
+
+
+def test_plan_does_not_recommend_data_parallel_rows_that_ignore_an_moe_pin():
+    """[issue 17] The plan's data-parallel rows cannot model the MoE options (no expert parallelism, no fused MLP):
+    with --moe-fused-mlp on H100 only, nothing can run it, and the plan says why instead of recommending a
+    data-parallel configuration that drops the option."""
+    import gpusim
+
+    a = gpusim.plan(model="qwen3-30b-a3b", tokens="1e9", gpu=["h100-sxm"], moe_fused_mlp=True)
+    assert a.recommendation["status"] == "nothing-feasible"
+    text = a.recommendation.get("summary") or a.recommendation.get("text")
+    assert "do not model --moe-fused-mlp" in text and "--precision mxfp8" in text
