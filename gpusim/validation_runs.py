@@ -42,8 +42,10 @@ predicted as it ran:
   split evenly over ``pp x vp`` is run with unequal stages (``uneven_pp``), as Megatron-Core's published recipes do
   (``account_for_embedding_in_pipeline_split`` / ``..._loss_...``).
 - The measured figure is compared on its own metric: step seconds directly; tokens/s/GPU as
-  ``global_batch x seq_len / (step x gpus)``; model TFLOP/s/GPU with gpusim's model FLOPs (a source whose FLOP
-  count differs shows up as an error: its notes say so).
+  ``global_batch x seq_len / (step x gpus)``; model TFLOP/s/GPU with the FLOP count of the framework that measured
+  it where the row states it, ``flop_count=megatron`` (Megatron-LM's ``num_floating_point_operations``, which
+  counts the causal half of the attention core: :func:`gpusim.workload.flops.flops_per_token`), else with gpusim's
+  model FLOPs (a source whose count differs shows up as an error: its notes say so).
 
 **Peak memory** [issue 17]: a row whose metric is ``peak_allocated_gib`` states the peak memory PyTorch's caching
 allocator reported on the run's fullest GPU (``torch.cuda.max_memory_allocated``, Megatron's "max allocated"); it is
@@ -92,7 +94,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
-               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp")  # [issue 17]
+               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -246,6 +248,9 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     except GpusimError as e:
         out.error = str(e)
         return out
+    if opts.get("flop_count", "gpusim") not in ("gpusim", "megatron"):
+        out.error = f"flop_count={opts['flop_count']!r} in the notes is not gpusim or megatron"
+        return out
     per_node = db.node(node).gpus_per_node
     kind = STRATEGY_ALIASES.get(opts.get("strategy", "zero1"), "zero1")
     stated_rc = (r.get("recompute") or "").strip().lower()
@@ -337,6 +342,13 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     out.step_s = float(res.step_s)
     tflop = res.model_tflop_per_s_per_gpu
     flop_step = None if tflop is None else tflop * 1e12 * gpus * out.step_s
+    if opts.get("flop_count") == "megatron" and spec is not None:
+        # [issue 17] the source's TFLOP/s is Megatron-LM's own count (megatron/training/training.py
+        # num_floating_point_operations: the attention core over seq_len / 2 keys, "causal mask (only half of the mask
+        # is non-zero)"): the tokens it stands for follow from that count, not gpusim's
+        from gpusim.workload.flops import flops_per_token
+
+        flop_step = flops_per_token(wl.transformer, seq)["megatron_flop_per_token"] * gb * seq
     out.measured_step_s = _measured_step_s(metric, out.measured, gb, seq, gpus,
                                            None if flop_step is None else float(flop_step))
     if metric in MEMORY_METRICS:

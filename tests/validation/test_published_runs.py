@@ -192,3 +192,29 @@ def test_allocated_bytes_leaves_out_fragmentation_and_the_cuda_context():
 
     # 4 + 4 + 12 + 11 / 1.10 (the default 10% fragmentation is reserved, not allocated) = 30 GiB
     assert R.allocated_bytes(Res()) / GIB == pytest.approx(30.0)
+
+
+def test_a_tflops_row_converts_with_the_count_of_the_framework_that_logged_it():
+    """[issue 17] ``flop_count=megatron``: a Megatron-LM TFLOP/s/GPU figure stands for the tokens of Megatron-LM's own
+    count (``num_floating_point_operations``: the attention core over seq / 2 keys), hand-worked for Qwen3-235B-A22B at
+    seq 4096 (h 4096, 94 layers, q 8192, kv 512, top-8 experts of 1536, vocabulary 151936):
+    6 x (94 x (4096 x 36864 + 4096 x 9216 + 8192 x 4096 + 8192 x 4096) + 4096 x 151936) = 148,034,813,952 FLOP per
+    token (Megatron-Bridge publishes 148.04 G). Without the token gpusim's own count (attention in full) converts it;
+    an unknown count is the row's error."""
+    from gpusim.hwdb import load
+
+    db = load()
+    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "qwen3-235b-a22b",
+           "gpu": "gb200", "gpus": "128", "gpus_per_node": "72", "tp": "2", "pp": "1", "vp": "", "cp": "1", "ep": "16",
+           "etp": "", "micro_batch": "1", "global_batch": "1024", "seq_len": "4096", "precision": "bf16",
+           "recompute": "", "metric": "model_tflop_per_s_per_gpu", "value": "600", "unit": "TFLOP/s/GPU", "notes": ""}
+    per_token = 6 * (94 * (4096 * 36864 + 4096 * 9216 + 8192 * 4096 + 8192 * 4096) + 4096 * 151936)
+    assert per_token == 148_034_813_952
+    meg = R.predict_row(dict(row, notes="Megatron-LM's W&B figure: flop_count=megatron."), db=db)
+    assert not meg.error
+    assert meg.measured_step_s == pytest.approx(per_token * 1024 * 4096 / (600e12 * 128), rel=1e-9)
+    own = R.predict_row(row, db=db)
+    assert own.step_s == pytest.approx(meg.step_s)  # the prediction is the same; only the measured step differs
+    assert own.measured_step_s > 1.1 * meg.measured_step_s  # gpusim counts the attention core in full
+    bad = R.predict_row(dict(row, notes="flop_count=palm"), db=db)
+    assert "flop_count" in bad.error and bad.step_s is None
