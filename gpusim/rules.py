@@ -28,6 +28,8 @@ REASONS = (*REASONS, "tp does not divide the Mamba heads and groups, or cp > 1 w
 R_MAMBA = len(REASONS) - 1
 REASONS = (*REASONS, "--activation-offload-layers is not below the layers of a pipeline stage")
 R_OFFLOAD = len(REASONS) - 1
+REASONS = (*REASONS, "cp a2a needs the attention and K/V heads of each tp rank to divide by cp")
+R_CP_HEADS = len(REASONS) - 1
 
 
 def offload_layout_bad(offload_layers, layers, pp):
@@ -63,11 +65,29 @@ def check_mamba(spec, *, tp: int, cp: int) -> None:
                         f"splits both over tp): use --tp {' or '.join(str(t) for t in ok[-3:])}")
 
 
-def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None) -> None:
-    """The context-parallel rules for one scenario (the search's rules R_SEQ and R_FLASH); raises ScenarioError."""
+def ulysses_heads_ok(n_heads, n_kv_heads, tp, cp):
+    """[issue 17] Whether Transformer Engine's a2a context parallelism can split this tp rank's heads over ``cp``: its
+    ``AttnFuncWithCPAndQKVOA2A`` asserts ``q.shape[-2] % cp_size == 0 and k.shape[-2] % cp_size == 0`` ("The number
+    of attention heads needs to be divisible by CP size!"), the heads a rank holds being ``n_heads / tp`` and
+    ``n_kv_heads / tp`` (one replicated K/V head where tp exceeds them). Works on arrays."""
+    kv_local = np.maximum(np.asarray(n_kv_heads) // np.asarray(tp), 1)
+    return ((np.asarray(n_heads) // np.asarray(tp)) % np.asarray(cp) == 0) & (kv_local % np.asarray(cp) == 0)
+
+
+def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None, comm: str = "ring",
+             n_heads: int | None = None, n_kv_heads: int | None = None) -> None:
+    """The context-parallel rules for one scenario (the search's rules R_SEQ, R_FLASH and, for ``comm`` a2a,
+    R_CP_HEADS); raises ScenarioError."""
     if cp == 1:
         return
     problems = []
+    if comm == "a2a" and n_heads and not ulysses_heads_ok(n_heads, n_kv_heads or n_heads, tp, cp):
+        kv = n_kv_heads or n_heads
+        ok = [c for c in (2, 4, 8, 16, 32) if ulysses_heads_ok(n_heads, kv, tp, c)]
+        problems.append(f"--cp-comm a2a splits each tp rank's heads over cp, and tp {tp} leaves {n_heads // tp} "
+                        f"attention and {max(kv // tp, 1)} K/V heads per rank, which cp {cp} does not divide ("
+                        + (f"cp could be {', '.join(map(str, ok))}, or " if ok else "")
+                        + "use --cp-comm ring or all-gather)")
     if seq_len % (2 * cp):
         ok = [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0]
         problems.append(f"cp {cp} needs the sequence ({seq_len} tokens) to be divisible by 2 x cp = {2 * cp} for the "
@@ -134,7 +154,7 @@ def padded_layers(n_layers: int, pp: int, vp: int):
 
 
 def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: int | None, domain: int,
-                        tp_pinned: bool, seq_len: int, flash: bool, dualpipe: bool) -> np.ndarray:
+                        tp_pinned: bool, seq_len: int, flash: bool, dualpipe: bool, cp_a2a: bool = False) -> np.ndarray:
     """The first rule each layout breaks, as an index into :data:`REASONS` (0: none, before memory), on integer
     arrays of degrees (``n_micro`` 0 where micro-batch x dp does not divide the global batch). The same rules as
     :func:`check_cp`, :func:`check_dualpipe` and :class:`~gpusim.layout.Layout`'s checks, vectorised."""
@@ -143,6 +163,7 @@ def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: in
     checks = ((n_heads % tp != 0, R_HEADS), ((kv % tp != 0) & (tp % kv != 0), R_KV),
               ((tp > domain) & (not tp_pinned), R_DOMAIN),
               ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
+              (cp_a2a & (cp > 1) & ~ulysses_heads_ok(n_heads, kv, tp, cp), R_CP_HEADS),
               ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
               ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE),
               (dualpipe & ((pp % 2 != 0) | (vp > 1) | (n_micro % 2 != 0) | (n_micro < pp)), R_DUALPIPE))
@@ -176,7 +197,7 @@ def scenario_layout(scn, hw, workload):
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
 
     check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
-             domain=nvlink_domain_gpus(hw))
+             domain=nvlink_domain_gpus(hw), comm=st.cp_comm, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
     model_par = st.tp * st.pp * st.cp
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
              ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,

@@ -4,6 +4,8 @@ ep, micro-batch and recomputation), the table of the best layouts, and the chose
 schedule. The heatmap's star is the table's first row; the page's own settings (global batch, data-parallel
 kind, and what it pins) are in its header."""
 
+import typing
+
 import streamlit as st
 
 from gpusim import units, viz
@@ -12,6 +14,9 @@ from gpusim.diagnose import layer_lines
 from gpusim.errors import GpusimError
 from gpusim.parallelism import pipeline_schedule
 from gpusim.simulation import resolve_workload, simulate, transformer_of
+from gpusim.strategy import Strategy
+
+CP_COMMS = typing.get_args(Strategy.model_fields["cp_comm"].annotation)
 
 ctx = shell.require_scenario()
 scn = ctx.scenario
@@ -28,7 +33,7 @@ if spec is None:
     st.stop()
 
 ANY = "any"
-c1, c2, c3, c4, c5 = st.columns([1, 1, 1, 1, 1.2])
+c1, c2, c3, c4, c5, c6 = st.columns([1, 1, 1, 1, 1, 1.2])
 gb = int(shell.number_input(c1, "Global batch (sequences)", 1, 1_000_000, max(scn.gpus, 64), key="par_gb",
                             bind=shell.BIND))
 recompute = c2.selectbox("Recomputation", shell.offer("par_recompute", [ANY, "selective", "none", "full"]),
@@ -41,11 +46,19 @@ kind = c4.selectbox("Data parallel", shell.offer("par_kind", ["zero1", "ddp"]), 
 micro = c5.selectbox("Micro-batch", shell.offer("par_micro", [ANY, "1", "2", "4", "8"]), key="par_micro",
                      bind=shell.BIND,
                      help="any: the search tries 1, 2, 4 and 8; or pin one")
+# [issue 17] how layouts with cp > 1 exchange the attention's inputs (the CLI's --cp-comm)
+cp_comm = c6.selectbox("Context-parallel exchange", shell.offer("par_cp_comm", list(CP_COMMS)),
+                       key="par_cp_comm", bind=shell.BIND,
+                       help="ring: ring attention, K/V blocks passed point to point under the attention (Transformer "
+                            "Engine p2p); all-gather: K/V gathered before the attention, not overlapped (Llama 3); "
+                            "a2a: DeepSpeed-Ulysses all-to-alls over the heads, not overlapped, only where each tp "
+                            "rank's attention and K/V heads divide by cp")
 pins = {"recompute": None if recompute == ANY else recompute, "vp": int(vp) if vp else None,
         "micro_batch": None if micro == ANY else int(micro)}
 pinned = ", ".join(f"{name} {v}" for name, v in (("micro-batch", pins["micro_batch"]), ("recompute", pins["recompute"]),
                                                  ("vp", pins["vp"])) if v is not None)
 own = (f"{kind}, {scn.strategy.precision}, global batch {gb:,}, "
+       + (f"cp exchange {cp_comm}, " if cp_comm != "ring" else "")
        + (f"{pinned} pinned, the rest searched" if pinned else "micro-batch, recomputation and vp searched"))
 header.markdown(f"#### Parallelism · {shell.scenario_title(ctx, strategy=own)}")
 st.caption("This page runs its own strategy (above): the sidebar's strategy and per-GPU batch do not apply here; "
@@ -55,6 +68,7 @@ value = st.segmented_control("Colour by", shell.offer("par_value", ["tokens/s pe
                              default="tokens/s per GPU", required=True, bind=shell.BIND)
 
 base = scn.with_changes(kind=kind, global_batch=gb, recompute=pins["recompute"] or "selective", vp=1,
+                        cp_comm=cp_comm,
                         per_gpu_batch=pins["micro_batch"] or 1, activation_checkpointing=False, cpu_offload=False)
 with shell.guard("cannot search the layouts"):
     out = best_layouts.search(ctx, base, gb, pins)

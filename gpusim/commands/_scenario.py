@@ -160,8 +160,9 @@ def add_layout_args(p) -> None:
                         "padded to it); default the model's (dropless)")
     add_moe_args(g)
     add_memory_args(g)
-    g.add_argument("--cp-comm", choices=("ring", "all-gather"),
-                   help="context-parallel K/V exchange: ring attention (default) or all-gather (Llama 3)")
+    g.add_argument("--cp-comm", choices=("ring", "all-gather", "a2a"),
+                   help="context-parallel exchange: ring attention (default), all-gather (Llama 3) or a2a "
+                        "(DeepSpeed-Ulysses all-to-alls over the heads: tp x cp must divide the K/V heads)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
     g.add_argument("--tp-comm-overlap", action="store_true", default=None,

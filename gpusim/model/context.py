@@ -2,7 +2,7 @@
 
 Each rank holds ``s / cp`` tokens of every sequence: its GEMMs, norms, activations and tensor-parallel traffic
 shrink by ``cp`` (the token count ``T = b s / cp``), while attention still relates every query to every earlier
-key, so each rank must see the keys and values of the others. Two published ways:
+key, so each rank must see the keys and values of the others. Three published ways:
 
 - **Ring attention** (Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", 2023; Megatron-Core /
   Transformer Engine ``cp_comm_type="p2p"``): K/V blocks travel around the ring of ``cp`` ranks, point to
@@ -13,6 +13,16 @@ key, so each rank must see the keys and values of the others. Two published ways
 - **All-gather** (Llama 3, Dubey et al. 2024 section 3.3.2; TE ``cp_comm_type="all_gather"``): K/V are
   all-gathered over the cp group before attention and their gradients reduce-scattered after it; the
   collective is not overlapped (Llama 3 chose it for GQA's small K/V and for document masks).
+- [issue 17] **All-to-all over heads** (DeepSpeed-Ulysses, Jacobs et al., arXiv:2309.14509, 2023, section 3; TE
+  ``cp_comm_type="a2a"``, ``AttnFuncWithCPAndQKVOA2A``): an all-to-all turns each rank's ``s / cp`` tokens of all
+  heads into all ``s`` tokens of ``1 / cp`` of the heads for Q, K and V, the attention runs locally over the whole
+  sequence, and one more all-to-all returns its output; the backward pass runs the same four on dO, dQ, dK and dV.
+  TE's docstring: "Like DeepSpeed Ulysses, scatter attention heads across the CP group, and gather to get full
+  sequence of QKV"; its collectives are not overlapped with the attention. Each rank sends ``(cp - 1) / cp`` of
+  ``b (s / cp) (2 q + 2 kv) / t`` elements per pass, less as ``cp`` grows (the ring sends
+  ``(cp - 1) b (s / cp) 2 kv / t``, nearly constant, but under the attention, block by block).
+  TE refuses it unless the attention heads and the K/V heads on each tp rank divide by ``cp``
+  (:func:`gpusim.rules.check_cp`), so with GQA's few K/V heads it reaches a small ``cp`` only.
 
 **Causal load balancing** (Megatron-Core ``get_batch_on_this_cp_rank``; Llama 3 section 3.3.2): the sequence is
 cut into ``2 cp`` chunks and rank ``r`` holds chunks ``r`` and ``2 cp - 1 - r``, so every rank does the same
@@ -34,8 +44,8 @@ import numpy as np
 
 from gpusim.model import comm as C
 
-RING, ALL_GATHER = 0, 1
-CP_KINDS = {"ring": RING, "p2p": RING, "all-gather": ALL_GATHER, "all_gather": ALL_GATHER}
+RING, ALL_GATHER, A2A = 0, 1, 2
+CP_KINDS = {"ring": RING, "p2p": RING, "all-gather": ALL_GATHER, "all_gather": ALL_GATHER, "a2a": A2A}
 
 
 def _f(a):
@@ -105,7 +115,30 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
         full_kv = block * cp
         ag = coll(C.ALL_GATHER, full_kv, cp, nodes, intra, inter * per_node / g)
         rs = coll(C.REDUCE_SCATTER, full_kv, cp, nodes, intra, inter * per_node / g)
+    a2a = 0.0
+    if np.any(kind == A2A):
+        # [issue 17] Ulysses: Q, K, V and the output each cross the cp group in their own all-to-all, not overlapped
+        a2a = a2a_pass_s(coll, b, s, _f(x["q_dim"]), kv, kv_bytes_elem, tp, cp, nodes, intra, inter * per_node / g)
     on = cp > 1
-    fwd = np.where(on, np.where(kind == ALL_GATHER, ag, ring_f), 0.0)
-    bwd = np.where(on, np.where(kind == ALL_GATHER, ag + rs, ring_b), 0.0)  # backward re-gathers K/V
+    fwd = np.where(on, np.where(kind == ALL_GATHER, ag, np.where(kind == A2A, a2a, ring_f)), 0.0)
+    # the backward pass re-gathers K/V (all-gather) or runs the same four all-to-alls on the gradients (a2a)
+    bwd = np.where(on, np.where(kind == ALL_GATHER, ag + rs, np.where(kind == A2A, a2a, ring_b)), 0.0)
     return fwd, bwd
+
+
+def a2a_tensor_bytes(micro_batch, seq_len, width, elem_bytes, tp, cp):
+    """[issue 17] Bytes of one rank's share of a ``width``-wide activation (Q or the attention output: ``q``; K or V:
+    ``kv``) that one Ulysses all-to-all redistributes: ``b (s / cp) width e / t`` (the same before and after: ``s / cp``
+    tokens of every local head, or ``s`` tokens of ``1 / cp`` of them)."""
+    return _f(micro_batch) * _f(seq_len) / _f(cp) * _f(width) * elem_bytes / _f(tp)
+
+
+def a2a_pass_s(coll, micro_batch, seq_len, q_dim, kv_dim, elem_bytes, tp, cp, nodes, intra, inter_share):
+    """[issue 17] Seconds of one pass's Ulysses all-to-alls (forward: Q, K, V, output; backward: dO, dQ, dK, dV; the
+    same four sizes): ``coll(kind, bytes, ranks, nodes, intra bw, inter bw)`` prices each one. Hand-worked, Llama 3
+    70B (q 8192, kv 1024), b 1, s 32768, bf16, tp 2, cp 4: Q and O 1 x 8192 x 8192 x 2 / 2 = 64 MiB each, K and V 8
+    MiB each, 144 MiB per pass, of which each rank sends 3/4."""
+    q = a2a_tensor_bytes(micro_batch, seq_len, q_dim, elem_bytes, tp, cp)
+    k = a2a_tensor_bytes(micro_batch, seq_len, kv_dim, elem_bytes, tp, cp)
+    return (2.0 * coll(C.ALL_TO_ALL, q, cp, nodes, intra, inter_share)
+            + 2.0 * coll(C.ALL_TO_ALL, k, cp, nodes, intra, inter_share))

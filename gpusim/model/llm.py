@@ -625,7 +625,9 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     win = _f(x.get("attn_tile_frac", 1.0))
     fam = np.where(np.asarray(x.get("attn_fa2", False), dtype=bool), FA2,
                    np.where(np.asarray(x.get("attn_blackwell", False), dtype=bool), BLACKWELL, HOPPER))
-    cr_f, cr_b = causal_rate_frac(s / cp, fam, p)
+    # ([issue 17] Ulysses, cp_comm a2a: each call sees the whole sequence for 1 / cp of the heads)
+    seen = np.where(np.asarray(x.get("cp_kind", CTX.RING)) == CTX.A2A, s, s / cp)
+    cr_f, cr_b = causal_rate_frac(seen, fam, p)
     hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
     flash_b = (win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop

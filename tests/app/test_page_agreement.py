@@ -297,3 +297,22 @@ def test_fold_keeps_the_best_rows_each_cells_best_and_every_reason(db):
         assert reasons[0][2] in {r["reason"] for r in at}  # an example of the most common reason, in full
     assert Counter(r["reason"].split(" (")[0] for r in bad if r["reason"].startswith("does not fit")) \
         == Counter({k: v for k, v in f["out_counts"].items() if k.startswith("does not fit")})
+
+
+def test_parallelism_search_with_the_ulysses_exchange_keeps_its_head_rule():
+    """[issue 17] The page's "Context-parallel exchange" reaches the layout search as the CLI's --cp-comm does:
+    with a2a (Ulysses) no layout in the table splits Llama 3 70B's 8 K/V heads (and 64 attention heads) over a tp x cp
+    that does not divide them, while the ring's search at the same sequence length does use such a layout."""
+    from gpusim.rules import ulysses_heads_ok
+
+    query = {**LLAMA, "seq": "16384", "par_gb": "32", "par_recompute": "selective", "par_micro": "1"}
+    ring = run_app("parallelism", query, timeout=120)
+    no_trouble(ring)
+    assert ring.selectbox(key="par_cp_comm").value == "ring"
+    rt = _table(ring)
+    assert any(not ulysses_heads_ok(64, 8, int(t), int(c)) for t, c in zip(rt["tp"], rt["cp"]))
+    at = run_app("parallelism", {**query, "par_cp_comm": "a2a"}, timeout=120)
+    no_trouble(at)
+    assert at.selectbox(key="par_cp_comm").value == "a2a" and "cp exchange a2a" in _header(at)
+    t = _table(at)
+    assert len(t) and all(ulysses_heads_ok(64, 8, int(tp), int(cp)) for tp, cp in zip(t["tp"], t["cp"]))

@@ -214,3 +214,62 @@ def test_uneven_stages_are_charged_the_fullest_stage(db):
     padded = evaluate(inp.replace(model_layers=np.asarray([128.0])), DEFAULT_PARAMS)
     assert float(out["step_s"][0]) == float(padded["step_s"][0])  # same work charged
     assert float(out["model_flop_per_step"][0]) < float(padded["model_flop_per_step"][0])  # useful FLOPs: 126
+
+
+# ---- [issue 17] Ulysses (cp_comm a2a) ------------------------------------------------------------------------------
+
+def test_ulysses_all_to_alls_closed_form():
+    """Four all-to-alls per pass (Q, K, V, output; then dO, dQ, dK, dV), each of one rank's ``b (s / cp) width e / t``
+    bytes, not overlapped: Llama 3 70B (q 8192, kv 1024), b 1, s 32768, bf16, tp 2, cp 4: Q 64 MiB, K 8 MiB."""
+    assert float(CTX.a2a_tensor_bytes(1, 32768, 8192, 2.0, 2, 4)) == 64 * 2**20
+    assert float(CTX.a2a_tensor_bytes(1, 32768, 1024, 2.0, 2, 4)) == 8 * 2**20
+    p = DEFAULT_PARAMS.replace(coll_base_latency_s=0.0)
+    x = dict(_cp_x(4, CTX.A2A), q_dim=8192.0)
+
+    def a2a(size):
+        return float(C.collective_min_time_s(C.ALL_TO_ALL, size, 4.0, 1.0, 300e9, 0.0, 400e9 / 8 * 4 / 8, 0.0, False,
+                                             base_latency_s=0.0, nvls_gain_frac=p.nvls_gain_frac,
+                                             nvls_latency_s=p.nvls_latency_s, tree_busbw_frac=p.tree_busbw_frac,
+                                             tuning=C.tuning_from_params(p)))
+    q, k = 1 * 8192 / 4 * 8192 * 2.0, 1 * 8192 / 4 * 1024 * 2.0  # at tp 1
+    want = 2 * a2a(q) + 2 * a2a(k)
+    assert want >= 0.75 * (2 * q + 2 * k) / 300e9  # each rank sends (cp - 1) / cp of its share
+    for attn in (0.0, 1.0):  # nothing hides it, however long the attention
+        f, b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn, attn_b_s=2 * attn, kv_bytes_elem=2.0, tp=1.0, g=8.0)
+        assert float(f) == pytest.approx(want, rel=1e-9) and float(b) == pytest.approx(want, rel=1e-9)
+
+
+def test_ulysses_attention_runs_at_the_whole_sequence_rate():
+    """With a2a each attention call sees all ``s`` tokens of ``1 / cp`` of the heads (the ring's calls see ``s / cp``
+    tokens), so the kernel runs at the causal rate of the whole sequence: the same FLOPs, at a short-sequence cp
+    faster than the ring's; and the exposed all-to-alls show in the breakdown."""
+    scn = Scenario(**{**L70, "seq_len": 8192, "tp": 2, "cp": 4, "pp": 8, "recompute": "selective"})
+    ring = simulate(scn, recommend=False)
+    uly = simulate(scn.with_changes(cp_comm="a2a"), recommend=False)
+    lr, lu = ring.layer_s, uly.layer_s
+    assert lu["attn_fwd_s"] < lr["attn_fwd_s"] and lu["attn_bwd_s"] < lr["attn_bwd_s"]
+    assert uly.breakdown_s["cp_comm_exposed_s"] > 0.0
+
+
+def test_ulysses_needs_the_heads_of_each_tp_rank_to_divide_by_cp():
+    """TE's AttnFuncWithCPAndQKVOA2A asserts the heads a rank holds divide by cp: Llama 3 70B has 64 attention and 8
+    K/V heads, so tp 8 leaves one K/V head (no cp), tp 2 four (cp 2 or 4). predict says so and what would work; the
+    search marks those layouts with their own reason and never returns one."""
+    from gpusim.rules import R_CP_HEADS, ulysses_heads_ok
+
+    assert not ulysses_heads_ok(64, 8, 8, 2) and ulysses_heads_ok(64, 8, 2, 4) and not ulysses_heads_ok(64, 8, 2, 8)
+    assert ulysses_heads_ok(64, 8, 16, 1)
+    with pytest.raises(ScenarioError, match="cp could be 2, 4"):
+        simulate(Scenario(**{**L70, "tp": 2, "cp": 8, "pp": 4, "cp_comm": "a2a"}))
+    with pytest.raises(ScenarioError, match="1 K/V heads per rank"):
+        simulate(Scenario(**{**L70, "tp": 8, "cp": 2, "cp_comm": "a2a"}))
+    scn = Scenario(**{**L70, "seq_len": 16384, "global_batch": 32})
+    ring = search_layouts(scn, micro_batches=(1,), recomputes=("selective",))
+    res = search_layouts(scn.with_changes(cp_comm="a2a"), micro_batches=(1,), recomputes=("selective",))
+    lay, reason = res["layouts"], res["layouts"]["reason"]
+    bad = (lay["cp"] > 1) & ~ulysses_heads_ok(64, 8, lay["tp"], lay["cp"])
+    assert np.any(bad) and np.all(reason[bad] != OK) and np.any(reason[bad] == R_CP_HEADS)
+    assert np.all(ring["layouts"]["reason"][bad] != R_CP_HEADS)  # the ring has no such rule
+    rb, b = ring["best"], res["best"]
+    assert not ulysses_heads_ok(64, 8, int(lay["tp"][rb]), int(lay["cp"][rb]))  # the ring's best (tp 4, cp 4) is out
+    assert ulysses_heads_ok(64, 8, int(lay["tp"][b]), int(lay["cp"][b]))
