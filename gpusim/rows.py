@@ -704,6 +704,15 @@ def hybrid_fields(spec) -> dict:
     return out
 
 
+def _imbalance_frac(spec, strategy) -> float:
+    """[issue 17] The busiest EP rank's load over the mean, minus 1: the run's (Strategy ``moe_imbalance_frac``, the
+    CLI's ``--moe-imbalance``), else the model's, else NaN (the routing statistics of a balanced router)."""
+    for v in (getattr(strategy, "moe_imbalance_frac", None), spec.moe_imbalance_frac):
+        if v is not None:
+            return float(v)
+    return float("nan")
+
+
 def moe_fields(spec, strategy) -> dict:
     """The mixture-of-experts fields of a model row (gpusim.model.experts); zero for a dense model."""
     if not getattr(spec, "n_experts", 0):
@@ -723,8 +732,7 @@ def moe_fields(spec, strategy) -> dict:
             "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
-            "moe_imbalance_frac": float("nan") if spec.moe_imbalance_frac is None
-            else float(spec.moe_imbalance_frac),
+            "moe_imbalance_frac": _imbalance_frac(spec, strategy),
             # [issue 17] the experts' output bias and clamped GLU, which Megatron-Core runs as separate kernels
             "moe_expert_bias": bool(spec.expert_bias), "moe_glu_clamp": spec.glu_clamp is not None}
 

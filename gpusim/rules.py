@@ -100,7 +100,8 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
 
 def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
              ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
-             dp: int | None = None, moe_router_padding: bool = False, moe_fused_mlp: bool = False) -> None:
+             dp: int | None = None, moe_router_padding: bool = False, moe_fused_mlp: bool = False,
+             moe_imbalance_frac: float | None = None) -> None:
     """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
     The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
     moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
@@ -108,7 +109,8 @@ def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None
                                  ("ep_overlap", ep_overlap != "none"), ("moe_dispatcher", moe_dispatcher != "alltoall"),
                                  ("ep_fp8_dispatch", ep_fp8_dispatch),
                                  ("moe_router_padding", moe_router_padding),
-                                 ("moe_fused_mlp", moe_fused_mlp)) if on]
+                                 ("moe_fused_mlp", moe_fused_mlp),
+                                 ("moe_imbalance", moe_imbalance_frac is not None)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
             flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
@@ -202,7 +204,8 @@ def scenario_layout(scn, hw, workload):
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
              ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
              dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None,
-             moe_router_padding=st.moe_router_padding, moe_fused_mlp=st.moe_fused_mlp)
+             moe_router_padding=st.moe_router_padding, moe_fused_mlp=st.moe_fused_mlp,
+             moe_imbalance_frac=st.moe_imbalance_frac)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
     lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,

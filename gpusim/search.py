@@ -94,7 +94,8 @@ def _divisors(n: int) -> list[int]:
 
 
 #: [issue 12] the MoE options a layout search carries on its pins (Strategy fields of the same names)
-MOE_PIN_FIELDS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp")
+MOE_PIN_FIELDS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp",
+                  "moe_imbalance_frac")
 
 
 @dataclass(frozen=True)
@@ -114,13 +115,15 @@ class Pins:
     ep_fp8_dispatch: bool | None = None
     moe_router_padding: bool | None = None  # [issue 17]
     moe_fused_mlp: bool | None = None  # [issue 17]
+    moe_imbalance_frac: float | None = None  # [issue 17] (0.0 is a figure: perfectly balanced)
     # [issue 17] CUDA-graph scopes (Strategy.cuda_graph_scope; not searched: empty is eager)
     cuda_graph_scope: tuple[str, ...] | None = None
 
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
         return {k: v for k in MOE_PIN_FIELDS
-                if (v := getattr(self, k)) not in (None, False, "none", "alltoall")}
+                if (v := getattr(self, k)) is not None
+                and (k == "moe_imbalance_frac" or v not in (False, "none", "alltoall"))}
 
     def moe_option_fields(self) -> dict:
         """The row fields (gpusim.model.step.StepInputs) of :meth:`moe_options`."""
@@ -139,6 +142,8 @@ class Pins:
             out["moe_router_padding"] = True
         if "moe_fused_mlp" in o:  # [issue 17]
             out["moe_fused_mlp"] = True
+        if "moe_imbalance_frac" in o:  # [issue 17]
+            out["moe_imbalance_frac"] = float(o["moe_imbalance_frac"])
         if self.cuda_graph_scope:  # [issue 17]
             from gpusim.model.graphs import scope_mask
 

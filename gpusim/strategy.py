@@ -194,6 +194,15 @@ class Strategy(FiniteModel):
         "all-to-all; the permutation fused, no FP8 padding copies)")
     ep_fp8_dispatch: bool = Field(default=False, description="MoE dispatch in FP8 with 1x128 scales when the layers "
                                   "train in fp8 (DeepSeek-V3 section 3.3; combine stays bf16)")
+    moe_imbalance_frac: float | None = Field(
+        default=None, ge=0.0, le=10.0, description="[issue 17] MoE routing imbalance: the busiest expert-parallel "
+        "rank's routed tokens over the mean, minus 1, at every MoE layer (its grouped GEMMs and the all-to-all volume "
+        "it receives pace the layer). None: the sampling spread of a router balanced in expectation, what Megatron-"
+        "Core's --moe-router-force-load-balancing benchmarks run (gpusim.model.experts.busiest_rank_load: 1-3%). "
+        "Measured (marin-community/marin issue #7668, Megatron-Core on 64 GB200, EP64, 256 experts top-8): forced "
+        "balance 0.013 on average over the layers (0.023 on the worst); a learned router with the auxiliary-loss-free "
+        "bias at its default 1e-3 update rate 0.338 at the start of training and 0.212 after 18 steps (worst layers "
+        "0.971 and 0.724), and the step 2.1x the forced-balance one over 100 steps")
     moe_router_padding: bool = Field(default=False, description="[issue 17] with fp8/mxfp8 and the alltoall "
                                      "dispatcher: the router pads each expert's tokens to the FP8 GEMMs' multiple "
                                      "(Megatron-Core --moe-router-padding-for-fp8) instead of the experts copying "
@@ -344,6 +353,7 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or self.moe_router_padding
+                or self.moe_imbalance_frac is not None
                 or self.moe_fused_mlp
                 or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0

@@ -175,7 +175,8 @@ def add_layout_args(p) -> None:
 
 
 #: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
-MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp")
+MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp",
+               "moe_imbalance_frac")
 
 
 def add_moe_args(g) -> None:
@@ -190,6 +191,13 @@ def add_moe_args(g) -> None:
                         "permutation fused, no FP8 padding copies)")
     g.add_argument("--ep-fp8-dispatch", action="store_true", default=None,
                    help="with --precision fp8: dispatch in FP8 (1x128 scales), combine in bf16 (DeepSeek-V3)")
+    g.add_argument("--moe-imbalance", dest="moe_imbalance_frac", type=strategy_type("moe_imbalance_frac"),
+                   metavar="FRAC",
+                   help="[issue 17] the busiest expert-parallel rank's routed tokens over the mean, minus 1, at every "
+                        "MoE layer (default: the 1-3%% sampling spread of a balanced router, what force-balanced "
+                        "benchmarks run). Measured on Megatron-Core, 64 GB200, EP64: a learned router with the "
+                        "auxiliary-loss-free bias 0.34 at the start of training, 0.21 after 18 steps (marin-community/"
+                        "marin issue #7668). sweep and plan take it as given at every ep they try")
     g.add_argument("--moe-router-padding", action="store_true", default=None,
                    help="[issue 17] with --precision fp8/mxfp8 and the alltoall dispatcher: pad each expert's tokens "
                         "in the router (Megatron-Core --moe-router-padding-for-fp8) instead of copying the experts' "

@@ -87,7 +87,8 @@ def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan
     """Token copies the busiest rank of an EP group computes and receives in one MoE layer, over the mean.
 
     ``tokens``: the tokens one rank routes (per micro-batch); ``capacity``: the capacity factor (NaN: dropless);
-    ``imbalance_frac``: a user's figure (busiest / mean - 1) that overrides the mechanism (NaN: none).
+    ``imbalance_frac``: a user's figure (busiest / mean - 1) that overrides the mechanism where ``ep > 1`` (NaN: none;
+    ``--moe-imbalance``, :class:`gpusim.strategy.Strategy` ``moe_imbalance_frac``, has measured figures).
 
     **Mechanism.** Even a router balanced in expectation (GShard's auxiliary loss, Lepikhin et al. 2020 section 2.2;
     Switch Transformer's, Fedus et al. 2021 section 2.2; DeepSeek-V3's auxiliary-loss-free bias, DeepSeek-AI 2024
@@ -113,7 +114,7 @@ def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan
     spread = np.sqrt(np.maximum(E - k, 0.0) / np.maximum((E - 1.0) * mu, 1e-300))
     sampled = 1.0 + expected_max_std_normal(ep) * spread  # (the stragglers' figure: one table for both)
     user = _f(imbalance_frac)
-    load = np.where(np.isfinite(user), 1.0 + user, sampled)
+    load = np.where(np.isfinite(user) & (_f(ep) > 1.0), 1.0 + user, sampled)  # one rank holds every expert: 1
     cap = _f(capacity)
     return np.where(np.isfinite(cap), cap, load)
 
@@ -713,7 +714,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
-            "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f,
+            "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f, "busiest_load": load,
             "cpu_f_s": moe_frac * cpu_f, "cpu_b_s": moe_frac * cpu_b,
             "syncs": syncs & (moe_frac > 0), "post_gpu_f_s": moe_frac * post_gpu_f,
             # [issue 17] one MoE layer's expert computation (routed + shared experts; the "mlp" node of Megatron-Core's

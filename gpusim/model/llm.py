@@ -798,6 +798,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
                    experts_f=np.asarray(moe.get("mlp_f_s", 0.0)) * mfr, experts_b=np.asarray(moe.get("mlp_b_s", 0.0)) * mfr,
                    a2a=np.asarray(moe.get("a2a_s", 0.0)) * np.ones(np.shape(gpu_f)),
                    syncs=np.asarray(moe.get("syncs", False)) * np.ones(np.shape(gpu_f)),
+                   busiest=np.asarray(moe.get("busiest_load", 1.0)) * np.ones(np.shape(gpu_f)),
                    fused_mlp=(np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (fp8 == FP8.MX)
                               & (mfr > 0)) * np.ones(np.shape(gpu_f)))
     return out
@@ -808,7 +809,7 @@ LAYER_DETAIL_KEYS = {"gpu_f": "gpu_fwd_s", "gpu_b": "gpu_bwd_s", "cpu_f": "cpu_f
                      "layer_f": "layer_fwd_s", "layer_b": "layer_bwd_s", "attn_f": "attn_fwd_s", "attn_b": "attn_bwd_s",
                      "recompute_b": "recompute_bwd_s", "moe_frac": "moe_layer_frac", "experts_f": "experts_fwd_s",
                      "experts_b": "experts_bwd_s", "a2a": "a2a_s", "syncs": "host_sync_flag",
-                     "fused_mlp": "fused_mlp_flag", "tp_f": "tp_fwd_s",
+                     "fused_mlp": "fused_mlp_flag", "busiest": "ep_busiest_load", "tp_f": "tp_fwd_s",
                      "tp_b": "tp_bwd_s", "cp_f": "cp_fwd_s", "cp_b": "cp_bwd_s", "ep_f": "ep_fwd_s", "ep_b": "ep_bwd_s"}
 
 
@@ -820,7 +821,8 @@ def layer_detail(x: dict, p) -> dict[str, float]:
     ``cpu_*`` the CPU's launches, ``layer_*`` the time the layer takes (the slower of the two, with the MoE
     dispatcher's host sync), ``moe_layer_frac`` the share of MoE layers, ``a2a_s`` one MoE all-to-all,
     ``host_sync_flag`` 1 where the dispatcher waits on the host, ``fused_mlp_flag`` 1 where the experts run as
-    Transformer Engine's fused grouped MLP (``--moe-fused-mlp``), and the exposed ``tp_*``, ``cp_*``, ``ep_*``
+    Transformer Engine's fused grouped MLP (``--moe-fused-mlp``), ``ep_busiest_load`` the busiest EP rank's routed
+    tokens over the mean (``--moe-imbalance``, or the sampling spread), and the exposed ``tp_*``, ``cp_*``, ``ep_*``
     communication. Evaluated for one scenario only: the sweep path (:func:`llm_terms`) does not carry these columns."""
     keys = [k for k in x if k not in _PIPELINE_KEYS]
     out = _layer_rows_terms({k: x[k] for k in keys}, p, Distinct(), detail=True)

@@ -118,3 +118,58 @@ def test_predict_tells_where_one_layer_goes(capsys):
     code, out, _ = run(capsys, "predict", "--model", "bert-large", "--gpu", "a100-sxm4-80gb", "--gpus", "8",
                        "--per-gpu-batch", "16", "--json")
     assert code == 0 and json.loads(out)["layer_s"] is None
+
+
+QWEN30 = ["predict", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "16", "--nodes", "2", "--seq-len",
+          "4096", "--precision", "bf16", "--strategy", "zero1", "--micro-batch", "1", "--global-batch", "256"]
+
+
+def test_moe_imbalance_paces_every_moe_layer_and_is_refused_where_it_cannot_apply(capsys):
+    """[issue 17] --moe-imbalance FRAC: the busiest EP rank carries 1 + FRAC of the mean routed tokens (its grouped
+    GEMMs and the all-to-all volume it receives) at every MoE layer; the default is a balanced router's sampling
+    spread (about 1%). The layer lines say which load paced the layer; one EP rank has nothing to wait for; a dense
+    model and a negative figure exit 2 with the fix."""
+    import gpusim.api as api
+
+    code, out, _ = run(capsys, *QWEN30, "--ep", "16", "--json")
+    base = json.loads(out)
+    code2, out2, _ = run(capsys, *QWEN30, "--ep", "16", "--moe-imbalance", "0.212", "--json")
+    skew = json.loads(out2)
+    assert code == code2 == 0
+    assert skew["layer_s"]["ep_busiest_load"] == pytest.approx(1.212)
+    assert 1.0 < base["layer_s"]["ep_busiest_load"] < 1.03
+    for k in ("compute_s", "ep_comm_exposed_s"):
+        assert skew["breakdown_s"][k] > base["breakdown_s"][k], k
+    assert skew["step_s"] > base["step_s"]
+    # the routed experts' time grows with the load; the attention core does not
+    assert skew["layer_s"]["experts_fwd_s"] > base["layer_s"]["experts_fwd_s"]
+    assert skew["layer_s"]["attn_fwd_s"] == pytest.approx(base["layer_s"]["attn_fwd_s"])
+    code, out, _ = run(capsys, *QWEN30, "--ep", "16", "--moe-imbalance", "0.212")
+    assert code == 0 and "1.212x the mean routed tokens" in out
+    # the Python API is the same call
+    assert api.predict(model="qwen3-30b-a3b", gpu="h100-sxm", gpus=16, nodes=2, seq_len=4096, precision="bf16",
+                       strategy="zero1", micro_batch=1, global_batch=256, ep=16,
+                       moe_imbalance_frac=0.212).step_s == pytest.approx(skew["step_s"])
+    # one EP rank holds every expert: nothing to wait for
+    one = [json.loads(run(capsys, *QWEN30, "--recompute", "none", *extra, "--json")[1])["step_s"] for extra in
+           ((), ("--moe-imbalance", "0.5"))]  # (--recompute: the per-GEMM path both times)
+    assert one[0] == pytest.approx(one[1])
+    code, _, err = run(capsys, *LLAMA70, "--tp", "8", "--global-batch", "64", "--moe-imbalance", "0.2")
+    assert code == 2 and "--moe-imbalance applies only to mixture-of-experts models" in err
+    with pytest.raises(SystemExit) as e:  # argparse's own exit
+        run(capsys, *QWEN30, "--ep", "16", "--moe-imbalance", "-0.1")
+    assert e.value.code == 2 and "--moe-imbalance: must be a finite number from 0 to 10" in capsys.readouterr().err
+
+
+def test_sweep_carries_the_moe_imbalance_to_every_layout(capsys):
+    """[issue 17] sweep --moe-imbalance: the figure rides on the search's pins to every layout with ep > 1, so the
+    best layout's throughput is lower than without it, and the pinned run agrees with predict."""
+    args = ["sweep", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "16", "--nodes", "2",
+            "--global-batch", "256", "--ep", "16", "--json"]
+    code, out, _ = run(capsys, *args)
+    code2, out2, _ = run(capsys, *args, "--moe-imbalance", "0.3")
+    assert code == code2 == 0
+    plain, skew = json.loads(out), json.loads(out2)
+    best = max(r["tokens_per_s"] for r in plain["layouts"] if r["feasible"])
+    best_skew = max(r["tokens_per_s"] for r in skew["layouts"] if r["feasible"])
+    assert best_skew < best
