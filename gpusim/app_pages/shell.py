@@ -441,6 +441,14 @@ def _moe_selects(s: dict) -> None:
                                       "--use-transformer-engine-op-fuser): one kernel per GEMM over all local "
                                       "experts, the SwiGLU and its quantisation in the epilogues; needs precision "
                                       "mxfp8 on B200 / GB200 / B300 / GB300")
+    s["moe_imb"] = number_input(st, "MoE routing imbalance", 0.0, 10.0, None, key="moe_imb", bind=BIND,
+                                placeholder="balanced router (~1%)",
+                                help="the busiest expert-parallel rank's routed tokens over the mean, minus 1, at "
+                                     "every MoE layer (the CLI's --moe-imbalance); empty: a router balanced in "
+                                     "expectation, as force-balanced benchmarks run. A learned router with Megatron-"
+                                     "Core's auxiliary-loss-free bias measured 0.34 at the start of training and 0.21 "
+                                     "after 18 steps on 64 GB200 at EP64 (marin-community/marin issue #7668). It "
+                                     "matters where a layout has ep > 1 (the Parallelism page searches ep)")
 
 
 def _attention_select() -> str:

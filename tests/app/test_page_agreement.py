@@ -316,3 +316,20 @@ def test_parallelism_search_with_the_ulysses_exchange_keeps_its_head_rule():
     assert at.selectbox(key="par_cp_comm").value == "a2a" and "cp exchange a2a" in _header(at)
     t = _table(at)
     assert len(t) and all(ulysses_heads_ok(64, 8, int(tp), int(cp)) for tp, cp in zip(t["tp"], t["cp"]))
+
+
+def test_parallelism_search_carries_the_sidebars_moe_imbalance():
+    """[issue 17] The sidebar's "MoE routing imbalance" (the CLI's --moe-imbalance) reaches the layout search: every
+    layout with ep > 1 waits for a busiest rank 1.3x the mean, so the table's best throughput drops; a dense model is
+    not offered it."""
+    query = {"model": "qwen3-30b-a3b", "gpu": "h100-sxm", "gpus": "16", "nodes": "2", "precision": "bf16",
+             "par_gb": "256", "par_recompute": "none", "par_micro": "1"}
+    plain = run_app("parallelism", query, timeout=120)
+    no_trouble(plain)
+    skew = run_app("parallelism", {**query, "moe_imb": "0.3"}, timeout=120)
+    no_trouble(skew)
+    assert skew.number_input(key="moe_imb").value == pytest.approx(0.3)
+    pt, st_ = _table(plain), _table(skew)
+    assert st_["tokens/s per GPU"].max() < pt["tokens/s per GPU"].max()
+    dense = run_app("step", {"model": "llama3-8b", "batch": "1", "strategy": "fsdp-full"})
+    assert not dense.exception and "moe_imb" not in [n.key for n in dense.number_input]
