@@ -519,8 +519,8 @@ def layer_lines(d: dict | None) -> list[str]:
                    + "; ".join(f"{n} {dur(f)} / {dur(b)}" for n, f, b in comm))
     if d["moe_layer_frac"] > 0 and d.get("ep_busiest_load", 1.0) > 1.0:  # [issue 17]
         out.append(f"  the busiest expert-parallel rank computes and receives {d['ep_busiest_load']:.3f}x the mean "
-                   f"routed tokens (a balanced router's sampling spread, a --moe-imbalance figure, or the capacity "
-                   f"factor's padding), and every MoE layer waits for it")
+                   f"routed tokens (the router's sampling spread, --moe-expert-skew or --moe-imbalance, or the "
+                   f"capacity factor's padding), and every MoE layer waits for it")
     if d["moe_layer_frac"] > 0 and d["a2a_s"] > 0:
         out.append(f"  one MoE all-to-all takes {dur(d['a2a_s'])} (four per MoE layer: dispatch and combine, forward "
                    f"and backward)" + ("; the dispatcher waits on the host for the token counts once per forward, "

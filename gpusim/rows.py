@@ -733,6 +733,8 @@ def moe_fields(spec, strategy) -> dict:
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
             "moe_imbalance_frac": _imbalance_frac(spec, strategy),
+            "moe_expert_skew_frac": float("nan") if getattr(strategy, "moe_expert_skew_frac", None) is None
+            else float(strategy.moe_expert_skew_frac),  # [issue 17]
             # [issue 17] the experts' output bias and clamped GLU, which Megatron-Core runs as separate kernels
             "moe_expert_bias": bool(spec.expert_bias), "moe_glu_clamp": spec.glu_clamp is not None}
 

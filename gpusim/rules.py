@@ -101,7 +101,7 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
 def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None, tp: int = 1, cp: int = 1,
              ep_overlap: str = "none", moe_dispatcher: str = "alltoall", ep_fp8_dispatch: bool = False,
              dp: int | None = None, moe_router_padding: bool = False, moe_fused_mlp: bool = False,
-             moe_imbalance_frac: float | None = None) -> None:
+             moe_imbalance_frac: float | None = None, moe_expert_skew_frac: float | None = None) -> None:
     """The expert-parallel rules for one scenario; raises ScenarioError naming what is wrong and what would work.
     The EP x expert-TP group is folded into the tp x cp x dp ranks (Megatron-Core "MoE parallel folding")."""
     moe_flags = [f for f, on in (("ep", ep > 1), ("expert_tp", expert_tp > 1), ("moe_capacity_factor",
@@ -110,7 +110,8 @@ def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None
                                  ("ep_fp8_dispatch", ep_fp8_dispatch),
                                  ("moe_router_padding", moe_router_padding),
                                  ("moe_fused_mlp", moe_fused_mlp),
-                                 ("moe_imbalance", moe_imbalance_frac is not None)) if on]
+                                 ("moe_imbalance", moe_imbalance_frac is not None),
+                                 ("moe_expert_skew", moe_expert_skew_frac is not None)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
             flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
@@ -118,6 +119,9 @@ def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None
                                 f"models, and {getattr(spec, 'name', None) or 'this model'} is dense (drop {flags})")
         return
     problems = []
+    if moe_imbalance_frac is not None and moe_expert_skew_frac is not None:  # [issue 17] one figure or the other
+        problems.append("--moe-imbalance (the busiest rank's figure at this layout) and --moe-expert-skew (the experts' "
+                        "skew, from which the busiest rank follows) describe the same thing: give one")
     E = int(spec.n_experts)
     if E % ep:
         ok = [d for d in range(1, min(E, 256) + 1) if E % d == 0 and d & (d - 1) == 0]
@@ -205,7 +209,7 @@ def scenario_layout(scn, hw, workload):
              ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,
              dp=hw.n_gpus // model_par if hw.n_gpus % model_par == 0 else None,
              moe_router_padding=st.moe_router_padding, moe_fused_mlp=st.moe_fused_mlp,
-             moe_imbalance_frac=st.moe_imbalance_frac)
+             moe_imbalance_frac=st.moe_imbalance_frac, moe_expert_skew_frac=st.moe_expert_skew_frac)
     n_layers = padded_layers(spec.n_layers, st.pp, st.vp) if st.uneven_pp else spec.n_layers
     lay = Layout.create(gpus=hw.n_gpus, tp=st.tp, pp=st.pp, vp=st.vp, cp=st.cp, sp=st.sp,
                                micro_batch=st.per_gpu_batch,

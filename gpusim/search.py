@@ -95,7 +95,7 @@ def _divisors(n: int) -> list[int]:
 
 #: [issue 12] the MoE options a layout search carries on its pins (Strategy fields of the same names)
 MOE_PIN_FIELDS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp",
-                  "moe_imbalance_frac")
+                  "moe_imbalance_frac", "moe_expert_skew_frac")
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,7 @@ class Pins:
     moe_router_padding: bool | None = None  # [issue 17]
     moe_fused_mlp: bool | None = None  # [issue 17]
     moe_imbalance_frac: float | None = None  # [issue 17] (0.0 is a figure: perfectly balanced)
+    moe_expert_skew_frac: float | None = None  # [issue 17]
     # [issue 17] CUDA-graph scopes (Strategy.cuda_graph_scope; not searched: empty is eager)
     cuda_graph_scope: tuple[str, ...] | None = None
 
@@ -123,7 +124,7 @@ class Pins:
         """The MoE options set here, as Strategy fields."""
         return {k: v for k in MOE_PIN_FIELDS
                 if (v := getattr(self, k)) is not None
-                and (k == "moe_imbalance_frac" or v not in (False, "none", "alltoall"))}
+                and (k in ("moe_imbalance_frac", "moe_expert_skew_frac") or v not in (False, "none", "alltoall"))}
 
     def moe_option_fields(self) -> dict:
         """The row fields (gpusim.model.step.StepInputs) of :meth:`moe_options`."""
@@ -144,6 +145,8 @@ class Pins:
             out["moe_fused_mlp"] = True
         if "moe_imbalance_frac" in o:  # [issue 17]
             out["moe_imbalance_frac"] = float(o["moe_imbalance_frac"])
+        if "moe_expert_skew_frac" in o:  # [issue 17]
+            out["moe_expert_skew_frac"] = float(o["moe_expert_skew_frac"])
         if self.cuda_graph_scope:  # [issue 17]
             from gpusim.model.graphs import scope_mask
 

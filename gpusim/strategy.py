@@ -202,7 +202,14 @@ class Strategy(FiniteModel):
         "Measured (marin-community/marin issue #7668, Megatron-Core on 64 GB200, EP64, 256 experts top-8): forced "
         "balance 0.013 on average over the layers (0.023 on the worst); a learned router with the auxiliary-loss-free "
         "bias at its default 1e-3 update rate 0.338 at the start of training and 0.212 after 18 steps (worst layers "
-        "0.971 and 0.724), and the step 2.1x the forced-balance one over 100 steps")
+        "0.971 and 0.724), and the step 2.1x the forced-balance one over 100 steps. Taken as given at every ep; "
+        "moe_expert_skew_frac derives it per ep instead")
+    moe_expert_skew_frac: float | None = Field(
+        default=None, ge=0.0, le=10.0, description="[issue 17] a learned router's popularity skew: the coefficient "
+        "of variation of the experts' shares of the routed tokens. The busiest EP rank then follows from the layout "
+        "(gpusim.model.experts.busiest_rank_load: 1 + z_ep sqrt(sampling^2 + skew^2 ep / (E - 1)), more at a larger "
+        "ep). From the measurement behind moe_imbalance_frac: 0.29 at the start of training, 0.18 after 18 steps. "
+        "None: a router balanced in expectation")
     moe_router_padding: bool = Field(default=False, description="[issue 17] with fp8/mxfp8 and the alltoall "
                                      "dispatcher: the router pads each expert's tokens to the FP8 GEMMs' multiple "
                                      "(Megatron-Core --moe-router-padding-for-fp8) instead of the experts copying "
@@ -353,7 +360,7 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or self.moe_router_padding
-                or self.moe_imbalance_frac is not None
+                or self.moe_imbalance_frac is not None or self.moe_expert_skew_frac is not None
                 or self.moe_fused_mlp
                 or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0

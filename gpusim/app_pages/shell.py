@@ -449,6 +449,13 @@ def _moe_selects(s: dict) -> None:
                                      "Core's auxiliary-loss-free bias measured 0.34 at the start of training and 0.21 "
                                      "after 18 steps on 64 GB200 at EP64 (marin-community/marin issue #7668). It "
                                      "matters where a layout has ep > 1 (the Parallelism page searches ep)")
+    s["moe_skew"] = number_input(st, "MoE expert skew (CV)", 0.0, 10.0, None, key="moe_skew", bind=BIND,
+                                 placeholder="balanced router",
+                                 help="a learned router's popularity skew, the coefficient of variation of the "
+                                      "experts' shares of the routed tokens (the CLI's --moe-expert-skew): the busiest "
+                                      "rank follows from each layout's ep, more at a larger ep, so the Parallelism "
+                                      "page's search weighs it. From the same measurement: 0.29 at the start of "
+                                      "training, 0.18 after 18 steps. Give this or the imbalance, not both")
 
 
 def _attention_select() -> str:

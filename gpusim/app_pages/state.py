@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "ep_ov": "none",            # MoE models: all-to-all overlap (Strategy.ep_overlap)
     "fused_mlp": False,         # MoE models: TE's fused grouped MLP (Strategy.moe_fused_mlp)
     "moe_imb": None,            # MoE models: routing imbalance (Strategy.moe_imbalance_frac); None: balanced router
+    "moe_skew": None,           # MoE models: experts' popularity skew (Strategy.moe_expert_skew_frac); None: balanced
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -138,6 +139,8 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["moe_fused_mlp"] = True
     if s.get("moe_imb") is not None:  # [issue 17] as the CLI's --moe-imbalance (0 is a figure: perfectly balanced)
         kw["moe_imbalance_frac"] = float(s["moe_imb"])
+    if s.get("moe_skew") is not None:  # [issue 17] as the CLI's --moe-expert-skew
+        kw["moe_expert_skew_frac"] = float(s["moe_skew"])
     if s["hw"] == "node":
         kw["node"] = s["node"]
     elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)

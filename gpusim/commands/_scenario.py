@@ -176,7 +176,7 @@ def add_layout_args(p) -> None:
 
 #: [issue 12] the MoE all-to-all's options (Strategy fields of the same names)
 MOE_OPTIONS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp",
-               "moe_imbalance_frac")
+               "moe_imbalance_frac", "moe_expert_skew_frac")
 
 
 def add_moe_args(g) -> None:
@@ -197,7 +197,14 @@ def add_moe_args(g) -> None:
                         "MoE layer (default: the 1-3%% sampling spread of a balanced router, what force-balanced "
                         "benchmarks run). Measured on Megatron-Core, 64 GB200, EP64: a learned router with the "
                         "auxiliary-loss-free bias 0.34 at the start of training, 0.21 after 18 steps (marin-community/"
-                        "marin issue #7668). sweep and plan take it as given at every ep they try")
+                        "marin issue #7668). sweep and plan take it as given at every ep they try; "
+                        "--moe-expert-skew derives it per ep")
+    g.add_argument("--moe-expert-skew", dest="moe_expert_skew_frac", type=strategy_type("moe_expert_skew_frac"),
+                   metavar="CV",
+                   help="[issue 17] a learned router's popularity skew, the coefficient of variation of the experts' "
+                        "shares of the routed tokens: the busiest expert-parallel rank follows from each layout's ep "
+                        "(more at a larger ep), so sweep and plan weigh it. From the same measurement: 0.29 at the "
+                        "start of training, 0.18 after 18 steps")
     g.add_argument("--moe-router-padding", action="store_true", default=None,
                    help="[issue 17] with --precision fp8/mxfp8 and the alltoall dispatcher: pad each expert's tokens "
                         "in the router (Megatron-Core --moe-router-padding-for-fp8) instead of copying the experts' "

@@ -83,12 +83,15 @@ def tokens_per_expert(tokens, top_k, n_experts, ep=1.0, etp=1.0):
     return _f(tokens) * _f(ep) * _f(etp) * _f(top_k) / _f(n_experts)
 
 
-def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan, imbalance_frac=np.nan):
+def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan, imbalance_frac=np.nan,
+                      skew_frac=np.nan):
     """Token copies the busiest rank of an EP group computes and receives in one MoE layer, over the mean.
 
     ``tokens``: the tokens one rank routes (per micro-batch); ``capacity``: the capacity factor (NaN: dropless);
     ``imbalance_frac``: a user's figure (busiest / mean - 1) that overrides the mechanism where ``ep > 1`` (NaN: none;
-    ``--moe-imbalance``, :class:`gpusim.strategy.Strategy` ``moe_imbalance_frac``, has measured figures).
+    ``--moe-imbalance``, :class:`gpusim.strategy.Strategy` ``moe_imbalance_frac``, has measured figures);
+    ``skew_frac``: [issue 17] the coefficient of variation of the experts' shares of the routed tokens, a learned
+    router's popularity skew (NaN or 0: a router balanced in expectation; ``--moe-expert-skew``).
 
     **Mechanism.** Even a router balanced in expectation (GShard's auxiliary loss, Lepikhin et al. 2020 section 2.2;
     Switch Transformer's, Fedus et al. 2021 section 2.2; DeepSeek-V3's auxiliary-loss-free bias, DeepSeek-AI 2024
@@ -99,8 +102,20 @@ def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan
     the deviations of ``ep`` iid normals from their mean, and the expected busiest load is
     ``mu (1 + z_ep sqrt((E - k) / ((E - 1) mu)))`` with ``z_ep`` the expected maximum of ``ep`` standard normals
     (:func:`gpusim.model.sync.expected_max_std_normal`, by numerical integration: 1.42 at 8, 2.34 at 64). At the token
-    counts of LLM training this is 1-3%: a lower bound on the imbalance of a real router, whose expert
-    popularity also varies between batches and whose tokens of one sequence route alike (not modelled).
+    counts of LLM training this is 1-3%: a lower bound on the imbalance of a real router. Measured: Megatron-Core
+    with forced balance on 64 GB200 (EP64, 256 experts, top-8, 4096 tokens per rank) held the busiest EP rank at 1.013
+    of the mean on average over the layers (marin-community/marin issue #7668); this formula gives 1.0128 there.
+
+    **Skew** [issue 17]. A learned router sends more tokens to some experts than to others for the whole step: with
+    the experts' shares spread with coefficient of variation ``c`` and placed on the ranks as Megatron-Core does
+    (contiguous blocks of ``E / ep``, independent of popularity), a rank's mean share deviates by
+    ``c^2 (ep - 1) / (E - 1)`` in variance (``E / ep`` drawn from ``E`` without replacement), so its iid equivalent
+    adds ``c^2 ep / (E - 1)`` to the sampling variance above: the busiest rank is ``1 + z_ep sqrt(spread^2 + c^2 ep /
+    (E - 1))``. The same skew weighs more at a larger ``ep`` (fewer experts per rank average it out). The marin
+    measurement gives ``c``: a learned router with Megatron-Core's auxiliary-loss-free bias (update rate 1e-3) held the
+    busiest rank at 1.338 at the start of training and 1.212 after 18 steps, ``c = 0.338 / (2.344 sqrt(64 / 255))
+    = 0.288`` and ``0.181`` (normal extremes: a few very hot experts make it worse; those runs' worst layers read
+    1.971 and 1.724).
 
     **Capacity.** With a capacity factor ``F`` the experts compute a fixed ``F x`` the mean, padded (GShard's and
     Switch's static ``[E, C, h]`` dispatch; Megatron-Core ``--moe-expert-capacity-factor`` with
@@ -111,8 +126,10 @@ def busiest_rank_load(tokens, top_k, n_experts, ep=1.0, etp=1.0, capacity=np.nan
     """
     E, k = _f(n_experts), _f(top_k)
     mu = _f(tokens) * _f(etp) * k
-    spread = np.sqrt(np.maximum(E - k, 0.0) / np.maximum((E - 1.0) * mu, 1e-300))
-    sampled = 1.0 + expected_max_std_normal(ep) * spread  # (the stragglers' figure: one table for both)
+    spread2 = np.maximum(E - k, 0.0) / np.maximum((E - 1.0) * mu, 1e-300)
+    c = np.nan_to_num(_f(skew_frac), nan=0.0)
+    skew2 = c * c * _f(ep) / np.maximum(E - 1.0, 1.0)
+    sampled = 1.0 + expected_max_std_normal(ep) * np.sqrt(spread2 + skew2)  # (the stragglers' figure: one table)
     user = _f(imbalance_frac)
     load = np.where(np.isfinite(user) & (_f(ep) > 1.0), 1.0 + user, sampled)  # one rank holds every expert: 1
     cap = _f(capacity)
@@ -551,7 +568,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     router_f = r_f + score_bytes / mem_rate
     router_b = r_b + 2.0 * score_bytes / mem_rate
     # routed experts: grouped GEMM over the E / ep local experts at the busiest rank's load
-    load = busiest_rank_load(n_tok, k, E, ep, etp, x["moe_capacity"], x["moe_imbalance_frac"])
+    load = busiest_rank_load(n_tok, k, E, ep, etp, x["moe_capacity"], x["moe_imbalance_frac"],
+                             x.get("moe_expert_skew_frac", np.nan))
     tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
     local = E / ep
     rounds, conc = grouped_gemm_rounds(local)  # TE's grouped GEMM: per-expert cuBLAS GEMMs on 4 streams

@@ -331,5 +331,10 @@ def test_parallelism_search_carries_the_sidebars_moe_imbalance():
     assert skew.number_input(key="moe_imb").value == pytest.approx(0.3)
     pt, st_ = _table(plain), _table(skew)
     assert st_["tokens/s per GPU"].max() < pt["tokens/s per GPU"].max()
+    cv = run_app("parallelism", {**query, "moe_skew": "0.3"}, timeout=120)  # the experts' skew, per layout's ep
+    no_trouble(cv)
+    assert _table(cv)["tokens/s per GPU"].max() < pt["tokens/s per GPU"].max()
+    both = run_app("parallelism", {**query, "moe_skew": "0.3", "moe_imb": "0.2"}, timeout=120)
+    assert not both.exception and any("give one" in e.value for e in both.error)
     dense = run_app("step", {"model": "llama3-8b", "batch": "1", "strategy": "fsdp-full"})
     assert not dense.exception and "moe_imb" not in [n.key for n in dense.number_input]

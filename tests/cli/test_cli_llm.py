@@ -173,3 +173,28 @@ def test_sweep_carries_the_moe_imbalance_to_every_layout(capsys):
     best = max(r["tokens_per_s"] for r in plain["layouts"] if r["feasible"])
     best_skew = max(r["tokens_per_s"] for r in skew["layouts"] if r["feasible"])
     assert best_skew < best
+
+
+def test_moe_expert_skew_costs_more_at_a_larger_ep_in_the_search(capsys):
+    """[issue 17] --moe-expert-skew CV: the busiest rank follows from each layout's ep, so the search's best layout
+    at ep 16 loses more throughput to the skew than at ep 2; predict names the load; it and --moe-imbalance are one
+    figure or the other."""
+    from gpusim.search import Pins, search_layouts
+    from gpusim.simulation import Scenario
+
+    scn = Scenario(model="qwen3-30b-a3b", gpu="h100-sxm", gpus=16, nodes=2, seq_len=4096, kind="zero1",
+                   global_batch=256, per_gpu_batch=1)
+
+    def best_by_ep(pins):
+        res = search_layouts(scn, pins=pins, micro_batches=(1,), recomputes=("none",))
+        lay, out = res["layouts"], res["out"]
+        return {int(e): max(float(t) for t, ee, ok in zip(out["tokens_per_s"], lay["ep"], res["feasible"])
+                           if ok and ee == e) for e in (2, 16)}
+
+    plain, skew = best_by_ep(Pins()), best_by_ep(Pins(moe_expert_skew_frac=0.3))
+    assert skew[2] < plain[2] and skew[16] < plain[16]
+    assert skew[16] / plain[16] < skew[2] / plain[2]
+    code, out, _ = run(capsys, *QWEN30, "--ep", "8", "--moe-expert-skew", "0.181")
+    assert code == 0 and "1.065x the mean routed tokens" in out  # 1 + 1.4236 sqrt(spread^2 + 0.181^2 x 8 / 127)
+    code, _, err = run(capsys, *QWEN30, "--ep", "8", "--moe-expert-skew", "0.2", "--moe-imbalance", "0.2")
+    assert code == 2 and "give one" in err

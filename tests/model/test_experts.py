@@ -96,6 +96,30 @@ def test_busiest_rank_load_hand_worked():
     assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64, imbalance_frac=0.3)) == pytest.approx(1.3)
 
 
+def test_forced_balance_matches_a_published_rank_load():
+    """[issue 17] The sampling-spread mechanism against a measurement it was not set from: Megatron-Core with
+    --moe-router-force-load-balancing on 64 GB200 (EP64, 256 experts, top-8, MBS 1 at seq 4096: 4096 tokens per rank)
+    held the busiest EP rank at 1.013 of the mean on average over the layers (marin-community/marin issue #7668,
+    2026-07-28, "average EP-rank overload near 1.013"); one is at ep 1."""
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64)) == pytest.approx(1.013, abs=0.002)
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=1, imbalance_frac=0.5, skew_frac=0.3)) == 1.0
+
+
+def test_expert_skew_weighs_more_at_a_larger_ep_hand_worked():
+    """[issue 17] Experts' shares with coefficient of variation c on contiguous blocks of E / ep: the busiest rank is
+    1 + z_ep sqrt(spread^2 + c^2 ep / (E - 1)). Hand-worked, E 256, top-8, 4096 tokens, c 0.181: spread^2 =
+    248 / (255 x 32768) = 2.968e-5, skew^2 at ep 64 = 0.032761 x 64 / 255 = 8.222e-3, z_64 2.3437: 1 + 2.3437 x
+    0.09084 = 1.2129 (the marin run's 1.212 after 18 steps, from which c was read); at ep 8, z_8 1.4236: 1 + 1.4236 x
+    sqrt(2.968e-5 + 1.0278e-3) = 1.0463."""
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64, skew_frac=0.181)) == pytest.approx(1.2129, abs=2e-4)
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=8, skew_frac=0.181)) == pytest.approx(1.0463, abs=2e-4)
+    eps = np.array([2.0, 4, 8, 16, 32, 64])
+    over = EXP.busiest_rank_load(4096, 8, 256, ep=eps, skew_frac=0.181) - 1.0
+    assert np.all(np.diff(over) > 0)
+    assert float(EXP.busiest_rank_load(4096, 8, 256, ep=64, skew_frac=0.0)) == float(
+        EXP.busiest_rank_load(4096, 8, 256, ep=64))
+
+
 def test_more_tokens_per_expert_bring_the_load_closer_to_balanced():
     loads = EXP.busiest_rank_load(np.array([64.0, 256, 1024, 4096, 16384]), 8, 256, ep=32)
     assert np.all(np.diff(loads) < 0) and np.all(loads > 1.0)
