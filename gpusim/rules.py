@@ -28,7 +28,7 @@ REASONS = (*REASONS, "tp does not divide the Mamba heads and groups, or cp > 1 w
 R_MAMBA = len(REASONS) - 1
 REASONS = (*REASONS, "--activation-offload-layers is not below the layers of a pipeline stage")
 R_OFFLOAD = len(REASONS) - 1
-REASONS = (*REASONS, "cp a2a needs the attention and K/V heads of each tp rank to divide by cp")
+REASONS = (*REASONS, "cp a2a needs the attention and K/V heads of each tp rank to divide by its all-to-all's ranks")
 R_CP_HEADS = len(REASONS) - 1
 
 
@@ -74,20 +74,29 @@ def ulysses_heads_ok(n_heads, n_kv_heads, tp, cp):
     return ((np.asarray(n_heads) // np.asarray(tp)) % np.asarray(cp) == 0) & (kv_local % np.asarray(cp) == 0)
 
 
+def ulysses_ranks(cp, tp, domain, comm_a2a_p2p):
+    """[issue 17] The ranks one Ulysses all-to-all spans: all ``cp`` for a2a, the cp ranks one NVLink domain holds
+    (``min(cp, domain / tp)``, :func:`gpusim.model.context.cp_group_nodes`) for a2a+p2p. Works on arrays."""
+    inner = np.minimum(np.asarray(cp), np.maximum(np.asarray(domain) // np.asarray(tp), 1))
+    return np.where(comm_a2a_p2p, inner, np.asarray(cp))
+
+
 def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None, comm: str = "ring",
              n_heads: int | None = None, n_kv_heads: int | None = None) -> None:
-    """The context-parallel rules for one scenario (the search's rules R_SEQ, R_FLASH and, for ``comm`` a2a,
-    R_CP_HEADS); raises ScenarioError."""
+    """The context-parallel rules for one scenario (the search's rules R_SEQ, R_FLASH and, for ``comm`` a2a or
+    a2a+p2p, R_CP_HEADS); raises ScenarioError."""
     if cp == 1:
         return
     problems = []
-    if comm == "a2a" and n_heads and not ulysses_heads_ok(n_heads, n_kv_heads or n_heads, tp, cp):
+    ranks = int(ulysses_ranks(cp, tp, domain or cp * tp, comm == "a2a+p2p"))
+    if comm in ("a2a", "a2a+p2p") and n_heads and not ulysses_heads_ok(n_heads, n_kv_heads or n_heads, tp, ranks):
         kv = n_kv_heads or n_heads
         ok = [c for c in (2, 4, 8, 16, 32) if ulysses_heads_ok(n_heads, kv, tp, c)]
-        problems.append(f"--cp-comm a2a splits each tp rank's heads over cp, and tp {tp} leaves {n_heads // tp} "
-                        f"attention and {max(kv // tp, 1)} K/V heads per rank, which cp {cp} does not divide ("
-                        + (f"cp could be {', '.join(map(str, ok))}, or " if ok else "")
-                        + "use --cp-comm ring or all-gather)")
+        over = "cp" if comm == "a2a" else f"the {ranks} cp ranks of one NVLink domain"
+        problems.append(f"--cp-comm {comm} splits each tp rank's heads over {over}, and tp {tp} leaves "
+                        f"{n_heads // tp} attention and {max(kv // tp, 1)} K/V heads per rank, which {ranks} does not "
+                        "divide (" + (f"{'cp' if comm == 'a2a' else 'that'} could be {', '.join(map(str, ok))}, or "
+                                      if ok else "") + "use --cp-comm ring or all-gather)")
     if seq_len % (2 * cp):
         ok = [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0]
         problems.append(f"cp {cp} needs the sequence ({seq_len} tokens) to be divisible by 2 x cp = {2 * cp} for the "
@@ -160,7 +169,8 @@ def padded_layers(n_layers: int, pp: int, vp: int):
 
 
 def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: int | None, domain: int,
-                        tp_pinned: bool, seq_len: int, flash: bool, dualpipe: bool, cp_a2a: bool = False) -> np.ndarray:
+                        tp_pinned: bool, seq_len: int, flash: bool, dualpipe: bool, cp_a2a: bool = False,
+                        cp_a2a_p2p: bool = False) -> np.ndarray:
     """The first rule each layout breaks, as an index into :data:`REASONS` (0: none, before memory), on integer
     arrays of degrees (``n_micro`` 0 where micro-batch x dp does not divide the global batch). The same rules as
     :func:`check_cp`, :func:`check_dualpipe` and :class:`~gpusim.layout.Layout`'s checks, vectorised."""
@@ -169,7 +179,8 @@ def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: in
     checks = ((n_heads % tp != 0, R_HEADS), ((kv % tp != 0) & (tp % kv != 0), R_KV),
               ((tp > domain) & (not tp_pinned), R_DOMAIN),
               ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
-              (cp_a2a & (cp > 1) & ~ulysses_heads_ok(n_heads, kv, tp, cp), R_CP_HEADS),
+              ((cp_a2a or cp_a2a_p2p) & (cp > 1)
+               & ~ulysses_heads_ok(n_heads, kv, tp, ulysses_ranks(cp, tp, domain, cp_a2a_p2p)), R_CP_HEADS),
               ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
               ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE),
               (dualpipe & ((pp % 2 != 0) | (vp > 1) | (n_micro % 2 != 0) | (n_micro < pp)), R_DUALPIPE))

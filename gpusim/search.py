@@ -8,7 +8,8 @@ sequence of ``s`` tokens and a global batch of ``B`` sequences), the rules Megat
   ``tp <= D`` (tensor-parallel all-reduces on every layer stay in NVLink);
 - ``cp`` a power of two dividing ``n / tp`` with ``s % (2 cp) == 0`` (the load-balanced causal split cuts the
   sequence into ``2 cp`` chunks); cp needs FlashAttention (ring attention is a FlashAttention kernel); with
-  ``--cp-comm a2a`` (Ulysses) cp divides each tp rank's attention and K/V heads;
+  ``--cp-comm a2a`` (Ulysses) cp divides each tp rank's attention and K/V heads (a2a+p2p: the cp ranks of one
+  NVLink domain do);
 - ``pp`` divides ``n / (tp cp)``, at most ``L``; when ``pp`` does not divide ``L`` the stages are uneven (as
   Llama 3 405B's 126 layers on 16 stages) and every stage is charged the fullest stage's ``ceil(L / pp)``
   layers (conservative by at most one layer per stage), and ``vp`` chunks of ``ceil(L / (pp vp))`` layers each
@@ -156,7 +157,8 @@ class Pins:
 
 def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, n_kv_heads: int, seq_len: int,
                       global_batch: int, flash: bool, pins: Pins = Pins(), micro_batches=MICRO_BATCHES,
-                      recomputes=RECOMPUTES, n_experts: int = 0, cp_a2a: bool = False) -> dict[str, np.ndarray]:
+                      recomputes=RECOMPUTES, n_experts: int = 0, cp_a2a: bool = False,
+                      cp_a2a_p2p: bool = False) -> dict[str, np.ndarray]:
     """Every candidate layout as integer arrays ``tp, cp, pp, vp, dp, micro_batch, n_micro, recompute, layers,
     reason`` (``layers``: the layers charged to the model, padded for uneven stages; ``reason`` an index into
     :data:`REASONS`, 0 for a layout that passes every rule before memory)."""
@@ -206,7 +208,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     reason = layout_reason_codes(tp=tp, cp=cp, pp=pp, vp=vp, n_micro=n_micro, n_heads=n_heads,
                                  n_kv_heads=n_kv_heads, domain=domain, tp_pinned=pins.tp is not None,
                                  seq_len=seq_len, flash=flash, dualpipe=pins.ep_overlap == "dualpipe",
-                                 cp_a2a=cp_a2a)
+                                 cp_a2a=cp_a2a, cp_a2a_p2p=cp_a2a_p2p)
     layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
     return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "ep": ep, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
             "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
@@ -279,7 +281,8 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
                             global_batch=gb, flash=bool(spec.flash_attention), pins=pins,
                             micro_batches=micro_batches, recomputes=recomputes,
-                            cp_a2a=scenario.strategy.cp_comm == "a2a")
+                            cp_a2a=scenario.strategy.cp_comm == "a2a",
+                            cp_a2a_p2p=scenario.strategy.cp_comm == "a2a+p2p")
     lay = _mask_model_rules(lay, spec, scenario.strategy.activation_offload_layers)
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params, pins), hw.gpu.memory_bytes, params, evaluate)
 

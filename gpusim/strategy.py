@@ -251,10 +251,10 @@ class Strategy(FiniteModel):
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")
-    cp_comm: Literal["ring", "all-gather", "a2a"] = Field(default="ring", description="context-parallel exchange: "
-                                                          "ring attention (point to point, overlapped), all-gather "
-                                                          "(Llama 3) or a2a (DeepSpeed-Ulysses: all-to-alls over the "
-                                                          "heads; Transformer Engine cp_comm_type a2a)")
+    cp_comm: Literal["ring", "all-gather", "a2a", "a2a+p2p"] = Field(
+        default="ring", description="context-parallel exchange: ring attention (point to point, overlapped), "
+        "all-gather (Llama 3), a2a (DeepSpeed-Ulysses: all-to-alls over the heads; Transformer Engine cp_comm_type "
+        "a2a) or a2a+p2p (Ulysses inside each NVLink domain, ring attention across them; TE's hierarchical type)")
     grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
                                                               "fp32 main gradients inside the GEMM (Megatron "
                                                               "--gradient-accumulation-fusion) rather than by a "

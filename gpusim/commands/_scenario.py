@@ -160,9 +160,11 @@ def add_layout_args(p) -> None:
                         "padded to it); default the model's (dropless)")
     add_moe_args(g)
     add_memory_args(g)
-    g.add_argument("--cp-comm", choices=("ring", "all-gather", "a2a"),
-                   help="context-parallel exchange: ring attention (default), all-gather (Llama 3) or a2a "
-                        "(DeepSpeed-Ulysses all-to-alls over the heads: tp x cp must divide the K/V heads)")
+    g.add_argument("--cp-comm", choices=("ring", "all-gather", "a2a", "a2a+p2p"),
+                   help="context-parallel exchange: ring attention (default), all-gather (Llama 3), a2a "
+                        "(DeepSpeed-Ulysses all-to-alls over the heads: tp x cp must divide the K/V heads) or a2a+p2p "
+                        "(Ulysses among the cp ranks of one NVLink domain, ring attention across domains: Megatron-"
+                        "Core --hierarchical-context-parallel-sizes with the domain's ranks inside)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
     g.add_argument("--tp-comm-overlap", action="store_true", default=None,

@@ -2,7 +2,7 @@
 
 Each rank holds ``s / cp`` tokens of every sequence: its GEMMs, norms, activations and tensor-parallel traffic
 shrink by ``cp`` (the token count ``T = b s / cp``), while attention still relates every query to every earlier
-key, so each rank must see the keys and values of the others. Three published ways:
+key, so each rank must see the keys and values of the others. Three published ways and their hierarchy:
 
 - **Ring attention** (Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", 2023; Megatron-Core /
   Transformer Engine ``cp_comm_type="p2p"``): K/V blocks travel around the ring of ``cp`` ranks, point to
@@ -23,6 +23,13 @@ key, so each rank must see the keys and values of the others. Three published wa
   ``(cp - 1) b (s / cp) 2 kv / t``, nearly constant, but under the attention, block by block).
   TE refuses it unless the attention heads and the K/V heads on each tp rank divide by ``cp``
   (:func:`gpusim.rules.check_cp`), so with GQA's few K/V heads it reaches a small ``cp`` only.
+- [issue 17] **All-to-all inside, ring across** (TE ``cp_comm_type="a2a+p2p"``: "First applying a2a to QKV across
+  each CP sub-group (e.g., via NVLink), then exchanging KV with p2p between sub-groups (e.g., via IBLink)";
+  Megatron-Core ``--hierarchical-context-parallel-sizes``): gpusim takes the sub-group as the cp ranks one NVLink
+  domain holds (``c1``, :func:`cp_group_nodes`) and rings over the ``c2 = cp / c1`` domains. The all-to-alls are
+  Ulysses' over ``c1`` ranks (each rank's ``b (s / cp) width / t`` share); the ring then passes ``c2 - 1`` K/V blocks
+  of ``s / c2`` tokens of ``1 / c1`` of the heads, the flat ring's block size, each under the attention of a block
+  pair ``c1`` times the flat ring's, so less of it shows. The heads of each tp rank must divide by ``c1``.
 
 **Causal load balancing** (Megatron-Core ``get_batch_on_this_cp_rank``; Llama 3 section 3.3.2): the sequence is
 cut into ``2 cp`` chunks and rank ``r`` holds chunks ``r`` and ``2 cp - 1 - r``, so every rank does the same
@@ -44,8 +51,9 @@ import numpy as np
 
 from gpusim.model import comm as C
 
-RING, ALL_GATHER, A2A = 0, 1, 2
-CP_KINDS = {"ring": RING, "p2p": RING, "all-gather": ALL_GATHER, "all_gather": ALL_GATHER, "a2a": A2A}
+RING, ALL_GATHER, A2A, A2A_P2P = 0, 1, 2, 3
+CP_KINDS = {"ring": RING, "p2p": RING, "all-gather": ALL_GATHER, "all_gather": ALL_GATHER, "a2a": A2A,
+            "a2a+p2p": A2A_P2P}
 
 
 def _f(a):
@@ -100,13 +108,17 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
 
     block = kv_block_bytes(b, s, kv, kv_bytes_elem, tp, cp)
     ring_f = ring_b = ag = rs = 0.0
-    if np.any(kind == RING):
-        # ring: one block per step to the next rank; the slowest hop sets the pace of the lock-step ring
-        link = np.where(cross, inter / g, intra)
-        send = coll(C.SEND_RECV, block, 2.0, np.where(cross, 2.0, 1.0), link, link)
-        steps = cp - 1.0
-        step_f = attn_f_s / cp  # load balanced: every step is one block pair of equal (half-causal) work
-        step_b = attn_b_s / cp
+    hier = kind == A2A_P2P
+    if np.any((kind == RING) | hier):
+        # ring: one block per step to the next rank; the slowest hop sets the pace of the lock-step ring. [issue 17]
+        # a2a+p2p rings over the c2 = nodes domains only, each step under c1 = per_node times the flat ring's attention
+        ring_cross = np.where(hier, nodes > 1, cross)
+        link = np.where(ring_cross, inter / g, intra)
+        send = coll(C.SEND_RECV, block, 2.0, np.where(ring_cross, 2.0, 1.0), link, link)
+        members = np.where(hier, nodes, cp)
+        steps = members - 1.0
+        step_f = attn_f_s / members  # load balanced: every step is one block pair of equal (half-causal) work
+        step_b = attn_b_s / members
         ring_f = steps * np.maximum(send - step_f, 0.0)
         ring_b = steps * np.maximum(2.0 * send - step_b, 0.0)  # K/V again and dK/dV
     if np.any(kind == ALL_GATHER):
@@ -116,14 +128,29 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
         ag = coll(C.ALL_GATHER, full_kv, cp, nodes, intra, inter * per_node / g)
         rs = coll(C.REDUCE_SCATTER, full_kv, cp, nodes, intra, inter * per_node / g)
     a2a = 0.0
-    if np.any(kind == A2A):
-        # [issue 17] Ulysses: Q, K, V and the output each cross the cp group in their own all-to-all, not overlapped
-        a2a = a2a_pass_s(coll, b, s, _f(x["q_dim"]), kv, kv_bytes_elem, tp, cp, nodes, intra, inter * per_node / g)
+    if np.any((kind == A2A) | hier):
+        # [issue 17] Ulysses: Q, K, V and the output each cross the cp group in their own all-to-all, not overlapped;
+        # a2a+p2p: across the c1 = per_node ranks of one NVLink domain only
+        ranks = np.where(hier, per_node, cp)
+        a2a = a2a_pass_s(coll, b, s, _f(x["q_dim"]), kv, kv_bytes_elem, tp, cp, np.where(hier, 1.0, nodes), intra,
+                         inter * per_node / g, ranks=ranks)
+        a2a = np.where(ranks > 1, a2a, 0.0)
     on = cp > 1
-    fwd = np.where(on, np.where(kind == ALL_GATHER, ag, np.where(kind == A2A, a2a, ring_f)), 0.0)
+    a2a_ring_f, a2a_ring_b = a2a + ring_f, a2a + ring_b
+    fwd = np.where(on, np.where(kind == ALL_GATHER, ag, np.where(kind == A2A, a2a,
+                                                                 np.where(hier, a2a_ring_f, ring_f))), 0.0)
     # the backward pass re-gathers K/V (all-gather) or runs the same four all-to-alls on the gradients (a2a)
-    bwd = np.where(on, np.where(kind == ALL_GATHER, ag + rs, np.where(kind == A2A, a2a, ring_b)), 0.0)
+    bwd = np.where(on, np.where(kind == ALL_GATHER, ag + rs, np.where(kind == A2A, a2a,
+                                                                      np.where(hier, a2a_ring_b, ring_b))), 0.0)
     return fwd, bwd
+
+
+def attention_call_tokens(seq_len, cp, kind, per_node):
+    """[issue 17] The query tokens one attention kernel call of a rank sees: ``s / cp`` for the ring and the
+    all-gather (the rank's own chunk), ``s`` for Ulysses (every token of ``1 / cp`` of the heads), ``s / c2`` for
+    a2a+p2p (its domain's ``c1`` chunks, ``c2 = cp / c1``)."""
+    s, cp, kind = _f(seq_len), _f(cp), np.asarray(kind)
+    return np.where(kind == A2A, s, np.where(kind == A2A_P2P, s * _f(per_node) / cp, s / cp))
 
 
 def a2a_tensor_bytes(micro_batch, seq_len, width, elem_bytes, tp, cp):
@@ -133,12 +160,14 @@ def a2a_tensor_bytes(micro_batch, seq_len, width, elem_bytes, tp, cp):
     return _f(micro_batch) * _f(seq_len) / _f(cp) * _f(width) * elem_bytes / _f(tp)
 
 
-def a2a_pass_s(coll, micro_batch, seq_len, q_dim, kv_dim, elem_bytes, tp, cp, nodes, intra, inter_share):
+def a2a_pass_s(coll, micro_batch, seq_len, q_dim, kv_dim, elem_bytes, tp, cp, nodes, intra, inter_share, ranks=None):
     """[issue 17] Seconds of one pass's Ulysses all-to-alls (forward: Q, K, V, output; backward: dO, dQ, dK, dV; the
-    same four sizes): ``coll(kind, bytes, ranks, nodes, intra bw, inter bw)`` prices each one. Hand-worked, Llama 3
+    same four sizes) over ``ranks`` (default ``cp``; a2a+p2p: the sub-group) of the cp group:
+    ``coll(kind, bytes, ranks, nodes, intra bw, inter bw)`` prices each one. Hand-worked, Llama 3
     70B (q 8192, kv 1024), b 1, s 32768, bf16, tp 2, cp 4: Q and O 1 x 8192 x 8192 x 2 / 2 = 64 MiB each, K and V 8
     MiB each, 144 MiB per pass, of which each rank sends 3/4."""
     q = a2a_tensor_bytes(micro_batch, seq_len, q_dim, elem_bytes, tp, cp)
     k = a2a_tensor_bytes(micro_batch, seq_len, kv_dim, elem_bytes, tp, cp)
-    return (2.0 * coll(C.ALL_TO_ALL, q, cp, nodes, intra, inter_share)
-            + 2.0 * coll(C.ALL_TO_ALL, k, cp, nodes, intra, inter_share))
+    n = cp if ranks is None else ranks
+    return (2.0 * coll(C.ALL_TO_ALL, q, n, nodes, intra, inter_share)
+            + 2.0 * coll(C.ALL_TO_ALL, k, n, nodes, intra, inter_share))

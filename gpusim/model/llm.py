@@ -625,8 +625,13 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     win = _f(x.get("attn_tile_frac", 1.0))
     fam = np.where(np.asarray(x.get("attn_fa2", False), dtype=bool), FA2,
                    np.where(np.asarray(x.get("attn_blackwell", False), dtype=bool), BLACKWELL, HOPPER))
-    # ([issue 17] Ulysses, cp_comm a2a: each call sees the whole sequence for 1 / cp of the heads)
-    seen = np.where(np.asarray(x.get("cp_kind", CTX.RING)) == CTX.A2A, s, s / cp)
+    # ([issue 17] Ulysses, cp_comm a2a: each call sees the whole sequence for 1 / cp of the heads; a2a+p2p its NVLink
+    # domain's share of it; the cp group, ranks tp apart, in the job's NVLink-domain allocation blocks:
+    # gpusim.model.placement)
+    n_job = g * _f(x["n_nodes"])
+    block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
+    per_node_cp, _ = CTX.cp_group_nodes(tp, cp, block)
+    seen = CTX.attention_call_tokens(s, cp, x.get("cp_kind", CTX.RING), per_node_cp)
     cr_f, cr_b = causal_rate_frac(seen, fam, p)
     hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
@@ -660,10 +665,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     cast_f, cast_b = FP8.layer_cast_s(fp8, T=T, h=h, q=q, kv=kv, f=f, up=up, tp=tp, mem_rate=mem_rate,
                                       kernel_tail_s=p.kernel_tail_s)  # [issue 12] FP8 casts (0 without fp8)
     layer_f = layer_f + cast_f
-    # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather)
-    # (the cp group, ranks tp apart, in the job's NVLink-domain allocation blocks: gpusim.model.placement)
-    n_job = g * _f(x["n_nodes"])
-    block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
+    # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather, ...)
     cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
                                      domain=block)
     cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again

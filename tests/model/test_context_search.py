@@ -273,3 +273,53 @@ def test_ulysses_needs_the_heads_of_each_tp_rank_to_divide_by_cp():
     rb, b = ring["best"], res["best"]
     assert not ulysses_heads_ok(64, 8, int(lay["tp"][rb]), int(lay["cp"][rb]))  # the ring's best (tp 4, cp 4) is out
     assert ulysses_heads_ok(64, 8, int(lay["tp"][b]), int(lay["cp"][b]))
+
+
+def test_hierarchical_cp_is_ulysses_inside_a_domain_and_the_ring_across():
+    """[issue 17] a2a+p2p (TE's hierarchical type): the all-to-alls among the c1 cp ranks of one NVLink domain, then
+    a ring over the c2 = cp / c1 domains with the flat ring's block, each step under c1 times its attention. With one
+    cp rank per domain it is the ring; with the whole group in one domain it is Ulysses."""
+    p = DEFAULT_PARAMS.replace(coll_base_latency_s=0.0)
+    x = dict(_cp_x(8, CTX.A2A_P2P), q_dim=8192.0)
+    # tp 2 on 8-GPU nodes: 4 cp ranks per node (c1 4), 2 nodes (c2 2)
+    per_node, nodes = CTX.cp_group_nodes(2.0, 8.0, 8.0)
+    assert (float(per_node), float(nodes)) == (4.0, 2.0)
+
+    def coll(kind, size, ranks, nn, a, bw):
+        return C.collective_min_time_s(kind, size, ranks, nn, a, 0.0, bw, 0.0, False, base_latency_s=0.0,
+                                       nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
+                                       tree_busbw_frac=p.tree_busbw_frac, tuning=C.tuning_from_params(p))
+
+    a2a = float(CTX.a2a_pass_s(coll, 1.0, 8192.0, 8192.0, 1024.0, 2.0, 2.0, 8.0, 1.0, 300e9, 400e9 / 8 * 4 / 8,
+                               ranks=4.0))
+    block = float(CTX.kv_block_bytes(1.0, 8192.0, 1024.0, 2.0, 2.0, 8.0))
+    send = float(coll(C.SEND_RECV, block, 2.0, 2.0, 400e9 / 8 * 8 / 8, 400e9 / 8 * 8 / 8))
+    f0, b0 = CTX.cp_layer_comm_s(x, p, attn_f_s=0.0, attn_b_s=0.0, kv_bytes_elem=2.0, tp=2.0, g=8.0)
+    assert float(f0) == pytest.approx(a2a + 1 * send, rel=1e-9)  # c2 - 1 = 1 step, nothing to hide it under
+    assert float(b0) == pytest.approx(a2a + 2 * send, rel=1e-9)
+    f1, _ = CTX.cp_layer_comm_s(x, p, attn_f_s=2 * send, attn_b_s=0.0, kv_bytes_elem=2.0, tp=2.0, g=8.0)
+    assert float(f1) == pytest.approx(a2a, rel=1e-9)  # each of the c2 steps covers its send
+    # the degenerate groups
+    ring = dict(x, cp_kind=np.asarray(CTX.RING))
+    uly = dict(x, cp_kind=np.asarray(CTX.A2A))
+    for tp, g, twin in ((8.0, 8.0, ring), (1.0, 8.0, uly)):  # one cp rank per node; all 8 in one node
+        got = CTX.cp_layer_comm_s(x, p, attn_f_s=1e-4, attn_b_s=2e-4, kv_bytes_elem=2.0, tp=tp, g=g)
+        want = CTX.cp_layer_comm_s(twin, p, attn_f_s=1e-4, attn_b_s=2e-4, kv_bytes_elem=2.0, tp=tp, g=g)
+        assert [float(v) for v in got] == pytest.approx([float(v) for v in want], rel=1e-12)
+    # the query tokens each attention call sees: s / cp, s, s / c2
+    assert [float(CTX.attention_call_tokens(8192, 8, k, 4)) for k in (CTX.RING, CTX.A2A, CTX.A2A_P2P)] == \
+        [1024.0, 8192.0, 4096.0]
+
+
+def test_hierarchical_cp_needs_only_the_domains_ranks_to_divide_the_heads():
+    """[issue 17] Llama 3 70B (8 K/V heads) at tp 2, cp 8 on 8-GPU nodes: Ulysses over all 8 cp ranks cannot split
+    the 4 K/V heads of a tp rank, a2a+p2p splits them over the 4 cp ranks of a node and rings across the two; in one
+    NVL72 rack the domain holds all 8."""
+    scn = Scenario(**{**L70, "seq_len": 32768, "tp": 2, "cp": 8, "pp": 4, "gpus": 64, "global_batch": 32})
+    with pytest.raises(ScenarioError, match="4 K/V heads per rank"):
+        simulate(scn.with_changes(cp_comm="a2a"))
+    hier = simulate(scn.with_changes(cp_comm="a2a+p2p"), recommend=False)
+    assert hier.breakdown_s["cp_comm_exposed_s"] > 0.0
+    # in a GB200 NVL72 rack all 8 cp ranks share one NVLink domain: a2a+p2p is Ulysses over 8, which 4 cannot take
+    with pytest.raises(ScenarioError, match="the 8 cp ranks of one NVLink domain"):
+        simulate(scn.with_changes(gpu="gb200", nodes=16, cp_comm="a2a+p2p"))
