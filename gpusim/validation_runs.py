@@ -21,7 +21,9 @@ predicted as it ran:
   (``alltoall`` | ``deepep``), as the Scenario fields of the same names. [issue 17] ``cpu_offloading_num_layers=N``
   (the recipe's Megatron-Core activation offload of N layers to host memory): Scenario ``activation_offload_layers``.
   [issue 17] ``overlap_p2p_comm=0|1`` (a run that states whether its interleaved schedule overlapped the sends between
-  stages; without it, Megatron-Core's default: on with vp > 1): Scenario ``pp_p2p_overlap``.
+  stages; without it, Megatron-Core's default: on with vp > 1): Scenario ``pp_p2p_overlap``. [issue 17]
+  ``cp_comm=p2p|all_gather|a2a|a2a+p2p`` (the context-parallel exchange a run's source states, Transformer Engine's
+  ``cp_comm_type`` names; without it, the ring): Scenario ``cp_comm``.
   [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
   several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
   (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
@@ -94,7 +96,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
-               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count")  # [issue 17]
+               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -288,6 +290,12 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     for key in ("ep_overlap", "moe_dispatcher"):
         if key in opts:
             base[key] = opts[key]
+    if "cp_comm" in opts:  # [issue 17] the context-parallel exchange the source states (TE's cp_comm_type names)
+        cp_kind = {"p2p": "ring", "all_gather": "all-gather"}.get(opts["cp_comm"], opts["cp_comm"])
+        if cp_kind not in ("ring", "all-gather", "a2a", "a2a+p2p"):
+            out.error = f"cp_comm={opts['cp_comm']!r} in the notes is not p2p, all_gather, a2a or a2a+p2p"
+            return out
+        base["cp_comm"] = cp_kind
     if "overlap_p2p_comm" in opts:  # [issue 17]
         if opts["overlap_p2p_comm"].lower() not in _BOOL:
             out.error = f"overlap_p2p_comm={opts['overlap_p2p_comm']!r} in the notes is not 0 or 1"

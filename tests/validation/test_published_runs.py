@@ -218,3 +218,23 @@ def test_a_tflops_row_converts_with_the_count_of_the_framework_that_logged_it():
     assert own.measured_step_s > 1.1 * meg.measured_step_s  # gpusim counts the attention core in full
     bad = R.predict_row(dict(row, notes="flop_count=palm"), db=db)
     assert "flop_count" in bad.error and bad.step_s is None
+
+
+def test_the_cp_exchange_a_source_states_reaches_the_scenario():
+    """[issue 17] cp_comm= (Transformer Engine's cp_comm_type names: p2p, all_gather, a2a, a2a+p2p) in a row's notes
+    predicts as the Scenario with that exchange (the Llama 3 cp16 row: the paper's all-gather); a bad value is the
+    row's error."""
+    from gpusim.hwdb import load
+
+    db = load()
+    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "llama3-70b", "gpu": "h100-sxm",
+           "gpus": "64", "gpus_per_node": "8", "tp": "8", "pp": "2", "vp": "", "cp": "4", "ep": "", "etp": "",
+           "micro_batch": "1", "global_batch": "16", "seq_len": "32768", "precision": "bf16", "recompute": "",
+           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    ring = R.predict_row(row, db=db)
+    ag = R.predict_row(dict(row, notes="the paper's CP (cp_comm=all_gather)."), db=db)
+    p2p = R.predict_row(dict(row, notes="cp_comm=p2p"), db=db)
+    assert not ring.error and not ag.error and p2p.step_s == pytest.approx(ring.step_s)
+    assert ag.step_s > ring.step_s  # the gather is exposed; the ring hides under the attention
+    bad = R.predict_row(dict(row, notes="cp_comm=ulysses"), db=db)
+    assert "cp_comm" in bad.error and bad.step_s is None
