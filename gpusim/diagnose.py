@@ -28,7 +28,8 @@ ADDRESSES = {"use-ddp": "communication", "more-workers": "data-loading", "pin-me
              "fabric-pcie-switch": "communication", "fabric-nvlink": "communication",
              "faster-network": "communication", "grad-accumulation": "communication", "fit-memory": "memory",
              "mixed-precision": "compute", "stragglers": "stragglers", "slow-gpu": "stragglers",
-             "llm-cuda-graphs": "cpu-dispatch"}  # [issue 17]
+             "llm-cuda-graphs": "cpu-dispatch",  # [issue 17]
+             "no-sync": "communication"}  # [issue 18]
 
 
 def max_useful_global_batch(wl) -> int:
@@ -95,6 +96,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
         if faster:
             best = min(faster, key=lambda lk: lk.bandwidth_bytes_per_s)
             add("network", inter=best.id, nics_per_node=max(hw.nics_per_node, hw.gpus_per_node))
+    if st.sync_every_micro_batch and st.accum > 1 and n > 1 and st.kind in ("ddp", "zero1"):  # [issue 18]
+        add("no-sync", sync_every_micro_batch=False)
     if comm_frac > 2 * EXPOSED_COMM_FRAC and st.kind in ("ddp", "zero1", "dp") and n > 1:
         add("accum", accum=st.accum * 4)
     if not fits:
@@ -442,6 +445,13 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
             rec("faster-network", f"Inter-node communication over {hw.inter_link.id} ({hw.nics_per_node} NIC(s) per "
                                   f"node) is exposed; {link} with one NIC per GPU is predicted {g:+.0%}.", g,
                 {"inter": link})
+    if "no-sync" in by:  # [issue 18]
+        g = _gain(thr, by["no-sync"][1])
+        if g > 0.01:
+            rec("no-sync", f"Every one of the {st.accum} accumulated micro-batches all-reduces the gradients: run the "
+                           f"first {st.accum - 1} under DDP's no_sync() (`with model.no_sync():` around their forward "
+                           f"and backward) so only the last one reduces: {g:+.0%}, the same updates.", g,
+                {"sync_every_micro_batch": False}, "high" if g > 0.1 else "medium")
     if "accum" in by:
         g = _gain(thr, by["accum"][1])
         if g > 0.03:

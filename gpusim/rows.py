@@ -502,6 +502,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "group_weight_bytes": ga["weight_bytes"], "group_count": ga["count"],
         "group_eff_frac": group_eff_frac(kinds, pr, params),
         "strategy": st.code, "micro_batch": float(st.per_gpu_batch), "accum": float(st.accum),
+        "sync_every_micro": bool(st.sync_every_micro_batch),  # [issue 18]
         "checkpointing": st.activation_checkpointing, "cpu_offload": st.cpu_offload, "bucket_bytes": st.bucket_bytes,
         "num_workers": -1.0 if st.num_workers is None else float(st.num_workers), "pin_memory": st.pin_memory,
         "act_scale": ACT_ELEM_BYTES[pr] / 2.0, "weight_bytes_per_param": WEIGHT_BYTES[pr],

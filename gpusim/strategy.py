@@ -148,6 +148,11 @@ class Strategy(FiniteModel):
     precision: Precision = "amp_bf16"
     per_gpu_batch: int = Field(default=32, ge=1, le=10_000_000, description="micro-batch per GPU, in samples")
     accum: int = Field(default=1, ge=1, le=100_000, description="gradient accumulation steps per optimizer step")
+    sync_every_micro_batch: bool = Field(
+        default=False, description="[issue 18] with gradient accumulation under DDP or ZeRO-1: every micro-batch's "
+        "backward pass all-reduces the gradients, as a training loop does that never enters DDP's no_sync() (PyTorch "
+        "DistributedDataParallel.no_sync; apex's DDP likewise without disable_allreduce): accum times the "
+        "communication. False: the earlier micro-batches accumulate locally and only the last one reduces")
     optimizer: Optimizer = "adam"
     activation_checkpointing: bool = False
     cpu_offload: bool = Field(default=False, description="optimizer states and step on the CPU (ZeRO-Offload, "

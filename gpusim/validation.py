@@ -131,6 +131,27 @@ AS_RUN_WORKLOADS: dict[tuple[str, str], tuple[str, dict, str]] = {
                                             _LAMBDA_TXL + "; --tgt_len 256 --mem_len 256"),
 }
 
+#: [issue 18] benchmarks that hold the global batch fixed while the GPU count changes, so the per-GPU batch accumulates
+#: gradients over ``global / (batch x gpus)`` iterations and the optimizer runs once per that many: (source_id, model
+#: column) -> (global batch at each GPU count, why). NVIDIA DLE GNMT v2 (PyTorch/Translation/GNMT README, the 20.06
+#: "Training performance benchmark": ``train.py --seed 2 --train-global-batch-size 1024 --epochs 1 --math fp16`` on
+#: 1, 4 or 8 GPUs, ``--train-global-batch-size 2048`` on 16; train.py ``set_iter_size``: ``train_iter_size =
+#: global_bs // (bs * world_size)``; seq2seq/train/trainer.py: ``update = True`` only ``if i % self.iter_size ==
+#: self.iter_size - 1``, and the optimizer (clipping, Adam, the AMP master-weight copy) runs only on updates, while
+#: every iteration's tokens count in the throughput). At batch 128 the 1-GPU run accumulates 8 iterations per update,
+#: 4 GPUs 2, 8 and 16 GPUs none: the update that 1 GPU spreads over 8 iterations, 8 GPUs pay every iteration. The
+#: same trainer (@0053b4b8) wraps the model in ``apex.parallel.DistributedDataParallel`` and runs every iteration's
+#: backward through it, with no ``no_sync`` / ``disable_allreduce``: the gradients are all-reduced every iteration
+#: (Strategy ``sync_every_micro_batch``).
+_DLE_GNMT_GLOBAL = ("as DLE's GNMT benchmark ran it: --train-global-batch-size 1024 (2048 on 16 GPUs) at batch 128 per "
+                    "GPU, so gradients accumulate over 1024 / (128 x GPUs) iterations, all-reduced in every one of "
+                    "them (apex DDP, no no_sync), and the optimizer runs once per that many (README 20.06; train.py "
+                    "set_iter_size; seq2seq/train/trainer.py)")
+AS_RUN_GLOBAL_BATCH: dict[tuple[str, str], tuple[dict[int, int], dict, str]] = {
+    ("DLE_GNMT_PT", "GNMT v2"): ({1: 1024, 4: 1024, 8: 1024, 16: 2048}, {"sync_every_micro_batch": True},
+                                 _DLE_GNMT_GLOBAL),
+}
+
 #: tf_cnn_benchmarks' default per-GPU batch for the Horovod 2017 rows (not stated in the source)
 HOROVOD_BATCH = {"inception-v3": 64, "resnet101": 64, "vgg16": 32}
 #: ImageNet-1k training set (Russakovsky et al., IJCV 2015) for the time-to-train rows
@@ -330,6 +351,11 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         res.assumptions.append(f"per-GPU batch {batch} assumed (not in the source)")
     kw = {"model": wl_id, "seq_len": seq, "gpu": gpu_id, "gpus": n, "nodes": nodes, "precision": precision,
           "per_gpu_batch": max(1, int(round(batch))), "num_workers": None}
+    accum = _as_run_accum(r, n, kw["per_gpu_batch"])
+    if accum:  # [issue 18] the benchmark's fixed global batch: gradient accumulation (AS_RUN_GLOBAL_BATCH)
+        _, extra, why = AS_RUN_GLOBAL_BATCH[(r["source_id"], r["model"])]
+        kw.update(accum=accum, **extra)
+        res.assumptions.append(f"{why}: {accum} per update here")
     as_run = AS_RUN_WORKLOADS.get((r["source_id"], r["model"]))
     if as_run is not None:  # [issue 18] the benchmark's own configuration of the model
         del kw["model"], kw["seq_len"]
@@ -338,6 +364,34 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         res.assumptions.append(as_run[2])
     kw.update({k: v for k, v in fabric.items() if k != "algorithm"})
     return kw
+
+
+def _as_run_accum(r: dict, n: int, batch: int) -> int | None:
+    """[issue 18] The gradient-accumulation steps of a row whose benchmark held the global batch fixed
+    (:data:`AS_RUN_GLOBAL_BATCH`), else None."""
+    entry = AS_RUN_GLOBAL_BATCH.get((r.get("source_id"), r.get("model")))
+    if entry is None or n not in entry[0] or entry[0][n] % (batch * n):
+        return None
+    return entry[0][n] // (batch * n)
+
+
+def _baseline_at_accum(kw: dict, thr1: float, accum_1: int, db, params) -> float:
+    """[issue 18] A one-GPU throughput measured with ``accum_1`` accumulation steps per update, as the throughput the
+    same GPU would reach at ``kw``'s accumulation: the micro-batch time it implies (the step less the modelled
+    optimizer, overhead and data wait, over ``accum_1``, as :func:`gpusim.simulation._apply_baseline` reads a
+    baseline) with the update spread over ``kw``'s accumulation steps instead."""
+    from gpusim.simulation import Scenario, simulate
+
+    b, acc = kw["per_gpu_batch"], kw.get("accum", 1)
+
+    def other(a: int) -> float:
+        out = simulate(Scenario.create(**{**kw, "gpus": 1, "nodes": 1, "accum": a}), db=db, params=params,
+                       recommend=False)
+        return sum(float(out.breakdown_s[k]) for k in ("optimizer_s", "overhead_s", "data_wait_s"))
+
+    step_1 = b * accum_1 / thr1
+    micro = max((step_1 - other(accum_1)) / accum_1, 0.3 * step_1 / accum_1)
+    return b * acc / (micro * acc + other(acc))
 
 
 def _as_run_job(kw: dict, res: RowResult) -> tuple[dict, int]:
@@ -481,7 +535,11 @@ def _anchor(results: list[RowResult], rows: list[dict], db, params_for) -> None:
         per = res.units_per_sample
         kw, replicas = _as_run_job(kw, res)
         try:
-            out = simulate(Scenario.create(**kw, baseline_throughput=one.measured / per), db=db,
+            base = one.measured / per
+            accum_1 = _as_run_accum(rows[one.index], 1, kw["per_gpu_batch"]) or 1
+            if accum_1 != kw.get("accum", 1):  # [issue 18] the one-GPU run accumulated differently (fixed global)
+                base = _baseline_at_accum(kw, base, accum_1, db, params_for(kw["gpu"]))
+            out = simulate(Scenario.create(**kw, baseline_throughput=base), db=db,
                            params=params_for(kw["gpu"]), recommend=False)
             res.anchored = replicas * out.throughput_samples_per_s * per
         except GpusimError as e:

@@ -64,6 +64,9 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                         "run, default 1 for an LLM layout (--tp/--pp/--cp/--ep/--global-batch)")
     s.add_argument("--precision", choices=PRECISIONS, default="amp_bf16", help="default amp_bf16")
     s.add_argument("--accum", type=strategy_type("accum"), default=1, help="gradient accumulation steps (default 1)")
+    s.add_argument("--sync-every-micro-batch", action="store_true",
+                   help="[issue 18] with --accum > 1 under ddp or zero1: every micro-batch's backward all-reduces the "
+                        "gradients, as a loop that never enters DDP's no_sync() does (accum x the communication)")
     s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
     s.add_argument("--checkpointing", action="store_true", help="full activation checkpointing")
     s.add_argument("--cpu-offload", action="store_true", help="optimizer on the CPU (sharded strategies)")
@@ -295,6 +298,7 @@ def scenario_kwargs(args) -> dict:
         cpu_cores_per_gpu=args.cpu_cores_per_gpu, storage_gbyte_per_s=args.storage_gbyte_per_s,
         slowest_gpu_speed_frac=args.slowest_gpu_frac, baseline_throughput=args.baseline_throughput,
         kind=args.strategy, per_gpu_batch=args.per_gpu_batch, precision=args.precision, accum=args.accum,
+        sync_every_micro_batch=getattr(args, "sync_every_micro_batch", False),
         optimizer=args.optimizer, activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
         bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory,
         attention=getattr(args, "attention", None), **(getattr(args, "memory_headroom", None) or {}))

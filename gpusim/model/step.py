@@ -13,7 +13,8 @@ parts sum to the step (a test checks it).
 Strategies (see :mod:`gpusim.strategy`):
 
 - **DDP** all-reduces gradients in buckets during the backward pass of the last micro-batch (earlier
-  micro-batches of gradient accumulation run under ``no_sync``); the last bucket is always exposed
+  micro-batches of gradient accumulation run under ``no_sync``; [issue 18] a loop that never enters it,
+  Strategy ``sync_every_micro_batch``, reduces in every micro-batch's backward); the last bucket is always exposed
   (Li et al., "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020), and
   copying gradients into the buckets and back costs memory traffic (counted with the communication).
 - **ZeRO-1** communicates like DDP (reduce-scatter + all-gather = one all-reduce's volume).
@@ -159,6 +160,7 @@ class StepInputs:
     sp: np.ndarray = _one(False)
     recompute: np.ndarray = _one(0)  # gpusim.strategy.RECOMPUTE_CODES
     dp_overlap: np.ndarray = _one()  # 1: gradient reduction may overlap the backward pass; 0: after it
+    sync_every_micro: np.ndarray = _one(False)  # [issue 18] DDP / ZeRO-1 all-reduce every micro-batch (no no_sync)
     n_layers: np.ndarray = _one(0.0)
     d_model: np.ndarray = _one(0.0)
     n_heads: np.ndarray = _one()
@@ -363,6 +365,8 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
             return exp_d, hid_d, tot_d
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
         exp, hid = _overlap(total, last, bwd_s, ov)
+        times = np.where(np.asarray(c.get("sync_every", False), dtype=bool), k, 1.0)  # [issue 18] (below)
+        exp, hid, total = exp * times, hid * times, total * times
         return (np.where(c["llm"], exp_d, exp), np.where(c["llm"], hid_d, hid), np.where(c["llm"], tot_d, total))
     if code in (DDP, ZERO1):
         # bucketed all-reduce once per optimizer step, under the last micro-batch's backward (an MoE layout's expert
@@ -374,7 +378,9 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
             # DDP copies every gradient into its bucket and the reduced bucket back (gradient_as_bucket_view=False,
             # the PyTorch default): 4 x G bytes of memory traffic on the compute stream, once per step
             exp = exp + 4.0 * c["G"] / c["mem_rate"]
-        return exp, hid, total
+        # [issue 18] a loop that never enters no_sync() reduces in every micro-batch's backward, the same way each time
+        times = np.where(np.asarray(c.get("sync_every", False), dtype=bool), k, 1.0)
+        return exp * times, hid * times, total * times
     if code == ZERO2:
         # reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
         rs_total, rs_last, ag_total = groups(lambda G, W, r, nn, bw: (
@@ -598,7 +604,8 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
            "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128, "host_cpu": inp.host_cpu,
-           "G_exp": G_exp, "W_exp": W_exp, "edp_n": edp_n, "edp_nodes": edp_nodes, "edp_inter": edp_inter}
+           "G_exp": G_exp, "W_exp": W_exp, "edp_n": edp_n, "edp_nodes": edp_nodes, "edp_inter": edp_inter,
+           "sync_every": np.asarray(inp.sync_every_micro, dtype=bool)}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)

@@ -120,3 +120,67 @@ def test_the_replica_rule_and_the_nccl_protocol_of_a_sweep_row_are_apart(db):
     assert {r.protocol for r in sweep} <= {"ll", "ll128", "simple"}
     # Lambda's multi-GPU Transformer-XL rows: 76, and 4 more that their source flags (excluded from every statistic)
     assert sum(1 for r in res if r.replicas_reason and not r.flagged) == 76
+
+
+def _dle_gnmt(n, value, precision="amp_fp16"):
+    return {"source_id": "DLE_GNMT_PT", "kind": "throughput", "model": "GNMT v2", "gpu": "V100 16GB SXM2",
+            "n_gpus": str(n), "n_nodes": "1",
+            "interconnect": "single GPU" if n == 1 else "NVLink hybrid cube-mesh (DGX-1)",
+            "precision": precision, "per_gpu_batch": "128", "global_batch": str(128 * n), "message_bytes": "",
+            "value": str(value), "unit": "tokens/s",
+            "notes": "NVIDIA DGX-1 (8x V100 16GB); pytorch-20.06-py3; averaged over an epoch; global batch derived"}
+
+
+def test_dle_gnmt_rows_run_the_benchmarks_fixed_global_batch(tmp_path, db):
+    """[issue 18] DLE's GNMT benchmark holds the global batch at 1024 (README: --train-global-batch-size 1024 on 1, 4
+    and 8 GPUs): at batch 128 the 1-GPU run accumulates 8 iterations per update, 4 GPUs 2, 8 GPUs none, every iteration
+    all-reduced (apex DDP, no no_sync). Each row is predicted so, and the anchored prediction reads the 1-GPU
+    measurement at its own 8 accumulation steps: with the update spread over fewer iterations, 8 GPUs scale worse
+    than the same runs without accumulation would."""
+    from gpusim.simulation import Scenario, simulate
+    from gpusim.validation import AS_RUN_GLOBAL_BATCH, _as_run_accum, _baseline_at_accum, _scenario_kwargs
+    from gpusim.validation import RowResult
+
+    assert [_as_run_accum(_dle_gnmt(n, 1.0), n, 128) for n in (1, 4, 8)] == [8, 2, 1]
+    assert _as_run_accum(_row("GNMT v2", 2, 1.0, batch=256), 2, 256) is None  # Lambda's GNMT: its own protocol
+    kw = _scenario_kwargs(_dle_gnmt(4, 1.0), RowResult(0, "", "", "", "", 0, 0.0, ""), db)
+    assert kw["accum"] == 2 and kw["sync_every_micro_batch"] is True
+    assert AS_RUN_GLOBAL_BATCH[("DLE_GNMT_PT", "GNMT v2")][0][16] == 2048
+    # the 1-GPU baseline at 8 accumulation steps, read at 2: the update now falls on every second iteration
+    thr1 = 76438.0 / 45.0  # samples/s (GNMT_TOKENS_PER_PAIR tokens per pair)
+    at2 = _baseline_at_accum(kw, thr1, 8, db, None)
+    assert at2 < thr1
+    assert _baseline_at_accum(kw, thr1, 2, db, None) == pytest.approx(thr1, rel=1e-9)  # same accumulation: as is
+    one = simulate(Scenario.create(**{**kw, "gpus": 1, "nodes": 1, "accum": 8}), db=db, recommend=False)
+    two = simulate(Scenario.create(**{**kw, "gpus": 1, "nodes": 1, "accum": 2}), db=db, recommend=False)
+    other = [sum(r.breakdown_s[k] for k in ("optimizer_s", "overhead_s", "data_wait_s")) for r in (one, two)]
+    micro = (128 * 8 / thr1 - other[0]) / 8
+    assert at2 == pytest.approx(128 * 2 / (2 * micro + other[1]), rel=1e-9)
+    # in the statistics: the 8-GPU row's anchored prediction loses the update's amortisation
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows([_dle_gnmt(1, 76438), _dle_gnmt(8, 447832)])
+    (r8,) = [r for r in run(path, db=db) if r.n_gpus == 8]
+    assert r8.anchored is not None and r8.predicted_efficiency < 0.85
+    assert any("--train-global-batch-size 1024" in a for a in r8.assumptions)
+
+
+def test_a_loop_without_no_sync_all_reduces_every_micro_batch(db):
+    """[issue 18] sync_every_micro_batch: DDP all-reduces in every accumulated micro-batch's backward, accum times the
+    communication of the no_sync loop; the same at accum 1; and predict advises no_sync()."""
+    from gpusim.simulation import Scenario, simulate
+
+    base = dict(model="bert-large", gpu="a100-sxm4-80gb", gpus=8, per_gpu_batch=8, kind="ddp", accum=4,
+                intra_topology="pcie-host")
+    once = simulate(Scenario.create(**base), db=db)
+    every = simulate(Scenario.create(**base, sync_every_micro_batch=True), db=db)
+    assert every.breakdown_s["comm_exposed_s"] == pytest.approx(4 * once.breakdown_s["comm_exposed_s"], rel=1e-9)
+    assert every.breakdown_s["compute_s"] == pytest.approx(once.breakdown_s["compute_s"], rel=1e-12)
+    assert any(r["id"] == "no-sync" and r["change"] == {"sync_every_micro_batch": False}
+               for r in every.recommendations)
+    assert not any(r["id"] == "no-sync" for r in once.recommendations)
+    one = {**base, "accum": 1}
+    assert simulate(Scenario.create(**one, sync_every_micro_batch=True), db=db, recommend=False).step_s == \
+        pytest.approx(simulate(Scenario.create(**one), db=db, recommend=False).step_s, rel=1e-12)
