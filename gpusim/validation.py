@@ -147,9 +147,22 @@ _DLE_GNMT_GLOBAL = ("as DLE's GNMT benchmark ran it: --train-global-batch-size 1
                     "GPU, so gradients accumulate over 1024 / (128 x GPUs) iterations, all-reduced in every one of "
                     "them (apex DDP, no no_sync), and the optimizer runs once per that many (README 20.06; train.py "
                     "set_iter_size; seq2seq/train/trainer.py)")
-AS_RUN_GLOBAL_BATCH: dict[tuple[str, str], tuple[dict[int, int], dict, str]] = {
+#: NVIDIA DLE ResNet-50 v1.5 (PyTorch/Classification/ConvNets): configs.yml gives resnet50 on DGX1V AMP and on
+#: DGXA100 AMP and TF32 ``resnet_params_2k`` (``optimizer_batch_size: 2048``) with ``batch_size: 256`` (@097c7ff9, and
+#: the same in the earlier version a reader found at @d58ccd79); main.py: ``tbs = args.world_size * args.batch_size``,
+#: ``batch_size_multiplier = int(args.optimizer_batch_size / tbs)``; image_classification/training.py:
+#: ``optimizer_step = ((i + 1) % batch_size_multiplier) == 0`` gates the optimizer and GradScaler step, while
+#: ``train.total_ips`` counts every iteration. So one GPU steps the optimizer every 8 iterations, eight GPUs every one.
+#: (DGX1V FP32 is left out: the two versions give it 896 or 2048 over its batch of 112.)
+_DLE_RN50_GLOBAL = ("as DLE's ResNet-50 benchmark ran it: optimizer_batch_size 2048 (configs.yml resnet_params_2k) at "
+                    "batch 256, so main.py's batch_size_multiplier accumulates 2048 / (256 x GPUs) iterations per "
+                    "optimizer step")
+#: (source_id, model column) -> (global batch at each GPU count, Strategy changes, why, precisions it holds for or None)
+AS_RUN_GLOBAL_BATCH: dict[tuple[str, str], tuple[dict[int, int], dict, str, tuple[str, ...] | None]] = {
     ("DLE_GNMT_PT", "GNMT v2"): ({1: 1024, 4: 1024, 8: 1024, 16: 2048}, {"sync_every_micro_batch": True},
-                                 _DLE_GNMT_GLOBAL),
+                                 _DLE_GNMT_GLOBAL, None),
+    ("DLE_RN50_PT", "ResNet-50 v1.5"): ({1: 2048, 8: 2048}, {"sync_every_micro_batch": True}, _DLE_RN50_GLOBAL,
+                                        ("amp_fp16", "tf32")),
 }
 
 #: tf_cnn_benchmarks' default per-GPU batch for the Horovod 2017 rows (not stated in the source)
@@ -353,7 +366,7 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
           "per_gpu_batch": max(1, int(round(batch))), "num_workers": None}
     accum = _as_run_accum(r, n, kw["per_gpu_batch"])
     if accum:  # [issue 18] the benchmark's fixed global batch: gradient accumulation (AS_RUN_GLOBAL_BATCH)
-        _, extra, why = AS_RUN_GLOBAL_BATCH[(r["source_id"], r["model"])]
+        _, extra, why, _ = AS_RUN_GLOBAL_BATCH[(r["source_id"], r["model"])]
         kw.update(accum=accum, **extra)
         res.assumptions.append(f"{why}: {accum} per update here")
     as_run = AS_RUN_WORKLOADS.get((r["source_id"], r["model"]))
@@ -370,7 +383,8 @@ def _as_run_accum(r: dict, n: int, batch: int) -> int | None:
     """[issue 18] The gradient-accumulation steps of a row whose benchmark held the global batch fixed
     (:data:`AS_RUN_GLOBAL_BATCH`), else None."""
     entry = AS_RUN_GLOBAL_BATCH.get((r.get("source_id"), r.get("model")))
-    if entry is None or n not in entry[0] or entry[0][n] % (batch * n):
+    if (entry is None or n not in entry[0] or entry[0][n] % (batch * n)
+            or (entry[3] is not None and r.get("precision") not in entry[3])):
         return None
     return entry[0][n] // (batch * n)
 

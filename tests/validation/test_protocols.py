@@ -184,3 +184,16 @@ def test_a_loop_without_no_sync_all_reduces_every_micro_batch(db):
     one = {**base, "accum": 1}
     assert simulate(Scenario.create(**one, sync_every_micro_batch=True), db=db, recommend=False).step_s == \
         pytest.approx(simulate(Scenario.create(**one), db=db, recommend=False).step_s, rel=1e-12)
+
+
+def test_dle_resnet50_amp_and_tf32_rows_step_the_optimizer_every_8_iterations_on_one_gpu():
+    """[issue 18] DLE's ResNet-50 (configs.yml resnet_params_2k: optimizer_batch_size 2048 at batch 256 on DGX1V AMP and
+    DGXA100 AMP/TF32; main.py batch_size_multiplier = optimizer_batch_size / (world_size x batch)): 8 accumulation
+    steps at 1 GPU, 1 at 8; the V100 FP32 rows, whose config versions disagree, keep none."""
+    from gpusim.validation import _as_run_accum
+
+    row = {"source_id": "DLE_RN50_PT", "model": "ResNet-50 v1.5", "precision": "amp_fp16"}
+    assert [_as_run_accum(row, n, 256) for n in (1, 8)] == [8, 1]
+    assert _as_run_accum({**row, "precision": "tf32"}, 1, 256) == 8
+    assert _as_run_accum({**row, "precision": "fp32"}, 1, 256) is None
+    assert _as_run_accum({**row, "model": "ResNet-50 v1.5 ImageNet 90 epochs"}, 1, 256) is None
