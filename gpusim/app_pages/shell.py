@@ -587,6 +587,11 @@ def sidebar() -> Context:
                                                placeholder="the node's")
         with st.expander("Advanced"):
             s["bucket"] = number_input(st, "DDP bucket (MiB)", 0.1, 4096.0, DEFAULTS["bucket"], key="bucket", bind=BIND)
+            s["sync_every"] = st.checkbox("All-reduce every accumulated micro-batch (no no_sync)", key="sync_every",
+                                          bind=BIND,
+                                          help="with accumulation steps > 1 under ddp or zero1: a training loop that "
+                                               "never enters DDP's no_sync() reduces the gradients in every "
+                                               "micro-batch's backward (the CLI's --sync-every-micro-batch)")
             s["baseline"] = number_input(st, "Measured one-GPU samples/s", 0.001, 1e12, None, key="baseline", bind=BIND,
                                             placeholder="none",
                                             help="your own single-GPU throughput at this batch and precision: "

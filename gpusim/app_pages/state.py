@@ -75,6 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "storage": None,            # GB/s per node; None: the node's
     # advanced
     "bucket": _SF["bucket_mib"].default,
+    "sync_every": _SF["sync_every_micro_batch"].default,  # [issue 18] DDP all-reduce every micro-batch
     "baseline": None,           # measured one-GPU samples/s at this batch
     "slow": 1.0,                # slowest GPU's speed fraction
     "oversub": 1.0,             # network oversubscription
@@ -157,7 +158,7 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["oversubscription"] = float(s["oversub"])
     kw.update(kind=s["strategy"], precision=s["precision"], per_gpu_batch=int(s["batch"]), accum=int(s["accum"]),
               activation_checkpointing=bool(s["ckpt"]), optimizer=s["optimizer"], cpu_offload=bool(s["offload"]),
-              bucket_mib=float(s["bucket"]))
+              bucket_mib=float(s["bucket"]), sync_every_micro_batch=bool(s.get("sync_every", False)))
     if s["loader"]:
         kw.update(num_workers=int(s["workers"]), pin_memory=bool(s["pin"]))
         if s.get("cores"):

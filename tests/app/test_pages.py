@@ -438,3 +438,19 @@ def test_step_attention_kernel_on_a_strategy_that_cannot_time_it_says_what_to_ch
     at = run_app("step", {"model": "llama2-7b", "strategy": "dp", "attn": "flash2", "batch": "1"})
     assert not at.exception
     assert at.error and "per-GEMM" in at.error[0].value
+
+
+def test_step_all_reduce_every_micro_batch_is_an_input():
+    """[issue 18] The sidebar's "All-reduce every accumulated micro-batch" (the CLI's --sync-every-micro-batch): with
+    4 accumulation steps over host-staged PCIe the exposed exchange grows 4x, the step slows, and the advice names
+    no_sync()."""
+    query = {"model": "bert-large", "gpu": "a100-sxm4-80gb", "gpus": "8", "batch": "8", "accum": "4",
+             "fabric": "pcie-host"}
+    at = run_app("step", query)
+    no_trouble(at)
+    assert at.checkbox(key="sync_every").value is False
+    once = parse_ms(metrics(at)["Step time"])
+    at.checkbox(key="sync_every").check().run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) > 1.5 * once
+    assert any("no_sync()" in m.value for m in at.markdown)
