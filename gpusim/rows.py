@@ -512,6 +512,12 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
         **headroom_fields(st, hw.gpu),  # [issue 17]
     })
+    if not st.is_llm and (st.moe_imbalance_frac is not None or st.moe_expert_skew_frac is not None):
+        # [issue 17] one EP rank: nothing to wait for, but a dense model or both figures are still refused
+        from gpusim.rules import check_ep, transformer_of
+
+        check_ep(transformer_of(workload), ep=1, moe_imbalance_frac=st.moe_imbalance_frac,
+                 moe_expert_skew_frac=st.moe_expert_skew_frac)
     if st.is_llm:
         row.update(llm_row(scn, hw, workload, params))
     elif st.global_batch is not None:  # data parallel with a global batch: accumulation = global / (micro x GPUs)
@@ -708,10 +714,11 @@ def hybrid_fields(spec) -> dict:
 def _imbalance_frac(spec, strategy) -> float:
     """[issue 17] The busiest EP rank's load over the mean, minus 1: the run's (Strategy ``moe_imbalance_frac``, the
     CLI's ``--moe-imbalance``), else the model's, else NaN (the routing statistics of a balanced router)."""
-    for v in (getattr(strategy, "moe_imbalance_frac", None), spec.moe_imbalance_frac):
-        if v is not None:
-            return float(v)
-    return float("nan")
+    if getattr(strategy, "moe_imbalance_frac", None) is not None:
+        return float(strategy.moe_imbalance_frac)
+    if getattr(strategy, "moe_expert_skew_frac", None) is not None:  # the run's skew decides, not the model's figure
+        return float("nan")
+    return float("nan") if spec.moe_imbalance_frac is None else float(spec.moe_imbalance_frac)
 
 
 def moe_fields(spec, strategy) -> dict:

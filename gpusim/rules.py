@@ -74,11 +74,13 @@ def ulysses_heads_ok(n_heads, n_kv_heads, tp, cp):
     return ((np.asarray(n_heads) // np.asarray(tp)) % np.asarray(cp) == 0) & (kv_local % np.asarray(cp) == 0)
 
 
-def ulysses_ranks(cp, tp, domain, comm_a2a_p2p):
-    """[issue 17] The ranks one Ulysses all-to-all spans: all ``cp`` for a2a, the cp ranks one NVLink domain holds
-    (``min(cp, domain / tp)``, :func:`gpusim.model.context.cp_group_nodes`) for a2a+p2p. Works on arrays."""
-    inner = np.minimum(np.asarray(cp), np.maximum(np.asarray(domain) // np.asarray(tp), 1))
-    return np.where(comm_a2a_p2p, inner, np.asarray(cp))
+def ulysses_ranks(cp, tp, block, comm_a2a_p2p):
+    """[issue 17] The ranks one Ulysses all-to-all spans: all ``cp`` for a2a; for a2a+p2p the sub-group one NVLink
+    allocation block of ``block`` GPUs holds (:func:`gpusim.model.context.hier_inner_ranks`, which the model uses
+    too). Works on arrays."""
+    from gpusim.model.context import hier_inner_ranks
+
+    return np.where(comm_a2a_p2p, hier_inner_ranks(cp, tp, block), np.asarray(cp)).astype(np.int64)
 
 
 def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | None = None, comm: str = "ring",
@@ -88,15 +90,16 @@ def check_cp(*, seq_len: int, cp: int, flash: bool, tp: int = 1, domain: int | N
     if cp == 1:
         return
     problems = []
-    ranks = int(ulysses_ranks(cp, tp, domain or cp * tp, comm == "a2a+p2p"))
+    ranks = int(ulysses_ranks(cp, tp, domain or cp * tp, comm == "a2a+p2p"))  # (domain: the allocation block)
     if comm in ("a2a", "a2a+p2p") and n_heads and not ulysses_heads_ok(n_heads, n_kv_heads or n_heads, tp, ranks):
         kv = n_kv_heads or n_heads
         ok = [c for c in (2, 4, 8, 16, 32) if ulysses_heads_ok(n_heads, kv, tp, c)]
         over = "cp" if comm == "a2a" else f"the {ranks} cp ranks of one NVLink domain"
+        fix = (f"cp could be {', '.join(map(str, ok))}, or " if ok and comm == "a2a"
+               else "a larger tp, or " if comm == "a2a+p2p" else "")
         problems.append(f"--cp-comm {comm} splits each tp rank's heads over {over}, and tp {tp} leaves "
                         f"{n_heads // tp} attention and {max(kv // tp, 1)} K/V heads per rank, which {ranks} does not "
-                        "divide (" + (f"{'cp' if comm == 'a2a' else 'that'} could be {', '.join(map(str, ok))}, or "
-                                      if ok else "") + "use --cp-comm ring or all-gather)")
+                        f"divide ({fix}use --cp-comm ring or all-gather)")
     if seq_len % (2 * cp):
         ok = [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0]
         problems.append(f"cp {cp} needs the sequence ({seq_len} tokens) to be divisible by 2 x cp = {2 * cp} for the "
@@ -170,7 +173,7 @@ def padded_layers(n_layers: int, pp: int, vp: int):
 
 def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: int | None, domain: int,
                         tp_pinned: bool, seq_len: int, flash: bool, dualpipe: bool, cp_a2a: bool = False,
-                        cp_a2a_p2p: bool = False) -> np.ndarray:
+                        cp_a2a_p2p: bool = False, block: int | None = None) -> np.ndarray:
     """The first rule each layout breaks, as an index into :data:`REASONS` (0: none, before memory), on integer
     arrays of degrees (``n_micro`` 0 where micro-batch x dp does not divide the global batch). The same rules as
     :func:`check_cp`, :func:`check_dualpipe` and :class:`~gpusim.layout.Layout`'s checks, vectorised."""
@@ -180,7 +183,7 @@ def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: in
               ((tp > domain) & (not tp_pinned), R_DOMAIN),
               ((seq_len % (2 * cp) != 0) & (cp > 1), R_SEQ), ((cp > 1) & (not flash), R_FLASH),
               ((cp_a2a or cp_a2a_p2p) & (cp > 1)
-               & ~ulysses_heads_ok(n_heads, kv, tp, ulysses_ranks(cp, tp, domain, cp_a2a_p2p)), R_CP_HEADS),
+               & ~ulysses_heads_ok(n_heads, kv, tp, ulysses_ranks(cp, tp, block or domain, cp_a2a_p2p)), R_CP_HEADS),
               ((vp > 1) & (pp == 1), R_VP), (n_micro == 0, R_BATCH),
               ((vp > 1) & (n_micro % pp != 0), R_INTERLEAVE),
               (dualpipe & ((pp % 2 != 0) | (vp > 1) | (n_micro % 2 != 0) | (n_micro < pp)), R_DUALPIPE))
@@ -192,6 +195,14 @@ def layout_reason_codes(*, tp, cp, pp, vp, n_micro, n_heads: int, n_kv_heads: in
 def transformer_of(workload):
     """The TransformerSpec behind a workload, or None (CNNs, GNMT, custom and measured workloads)."""
     return getattr(workload, "transformer", None)
+
+
+def allocation_block(hw) -> int:
+    """[issue 17] GPUs of one NVLink allocation block of the job (:func:`gpusim.model.placement.allocation_block_gpus`:
+    the job where it fits in one domain, else the largest whole-node share of a domain that divides it)."""
+    from gpusim.model.placement import allocation_block_gpus
+
+    return int(allocation_block_gpus(hw.n_gpus, hw.gpus_per_node, nvlink_domain_gpus(hw)))
 
 
 def nvlink_domain_gpus(hw) -> int:
@@ -214,7 +225,7 @@ def scenario_layout(scn, hw, workload):
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
 
     check_cp(seq_len=scn.seq_len or spec.seq_len, cp=st.cp, flash=bool(spec.flash_attention), tp=st.tp,
-             domain=nvlink_domain_gpus(hw), comm=st.cp_comm, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
+             domain=allocation_block(hw), comm=st.cp_comm, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
     model_par = st.tp * st.pp * st.cp
     check_ep(spec, ep=st.ep, expert_tp=st.expert_tp, capacity=st.moe_capacity_factor, tp=st.tp, cp=st.cp,
              ep_overlap=st.ep_overlap, moe_dispatcher=st.moe_dispatcher, ep_fp8_dispatch=st.ep_fp8_dispatch,

@@ -38,7 +38,7 @@ from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-ex
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
-from gpusim.rules import R_MAMBA, R_OFFLOAD, check_fused_mlp, mamba_layout_bad, offload_layout_bad  # [issue 17]
+from gpusim.rules import R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, mamba_layout_bad, offload_layout_bad  # [issue 17]
 from gpusim.strategy import Strategy
 
 
@@ -158,13 +158,17 @@ class Pins:
 def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, n_kv_heads: int, seq_len: int,
                       global_batch: int, flash: bool, pins: Pins = Pins(), micro_batches=MICRO_BATCHES,
                       recomputes=RECOMPUTES, n_experts: int = 0, cp_a2a: bool = False,
-                      cp_a2a_p2p: bool = False) -> dict[str, np.ndarray]:
+                      cp_a2a_p2p: bool = False, block: int | None = None) -> dict[str, np.ndarray]:
     """Every candidate layout as integer arrays ``tp, cp, pp, vp, dp, micro_batch, n_micro, recompute, layers,
     reason`` (``layers``: the layers charged to the model, padded for uneven stages; ``reason`` an index into
     :data:`REASONS`, 0 for a layout that passes every rule before memory)."""
     n, L = int(n_gpus), int(n_layers)
     if pins.ep not in (None, 1) and not n_experts:
         raise ScenarioError(f"ep {pins.ep} applies to mixture-of-experts models; this model is dense (drop --ep)")
+    if {"moe_imbalance_frac", "moe_expert_skew_frac"} <= set(pins.moe_options()):  # [issue 17] one figure or the other
+        raise ScenarioError("--moe-imbalance (the busiest rank's figure at one layout) and --moe-expert-skew (the "
+                            "experts' skew, from which each layout's busiest rank follows) describe the same thing: "
+                            "give one")
     if pins.moe_options() and not n_experts:
         flags = ", ".join("--" + k.replace("_", "-") for k in pins.moe_options())
         raise ScenarioError(f"{flags} applies to mixture-of-experts models; this model is dense (drop {flags})")
@@ -208,7 +212,7 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     reason = layout_reason_codes(tp=tp, cp=cp, pp=pp, vp=vp, n_micro=n_micro, n_heads=n_heads,
                                  n_kv_heads=n_kv_heads, domain=domain, tp_pinned=pins.tp is not None,
                                  seq_len=seq_len, flash=flash, dualpipe=pins.ep_overlap == "dualpipe",
-                                 cp_a2a=cp_a2a, cp_a2a_p2p=cp_a2a_p2p)
+                                 cp_a2a=cp_a2a, cp_a2a_p2p=cp_a2a_p2p, block=block)
     layers = padded_layers(L, pp, vp)  # padded to whole stages when uneven
     return {"tp": tp, "cp": cp, "pp": pp, "vp": vp, "dp": dp, "ep": ep, "micro_batch": mb, "n_micro": np.maximum(n_micro, 1),
             "recompute": rc_codes, "layers": layers, "uneven": layers != L, "reason": reason}
@@ -282,7 +286,7 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
                             global_batch=gb, flash=bool(spec.flash_attention), pins=pins,
                             micro_batches=micro_batches, recomputes=recomputes,
                             cp_a2a=scenario.strategy.cp_comm == "a2a",
-                            cp_a2a_p2p=scenario.strategy.cp_comm == "a2a+p2p")
+                            cp_a2a_p2p=scenario.strategy.cp_comm == "a2a+p2p", block=allocation_block(hw))
     lay = _mask_model_rules(lay, spec, scenario.strategy.activation_offload_layers)
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params, pins), hw.gpu.memory_bytes, params, evaluate)
 
@@ -549,7 +553,8 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
 
     spec = transformer_of(wl)
     pins = pins or Pins()
-    if pins.moe_options() and not getattr(spec, "n_experts", 0):  # [issue 12] an error, not a reason on every row
+    if pins.moe_options() and (not getattr(spec, "n_experts", 0)  # [issue 12] an error, not a reason on every row
+                               or {"moe_imbalance_frac", "moe_expert_skew_frac"} <= set(pins.moe_options())):
         check_ep(spec, ep=1, **pins.moe_options())
     if pins.cuda_graph_scope:  # [issue 17] Megatron-Core's scope rules, and MoE scopes need MoE layers
         from gpusim.rows import cuda_graph_fields

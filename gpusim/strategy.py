@@ -354,6 +354,11 @@ class Strategy(FiniteModel):
         if "moe" in scopes and scopes & {"moe_router", "moe_preprocess"}:
             raise ValueError("cuda graph scope moe already captures the router and the dispatcher's preprocessing: "
                              "give moe, or moe_router (and moe_preprocess), not both")
+        if self.sync_every_micro_batch and (self.kind not in ("ddp", "zero1") or self.is_llm):  # [issue 18]
+            raise ValueError(f"sync_every_micro_batch (--sync-every-micro-batch) is a data-parallel loop under ddp or "
+                             f"zero1 that never enters DDP's no_sync(); not {self.kind!r}"
+                             + (" with an LLM layout (Megatron's layouts reduce once per step)" if self.is_llm else "")
+                             + ": drop it")
         if self.memory_headroom_gib is not None and self.memory_headroom_frac is not None:  # [issue 17]
             raise ValueError("give the memory headroom once: in GiB (memory_headroom_gib) or as a fraction of the "
                              "GPU's memory (memory_headroom_frac), not both")
@@ -365,7 +370,8 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or self.moe_router_padding
-                or self.moe_imbalance_frac is not None or self.moe_expert_skew_frac is not None
+                # [issue 17] the routing figures matter only where the experts are split (one EP rank waits for none)
+                or (self.ep > 1 and (self.moe_imbalance_frac is not None or self.moe_expert_skew_frac is not None))
                 or self.moe_fused_mlp
                 or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0

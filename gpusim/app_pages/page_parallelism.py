@@ -52,7 +52,8 @@ cp_comm = c6.selectbox("Context-parallel exchange", shell.offer("par_cp_comm", l
                        help="ring: ring attention, K/V blocks passed point to point under the attention (Transformer "
                             "Engine p2p); all-gather: K/V gathered before the attention, not overlapped (Llama 3); "
                             "a2a: DeepSpeed-Ulysses all-to-alls over the heads, not overlapped, only where each tp "
-                            "rank's attention and K/V heads divide by cp")
+                            "rank's attention and K/V heads divide by cp; a2a+p2p: Ulysses among the cp ranks of one "
+                            "NVLink domain (their heads must divide by that count) and ring attention across domains")
 pins = {"recompute": None if recompute == ANY else recompute, "vp": int(vp) if vp else None,
         "micro_batch": None if micro == ANY else int(micro)}
 pinned = ", ".join(f"{name} {v}" for name, v in (("micro-batch", pins["micro_batch"]), ("recompute", pins["recompute"]),

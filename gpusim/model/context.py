@@ -79,14 +79,27 @@ def cp_group_nodes(tp, cp, gpus_per_node):
     return per_node, _f(cp) / per_node
 
 
+def hier_inner_ranks(cp, tp, block):
+    """[issue 17] The all-to-all sub-group of a2a+p2p: the largest power-of-two share of the ``cp`` ranks (``tp``
+    apart) that one NVLink allocation block of ``block`` GPUs holds, ``gcd(cp, 2^floor(log2(max(block / tp, 1))))``,
+    so that it divides ``cp`` (Megatron-Core's ``--hierarchical-context-parallel-sizes c1 c2`` needs ``c1 c2 = cp``).
+    Hand-worked: cp 16, tp 8 in a 64-GPU block: 8; an 8-GPU node at tp 2: 4; at tp 8: 1 (the plain ring). The rules
+    (:func:`gpusim.rules.check_cp`) and the model take it from here."""
+    lim = np.maximum(np.floor(_f(block) / np.maximum(_f(tp), 1.0)), 1.0)
+    pow2 = np.exp2(np.floor(np.log2(lim))).astype(np.int64)
+    return np.gcd(np.rint(_f(cp)).astype(np.int64), pow2).astype(np.float64)
+
+
 def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
-                    domain=None) -> tuple[np.ndarray, np.ndarray]:
+                    domain=None, v_width=None, o_width=None) -> tuple[np.ndarray, np.ndarray]:
     """Exposed seconds of one layer's context-parallel communication, ``(forward, backward)``, per micro-batch.
 
     ``attn_f_s`` / ``attn_b_s``: the rank's attention-core time of the layer (all of its ``cp`` blocks), under
     which the ring's sends hide block by block. ``x`` holds ``cp``, ``cp_kind``, ``micro_batch``, ``seq_len``,
     ``kv_dim`` and the fabric arrays of :func:`gpusim.model.llm.llm_terms`; ``g`` GPUs per node (sharing its NICs),
-    ``domain`` GPUs per NVLink domain (default ``g``; a GB200 NVL72 rack's 72 over trays of 4).
+    ``domain`` GPUs per NVLink domain (default ``g``; a GB200 NVL72 rack's 72 over trays of 4). ``v_width`` /
+    ``o_width``: the values' and the attention output's widths over the heads for Ulysses' all-to-alls (default
+    ``kv_dim`` and ``q_dim``; MLA's ``v_dim`` for both).
     """
     cp = _f(x.get("cp", 1.0))
     if not np.any(cp > 1):
@@ -95,8 +108,12 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
     kind = np.asarray(x.get("cp_kind", RING))
     b, s, kv = _f(x["micro_batch"]), _f(x["seq_len"]), _f(x["kv_dim"])
     intra, inter = _f(x["intra_busbw_bytes_per_s"]), _f(x["inter_busbw_bytes_per_s"])
-    per_node, nodes = cp_group_nodes(tp, cp, g if domain is None else domain)
+    blk = g if domain is None else domain
+    per_node, nodes = cp_group_nodes(tp, cp, blk)
     cross = nodes > 1
+    # [issue 17] a2a+p2p's sub-group (c1, inside one allocation block) and the c2 = cp / c1 blocks its ring spans
+    c1 = hier_inner_ranks(cp, tp, blk)
+    c2 = cp / c1
 
     def coll(kind_code, size, ranks, nn, a, bw):
         return C.collective_min_time_s(kind_code, size, ranks, nn, a, x["intra_hop_s"], bw, x["inter_hop_s"], x["nvls"],
@@ -111,11 +128,11 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
     hier = kind == A2A_P2P
     if np.any((kind == RING) | hier):
         # ring: one block per step to the next rank; the slowest hop sets the pace of the lock-step ring. [issue 17]
-        # a2a+p2p rings over the c2 = nodes domains only, each step under c1 = per_node times the flat ring's attention
-        ring_cross = np.where(hier, nodes > 1, cross)
+        # a2a+p2p rings over its c2 sub-groups only, each step under c1 times the flat ring's attention
+        ring_cross = np.where(hier, c2 > 1, cross)
         link = np.where(ring_cross, inter / g, intra)
         send = coll(C.SEND_RECV, block, 2.0, np.where(ring_cross, 2.0, 1.0), link, link)
-        members = np.where(hier, nodes, cp)
+        members = np.where(hier, c2, cp)
         steps = members - 1.0
         step_f = attn_f_s / members  # load balanced: every step is one block pair of equal (half-causal) work
         step_b = attn_b_s / members
@@ -130,10 +147,12 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
     a2a = 0.0
     if np.any((kind == A2A) | hier):
         # [issue 17] Ulysses: Q, K, V and the output each cross the cp group in their own all-to-all, not overlapped;
-        # a2a+p2p: across the c1 = per_node ranks of one NVLink domain only
-        ranks = np.where(hier, per_node, cp)
-        a2a = a2a_pass_s(coll, b, s, _f(x["q_dim"]), kv, kv_bytes_elem, tp, cp, np.where(hier, 1.0, nodes), intra,
-                         inter * per_node / g, ranks=ranks)
+        # a2a+p2p: across its c1 ranks inside one allocation block only
+        ranks = np.where(hier, c1, cp)
+        q = _f(x["q_dim"])
+        a2a = a2a_pass_s(coll, b, s, q, kv, kv_bytes_elem, tp, cp, np.where(hier, 1.0, nodes), intra,
+                         inter * per_node / g, ranks=np.maximum(ranks, 2.0),
+                         v_dim=kv if v_width is None else v_width, o_dim=q if o_width is None else o_width)
         a2a = np.where(ranks > 1, a2a, 0.0)
     on = cp > 1
     a2a_ring_f, a2a_ring_b = a2a + ring_f, a2a + ring_b
@@ -145,12 +164,12 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
     return fwd, bwd
 
 
-def attention_call_tokens(seq_len, cp, kind, per_node):
+def attention_call_tokens(seq_len, cp, kind, c1):
     """[issue 17] The query tokens one attention kernel call of a rank sees: ``s / cp`` for the ring and the
     all-gather (the rank's own chunk), ``s`` for Ulysses (every token of ``1 / cp`` of the heads), ``s / c2`` for
-    a2a+p2p (its domain's ``c1`` chunks, ``c2 = cp / c1``)."""
+    a2a+p2p (its sub-group's ``c1`` chunks, :func:`hier_inner_ranks`, ``c2 = cp / c1``)."""
     s, cp, kind = _f(seq_len), _f(cp), np.asarray(kind)
-    return np.where(kind == A2A, s, np.where(kind == A2A_P2P, s * _f(per_node) / cp, s / cp))
+    return np.where(kind == A2A, s, np.where(kind == A2A_P2P, s * _f(c1) / cp, s / cp))
 
 
 def a2a_tensor_bytes(micro_batch, seq_len, width, elem_bytes, tp, cp):
@@ -160,14 +179,15 @@ def a2a_tensor_bytes(micro_batch, seq_len, width, elem_bytes, tp, cp):
     return _f(micro_batch) * _f(seq_len) / _f(cp) * _f(width) * elem_bytes / _f(tp)
 
 
-def a2a_pass_s(coll, micro_batch, seq_len, q_dim, kv_dim, elem_bytes, tp, cp, nodes, intra, inter_share, ranks=None):
+def a2a_pass_s(coll, micro_batch, seq_len, q_dim, kv_dim, elem_bytes, tp, cp, nodes, intra, inter_share, ranks=None,
+               v_dim=None, o_dim=None):
     """[issue 17] Seconds of one pass's Ulysses all-to-alls (forward: Q, K, V, output; backward: dO, dQ, dK, dV; the
-    same four sizes) over ``ranks`` (default ``cp``; a2a+p2p: the sub-group) of the cp group:
+    same four sizes: Q ``q_dim``, K ``kv_dim``, V ``v_dim`` (default ``kv_dim``; MLA's value width) and the output
+    ``o_dim`` (default ``q_dim``; MLA's value width)) over ``ranks`` (default ``cp``; a2a+p2p: the sub-group):
     ``coll(kind, bytes, ranks, nodes, intra bw, inter bw)`` prices each one. Hand-worked, Llama 3
     70B (q 8192, kv 1024), b 1, s 32768, bf16, tp 2, cp 4: Q and O 1 x 8192 x 8192 x 2 / 2 = 64 MiB each, K and V 8
     MiB each, 144 MiB per pass, of which each rank sends 3/4."""
-    q = a2a_tensor_bytes(micro_batch, seq_len, q_dim, elem_bytes, tp, cp)
-    k = a2a_tensor_bytes(micro_batch, seq_len, kv_dim, elem_bytes, tp, cp)
     n = cp if ranks is None else ranks
-    return (2.0 * coll(C.ALL_TO_ALL, q, n, nodes, intra, inter_share)
-            + 2.0 * coll(C.ALL_TO_ALL, k, n, nodes, intra, inter_share))
+    widths = (q_dim, kv_dim, kv_dim if v_dim is None else v_dim, q_dim if o_dim is None else o_dim)
+    return sum(coll(C.ALL_TO_ALL, a2a_tensor_bytes(micro_batch, seq_len, w, elem_bytes, tp, cp), n, nodes, intra,
+                    inter_share) for w in widths)

@@ -630,8 +630,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # gpusim.model.placement)
     n_job = g * _f(x["n_nodes"])
     block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
-    per_node_cp, _ = CTX.cp_group_nodes(tp, cp, block)
-    seen = CTX.attention_call_tokens(s, cp, x.get("cp_kind", CTX.RING), per_node_cp)
+    seen = CTX.attention_call_tokens(s, cp, x.get("cp_kind", CTX.RING), CTX.hier_inner_ranks(cp, tp, block))
     cr_f, cr_b = causal_rate_frac(seen, fam, p)
     hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
@@ -667,8 +666,10 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     layer_f = layer_f + cast_f
     # [issue 12] context-parallel K/V exchange per layer (ring overlapped with attention, or all-gather, ...)
     cp_f, cp_b = CTX.cp_layer_comm_s(x, p, attn_f_s=attn_f, attn_b_s=attn_b, kv_bytes_elem=e, tp=tp, g=g,
-                                     domain=block)
-    cp_b = cp_b + np.where(rc == FULL, cp_f, 0.0)  # full recomputation runs the forward exchange again
+                                     domain=block, v_width=np.where(mla & np.isfinite(vd), vd, kv), o_width=o)
+    # full recomputation runs the forward exchange again, and so does selective ([issue 17]: the core attention it
+    # recomputes is Transformer Engine's attention module, which holds the context-parallel exchange)
+    cp_b = cp_b + np.where((rc == FULL) | (rc == SELECTIVE), cp_f, 0.0)
     recompute_s = np.where(rc == FULL, layer_f, np.where(rc == SELECTIVE, attn_f, 0.0))
     # [issue 12] modules recomputed in the backward pass (not under full recomputation, which reruns everything):
     # the two norms by their bytes, MLA's up-projection GEMMs (FP8 where the row is); the FP8 activation cache

@@ -198,3 +198,31 @@ def test_moe_expert_skew_costs_more_at_a_larger_ep_in_the_search(capsys):
     assert code == 0 and "1.065x the mean routed tokens" in out  # 1 + 1.4236 sqrt(spread^2 + 0.181^2 x 8 / 127)
     code, _, err = run(capsys, *QWEN30, "--ep", "8", "--moe-expert-skew", "0.2", "--moe-imbalance", "0.2")
     assert code == 2 and "give one" in err
+
+
+def test_routing_figures_at_one_ep_rank_keep_the_data_parallel_path_and_their_rules(capsys):
+    """[issue 17] --moe-imbalance / --moe-expert-skew change nothing where one EP rank holds every expert (the run stays
+    on its own path, the same step); a dense model is still refused; both figures at once are refused in predict,
+    sweep and plan alike."""
+    dp = ["predict", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "1",
+          "--strategy", "fsdp-full", "--json"]
+    plain = json.loads(run(capsys, *dp)[1])
+    assert json.loads(run(capsys, *dp, "--moe-imbalance", "0.3")[1])["step_s"] == pytest.approx(plain["step_s"])
+    code, _, err = run(capsys, "predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8",
+                       "--per-gpu-batch", "64", "--moe-expert-skew", "0.2")
+    assert code == 2 and "--moe-expert-skew applies only to mixture-of-experts models" in err
+    both = ("--moe-imbalance", "0.2", "--moe-expert-skew", "0.2")
+    for cmd in (["sweep", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "16", "--global-batch", "256"],
+                ["plan", "--model", "qwen3-30b-a3b", "--tokens", "1e9", "--gpu", "h100-sxm", "--max-gpus", "16"]):
+        code, _, err = run(capsys, *cmd, *both)
+        assert code == 2 and "give one" in err, cmd
+
+
+def test_sync_every_micro_batch_is_refused_where_it_is_not_modelled(capsys):
+    """[issue 18] --sync-every-micro-batch models a data-parallel ddp / zero1 loop without no_sync(): an LLM layout
+    (Megatron reduces once per step) or a sharded strategy exits 2 with the fix."""
+    code, _, err = run(capsys, *LLAMA70, "--tp", "8", "--global-batch", "64", "--sync-every-micro-batch")
+    assert code == 2 and "sync-every-micro-batch" in err and "LLM layout" in err
+    code, _, err = run(capsys, "predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch",
+                       "64", "--strategy", "fsdp-full", "--accum", "2", "--sync-every-micro-batch")
+    assert code == 2 and "'fsdp-full'" in err

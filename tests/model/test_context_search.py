@@ -323,3 +323,50 @@ def test_hierarchical_cp_needs_only_the_domains_ranks_to_divide_the_heads():
     # in a GB200 NVL72 rack all 8 cp ranks share one NVLink domain: a2a+p2p is Ulysses over 8, which 4 cannot take
     with pytest.raises(ScenarioError, match="the 8 cp ranks of one NVLink domain"):
         simulate(scn.with_changes(gpu="gb200", nodes=16, cp_comm="a2a+p2p"))
+
+
+def test_hierarchical_sub_group_divides_cp_and_the_rules_and_model_agree():
+    """[issue 17] a2a+p2p's sub-group is the largest power-of-two share of cp inside one NVLink allocation block
+    (hier_inner_ranks), the same for the rules and the model: on 128 GB200 (two 64-GPU blocks of an NVL72 rack pair) at
+    tp 8 it is 8 of cp 16 (not 72 / 8 = 9), so DeepSeek-V3's 16 heads per tp rank divide and the run is accepted, its
+    ring over 2 sub-groups."""
+    from gpusim.rules import ulysses_ranks
+
+    assert [float(CTX.hier_inner_ranks(16, 8, b)) for b in (64, 72, 8)] == [8.0, 8.0, 1.0]
+    assert float(CTX.hier_inner_ranks(8, 2, 8)) == 4.0 and float(CTX.hier_inner_ranks(12, 1, 8)) == 4.0
+    assert int(ulysses_ranks(16, 8, 64, True)) == 8 and int(ulysses_ranks(16, 8, 64, False)) == 16
+    scn = Scenario(model="deepseek-v3", seq_len=32768, gpu="gb200", gpus=128, nodes=32, kind="zero1", tp=8, cp=16,
+                   ep=8, global_batch=16, per_gpu_batch=1, uneven_pp=True, cp_comm="a2a+p2p")
+    r = simulate(scn, recommend=False)
+    assert r.breakdown_s["cp_comm_exposed_s"] > 0.0
+
+
+def test_selective_recomputation_runs_the_cp_exchange_again():
+    """[issue 17] Selective recomputation recomputes the core attention, Transformer Engine's attention module, which
+    holds the context-parallel exchange: the backward pays the all-gather's forward part again."""
+    base = Scenario(**{**L70, "seq_len": 32768, "tp": 8, "cp": 4, "pp": 2, "global_batch": 16, "cp_comm": "all-gather"})
+    none, sel = (simulate(base.with_changes(recompute=rc), recommend=False) for rc in ("none", "selective"))
+    assert sel.layer_s["cp_bwd_s"] == pytest.approx(none.layer_s["cp_bwd_s"] + none.layer_s["cp_fwd_s"], rel=1e-9)
+
+
+def test_ulysses_moves_mlas_values_at_their_own_width():
+    """[issue 17] MLA (DeepSeek-V3: 128 heads, keys of 192 and values of 128 per head): Q and K cross at 24,576 wide, V
+    and the attention output at 16,384, not 4 x 24,576."""
+    p = DEFAULT_PARAMS.replace(coll_base_latency_s=0.0)
+
+    def coll(kind, size, ranks, nn, a, bw):
+        return C.collective_min_time_s(kind, size, ranks, nn, a, 0.0, bw, 0.0, False, base_latency_s=0.0,
+                                       nvls_gain_frac=p.nvls_gain_frac, nvls_latency_s=p.nvls_latency_s,
+                                       tree_busbw_frac=p.tree_busbw_frac, tuning=C.tuning_from_params(p))
+
+    args = (coll, 1.0, 32768.0, 24576.0, 24576.0, 2.0, 1.0, 4.0, 1.0, 300e9, 50e9)
+    mla = float(CTX.a2a_pass_s(*args, v_dim=16384.0, o_dim=16384.0))
+    widths = (24576.0, 24576.0, 16384.0, 16384.0)
+    want = sum(float(coll(C.ALL_TO_ALL, float(CTX.a2a_tensor_bytes(1.0, 32768.0, w, 2.0, 1.0, 4.0)), 4.0, 1.0, 300e9,
+                          50e9)) for w in widths)
+    assert mla == pytest.approx(want, rel=1e-12) and mla < float(CTX.a2a_pass_s(*args))
+    x = dict(_cp_x(4, CTX.A2A), q_dim=24576.0, kv_dim=24576.0)
+    f_mla, _ = CTX.cp_layer_comm_s(x, p, attn_f_s=0.0, attn_b_s=0.0, kv_bytes_elem=2.0, tp=1.0, g=8.0,
+                                   v_width=16384.0, o_width=16384.0)
+    f_gqa, _ = CTX.cp_layer_comm_s(x, p, attn_f_s=0.0, attn_b_s=0.0, kv_bytes_elem=2.0, tp=1.0, g=8.0)
+    assert float(f_mla) < float(f_gqa)
