@@ -132,8 +132,8 @@ AS_RUN_WORKLOADS: dict[tuple[str, str], tuple[str, dict, str]] = {
 }
 
 #: [issue 18] benchmarks that hold the global batch fixed while the GPU count changes, so the per-GPU batch accumulates
-#: gradients over ``global / (batch x gpus)`` iterations and the optimizer runs once per that many: (source_id, model
-#: column) -> (global batch at each GPU count, why). NVIDIA DLE GNMT v2 (PyTorch/Translation/GNMT README, the 20.06
+#: gradients over ``global / (batch x gpus)`` iterations and the optimizer runs once per that many (the table's form is
+#: on :data:`AS_RUN_GLOBAL_BATCH` below). NVIDIA DLE GNMT v2 (PyTorch/Translation/GNMT README, the 20.06
 #: "Training performance benchmark": ``train.py --seed 2 --train-global-batch-size 1024 --epochs 1 --math fp16`` on
 #: 1, 4 or 8 GPUs, ``--train-global-batch-size 2048`` on 16; train.py ``set_iter_size``: ``train_iter_size =
 #: global_bs // (bs * world_size)``; seq2seq/train/trainer.py: ``update = True`` only ``if i % self.iter_size ==
