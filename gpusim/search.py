@@ -120,6 +120,8 @@ class Pins:
     moe_expert_skew_frac: float | None = None  # [issue 17]
     # [issue 17] CUDA-graph scopes (Strategy.cuda_graph_scope; not searched: empty is eager)
     cuda_graph_scope: tuple[str, ...] | None = None
+    # [issue 17] the context-parallel exchange of the layouts with cp > 1 (Strategy.cp_comm; None: the scenario's)
+    cp_comm: str | None = None
 
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
@@ -285,8 +287,9 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
                             global_batch=gb, flash=bool(spec.flash_attention), pins=pins,
                             micro_batches=micro_batches, recomputes=recomputes,
-                            cp_a2a=scenario.strategy.cp_comm == "a2a",
-                            cp_a2a_p2p=scenario.strategy.cp_comm == "a2a+p2p", block=allocation_block(hw))
+                            cp_a2a=(pins.cp_comm or scenario.strategy.cp_comm) == "a2a",
+                            cp_a2a_p2p=(pins.cp_comm or scenario.strategy.cp_comm) == "a2a+p2p",
+                            block=allocation_block(hw))
     lay = _mask_model_rules(lay, spec, scenario.strategy.activation_offload_layers)
     return evaluate_layouts(lay, _base_row(scenario, hw, wl, params, pins), hw.gpu.memory_bytes, params, evaluate)
 
@@ -599,6 +602,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                 why_not[h] = str(e)
                 continue
         base_rows[h] = {**b, **ht.rows[h], **pins.moe_option_fields()}  # [issue 12] MoE options
+        if pins.cp_comm:  # [issue 17] the exchange of the layouts with cp > 1
+            from gpusim.model.context import CP_KINDS
+
+            base_rows[h]["cp_kind"] = float(CP_KINDS[pins.cp_comm])
         prec[h] = pr
     # ---- every layout of every hardware row ------------------------------------------------------------
     # Enumerated once per (GPUs, NVLink domain); the lower bound of the states once per enumeration and the base-row
@@ -612,13 +619,16 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         if base_rows[h] is None:
             continue
         n, dom = int(ht.rows[h]["n_gpus"]), nvlink_domain_gpus(ht.hw[h])
-        k = (n, dom)
+        block = allocation_block(ht.hw[h])
+        k = (n, dom, block)
         if k not in enum_cache:
             try:
                 full = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
                                          n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                                          n_experts=int(getattr(spec, "n_experts", 0) or 0),
-                                         global_batch=global_batch, flash=bool(spec.flash_attention), pins=pins)
+                                         global_batch=global_batch, flash=bool(spec.flash_attention), pins=pins,
+                                         cp_a2a=pins.cp_comm == "a2a", cp_a2a_p2p=pins.cp_comm == "a2a+p2p",
+                                         block=block)
                 full = _mask_model_rules(full, spec)  # plan offloads nothing
                 passed = np.flatnonzero(full["reason"] == OK)
                 enum_cache[k] = (len(full["tp"]), {c: v[passed] for c, v in full.items()})

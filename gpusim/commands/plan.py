@@ -112,6 +112,10 @@ def register(sub) -> None:
         lg.add_argument(flag, type=strategy_type(flag[2:]), help=f"pin the {what} of the layout search")
     add_moe_args(lg)  # [issue 12]
     add_graph_args(lg)  # [issue 17]
+    lg.add_argument("--cp-comm", choices=("ring", "all-gather", "a2a", "a2a+p2p"),
+                    help="[issue 17] the context-parallel exchange of the layouts with cp > 1: ring attention "
+                         "(default), all-gather, a2a (Ulysses) or a2a+p2p (Ulysses inside an NVLink domain, the ring "
+                         "across), as predict's --cp-comm")
     lg.add_argument("--no-layout-search", action="store_true", help="data-parallel strategies only")
     o = p.add_argument_group("output")
     out = o.add_mutually_exclusive_group()
@@ -230,7 +234,7 @@ def plan_result(args):
         kw["num_workers"] = args.workers
     from gpusim.commands._scenario import MOE_OPTIONS
 
-    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep", *MOE_OPTIONS)
+    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep", "cp_comm", *MOE_OPTIONS)
             if getattr(args, k, None) is not None}
     if getattr(args, "cuda_graph_scope", None):  # [issue 17]
         pins["cuda_graph_scope"] = tuple(dict.fromkeys(args.cuda_graph_scope))

@@ -226,3 +226,24 @@ def test_sync_every_micro_batch_is_refused_where_it_is_not_modelled(capsys):
     code, _, err = run(capsys, "predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch",
                        "64", "--strategy", "fsdp-full", "--accum", "2", "--sync-every-micro-batch")
     assert code == 2 and "'fsdp-full'" in err
+
+
+def test_plan_searches_layouts_under_the_cp_exchange_asked_for(capsys):
+    """[issue 17] plan --cp-comm a2a: every layout it reports with cp > 1 obeys Ulysses' head rule (Llama 3 70B's 8
+    K/V heads over tp x cp) and is timed with Ulysses' exposed all-to-alls (the same layout's step differs from the
+    ring's), as predict's --cp-comm would; an unknown exchange is argparse's error."""
+    from gpusim.rules import ulysses_heads_ok
+
+    args = ["plan", "--model", "llama3-70b", "--tokens", "1e9", "--gpu", "h100-sxm", "--max-gpus", "64",
+            "--seq-len", "32768", "--json"]
+    code, out, _ = run(capsys, *args, "--cp-comm", "a2a")
+    assert code == 0
+    cfg = [r for r in json.loads(out)["configurations"] if (r.get("cp") or 1) > 1]
+    assert cfg and all(ulysses_heads_ok(64, 8, int(r["tp"]), int(r["cp"])) for r in cfg)
+    ring = {(r["node"], r["n_gpus"], r["layout"]): r["step_s"]
+            for r in json.loads(run(capsys, *args)[1])["configurations"] if (r.get("cp") or 1) > 1}
+    same = [(r["step_s"], ring[(r["node"], r["n_gpus"], r["layout"])]) for r in cfg
+            if (r["node"], r["n_gpus"], r["layout"]) in ring]
+    assert same and all(a != pytest.approx(b, rel=1e-9) for a, b in same)
+    with pytest.raises(SystemExit):
+        run(capsys, *args, "--cp-comm", "ulysses")
