@@ -112,7 +112,7 @@ def cp_layer_comm_s(x: dict, p, *, attn_f_s, attn_b_s, kv_bytes_elem, tp, g,
     per_node, nodes = cp_group_nodes(tp, cp, blk)
     cross = nodes > 1
     # [issue 17] a2a+p2p's sub-group (c1, inside one allocation block) and the c2 = cp / c1 blocks its ring spans
-    c1 = hier_inner_ranks(cp, tp, blk)
+    c1 = hier_inner_ranks(cp, tp, blk) if np.any(kind == A2A_P2P) else cp
     c2 = cp / c1
 
     def coll(kind_code, size, ranks, nn, a, bw):

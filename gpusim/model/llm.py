@@ -630,7 +630,9 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # gpusim.model.placement)
     n_job = g * _f(x["n_nodes"])
     block = dist(PLACE.allocation_block_gpus, [n_job, g, _f(x.get("nvlink_domain_gpus", g))])
-    seen = CTX.attention_call_tokens(s, cp, x.get("cp_kind", CTX.RING), CTX.hier_inner_ranks(cp, tp, block))
+    kind = np.asarray(x.get("cp_kind", CTX.RING))
+    seen = (s / cp if not np.any((kind == CTX.A2A) | (kind == CTX.A2A_P2P))  # (the common case: no inner group)
+            else CTX.attention_call_tokens(s, cp, kind, CTX.hier_inner_ranks(cp, tp, block)))
     cr_f, cr_b = causal_rate_frac(seen, fam, p)
     hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
     flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
