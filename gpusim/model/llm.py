@@ -1005,7 +1005,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
                                                    _f(x["pcie_bytes_per_s"]) * p.h2d_pinned_eff_frac, layer_f, layer_b)
         resident = lps - gone
     act_first = (resident * kept * in_flight * interleave + recompute_buf) * frag
-    logits = 4.0 * T * V / tp  # fp32 logits of the micro-batch in the loss
+    # the micro-batch's logits in the loss: [issue 17] Megatron-Core's vocab-parallel cross entropy
+    # (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy.calculate_logits_max:
+    # ``vocab_parallel_logits = vocab_parallel_logits.float()``, the fused version alike) makes an fp32 copy while the
+    # output layer's bf16 logits are still held by the model's forward: 2 + 4 bytes per logit at the loss
+    logits = (2.0 + 4.0) * T * V / tp
     act_last = np.where(multi_stage, (resident * kept + recompute_buf + logits) * frag, act_first + logits * frag)
 
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
