@@ -832,8 +832,8 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
         return df
     import pandas as pd
 
-    from gpusim.rules import default_global_batch
-    from gpusim.search import LAYOUT_COLUMNS, plan_layout_rows
+    from gpusim.rules import cli_flags, default_global_batch
+    from gpusim.search import LAYOUT_COLUMNS, ROUTING_PIN_FIELDS, plan_layout_rows
     from gpusim.sweeps import default_node_counts
 
     done = {"n": int(df.attrs.get("model_rows", len(df)))}
@@ -844,9 +844,11 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
 
     gb = int(global_batch or default_global_batch(max_global_batch))
     counts = [default_node_counts(o.gpus_per_node, max_gpus) for o in options]
-    moe_pins = pins.moe_options() if pins is not None else {}
-    if moe_pins and len(df):  # [issue 17] the data-parallel rows cannot honour an MoE option: the layout rows do
-        flags = ", ".join("--" + k.replace("_", "-") for k in moe_pins)
+    # [issue 17] the data-parallel rows (ep 1) cannot honour an MoE option, the layout rows do; the routing figures
+    # change nothing at ep 1, so they leave the data-parallel rows as they are
+    moe_pins = [k for k in (pins.moe_options() if pins is not None else {}) if k not in ROUTING_PIN_FIELDS]
+    if moe_pins and len(df):
+        flags = cli_flags(moe_pins)
         df["reason"] = np.where(df["feasible"].to_numpy(), f"the data-parallel rows do not model {flags}: see the "
                                 f"layout rows", df["reason"].to_numpy().astype(object))
         df["feasible"] = False

@@ -32,6 +32,15 @@ REASONS = (*REASONS, "cp a2a needs the attention and K/V heads of each tp rank t
 R_CP_HEADS = len(REASONS) - 1
 
 
+# The CLI flags whose names are not their Strategy field's name with dashes ([issue 17]).
+_FLAG_OF_FIELD = {"moe_imbalance_frac": "--moe-imbalance", "moe_expert_skew_frac": "--moe-expert-skew"}
+
+
+def cli_flags(fields) -> str:
+    """The CLI flags of some Strategy fields, comma-separated, as an error message names them."""
+    return ", ".join(_FLAG_OF_FIELD.get(f, "--" + f.replace("_", "-")) for f in fields)
+
+
 def offload_layout_bad(offload_layers, layers, pp):
     """[issue 17] Layouts whose pipeline stages hold no more layers than ``--activation-offload-layers`` asks to
     offload (broadcastable bool): Megatron-Core's ``cpu_offloading_num_layers`` must stay below the layers, since
@@ -122,11 +131,11 @@ def check_ep(spec, *, ep: int, expert_tp: int = 1, capacity: float | None = None
                                  ("ep_fp8_dispatch", ep_fp8_dispatch),
                                  ("moe_router_padding", moe_router_padding),
                                  ("moe_fused_mlp", moe_fused_mlp),
-                                 ("moe_imbalance", moe_imbalance_frac is not None),
-                                 ("moe_expert_skew", moe_expert_skew_frac is not None)) if on]
+                                 ("moe_imbalance_frac", moe_imbalance_frac is not None),
+                                 ("moe_expert_skew_frac", moe_expert_skew_frac is not None)) if on]
     if not getattr(spec, "n_experts", 0):
         if moe_flags:
-            flags = ", ".join("--" + f.replace("_", "-") for f in moe_flags)
+            flags = cli_flags(moe_flags)
             raise ScenarioError(f"{flags} {'applies' if len(moe_flags) == 1 else 'apply'} only to mixture-of-experts "
                                 f"models, and {getattr(spec, 'name', None) or 'this model'} is dense (drop {flags})")
         return

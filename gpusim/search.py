@@ -38,7 +38,8 @@ from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-ex
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
-from gpusim.rules import R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, mamba_layout_bad, offload_layout_bad  # [issue 17]
+from gpusim.rules import (R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, cli_flags,  # [issue 17]
+                          mamba_layout_bad, offload_layout_bad)
 from gpusim.strategy import Strategy
 
 
@@ -97,6 +98,8 @@ def _divisors(n: int) -> list[int]:
 #: [issue 12] the MoE options a layout search carries on its pins (Strategy fields of the same names)
 MOE_PIN_FIELDS = ("ep_overlap", "moe_dispatcher", "ep_fp8_dispatch", "moe_router_padding", "moe_fused_mlp",
                   "moe_imbalance_frac", "moe_expert_skew_frac")
+# [issue 17] The routing figures: 0.0 is a figure, and they change nothing at ep 1 (every rank holds every expert).
+ROUTING_PIN_FIELDS = ("moe_imbalance_frac", "moe_expert_skew_frac")
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ class Pins:
         """The MoE options set here, as Strategy fields."""
         return {k: v for k in MOE_PIN_FIELDS
                 if (v := getattr(self, k)) is not None
-                and (k in ("moe_imbalance_frac", "moe_expert_skew_frac") or v not in (False, "none", "alltoall"))}
+                and (k in ROUTING_PIN_FIELDS or v not in (False, "none", "alltoall"))}
 
     def moe_option_fields(self) -> dict:
         """The row fields (gpusim.model.step.StepInputs) of :meth:`moe_options`."""
@@ -167,12 +170,12 @@ def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, 
     n, L = int(n_gpus), int(n_layers)
     if pins.ep not in (None, 1) and not n_experts:
         raise ScenarioError(f"ep {pins.ep} applies to mixture-of-experts models; this model is dense (drop --ep)")
-    if {"moe_imbalance_frac", "moe_expert_skew_frac"} <= set(pins.moe_options()):  # [issue 17] one figure or the other
+    if set(ROUTING_PIN_FIELDS) <= set(pins.moe_options()):  # [issue 17] one figure or the other
         raise ScenarioError("--moe-imbalance (the busiest rank's figure at one layout) and --moe-expert-skew (the "
                             "experts' skew, from which each layout's busiest rank follows) describe the same thing: "
                             "give one")
     if pins.moe_options() and not n_experts:
-        flags = ", ".join("--" + k.replace("_", "-") for k in pins.moe_options())
+        flags = cli_flags(pins.moe_options())
         raise ScenarioError(f"{flags} applies to mixture-of-experts models; this model is dense (drop {flags})")
 
     def pick(pin, values):
@@ -557,7 +560,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     spec = transformer_of(wl)
     pins = pins or Pins()
     if pins.moe_options() and (not getattr(spec, "n_experts", 0)  # [issue 12] an error, not a reason on every row
-                               or {"moe_imbalance_frac", "moe_expert_skew_frac"} <= set(pins.moe_options())):
+                               or set(ROUTING_PIN_FIELDS) <= set(pins.moe_options())):
         check_ep(spec, ep=1, **pins.moe_options())
     if pins.cuda_graph_scope:  # [issue 17] Megatron-Core's scope rules, and MoE scopes need MoE layers
         from gpusim.rows import cuda_graph_fields

@@ -218,6 +218,23 @@ def test_routing_figures_at_one_ep_rank_keep_the_data_parallel_path_and_their_ru
         assert code == 2 and "give one" in err, cmd
 
 
+def test_routing_figures_name_their_own_flags_and_leave_the_plans_data_parallel_rows(capsys):
+    """[issue 17] A dense model refuses a routing figure in sweep and plan by the flag the user typed (not the Strategy
+    field's name), and plan keeps its data-parallel rows with a routing figure: at ep 1 it changes nothing, unlike
+    --moe-fused-mlp, which those rows cannot model."""
+    import gpusim
+
+    for cmd in (["sweep", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "16", "--global-batch", "256"],
+                ["plan", "--model", "llama3-8b", "--tokens", "1e9", "--gpu", "h100-sxm", "--max-gpus", "16"]):
+        for flag in ("--moe-imbalance", "--moe-expert-skew"):
+            code, _, err = run(capsys, *cmd, flag, "0.2")
+            assert code == 2 and f"drop {flag})" in err and "-frac" not in err, (cmd, flag, err)
+    frame = gpusim.plan(model="qwen3-30b-a3b", tokens="1e9", gpu=["h100-sxm"], max_gpus=16,
+                        moe_imbalance_frac=0.3).to_frame()
+    dp = frame[frame["layout"] == ""]
+    assert dp["feasible"].any() and not dp["reason"].str.contains("do not model").any(), dp[["feasible", "reason"]]
+
+
 def test_sync_every_micro_batch_is_refused_where_it_is_not_modelled(capsys):
     """[issue 18] --sync-every-micro-batch models a data-parallel ddp / zero1 loop without no_sync(): an LLM layout
     (Megatron reduces once per step) or a sharded strategy exits 2 with the fix."""
