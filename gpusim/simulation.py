@@ -166,13 +166,26 @@ def _variant_rows(scn: Scenario, variants, rows, wl, db, params: ModelParams, hw
     return var_rows
 
 
+#: A measured one-GPU step implies a micro-batch of at least this share of its own per-micro-batch time, however much
+#: of the step the modelled optimizer, overhead and data wait would take (a guard against a model that prices them
+#: above what the measurement leaves; a judgement, not a measurement)
+BASELINE_MIN_MICRO_FRAC = 0.3
+
+
+def baseline_micro_s(measured_step_s: float, other_s: float, accum: int) -> float:
+    """The micro-batch compute seconds a measured one-GPU step of ``accum`` micro-batches implies: the step less the
+    modelled optimizer, overhead and data wait (``other_s``), over ``accum``; at least
+    :data:`BASELINE_MIN_MICRO_FRAC` of ``measured_step_s / accum``."""
+    return max((measured_step_s - other_s) / accum, BASELINE_MIN_MICRO_FRAC * measured_step_s / accum)
+
+
 def _apply_baseline(rows: list[dict], scn: Scenario, params: ModelParams) -> None:
     """Replace the modelled micro-batch compute time by the one implied by a measured one-GPU throughput."""
     first = evaluate(stack_rows(rows), params)
     st = scn.strategy
     measured_step_s = st.per_gpu_batch * st.accum / scn.baseline_throughput
     other = float(first["optimizer_s"][1] + first["overhead_s"][1] + first["data_wait_s"][1])
-    micro = max((measured_step_s - other) / st.accum, 0.3 * measured_step_s / st.accum)
+    micro = baseline_micro_s(measured_step_s, other, st.accum)
     for r in rows:
         r["compute_override_s"] = micro
     rows[0]["_modelled_micro_s"] = float(first["micro_compute_s"][1])

@@ -74,6 +74,8 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "m
 Attention = Literal["flash", "flash2", "triton", "unfused"]
 #: [issue 17] Megatron-Core's CUDA-graph scopes (--cuda-graph-scope; gpusim.model.graphs says what each captures)
 CudaGraphScope = Literal["attn", "mlp", "moe_router", "moe_preprocess", "moe", "full_iteration"]
+#: [issue 17] the context-parallel exchange (Strategy.cp_comm; the CLI's --cp-comm; gpusim.model.context)
+CpComm = Literal["ring", "all-gather", "a2a", "a2a+p2p"]
 
 #: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
 #: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient
@@ -256,7 +258,7 @@ class Strategy(FiniteModel):
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")
-    cp_comm: Literal["ring", "all-gather", "a2a", "a2a+p2p"] = Field(
+    cp_comm: CpComm = Field(
         default="ring", description="context-parallel exchange: ring attention (point to point, overlapped), "
         "all-gather (Llama 3), a2a (DeepSpeed-Ulysses: all-to-alls over the heads; Transformer Engine cp_comm_type "
         "a2a) or a2a+p2p (Ulysses inside each NVLink domain, ring attention across them; TE's hierarchical type)")
@@ -370,8 +372,8 @@ class Strategy(FiniteModel):
         return (self.tp > 1 or self.pp > 1 or self.vp > 1 or self.cp > 1 or self.ep > 1 or self.expert_tp > 1
                 or self.moe_capacity_factor is not None or self.recompute is not None or self.ep_overlap != "none"
                 or self.moe_dispatcher != "alltoall" or self.ep_fp8_dispatch or self.moe_router_padding
-                # [issue 17] the routing figures matter only where the experts are split (one EP rank waits for none)
-                or (self.ep > 1 and (self.moe_imbalance_frac is not None or self.moe_expert_skew_frac is not None))
+                # ([issue 17] the routing figures moe_imbalance_frac / moe_expert_skew_frac are not named here: they
+                # matter only where the experts are split, ep > 1, which is an LLM layout already)
                 or self.moe_fused_mlp
                 or bool(self.recompute_modules)
                 or self.fp8_activations or self.activation_offload_layers > 0

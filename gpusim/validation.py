@@ -394,7 +394,7 @@ def _baseline_at_accum(kw: dict, thr1: float, accum_1: int, db, params) -> float
     same GPU would reach at ``kw``'s accumulation: the micro-batch time it implies (the step less the modelled
     optimizer, overhead and data wait, over ``accum_1``, as :func:`gpusim.simulation._apply_baseline` reads a
     baseline) with the update spread over ``kw``'s accumulation steps instead."""
-    from gpusim.simulation import Scenario, simulate
+    from gpusim.simulation import Scenario, baseline_micro_s, simulate
 
     b, acc = kw["per_gpu_batch"], kw.get("accum", 1)
 
@@ -403,8 +403,7 @@ def _baseline_at_accum(kw: dict, thr1: float, accum_1: int, db, params) -> float
                        recommend=False)
         return sum(float(out.breakdown_s[k]) for k in ("optimizer_s", "overhead_s", "data_wait_s"))
 
-    step_1 = b * accum_1 / thr1
-    micro = max((step_1 - other(accum_1)) / accum_1, 0.3 * step_1 / accum_1)
+    micro = baseline_micro_s(b * accum_1 / thr1, other(accum_1), accum_1)
     return b * acc / (micro * acc + other(acc))
 
 

@@ -75,7 +75,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpusim import units
-from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CudaGraphScope, RecomputeModule
+from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CpComm, CudaGraphScope, RecomputeModule
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
            "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
@@ -292,7 +292,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
             base[key] = opts[key]
     if "cp_comm" in opts:  # [issue 17] the context-parallel exchange the source states (TE's cp_comm_type names)
         cp_kind = {"p2p": "ring", "all_gather": "all-gather"}.get(opts["cp_comm"], opts["cp_comm"])
-        if cp_kind not in ("ring", "all-gather", "a2a", "a2a+p2p"):
+        if cp_kind not in typing.get_args(CpComm):
             out.error = f"cp_comm={opts['cp_comm']!r} in the notes is not p2p, all_gather, a2a or a2a+p2p"
             return out
         base["cp_comm"] = cp_kind

@@ -14,9 +14,9 @@ from gpusim.diagnose import layer_lines
 from gpusim.errors import GpusimError
 from gpusim.parallelism import pipeline_schedule
 from gpusim.simulation import resolve_workload, simulate, transformer_of
-from gpusim.strategy import Strategy
+from gpusim.strategy import CpComm
 
-CP_COMMS = typing.get_args(Strategy.model_fields["cp_comm"].annotation)
+CP_COMMS = typing.get_args(CpComm)
 
 ctx = shell.require_scenario()
 scn = ctx.scenario

@@ -163,11 +163,12 @@ def add_layout_args(p) -> None:
                         "padded to it); default the model's (dropless)")
     add_moe_args(g)
     add_memory_args(g)
-    g.add_argument("--cp-comm", choices=("ring", "all-gather", "a2a", "a2a+p2p"),
+    g.add_argument("--cp-comm", choices=cp_comm_choices(),
                    help="context-parallel exchange: ring attention (default), all-gather (Llama 3), a2a "
-                        "(DeepSpeed-Ulysses all-to-alls over the heads: tp x cp must divide the K/V heads) or a2a+p2p "
-                        "(Ulysses among the cp ranks of one NVLink domain, ring attention across domains: Megatron-"
-                        "Core --hierarchical-context-parallel-sizes with the domain's ranks inside)")
+                        "(DeepSpeed-Ulysses all-to-alls over the heads: cp must divide each tp rank's attention and "
+                        "K/V heads) or a2a+p2p (Ulysses among the cp ranks of one NVLink domain, ring attention "
+                        "across domains: Megatron-Core --hierarchical-context-parallel-sizes with the domain's ranks "
+                        "inside)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
     g.add_argument("--tp-comm-overlap", action="store_true", default=None,
@@ -224,6 +225,15 @@ def add_moe_args(g) -> None:
 #: [issue 12] memory-saving options (Strategy fields of the same names)
 MEMORY_OPTIONS = ("recompute_modules", "fp8_activations", "opt_state_dtype", "activation_offload_layers",
                   "grad_dtype", "cuda_graph_scope")  # [issue 17] grad_dtype, CUDA graphs
+
+
+def cp_comm_choices() -> tuple[str, ...]:
+    """[issue 17] ``--cp-comm``'s choices (predict, sweep, compare, plan): Strategy.cp_comm's."""
+    import typing
+
+    from gpusim.strategy import CpComm
+
+    return typing.get_args(CpComm)
 
 
 def add_graph_args(g) -> None:

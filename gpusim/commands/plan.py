@@ -33,7 +33,8 @@ def register(sub) -> None:
 
     from gpusim import units
     from gpusim.checks import Bound
-    from gpusim.commands._scenario import add_graph_args, add_moe_args, scenario_type, strategy_type
+    from gpusim.commands._scenario import (add_graph_args, add_moe_args, cp_comm_choices, scenario_type,
+                                           strategy_type)
 
     p = sub.add_parser(
         "plan", help="time, cost and power to train: every configuration, the Pareto frontier, a recommendation",
@@ -112,7 +113,7 @@ def register(sub) -> None:
         lg.add_argument(flag, type=strategy_type(flag[2:]), help=f"pin the {what} of the layout search")
     add_moe_args(lg)  # [issue 12]
     add_graph_args(lg)  # [issue 17]
-    lg.add_argument("--cp-comm", choices=("ring", "all-gather", "a2a", "a2a+p2p"),
+    lg.add_argument("--cp-comm", choices=cp_comm_choices(),
                     help="[issue 17] the context-parallel exchange of the layouts with cp > 1: ring attention "
                          "(default), all-gather, a2a (Ulysses) or a2a+p2p (Ulysses inside an NVLink domain, the ring "
                          "across), as predict's --cp-comm")
