@@ -26,6 +26,7 @@ LINEAR_LR_MAX_GLOBAL_BATCH = 8192
 #: what a recommendation acts on, by id: consistency with the bottleneck is checked against this (a property test)
 ADDRESSES = {"use-ddp": "communication", "more-workers": "data-loading", "pin-memory": "data-loading",
              "fabric-pcie-switch": "communication", "fabric-nvlink": "communication",
+             "enable-p2p": "communication",  # [issue 18]
              "faster-network": "communication", "grad-accumulation": "communication", "fit-memory": "memory",
              "mixed-precision": "compute", "stragglers": "stragglers", "slow-gpu": "stragglers",
              "llm-cuda-graphs": "cpu-dispatch",  # [issue 17]
@@ -81,8 +82,11 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
         add("pin", pin_memory=True)
     comm_frac = float(out["comm_exposed_s"][0]) / step
     if hw.gpus_per_node > 1 and comm_frac > EXPOSED_COMM_FRAC:
+        # [issue 18] NVLink wiring with peer-to-peer disabled (NCCL_P2P_DISABLE=1): the node's own links are unused
+        if not hw.p2p and hw.topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs"):
+            add("p2p", p2p=True)
         # a PCIe switch with peer-to-peer helps only cards whose driver allows peer-to-peer (not GeForce)
-        if hw.gpu.p2p_pcie and (hw.topology in ("pcie-cross-socket", "pcie-host") or not hw.p2p):
+        elif hw.gpu.p2p_pcie and (hw.topology in ("pcie-cross-socket", "pcie-host") or not hw.p2p):
             add("pcie-switch", intra_topology="pcie-switch", p2p=True, intra=None, node=None, gpu=hw.gpu.id)
         nv = [nd for nd in db.nodes.values() if nd.gpu == hw.gpu.id and nd.gpus_per_node >= hw.gpus_per_node
               and nd.intra_topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
@@ -425,6 +429,14 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
         if g > 0.01:
             rec("pin-memory", f"pin_memory=False makes host-to-device copies synchronous and slower: pin_memory=True "
                               f"with non_blocking copies is predicted {g:+.0%}.", g, {"pin_memory": True})
+    if "p2p" in by:  # [issue 18]
+        g = _gain(thr, by["p2p"][1])
+        if g > 0.03:
+            rec("enable-p2p", f"Peer-to-peer is disabled, so NCCL stages every gradient exchange through host memory "
+                              f"(its SHM transport) and the node's {hw.topology} links carry none of it; gradient "
+                              f"exchange is exposed for {res.breakdown_s['comm_exposed_s'] / step:.0%} of the step. "
+                              "Unset NCCL_P2P_DISABLE (and check `nvidia-smi topo -p2p r` shows OK between the GPUs): "
+                              f"{g:+.0%}.", g, {"p2p": True}, "high" if g > 0.2 else "medium")
     for name, label in (("pcie-switch", "one CPU socket behind a PCIe switch with peer-to-peer"),
                         ("nvlink", "NVLink")):
         if name in by:

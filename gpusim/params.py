@@ -25,6 +25,25 @@ from gpusim.fsutil import atomic_write_text
 PATH_CLASSES = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "pcie-switch", "pcie-host", "pcie-cross-socket",
                 "host-staged", "infiniband", "roce", "ethernet", "cloud-fabric")
 
+#: [issue 18] Published large-message all-reduce bus bandwidths of NCCL's SHM transport (no GPU peer-to-peer: every
+#: transfer staged through host memory, the path class ``host-staged``), each with the PCIe link's per-direction
+#: bandwidth (hwdb ``pcie*-x16``): ``(busbw GB/s, PCIe GB/s per direction, source)``. The default
+#: ``busbw_eff_frac["host-staged"]`` is their median ratio, rounded to two digits (a test recomputes it). None of these
+#: systems is in ``validation/``; Lambda's host-staged rows test the figure out of sample.
+HOST_STAGED_SHM_ALL_REDUCE: tuple[tuple[float, float, str], ...] = (
+    (4.00, 15.75, "2x RTX 2080 Ti, PCIe 3.0 x16 behind one switch, peer-to-peer not supported (topo -p2p NS), "
+                  "128 MiB-1 GiB: Anthony-Hoo/Anthony-Hoo.github.io posts/AutoDL_Multi-GPU_Interconnection_Test.md "
+                  "@37e805e8"),
+    (3.86, 31.5, "2x A40 across a NODE boundary, NCCL_P2P_DISABLE=1, NCCL 2.16.2, 1-8 GiB, 'Avg bus bandwidth: "
+                 "3.85845': eugenesiow/LLM-Insights infrastructure/hardware/README.md @5aa5513a"),
+    (5.20, 31.5, "4 GPUs of a DGX A100 640GB with NCCL_P2P_DISABLE=1 (NVSwitch unused), NCCL 2.16.2, 1-8 GiB: the same "
+                 "file"),
+    (22.93, 63.0, "4 GPUs of a DGX H100 with NVLink disabled the same way, 1-8 GiB, 'Avg bus bandwidth: 22.9255': the "
+                  "same file"),
+    (37.64, 63.0, "4x RTX PRO 6000 Blackwell on one socket of an EPYC 9575F, PCIe 5.0, stock NCCL 2.29.7 'SHM/direct/"
+                  "direct', 128 MiB: NVIDIA/nccl pull request 2080"),
+)
+
 _F = Field  # short alias for the many fields below
 
 
@@ -121,7 +140,7 @@ class ModelParams(BaseModel):
     # --- communication ---------------------------------------------------------------------------
     busbw_eff_frac: dict[str, float] = _F(
         default={"nvswitch": 0.82, "nvlink-mesh": 0.80, "nvlink-bridge": 0.40, "pcie-switch": 0.80,
-                 "pcie-host": 0.65, "pcie-cross-socket": 0.40, "host-staged": 0.35,
+                 "pcie-host": 0.65, "pcie-cross-socket": 0.40, "host-staged": 0.25,
                  "infiniband": 0.90, "roce": 0.85, "ethernet": 0.60, "cloud-fabric": 0.75},
         description="large-message all-reduce bus bandwidth / per-direction link bandwidth, per path class")
     nvls_gain_frac: float = _F(default=1.30, ge=1.0, le=3.0,
@@ -449,8 +468,11 @@ PROVENANCE: dict[str, str] = {
                     "Python and the dispatcher add to it (LLM layouts use te_layer_cpu_fwd_s / _bwd_s instead)",
     "busbw_eff_frac": "nvswitch: 370 GB/s ring busbw of 450 GB/s per direction on 8x H100 (nccl-tests issue 212, "
                       "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
-                      "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; PCIe and network classes: "
-                      "engineering estimates (calibrate with `gpusim calibrate`)",
+                      "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; host-staged: [issue 18] the median "
+                      "of HOST_STAGED_SHM_ALL_REDUCE (five published NCCL SHM all-reduce sweeps, 0.12 to 0.60 of the "
+                      "PCIe link: the host CPU's handling of two-way PCIe traffic and of GPU reads from host memory "
+                      "varies; was an estimate of 0.35); other PCIe and network classes: engineering estimates "
+                      "(calibrate with `gpusim calibrate`)",
     "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212, NVIDIA); those two "
                       "rows are therefore marked as used for defaults in `gpusim validate`",
     "nvls_latency_s": "NVIDIA NCCL src/graph/tuning.cc (v2.19, commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2): hwLat[NVLINK][NVLS][Simple] = 23 us, baseLat 0",

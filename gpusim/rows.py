@@ -361,7 +361,7 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     sock = hw.socket_link.bandwidth_bytes_per_s if hw.socket_link else math.inf
     intra_bw, path = intra_node_busbw(TOPOLOGY_CODES[hw.topology], g, link_bw, hw.pcie_link.bandwidth_bytes_per_s,
                                       sock, hw.p2p, eff)
-    if hw.topology == "nvswitch" and hw.intra_link is not None and g > 1:  # [issue 18] NCCL's per-generation NVLink
+    if hw.topology == "nvswitch" and hw.intra_link is not None and g > 1 and hw.p2p:  # [issue 18] NCCL's NVLink
         nv = nccl_nvswitch_busbw(hw.intra_link.links_per_gpu, nccl_nvlink_gbyte_per_s_per_link(
             hw.gpu.compute_capability if hw.gpu.vendor == "nvidia" else None, params.nccl_nvlink_gbyte_per_s_per_link))
         intra_bw = intra_bw if nv is None else nv

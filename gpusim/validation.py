@@ -110,6 +110,32 @@ INDEPENDENT_REPLICAS: dict[tuple[str, str], str] = {
     ("LAMBDA_V1", "Transformer-XL large"): _TXL_NO_DDP,
 }
 
+#: [issue 18] Lambda v1 systems whose multi-GPU runs went with ``NCCL_P2P_DISABLE=1`` (NCCL's SHM transport: every
+#: gradient exchange staged through host memory, NVLink unused). Lambda's ``pytorch/scripts/compile_results_pytorch.py``
+#: (lambdal/deeplearning-benchmark @08d77c41c42f48de5598b48c77f3fbd1b6252348, ``gather_bs``) reads a result folder's
+#: batch sizes only from its ``.para`` files, and the ``pytorch/pytorch-train-bs-fp32.csv`` it wrote at that commit
+#: holds batch sizes for exactly these multi-GPU systems (its ``list_system_multiple``), so their folders held the
+#: ``benchmark.para`` that only the later ``pytorch/scripts/benchmark_pytorch.sh`` family writes; that family
+#: (@50f94679, @0a684b62) runs ``export NCCL_P2P_DISABLE=1`` before every task, the earlier script (@f83874d8) does
+#: neither. Dated raw logs agree: the same GNMT FP32 job on 2x A100 80GB SXM4 with the same batches
+#: (``2xA100_80GB_SXM4/PyTorch_gnmt_FP32/26-11-2021_11-13-02.txt`` vs ``2xA100_80GB_SXM4_v1/.../19-11-2022_19-34-28.txt``)
+#: pays ~0.2 s more per iteration in the v1 run, and 2x RTX A6000 jumps between its 16-10-2022 and 15-12-2022 logs.
+#: The H100 SXM5 systems were added to the table later by another script version and are not listed (their runs are
+#: not known to have disabled it); "2x Ada A6000" of that list does not appear under that name in the rows.
+NCCL_P2P_DISABLED_SYSTEMS: frozenset[str] = frozenset({
+    "LambdaCloud 2x V100 16GB", "2x RTX A6000", "2x RTX 3090", "2x RTX 4090", "2x A100 80GB PCIe", "2x A100 80GB SXM4",
+    "2x H100 80GB PCIe Gen5", "LambdaCloud 4xV100 16GB", "4x A100 80GB SXM4", "4x H100 80GB PCIe Gen5",
+    "LambdaCloud 8xV100 16GB", "8x A100 80GB SXM4", "8x H100 80GB PCIe Gen5"})
+_P2P_DISABLED_WHY = ("NCCL_P2P_DISABLE=1 as Lambda's v1 harness ran it (gpusim.validation.NCCL_P2P_DISABLED_SYSTEMS): "
+                     "gradients staged through host memory")
+
+
+def _system_row(notes: str) -> str:
+    """Lambda's system row as written in a row's notes ('2x A100 80GB SXM4'), or ''."""
+    m = re.search(r'system row "([^"]+)"', notes or "")
+    return m.group(1) if m else ""
+
+
 #: [issue 18] the workload as a benchmark ran it, where that differs from the catalogue entry: (source_id, model column)
 #: -> (catalogue id, TransformerSpec changes, why). Lambda's v1 runs of DeepLearningExamples' Transformer-XL pass no
 #: ``--config_file`` (so none of DLE's wt103_base/large.yaml) and no ``--adaptive``: train.py's defaults then build
@@ -238,9 +264,7 @@ class RowResult:
 
 def _system_key(notes: str) -> str:
     """Lambda's system row without the GPU count: 'Dell 2x H100 80GB SXM5' -> 'Dell H100 80GB SXM5'."""
-    m = re.search(r'system row "([^"]+)"', notes)
-    name = m.group(1) if m else ""
-    return re.sub(r"\b\d+x\s+", "", name).strip()
+    return re.sub(r"\b\d+x\s+", "", _system_row(notes)).strip()
 
 
 def _precision(raw: str, gpu, notes: list[str]) -> str:
@@ -376,6 +400,9 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         res.workload_as_run = as_run[2]
         res.assumptions.append(as_run[2])
     kw.update({k: v for k, v in fabric.items() if k != "algorithm"})
+    if n > 1 and r["source_id"] == "LAMBDA_V1" and _system_row(r.get("notes", "")) in NCCL_P2P_DISABLED_SYSTEMS:
+        kw["p2p"] = False  # [issue 18] the harness disabled NCCL's peer-to-peer transport
+        res.assumptions.append(_P2P_DISABLED_WHY)
     return kw
 
 

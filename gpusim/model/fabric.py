@@ -8,7 +8,10 @@ Inside a node the ring runs at the slowest path it must take (nvidia-smi ``topo 
 - ``pcie-switch``: peer-to-peer through a PCIe switch (PIX/PXB);
 - ``pcie-host``: through the CPU's root complex (PHB/NODE);
 - ``pcie-cross-socket``: through the CPU-to-CPU link (SYS), the slowest PCIe path;
-- without peer-to-peer (GeForce cards, or disabled), data is staged through host memory.
+- without peer-to-peer (GeForce cards, or disabled), data is staged through host memory. Disabling it
+  (``NCCL_P2P_DISABLE=1``) takes NVLink away too: NCCL's P2P transport "uses CUDA direct access between GPUs,
+  using NVLink or PCI", and without it the SHM transport stages every intra-node transfer through host memory
+  (NCCL documentation, Environment Variables: NCCL_P2P_DISABLE, NCCL_SHM_DISABLE).
 
 Each path class has an efficiency (``ModelParams.busbw_eff_frac``): achievable bus bandwidth over the link's
 per-direction bandwidth. Across nodes, the inter-node bus bandwidth is the node's total NIC bandwidth
@@ -57,15 +60,16 @@ def intra_node_busbw(topology, gpus_per_node, intra_link_bytes_per_s, pcie_bytes
 
     busbw = np.select(
         [t == 1, t == 2, t == 3, t == 4, t == 5, t == 6],
-        [link * eff[P["nvswitch"]], link * eff[P["nvlink-mesh"]],
-         np.where(g > 2, np.minimum(bridge, pcie_host), bridge), pcie_switch, pcie_host, cross],
+        [np.where(p2p, link * eff[P["nvswitch"]], staged), np.where(p2p, link * eff[P["nvlink-mesh"]], staged),
+         np.where(p2p, np.where(g > 2, np.minimum(bridge, pcie_host), bridge), staged), pcie_switch, pcie_host,
+         cross],
         default=np.inf)
-    no_p2p_path = np.where(p2p, -1, P["host-staged"])
+    # [issue 18] without peer-to-peer every wiring stages through host memory, NVLink included (module docstring)
     path = np.select(
-        [t == 1, t == 2, (t == 3) & ((g <= 2) | (bridge <= pcie_host)), t == 3, t == 4, t == 5, t == 6],
-        [P["nvswitch"], P["nvlink-mesh"], P["nvlink-bridge"], np.where(p2p, P["pcie-host"], P["host-staged"]),
-         np.where(p2p, P["pcie-switch"], no_p2p_path), np.where(p2p, P["pcie-host"], no_p2p_path),
-         np.where(p2p, P["pcie-cross-socket"], no_p2p_path)],
+        [~p2p & (t >= 1) & (t <= 6), t == 1, t == 2, (t == 3) & ((g <= 2) | (bridge <= pcie_host)), t == 3,
+         t == 4, t == 5, t == 6],
+        [P["host-staged"], P["nvswitch"], P["nvlink-mesh"], P["nvlink-bridge"], P["pcie-host"], P["pcie-switch"],
+         P["pcie-host"], P["pcie-cross-socket"]],
         default=-1)
     single = g <= 1
     return np.where(single, np.inf, busbw), np.where(single, -1, path)

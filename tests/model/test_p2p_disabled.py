@@ -1,0 +1,108 @@
+"""NCCL_P2P_DISABLE=1 (issue 18): NCCL's P2P transport "uses CUDA direct access between GPUs, using NVLink or PCI"
+(NCCL documentation, Environment Variables), so without it every intra-node transfer goes through the SHM transport,
+staged in host memory, whatever the wiring. Lambda's v1 harness ran its multi-GPU rows that way on the systems its
+``.para`` files identify (gpusim.validation.NCCL_P2P_DISABLED_SYSTEMS)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from gpusim.model.fabric import PATH_CODES, TOPOLOGY_CODES, eff_table, intra_node_busbw
+from gpusim.params import ModelParams
+from gpusim.validation import NCCL_P2P_DISABLED_SYSTEMS, run
+
+PCIE = 32e9
+NVLINK = 300e9
+
+
+def _busbw(topology, p2p, g=8):
+    return intra_node_busbw(TOPOLOGY_CODES[topology], g, NVLINK, PCIE, 40e9, p2p, eff_table(ModelParams()))
+
+
+@pytest.mark.parametrize("topology", ["nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch", "pcie-host"])
+def test_without_p2p_every_wiring_stages_through_host_memory(topology):
+    eff = ModelParams().busbw_eff_frac
+    bw, path = _busbw(topology, p2p=False)
+    assert float(bw) == pytest.approx(PCIE * eff["host-staged"], rel=1e-12)
+    assert int(path) == PATH_CODES["host-staged"]
+    bw_p2p, path_p2p = _busbw(topology, p2p=True)
+    assert int(path_p2p) != PATH_CODES["host-staged"] and float(bw_p2p) > float(bw)
+
+
+def test_without_p2p_cross_socket_is_bounded_by_the_slower_of_staging_and_the_socket_link():
+    bw, path = intra_node_busbw(TOPOLOGY_CODES["pcie-cross-socket"], 4, NVLINK, PCIE, 5e9, False,
+                                eff_table(ModelParams()))
+    assert float(bw) == pytest.approx(5e9) and int(path) == PATH_CODES["host-staged"]
+
+
+def test_one_gpu_has_no_path_either_way():
+    bw, path = _busbw("nvswitch", p2p=False, g=1)
+    assert np.isinf(bw) and int(path) == -1
+
+
+def test_the_no_p2p_flag_slows_an_nvswitch_all_reduce(db):
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    kw = dict(model="bert-large", gpu="a100-sxm4-80gb", node="dgx-a100-80gb", gpus=8, per_gpu_batch=8,
+              precision="fp32")
+    fast = simulate(Scenario.create(**kw), db=db, recommend=False)
+    slow = simulate(Scenario.create(**kw, p2p=False), db=db, recommend=False)
+    assert float(slow.step_s) > float(fast.step_s)
+    assert float(slow.breakdown_s["comm_exposed_s"]) > float(fast.breakdown_s["comm_exposed_s"])
+
+
+COLUMNS = ["source_id", "kind", "model", "gpu", "n_gpus", "n_nodes", "interconnect", "precision", "per_gpu_batch",
+           "global_batch", "message_bytes", "value", "unit", "notes"]
+
+
+def _row(system, n, value, gpu="A100 80GB SXM4"):
+    return {"source_id": "LAMBDA_V1", "kind": "throughput", "model": "BERT-large SQuAD fine-tune", "gpu": gpu,
+            "n_gpus": str(n), "n_nodes": "1",
+            "interconnect": "single GPU" if n == 1 else "NVLink/NVSwitch (SXM HGX baseboard; inferred from name, not stated)",
+            "precision": "fp32", "per_gpu_batch": "64", "global_batch": str(64 * n), "message_bytes": "",
+            "value": str(value), "unit": "sequences/s", "notes": f'system row "{system}"; v1 table'}
+
+
+def test_lambdas_listed_systems_run_without_p2p_and_others_keep_it(tmp_path, db):
+    assert "2x A100 80GB SXM4" in NCCL_P2P_DISABLED_SYSTEMS and "2x H100 80GB SXM5" not in NCCL_P2P_DISABLED_SYSTEMS
+    path = tmp_path / "m.csv"
+    rows = [_row("A100 80GB SXM4", 1, 75.0), _row("2x A100 80GB SXM4", 2, 105.0),
+            _row("H100 80GB SXM5", 1, 75.0, gpu="H100 80GB SXM5"),
+            _row("2x H100 80GB SXM5", 2, 140.0, gpu="H100 80GB SXM5")]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    a1, a2, h1, h2 = run(path, db=db)
+    assert any("NCCL_P2P_DISABLE" in a for a in a2.assumptions)
+    assert not any("NCCL_P2P_DISABLE" in a for a in h2.assumptions + a1.assumptions)
+    # the same one-GPU anchor, the same model: the host-staged exchange costs the A100 pair scaling it would keep
+    # over NVSwitch, and the H100 pair keeps its NVSwitch exchange
+    assert a2.anchored / (2 * 75.0) < h2.anchored / (2 * 75.0)
+
+
+def test_predict_advises_re_enabling_p2p_on_an_nvlink_node(db):
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    kw = dict(model="bert-large", gpu="a100-sxm4-80gb", node="dgx-a100-80gb", gpus=8, per_gpu_batch=8,
+              precision="fp32")
+    off = simulate(Scenario.create(**kw, p2p=False), db=db)
+    rec = {r["id"]: r for r in off.recommendations}
+    assert "enable-p2p" in rec and rec["enable-p2p"]["change"] == {"p2p": True}
+    assert rec["enable-p2p"]["gain_frac"] > 0.03 and "NCCL_P2P_DISABLE" in rec["enable-p2p"]["message"]
+    on = simulate(Scenario.create(**kw), db=db)
+    assert "enable-p2p" not in {r["id"] for r in on.recommendations}
+
+
+def test_the_host_staged_default_is_the_median_of_its_published_measurements():
+    from gpusim.params import HOST_STAGED_SHM_ALL_REDUCE, PROVENANCE
+
+    ratios = [bw / pcie for bw, pcie, _src in HOST_STAGED_SHM_ALL_REDUCE]
+    assert len(ratios) >= 5 and all(0.0 < r < 1.0 for r in ratios)
+    assert ModelParams().busbw_eff_frac["host-staged"] == pytest.approx(round(float(np.median(ratios)), 2))
+    assert "HOST_STAGED_SHM_ALL_REDUCE" in PROVENANCE["busbw_eff_frac"]
