@@ -219,7 +219,9 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                     pcie_link=pcie_link, socket_link=socket_link, inter_link=inter, nics_per_node=nics,
                     oversubscription=scn.oversubscription, cpu_cores_per_gpu=cores,
                     storage_bytes_per_s_per_node=storage, node=node, assumptions=tuple(notes),
-                    nvlink_domain_gpus=node.nvlink_domain_gpus if (node is not None and not scn.intra) else None)
+                    nvlink_domain_gpus=node.nvlink_domain_gpus if (node is not None and not scn.intra) else None,
+                    staged_link=(intra if intra is not None and intra.kind == "host-staged"
+                                 else db.links.get("host-staged")) if not p2p else None)
 
 
 def resolve_workload(scn: Scenario):
@@ -368,6 +370,8 @@ def hardware_row(hw: Hardware, params: ModelParams) -> dict[str, float]:
     intra_hop = hw.intra_link.latency_s if hw.intra_link else 0.0
     if hw.topology == "nvlink-bridge-pairs" and g > 2:
         intra_hop = max(intra_hop, hw.pcie_link.latency_s)
+    if not hw.p2p and hw.staged_link is not None:  # [issue 18] every hop goes through host memory (SHM)
+        intra_hop = max(intra_hop, hw.staged_link.latency_s)
     if hw.inter_link is not None:
         net_path = PATH_CODES[NETWORK_PATH[hw.inter_link.kind]]
         inter_bw = inter_node_busbw(hw.inter_link.bandwidth_bytes_per_s, hw.nics_per_node, net_path,
@@ -446,7 +450,9 @@ def _nvls(hw: Hardware, params: ModelParams) -> float:
     which ``nvls_gain_frac`` was measured: NCCL's per-architecture ``nvlsEfficiency`` ratio ([issue 18],
     ``ModelParams.nvls_efficiency_frac``; 0.74 / 0.85 on Blackwell). The collectives model reads it as the factor on
     NVLS's gain over the ring."""
-    if not (hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch"):
+    # [issue 18] not without peer-to-peer: 4 GPUs of a DGX H100 with NCCL_P2P_DISABLE=1 all-reduce at 22.9 GB/s, host
+    # staging's rate, not NVLS's (params.HOST_STAGED_SHM_ALL_REDUCE)
+    if not (hw.intra_link is not None and hw.intra_link.nvls and hw.topology == "nvswitch" and hw.p2p):
         return 0.0
     eff = params.nvls_efficiency_frac
     ref = eff.get("hopper")

@@ -126,12 +126,16 @@ class Hardware:
     node: Node | None
     assumptions: tuple[str, ...] = ()
     nvlink_domain_gpus: int | None = None
+    #: [issue 18] the host-memory path NCCL's SHM transport takes without peer-to-peer (its per-hop latency)
+    staged_link: Link | None = None
 
     @property
     def in_nvlink_domain(self) -> bool:
-        """Every rank reaches every other over NVLink although they span several nodes (an NVL72 rack's trays)."""
+        """Every rank reaches every other over NVLink although they span several nodes (an NVL72 rack's trays).
+        Not without peer-to-peer ([issue 18]): NCCL_P2P_DISABLE takes NVLink away, host memory is shared only inside
+        one tray, so the trays exchange over their NICs like separate nodes."""
         return (self.nodes > 1 and self.nvlink_domain_gpus is not None and self.n_gpus <= self.nvlink_domain_gpus
-                and self.topology == "nvswitch")
+                and self.topology == "nvswitch" and self.p2p)
 
     @property
     def n_gpus(self) -> int:

@@ -121,7 +121,8 @@ INDEPENDENT_REPLICAS: dict[tuple[str, str], str] = {
 #: (``2xA100_80GB_SXM4/PyTorch_gnmt_FP32/26-11-2021_11-13-02.txt`` vs ``2xA100_80GB_SXM4_v1/.../19-11-2022_19-34-28.txt``)
 #: pays ~0.2 s more per iteration in the v1 run, and 2x RTX A6000 jumps between its 16-10-2022 and 15-12-2022 logs.
 #: The H100 SXM5 systems were added to the table later by another script version and are not listed (their runs are
-#: not known to have disabled it); "2x Ada A6000" of that list does not appear under that name in the rows.
+#: not known to have disabled it). "2x Ada A6000" of that list does not appear under that name in the rows; the rows'
+#: "2x/4x/8x RTX 6000 Ada" systems may be it renamed, but no source read here says so, so they keep their fabric.
 NCCL_P2P_DISABLED_SYSTEMS: frozenset[str] = frozenset({
     "LambdaCloud 2x V100 16GB", "2x RTX A6000", "2x RTX 3090", "2x RTX 4090", "2x A100 80GB PCIe", "2x A100 80GB SXM4",
     "2x H100 80GB PCIe Gen5", "LambdaCloud 4xV100 16GB", "4x A100 80GB SXM4", "4x H100 80GB PCIe Gen5",
@@ -264,7 +265,7 @@ class RowResult:
 
 def _system_key(notes: str) -> str:
     """Lambda's system row without the GPU count: 'Dell 2x H100 80GB SXM5' -> 'Dell H100 80GB SXM5'."""
-    return re.sub(r"\b\d+x\s+", "", _system_row(notes)).strip()
+    return re.sub(r"\b\d+x\s*", "", _system_row(notes)).strip()  # ('LambdaCloud 4xV100 16GB' too)
 
 
 def _precision(raw: str, gpu, notes: list[str]) -> str:
@@ -400,7 +401,8 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         res.workload_as_run = as_run[2]
         res.assumptions.append(as_run[2])
     kw.update({k: v for k, v in fabric.items() if k != "algorithm"})
-    if n > 1 and r["source_id"] == "LAMBDA_V1" and _system_row(r.get("notes", "")) in NCCL_P2P_DISABLED_SYSTEMS:
+    if (n > 1 and r["source_id"] == "LAMBDA_V1" and _system_row(r.get("notes", "")) in NCCL_P2P_DISABLED_SYSTEMS
+            and not _replicas_reason(r)):  # (independent replicas exchange nothing)
         kw["p2p"] = False  # [issue 18] the harness disabled NCCL's peer-to-peer transport
         res.assumptions.append(_P2P_DISABLED_WHY)
     return kw

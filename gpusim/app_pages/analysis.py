@@ -106,8 +106,8 @@ def fabric_changes(db, gpu_id: str, fabric: str) -> dict[str, Any]:
 
 
 def collective_fabric_kwargs(db, gpu_id: str, fabric: str) -> dict[str, Any]:
-    """``intra`` / ``intra_topology`` for :func:`gpusim.simulation.collective` (which takes no ``p2p``: the
-    host-staged link stands for "no peer-to-peer")."""
+    """``intra`` / ``intra_topology`` for :func:`gpusim.simulation.collective`: the host-staged link stands for "no
+    peer-to-peer" on the page (``collective`` also takes ``p2p=False``, which stages any wiring through host memory)."""
     ch = fabric_changes(db, gpu_id, fabric)
     if ch.get("p2p") is False:
         staged = host_staged_link_id(db)

@@ -42,8 +42,9 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     h.add_argument("--intra-topology", choices=("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie-switch",
                                                 "pcie-host", "pcie-cross-socket"),
                    help="how the GPUs of a node are wired (default: the node's)")
-    h.add_argument("--no-p2p", action="store_true", help="GPU peer-to-peer disabled (no peer access, or NCCL_P2P_DISABLE=1): every transfer between the "
-                   "node's GPUs, NVLink included, staged through host memory")
+    h.add_argument("--no-p2p", action="store_true",
+                   help="GPU peer-to-peer disabled (no peer access, or NCCL_P2P_DISABLE=1): every transfer between "
+                        "the node's GPUs, NVLink included, staged through host memory")
     h.add_argument("--topo", metavar="FILE", help="the output of `nvidia-smi topo -m` on your node: sets how its GPUs "
                                                   "are wired (see `gpusim topo FILE`)")
     h.add_argument("--topo-p2p", metavar="FILE", help="the output of `nvidia-smi topo -p2p r` (peer-to-peer support)")
