@@ -195,6 +195,9 @@ def node_env(host: str, node_rank: int, ranks: list[int], nvml: Nvml | None, dev
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        # [issue 18] NCCL's settings change what the collectives measure (NCCL_P2P_DISABLE stages every intra-node
+        # transfer through host memory, NVLink included)
+        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
         **cpu_info(), "gpus": [], "nvml": nvml is not None,
         "topo_text": None, "topo_p2p_text": None, "topology": None, "topology_warnings": [],
     }
@@ -232,7 +235,15 @@ def node_env(host: str, node_rank: int, ranks: list[int], nvml: Nvml | None, dev
                 env["topology_warnings"] = t.warnings()
             except TopologyError as e:
                 env["topology_warnings"] = [f"could not read `nvidia-smi topo -m`: {e}"]
+    from gpusim.profile import nccl_p2p_disabled
+
+    if nccl_p2p_disabled(env["nccl_env"]):
+        env["topology_warnings"].append(
+            "NCCL_P2P_DISABLE is set: NCCL stages every transfer between this node's GPUs through host memory "
+            "(NVLink unused), so the intra-node collectives measure host staging; unset it to calibrate the "
+            "node's own links")
     return env
+
 
 
 def rank_env(rank: int, local_rank: int, node_rank: int, host: str, device: torch.device,

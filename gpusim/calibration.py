@@ -246,6 +246,8 @@ class Environment:
     pcie_generation: int | None = None
     pcie_width: int | None = None
     intra_topology: str | None = None
+    #: [issue 18] the profile was measured with NCCL_P2P_DISABLE set: its intra-node collectives are host staging's
+    p2p_disabled: bool = False
     matched_gpu: str | None = None
     match_rule: str = ""
 
@@ -287,6 +289,9 @@ def _env_from_profile(prof, db) -> Environment:
         pcie_generation=gpu0.pcie_generation if gpu0 else None, pcie_width=gpu0.pcie_width if gpu0 else None,
         intra_topology=topo.get("intra_topology") if run.local_world_size > 1 else "single")
     env.versions["gpusim"] = run.gpusim_version
+    from gpusim.profile import nccl_p2p_disabled
+
+    env.p2p_disabled = any(nccl_p2p_disabled(n.nccl_env) for n in run.nodes)
     if env.device_kind == "cuda":
         env.matched_gpu, env.match_rule = match_gpu(device_name, db, env.gpu_memory_bytes)
     else:
@@ -944,7 +949,9 @@ def build_hardware(values: dict[str, float], env: Environment, db) -> dict[str, 
     intra_bw = values.get("comm.intra-node.busbw_bytes_per_s")
     intra_hop = values.get("comm.intra-node.hop_s")
     base_intra = db.links[pcie_id]
-    if topo in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs") and known is not None and known.peer_link:
+    if env.p2p_disabled:  # [issue 18] measured through host memory: the link is host staging, whatever the wiring
+        kind, bw = "host-staged", base_intra.bandwidth_gbyte_per_s_per_direction
+    elif topo in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs") and known is not None and known.peer_link:
         kind, bw = {"nvswitch": "nvswitch", "nvlink-mesh": "nvlink-mesh"}.get(topo, "nvlink-bridge"), \
             known.peer_link.gbyte_per_s_per_direction
     else:
@@ -973,7 +980,7 @@ def build_hardware(values: dict[str, float], env: Environment, db) -> dict[str, 
                                                f"(calibrated)",
         sources=src, notes="built by gpusim fit; storage bandwidth is not measured (3 GB/s assumed)",
         kind="server", gpu=gpu.id, gpus_per_node=g, intra_link=intra_id,
-        intra_topology=topo if g > 1 else "single", pcie_link=pcie_id, p2p=True, socket_link=None,
+        intra_topology=topo if g > 1 else "single", pcie_link=pcie_id, p2p=not env.p2p_disabled, socket_link=None,
         nic_link=nic_id, nics_per_node=1 if nic_id else 0, cpu_model=env.cpu_model,
         cpu_cores=int(env.cpu_cores or max(g, 1) * 8), ram_gib=(env.ram_bytes or 64 * units.GIB) / units.GIB,
         numa_sockets=int(env.cpu_sockets or 1), storage_gbyte_per_s=3.0, max_power_w=None)
@@ -1081,8 +1088,12 @@ def transferred_params(values: dict[str, float], env: Environment, target_gpu: s
     if "compute.step_overhead_s" in values:
         upd["step_overhead_s"] = min(values["compute.step_overhead_s"], 1.0)
     path = _PATH_OF_TOPOLOGY.get(env.intra_topology or "")
+    if path and env.p2p_disabled:  # [issue 18] the measurement is host staging's (NCCL_P2P_DISABLE was set)
+        path = "host-staged"
     if path and "comm.intra-node.busbw_bytes_per_s" in values:
-        if path in ("nvswitch", "nvlink-mesh", "nvlink-bridge") and gsrc.peer_link_bytes_per_s:
+        if path == "host-staged":
+            link = pcie
+        elif path in ("nvswitch", "nvlink-mesh", "nvlink-bridge") and gsrc.peer_link_bytes_per_s:
             link = gsrc.peer_link_bytes_per_s
         elif path.startswith("pcie"):
             link = pcie

@@ -333,6 +333,14 @@ class GpuEnv(_Loose):
     pcie_width: int | None = None
 
 
+def nccl_p2p_disabled(nccl_env: dict | None) -> bool:
+    """[issue 18] Whether NCCL's peer-to-peer transport is off in a node's NCCL_* variables: NCCL_P2P_DISABLE set to a
+    non-zero value (NCCL documentation, Environment Variables: "Define and set to 1 to disable direct GPU-to-GPU (P2P)
+    communication"; it disables NVLink as well as PCIe peer access)."""
+    v = (nccl_env or {}).get("NCCL_P2P_DISABLE")
+    return v is not None and str(v).strip() not in ("", "0")
+
+
 class NodeEnv(_Loose):
     """One machine of the job."""
 
@@ -360,6 +368,8 @@ class NodeEnv(_Loose):
     topo_p2p_text: str | None = Field(default=None, description="`nvidia-smi topo -p2p r` as printed")
     topology: dict[str, Any] | None = Field(default=None, description="gpusim.topology summary of topo_text")
     topology_warnings: list[str] = Field(default_factory=list)
+    nccl_env: dict[str, str] = Field(default_factory=dict, description="[issue 18] the NCCL_* environment variables "
+                                                                       "set on the node when it was measured")
 
 
 class RankEnv(_Loose):

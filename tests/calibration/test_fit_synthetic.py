@@ -593,3 +593,34 @@ def test_unknown_device_without_gemm_records_needs_a_gpu(db):
         c.apply({"model": "resnet50", "gpu": None, "node": None, "per_gpu_batch": 32}, db)
     _, params, _ = c.apply({"model": "resnet50", "gpu": "h100-sxm", "per_gpu_batch": 32}, db)
     assert params == cal_mod.DEFAULT_PARAMS
+
+
+def test_a_profile_measured_without_p2p_is_a_host_staged_machine(db, tmp_path):
+    """[issue 18] a profile taken with NCCL_P2P_DISABLE=1 on an NVSwitch node measured host staging: the calibrated
+    machine has peer-to-peer off and a host-staged intra-node link, and the efficiency that transfers to another GPU
+    is the host-staged path's, not NVSwitch's."""
+    from gpusim.calibration import read_inputs, transferred_params
+    from gpusim.profile import nccl_p2p_disabled
+
+    assert nccl_p2p_disabled({"NCCL_P2P_DISABLE": "1"}) and not nccl_p2p_disabled({"NCCL_P2P_DISABLE": "0"})
+    assert not nccl_p2p_disabled({}) and not nccl_p2p_disabled(None)
+    truth = {**TRUTH_GPU, "comm.intra-node.busbw_bytes_per_s": 20e9, "comm.intra-node.hop_s": 14e-6}
+    inp = synthetic_inputs(db, seed=5, truth=truth, ddp=False)
+    d = write_profile(tmp_path / "prof", inp)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["runs"][0]["nodes"][0]["nccl_env"] = {"NCCL_P2P_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+    (d / "meta.json").write_text(json.dumps(meta))
+    read = read_inputs([d], db=db)
+    assert read.env.p2p_disabled and read.env.intra_topology == "nvswitch"
+    values = fit_inputs(read, db=db).values
+    hw = build_hardware(values, read.env, db)
+    assert hw["node"].p2p is False and hw["links"][hw["node"].intra_link].kind == "host-staged"
+    params, notes = transferred_params(values, read.env, "a100-sxm4-80gb", db)  # (relative to the PCIe 5.0 link)
+    assert params.busbw_eff_frac["nvswitch"] == cal_mod.DEFAULT_PARAMS.busbw_eff_frac["nvswitch"]
+    assert params.busbw_eff_frac["host-staged"] == pytest.approx(20e9 / db.link("pcie5-x16").bandwidth_bytes_per_s,
+                                                                 rel=0.15)
+    assert any("host-staged" in n for n in notes)
+    # the same profile without the variable keeps NVSwitch
+    meta["runs"][0]["nodes"][0]["nccl_env"] = {}
+    (d / "meta.json").write_text(json.dumps(meta))
+    assert not read_inputs([d], db=db).env.p2p_disabled

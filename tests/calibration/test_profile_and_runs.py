@@ -443,6 +443,22 @@ def test_node_env_reads_nvidia_smi_topo(tmp_path, monkeypatch):
     assert env["cpu_threads"] == os.cpu_count() and env["torch"] == torch.__version__
 
 
+def test_node_env_records_nccl_settings_and_warns_without_p2p(monkeypatch):
+    """[issue 18] NCCL_* variables are part of what was measured: NCCL_P2P_DISABLE stages the intra-node collectives
+    through host memory, so the environment records them and warns."""
+    from gpusim.calibrate_bench.env import node_env
+
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    env = node_env("h", 0, [0, 1], None, "cpu")
+    assert env["nccl_env"]["NCCL_P2P_DISABLE"] == "1" and env["nccl_env"]["NCCL_DEBUG"] == "WARN"
+    assert any("NCCL_P2P_DISABLE" in w for w in env["topology_warnings"])
+    monkeypatch.delenv("NCCL_P2P_DISABLE")
+    env = node_env("h", 0, [0, 1], None, "cpu")
+    assert "NCCL_P2P_DISABLE" not in env["nccl_env"]
+    assert not any("NCCL_P2P_DISABLE" in w for w in env["topology_warnings"])
+
+
 def test_p2p_pair_path_from_topology():
     import types
 
