@@ -46,6 +46,7 @@ def _pow2_at_most(x: float) -> int:
 
 
 _MEMORY_VARIANTS = ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload")
+_NVLINK_WIRINGS = ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
 
 
 def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
@@ -83,7 +84,7 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
     comm_frac = float(out["comm_exposed_s"][0]) / step
     if hw.gpus_per_node > 1 and comm_frac > EXPOSED_COMM_FRAC:
         # [issue 18] NVLink wiring with peer-to-peer disabled (NCCL_P2P_DISABLE=1): the node's own links are unused
-        if not hw.p2p and hw.topology in ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs"):
+        if not hw.p2p and hw.topology in _NVLINK_WIRINGS:
             add("p2p", p2p=True)
         # a PCIe switch with peer-to-peer helps only cards whose driver allows peer-to-peer (not GeForce)
         elif hw.gpu.p2p_pcie and (hw.topology in ("pcie-cross-socket", "pcie-host") or not hw.p2p):
@@ -181,6 +182,8 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         # [issue 17] the experts' FP8 row padding copies (gpusim.model.experts.fp8_padding_bytes); a dense model's
         # variant does not build and is left out
         add("llm-router-padding", moe_router_padding=True)
+    if hw.n_gpus > 1 and not hw.p2p and hw.topology in _NVLINK_WIRINGS:  # [issue 18] NCCL_P2P_DISABLE on NVLink
+        add("p2p", p2p=True)
     return v
 
 
@@ -195,7 +198,8 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
     wanted = {"llm-selective": not fits, "llm-full": not fits, "llm-zero1": not fits, "llm-sp": not fits,
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
               "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
-              "llm-graphs": True, "llm-router-padding": True}  # [issue 17] said only where they gain
+              "llm-graphs": True, "llm-router-padding": True,  # [issue 17] said only where they gain
+              "p2p": True}  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
     return [(name, vscn) for name, vscn in (candidates if candidates is not None else llm_variant_candidates(scn, hw))
             if wanted[name]]
 
@@ -432,9 +436,11 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
     if "p2p" in by:  # [issue 18]
         g = _gain(thr, by["p2p"][1])
         if g > 0.03:
-            rec("enable-p2p", f"Peer-to-peer is disabled, so NCCL stages every gradient exchange through host memory "
-                              f"(its SHM transport) and the node's {hw.topology} links carry none of it; gradient "
-                              f"exchange is exposed for {res.breakdown_s['comm_exposed_s'] / step:.0%} of the step. "
+            exposed = sum(float(t) for k, t in res.breakdown_s.items()  # (an LLM layout names each kind)
+                          if k == "comm_exposed_s" or k.endswith("_comm_exposed_s"))
+            rec("enable-p2p", f"Peer-to-peer is disabled, so NCCL stages every collective through host memory "
+                              f"(its SHM transport) and the node's {hw.topology} links carry none of it; "
+                              f"communication is exposed for {exposed / step:.0%} of the step. "
                               "Unset NCCL_P2P_DISABLE (and check `nvidia-smi topo -p2p r` shows OK between the GPUs): "
                               f"{g:+.0%}.", g, {"p2p": True}, "high" if g > 0.2 else "medium")
     for name, label in (("pcie-switch", "one CPU socket behind a PCIe switch with peer-to-peer"),

@@ -134,3 +134,17 @@ def test_the_host_staged_default_is_the_median_of_its_published_measurements():
     assert len(ratios) >= 5 and all(0.0 < r < 1.0 for r in ratios)
     assert ModelParams().busbw_eff_frac["host-staged"] == pytest.approx(round(float(np.median(ratios)), 2))
     assert "HOST_STAGED_SHM_ALL_REDUCE" in PROVENANCE["busbw_eff_frac"]
+
+
+def test_an_llm_layout_without_p2p_gets_the_advice_too(db):
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    kw = dict(model="llama3-8b", gpu="h100-sxm", node="hgx-h100-8", gpus=8, tp=2, global_batch=64, kind="zero1",
+              micro_batch=1)
+    off = simulate(Scenario.create(**kw, p2p=False), db=db)
+    rec = {r["id"]: r for r in off.recommendations}
+    assert "enable-p2p" in rec and rec["enable-p2p"]["change"] == {"p2p": True}
+    on = simulate(Scenario.create(**kw), db=db)
+    assert rec["enable-p2p"]["gain_frac"] == pytest.approx(off.step_s / on.step_s - 1.0, abs=1e-4)  # (rounded)
+    assert "enable-p2p" not in {r["id"] for r in on.recommendations}
