@@ -1533,7 +1533,19 @@ class Calibration:
             if kw.get("nodes") is None:
                 kw["nodes"] = max(1, -(-kw["gpus"] // self.hardware["node"].gpus_per_node))
             self.applied_notes.append(f"calibrated machine: {self.hardware['node'].name}")
-            return kw, self.params, extended_db(db, self.hardware)
+            params = self.params
+            if kw.get("p2p") is not None and bool(kw["p2p"]) == self.env.p2p_disabled:
+                # [issue 18] peer-to-peer switched the other way than it was measured: the measured intra-node
+                # collectives describe the other path, so the model's own path replaces them
+                params = params.model_copy(update={
+                    "busbw_override_bytes_per_s": {k: v for k, v in params.busbw_override_bytes_per_s.items()
+                                                   if k != "intra-node"},
+                    "latency_override_s": {k: v for k, v in params.latency_override_s.items() if k != "intra-node"}})
+                self.applied_notes.append(
+                    f"the intra-node collectives were measured with peer-to-peer "
+                    f"{'off' if self.env.p2p_disabled else 'on'}; with it {'on' if kw['p2p'] else 'off'} their measured "
+                    f"bus bandwidth is not used (the model's {'NVLink/PCIe' if kw['p2p'] else 'host-staged'} path is)")
+            return kw, params, extended_db(db, self.hardware)
         target = kw.get("gpu") or db.node(kw["node"]).gpu
         target = db.gpu(target).id  # unknown ids: the database's "did you mean" error
         params, notes = transferred_params(self.values, self.env, target, db, self.base_params)

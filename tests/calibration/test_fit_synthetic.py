@@ -624,3 +624,21 @@ def test_a_profile_measured_without_p2p_is_a_host_staged_machine(db, tmp_path):
     meta["runs"][0]["nodes"][0]["nccl_env"] = {}
     (d / "meta.json").write_text(json.dumps(meta))
     assert not read_inputs([d], db=db).env.p2p_disabled
+
+
+@pytest.mark.timeout(120)
+def test_no_p2p_on_the_calibrated_machine_drops_its_measured_intra_node_bandwidth(gpu_cal, db):
+    """[issue 18] --no-p2p with a calibration measured with peer-to-peer: the measured NVSwitch bus bandwidth does not
+    describe host staging, so it is not used, and the notes say so (before, the flag was silently overridden)."""
+    kw, params, xdb = gpu_cal.apply(dict(SCN), db)
+    assert "intra-node" in params.busbw_override_bytes_per_s
+    kw_off, params_off, xdb_off = gpu_cal.apply({**SCN, "p2p": False}, db)
+    assert "intra-node" not in params_off.busbw_override_bytes_per_s
+    assert "intra-node" not in params_off.latency_override_s
+    assert any("peer-to-peer" in n for n in gpu_cal.applied_notes)
+    on = simulate({k: v for k, v in kw.items() if v is not None}, db=xdb, params=params, recommend=False)
+    off = simulate({k: v for k, v in kw_off.items() if v is not None}, db=xdb_off, params=params_off, recommend=False)
+    assert off.breakdown_s["comm_exposed_s"] > on.breakdown_s["comm_exposed_s"]
+    # p2p as measured (on) keeps the measurement
+    _, params_same, _ = gpu_cal.apply({**SCN, "p2p": True}, db)
+    assert params_same.busbw_override_bytes_per_s == params.busbw_override_bytes_per_s
