@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,23 +26,30 @@ from gpusim.fsutil import atomic_write_text
 PATH_CLASSES = ("nvswitch", "nvlink-mesh", "nvlink-bridge", "pcie-switch", "pcie-host", "pcie-cross-socket",
                 "host-staged", "infiniband", "roce", "ethernet", "cloud-fabric")
 
-#: [issue 18] Published large-message all-reduce bus bandwidths of NCCL's SHM transport (no GPU peer-to-peer: every
-#: transfer staged through host memory, the path class ``host-staged``), each with the PCIe link's per-direction
-#: bandwidth (hwdb ``pcie*-x16``): ``(busbw GB/s, PCIe GB/s per direction, source)``. The default
-#: ``busbw_eff_frac["host-staged"]`` is their median ratio, rounded to two digits (a test recomputes it). None of these
-#: systems is in ``validation/``; Lambda's host-staged rows test the figure out of sample.
-HOST_STAGED_SHM_ALL_REDUCE: tuple[tuple[float, float, str], ...] = (
-    (4.00, 15.75, "2x RTX 2080 Ti, PCIe 3.0 x16 behind one switch, peer-to-peer not supported (topo -p2p NS), "
-                  "128 MiB-1 GiB: Anthony-Hoo/Anthony-Hoo.github.io posts/AutoDL_Multi-GPU_Interconnection_Test.md "
-                  "@37e805e8"),
-    (3.86, 31.5, "2x A40 across a NODE boundary, NCCL_P2P_DISABLE=1, NCCL 2.16.2, 1-8 GiB, 'Avg bus bandwidth: "
-                 "3.85845': eugenesiow/LLM-Insights infrastructure/hardware/README.md @5aa5513a"),
-    (5.20, 31.5, "4 GPUs of a DGX A100 640GB with NCCL_P2P_DISABLE=1 (NVSwitch unused), NCCL 2.16.2, 1-8 GiB: the same "
-                 "file"),
-    (22.93, 63.0, "4 GPUs of a DGX H100 with NVLink disabled the same way, 1-8 GiB, 'Avg bus bandwidth: 22.9255': the "
-                  "same file"),
-    (37.64, 63.0, "4x RTX PRO 6000 Blackwell on one socket of an EPYC 9575F, PCIe 5.0, stock NCCL 2.29.7 'SHM/direct/"
-                  "direct', 128 MiB: NVIDIA/nccl pull request 2080"),
+class ShmSweep(NamedTuple):
+    """[issue 18] One published large-message NCCL all-reduce over the SHM transport (no GPU peer-to-peer)."""
+
+    busbw_gbyte_per_s: float  #: the sweep's bus bandwidth at its largest sizes
+    pcie_link: str  #: the hwdb link id of the GPUs' PCIe slot (its per-direction bandwidth is the ratio's base)
+    source: str
+
+
+#: [issue 18] Published large-message all-reduce bus bandwidths of NCCL's SHM transport (every transfer staged through
+#: host memory, the path class ``host-staged``). The default ``busbw_eff_frac["host-staged"]`` is the median of
+#: ``busbw / the PCIe link's per-direction bandwidth``, rounded to two digits (a test recomputes it from hwdb). None of
+#: these systems is in ``validation/``; Lambda's host-staged rows test the figure out of sample.
+HOST_STAGED_SHM_ALL_REDUCE: tuple[ShmSweep, ...] = (
+    ShmSweep(4.00, "pcie3-x16", "2x RTX 2080 Ti, PCIe 3.0 x16 behind one switch, peer-to-peer not supported (topo "
+                                "-p2p NS), 128 MiB-1 GiB: Anthony-Hoo/Anthony-Hoo.github.io posts/AutoDL_Multi-GPU_"
+                                "Interconnection_Test.md @37e805e8"),
+    ShmSweep(3.86, "pcie4-x16", "2x A40 across a NODE boundary, NCCL_P2P_DISABLE=1, NCCL 2.16.2, 1-8 GiB, 'Avg bus "
+                                "bandwidth: 3.85845': eugenesiow/LLM-Insights infrastructure/hardware/README.md @5aa5513a"),
+    ShmSweep(5.20, "pcie4-x16", "4 GPUs of a DGX A100 640GB with NCCL_P2P_DISABLE=1 (NVSwitch unused), NCCL 2.16.2, "
+                                "1-8 GiB: the same file"),
+    ShmSweep(22.93, "pcie5-x16", "4 GPUs of a DGX H100 with NVLink disabled the same way, 1-8 GiB, 'Avg bus bandwidth: "
+                                 "22.9255': the same file"),
+    ShmSweep(37.64, "pcie5-x16", "4x RTX PRO 6000 Blackwell on one socket of an EPYC 9575F, PCIe 5.0, stock NCCL 2.29.7 "
+                                 "'SHM/direct/direct', 128 MiB: NVIDIA/nccl pull request 2080"),
 )
 
 _F = Field  # short alias for the many fields below

@@ -389,7 +389,7 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         res.assumptions.append(f"per-GPU batch {batch} assumed (not in the source)")
     kw = {"model": wl_id, "seq_len": seq, "gpu": gpu_id, "gpus": n, "nodes": nodes, "precision": precision,
           "per_gpu_batch": max(1, int(round(batch))), "num_workers": None}
-    accum = _as_run_accum(r, n, kw["per_gpu_batch"])
+    accum = as_run_accum(r, n, kw["per_gpu_batch"])
     if accum:  # [issue 18] the benchmark's fixed global batch: gradient accumulation (AS_RUN_GLOBAL_BATCH)
         _, extra, why, _ = AS_RUN_GLOBAL_BATCH[(r["source_id"], r["model"])]
         kw.update(accum=accum, **extra)
@@ -408,7 +408,7 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
     return kw
 
 
-def _as_run_accum(r: dict, n: int, batch: int) -> int | None:
+def as_run_accum(r: dict, n: int, batch: int) -> int | None:
     """[issue 18] The gradient-accumulation steps of a row whose benchmark held the global batch fixed
     (:data:`AS_RUN_GLOBAL_BATCH`), else None."""
     entry = AS_RUN_GLOBAL_BATCH.get((r.get("source_id"), r.get("model")))
@@ -418,7 +418,7 @@ def _as_run_accum(r: dict, n: int, batch: int) -> int | None:
     return entry[0][n] // (batch * n)
 
 
-def _baseline_at_accum(kw: dict, thr1: float, accum_1: int, db, params) -> float:
+def baseline_at_accum(kw: dict, thr1: float, accum_1: int, db, params) -> float:
     """[issue 18] A one-GPU throughput measured with ``accum_1`` accumulation steps per update, as the throughput the
     same GPU would reach at ``kw``'s accumulation: the micro-batch time it implies (the step less the modelled
     optimizer, overhead and data wait, over ``accum_1``, as :func:`gpusim.simulation._apply_baseline` reads a
@@ -578,9 +578,9 @@ def _anchor(results: list[RowResult], rows: list[dict], db, params_for) -> None:
         kw, replicas = _as_run_job(kw, res)
         try:
             base = one.measured / per
-            accum_1 = _as_run_accum(rows[one.index], 1, kw["per_gpu_batch"]) or 1
+            accum_1 = as_run_accum(rows[one.index], 1, kw["per_gpu_batch"]) or 1
             if accum_1 != kw.get("accum", 1):  # [issue 18] the one-GPU run accumulated differently (fixed global)
-                base = _baseline_at_accum(kw, base, accum_1, db, params_for(kw["gpu"]))
+                base = baseline_at_accum(kw, base, accum_1, db, params_for(kw["gpu"]))
             out = simulate(Scenario.create(**kw, baseline_throughput=base), db=db,
                            params=params_for(kw["gpu"]), recommend=False)
             res.anchored = replicas * out.throughput_samples_per_s * per

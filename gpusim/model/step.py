@@ -365,8 +365,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
             return exp_d, hid_d, tot_d
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
         exp, hid = _overlap(total, last, bwd_s, ov)
-        times = np.where(np.asarray(c.get("sync_every", False), dtype=bool), k, 1.0)  # [issue 18] (below)
-        exp, hid, total = exp * times, hid * times, total * times
+        exp, hid, total = exp * c["syncs"], hid * c["syncs"], total * c["syncs"]  # [issue 18]
         return (np.where(c["llm"], exp_d, exp), np.where(c["llm"], hid_d, hid), np.where(c["llm"], tot_d, total))
     if code in (DDP, ZERO1):
         # bucketed all-reduce once per optimizer step, under the last micro-batch's backward (an MoE layout's expert
@@ -379,8 +378,7 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
             # the PyTorch default): 4 x G bytes of memory traffic on the compute stream, once per step
             exp = exp + 4.0 * c["G"] / c["mem_rate"]
         # [issue 18] a loop that never enters no_sync() reduces in every micro-batch's backward, the same way each time
-        times = np.where(np.asarray(c.get("sync_every", False), dtype=bool), k, 1.0)
-        return exp * times, hid * times, total * times
+        return exp * c["syncs"], hid * c["syncs"], total * c["syncs"]
     if code == ZERO2:
         # reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
         rs_total, rs_last, ag_total = groups(lambda G, W, r, nn, bw: (
@@ -605,7 +603,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
            "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128, "host_cpu": inp.host_cpu,
            "G_exp": G_exp, "W_exp": W_exp, "edp_n": edp_n, "edp_nodes": edp_nodes, "edp_inter": edp_inter,
-           "sync_every": np.asarray(inp.sync_every_micro, dtype=bool)}
+           # [issue 18] all-reduces per optimizer step: one, or every micro-batch's when the loop never enters DDP's
+           # no_sync() (Strategy sync_every_micro_batch)
+           "syncs": np.where(np.asarray(inp.sync_every_micro, dtype=bool), k, 1.0)}
     rows = np.broadcast_shapes(*(np.shape(v) for v in ctx.values()))[0] if np.ndim(n) else 1
     comm_exposed = np.zeros(rows)
     comm_hidden = np.zeros(rows)

@@ -127,10 +127,11 @@ def test_predict_advises_re_enabling_p2p_on_an_nvlink_node(db):
     assert "enable-p2p" not in {r["id"] for r in on.recommendations}
 
 
-def test_the_host_staged_default_is_the_median_of_its_published_measurements():
+def test_the_host_staged_default_is_the_median_of_its_published_measurements(db):
     from gpusim.params import HOST_STAGED_SHM_ALL_REDUCE, PROVENANCE
 
-    ratios = [bw / pcie for bw, pcie, _src in HOST_STAGED_SHM_ALL_REDUCE]
+    ratios = [m.busbw_gbyte_per_s * 1e9 / db.link(m.pcie_link).bandwidth_bytes_per_s
+              for m in HOST_STAGED_SHM_ALL_REDUCE]
     assert len(ratios) >= 5 and all(0.0 < r < 1.0 for r in ratios)
     assert ModelParams().busbw_eff_frac["host-staged"] == pytest.approx(round(float(np.median(ratios)), 2))
     assert "HOST_STAGED_SHM_ALL_REDUCE" in PROVENANCE["busbw_eff_frac"]

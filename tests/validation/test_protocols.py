@@ -138,19 +138,19 @@ def test_dle_gnmt_rows_run_the_benchmarks_fixed_global_batch(tmp_path, db):
     measurement at its own 8 accumulation steps: with the update spread over fewer iterations, 8 GPUs scale worse
     than the same runs without accumulation would."""
     from gpusim.simulation import Scenario, simulate
-    from gpusim.validation import AS_RUN_GLOBAL_BATCH, _as_run_accum, _baseline_at_accum, _scenario_kwargs
+    from gpusim.validation import AS_RUN_GLOBAL_BATCH, as_run_accum, baseline_at_accum, _scenario_kwargs
     from gpusim.validation import RowResult
 
-    assert [_as_run_accum(_dle_gnmt(n, 1.0), n, 128) for n in (1, 4, 8)] == [8, 2, 1]
-    assert _as_run_accum(_row("GNMT v2", 2, 1.0, batch=256), 2, 256) is None  # Lambda's GNMT: its own protocol
+    assert [as_run_accum(_dle_gnmt(n, 1.0), n, 128) for n in (1, 4, 8)] == [8, 2, 1]
+    assert as_run_accum(_row("GNMT v2", 2, 1.0, batch=256), 2, 256) is None  # Lambda's GNMT: its own protocol
     kw = _scenario_kwargs(_dle_gnmt(4, 1.0), RowResult(0, "", "", "", "", 0, 0.0, ""), db)
     assert kw["accum"] == 2 and kw["sync_every_micro_batch"] is True
     assert AS_RUN_GLOBAL_BATCH[("DLE_GNMT_PT", "GNMT v2")][0][16] == 2048
     # the 1-GPU baseline at 8 accumulation steps, read at 2: the update now falls on every second iteration
     thr1 = 76438.0 / 45.0  # samples/s (GNMT_TOKENS_PER_PAIR tokens per pair)
-    at2 = _baseline_at_accum(kw, thr1, 8, db, None)
+    at2 = baseline_at_accum(kw, thr1, 8, db, None)
     assert at2 < thr1
-    assert _baseline_at_accum(kw, thr1, 2, db, None) == pytest.approx(thr1, rel=1e-9)  # same accumulation: as is
+    assert baseline_at_accum(kw, thr1, 2, db, None) == pytest.approx(thr1, rel=1e-9)  # same accumulation: as is
     one = simulate(Scenario.create(**{**kw, "gpus": 1, "nodes": 1, "accum": 8}), db=db, recommend=False)
     two = simulate(Scenario.create(**{**kw, "gpus": 1, "nodes": 1, "accum": 2}), db=db, recommend=False)
     other = [sum(r.breakdown_s[k] for k in ("optimizer_s", "overhead_s", "data_wait_s")) for r in (one, two)]
@@ -190,10 +190,10 @@ def test_dle_resnet50_amp_and_tf32_rows_step_the_optimizer_every_8_iterations_on
     """[issue 18] DLE's ResNet-50 (configs.yml resnet_params_2k: optimizer_batch_size 2048 at batch 256 on DGX1V AMP and
     DGXA100 AMP/TF32; main.py batch_size_multiplier = optimizer_batch_size / (world_size x batch)): 8 accumulation
     steps at 1 GPU, 1 at 8; the V100 FP32 rows, whose config versions disagree, keep none."""
-    from gpusim.validation import _as_run_accum
+    from gpusim.validation import as_run_accum
 
     row = {"source_id": "DLE_RN50_PT", "model": "ResNet-50 v1.5", "precision": "amp_fp16"}
-    assert [_as_run_accum(row, n, 256) for n in (1, 8)] == [8, 1]
-    assert _as_run_accum({**row, "precision": "tf32"}, 1, 256) == 8
-    assert _as_run_accum({**row, "precision": "fp32"}, 1, 256) is None
-    assert _as_run_accum({**row, "model": "ResNet-50 v1.5 ImageNet 90 epochs"}, 1, 256) is None
+    assert [as_run_accum(row, n, 256) for n in (1, 8)] == [8, 1]
+    assert as_run_accum({**row, "precision": "tf32"}, 1, 256) == 8
+    assert as_run_accum({**row, "precision": "fp32"}, 1, 256) is None
+    assert as_run_accum({**row, "model": "ResNet-50 v1.5 ImageNet 90 epochs"}, 1, 256) is None
