@@ -365,7 +365,8 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
             return exp_d, hid_d, tot_d
         total, last = C.bucketed_time_s(c["G"], c["bucket"], lambda x: coll(C.ALL_REDUCE, x))
         exp, hid = _overlap(total, last, bwd_s, ov)
-        exp, hid, total = exp * c["syncs"], hid * c["syncs"], total * c["syncs"]  # [issue 18]
+        syncs = c.get("syncs", 1.0)  # [issue 18] all-reduces per step (a hand-built context: one)
+        exp, hid, total = exp * syncs, hid * syncs, total * syncs
         return (np.where(c["llm"], exp_d, exp), np.where(c["llm"], hid_d, hid), np.where(c["llm"], tot_d, total))
     if code in (DDP, ZERO1):
         # bucketed all-reduce once per optimizer step, under the last micro-batch's backward (an MoE layout's expert
@@ -378,7 +379,8 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
             # the PyTorch default): 4 x G bytes of memory traffic on the compute stream, once per step
             exp = exp + 4.0 * c["G"] / c["mem_rate"]
         # [issue 18] a loop that never enters no_sync() reduces in every micro-batch's backward, the same way each time
-        return exp * c["syncs"], hid * c["syncs"], total * c["syncs"]
+        syncs = c.get("syncs", 1.0)  # (a hand-built context: one)
+        return exp * syncs, hid * syncs, total * syncs
     if code == ZERO2:
         # reduce-scatter per micro-batch under backward + all-gather of parameters once, under forward
         rs_total, rs_last, ag_total = groups(lambda G, W, r, nn, bw: (
