@@ -3,6 +3,8 @@
 #   make test   install everything the tests need and run the whole suite
 #   make bench  print the speed figures of benchmarks/ (benchmarks/calibration_heldout.py runs apart: minutes)
 #   make readme rerun every `$ gpusim ...` example of README.md and docs/*.md and rewrite its shown output
+#   make track-record  recompute the model's track record on validation/ (gpusim/data/track_record.json) after a
+#               model or table change (a test fails while the file is out of date)
 #   make screenshots  regenerate docs/screenshot-*.png from the running app (needs Chromium, as make test)
 #   make fuzz   hostile command lines over every subcommand; prints invocations / internal errors / hangs
 PYTHON ?= python3
@@ -17,7 +19,7 @@ PORT ?= 8501
 # when run as root on a Debian/Ubuntu system; otherwise it says how, and the browser tests are skipped.
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: app test bench readme screenshots fuzz chromium clean-venv
+.PHONY: app test bench readme track-record screenshots fuzz chromium clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +69,9 @@ bench: $(VENV)/.test-stamp
 readme: $(VENV)/.app-stamp
 	$(PY) tools/readme_examples.py --update
 	$(PY) tools/readme_examples.py
+
+track-record: $(VENV)/.app-stamp
+	$(PY) -m gpusim.track_record --write
 
 clean-venv:
 	rm -rf $(VENV)

@@ -50,12 +50,15 @@ def _frame(rows: list[dict]):
 class PredictResult:
     """``gpusim predict``: the :class:`~gpusim.simulation.StepResult` (its fields are readable here directly:
     ``r.step_s``, ``r.tokens_per_s_per_gpu``), with the calibration's interval and the measured-vs-predicted
-    explanation when asked for."""
+    explanation when asked for, and the track record of such predictions on published runs (``track_record``:
+    :class:`gpusim.track_record.Band` as a dict, with the band's ``key``; None where gpusim's validation tables
+    hold no run of this kind)."""
 
     step: Any
     interval: dict | None = None
     measured_vs_predicted: dict | None = None
     calibration_file: str | None = None
+    track_record: dict | None = None  # how far such predictions were from published runs (gpusim.track_record)
 
     def __getattr__(self, name: str):
         if name == "step":  # (not set yet: unpickling)
@@ -70,6 +73,8 @@ class PredictResult:
             d["measured_vs_predicted"] = self.measured_vs_predicted
         if self.calibration_file:  # with `scenario`, enough to replay this prediction (`gpusim compare FILE ...`)
             d["calibration_file"] = self.calibration_file
+        if self.track_record:
+            d["track_record"] = self.track_record
         return jsonable(d)
 
 
@@ -182,9 +187,12 @@ class CompareResult:
 class CommResult:
     """``gpusim comm``: one row per message size (``bytes``, ``time_s``, ``algbw_bytes_per_s``,
     ``busbw_bytes_per_s``, ``algorithm``, ``protocol``, ``n_ranks``, ``n_nodes``, paths; with ``--measured``
-    the measured bus bandwidth and the error)."""
+    the measured bus bandwidth and the error), and the track record of the collectives model on published sweeps
+    (``track_record``, :class:`gpusim.track_record.Band` as a dict; printed under the table, not part of
+    ``to_dict()``, which keeps the command's JSON shape)."""
 
     rows: list[dict]
+    track_record: dict | None = None
 
     def to_dict(self) -> dict | list[dict]:
         """As ``gpusim comm --json``: one object for one size, a list for several."""

@@ -4,7 +4,7 @@ import math
 
 import streamlit as st
 
-from gpusim import units, viz
+from gpusim import track_record, units, viz
 from gpusim.app_pages import shell
 from gpusim.app_pages.analysis import flat_dict
 from gpusim.errors import GpusimError
@@ -68,6 +68,11 @@ with right:
                    f"{units.format_duration(slo)} to {units.format_duration(shi)}.")
     elif iv is not None:
         st.caption(f"Calibration: {iv.get('note') or 'no interval for this hardware'}.")
+    record = track_record.band_for(res)  # how far such predictions were from published runs
+    st.caption("**Track record**: " + (record.line() + "." if record else
+                                        "none: gpusim's validation tables hold no published run of this kind."),
+               help="gpusim validate's figures for this kind of prediction (gpusim/track_record.py): the model's "
+                    "defaults, before any calibration; a report, not a correction of the numbers above")
     # n/a (nan) when the one-GPU reference does not fit in one GPU: there is nothing to compare with
     no_ref = not math.isfinite(res.speedup)
     c1.metric("Speedup vs 1 GPU", "n/a" if no_ref else f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x" + (

@@ -125,7 +125,11 @@ def comm_result(args):
             r["measured_busbw_bytes_per_s"] = m.busbw_bytes_per_s if m else None
             r["error_frac"] = (r["busbw_bytes_per_s"] / m.busbw_bytes_per_s - 1.0
                                if m and m.busbw_bytes_per_s > 0 else None)
-    return CommResult(rows), run
+    from gpusim import track_record
+
+    # the sweeps behind the band are all-reduce and all-to-all ones: no band for the other collectives
+    band = track_record.load().get("collectives") if args.collective in ("all_reduce", "all_to_all") else None
+    return CommResult(rows, track_record=band.to_dict() if band else None), run
 
 
 def cmd_comm(args) -> int:
@@ -158,4 +162,7 @@ def cmd_comm(args) -> int:
             mid = errs[len(errs) // 2] if len(errs) % 2 else 0.5 * (errs[len(errs) // 2 - 1] + errs[len(errs) // 2])
             print(f"measured {run.source}: {len(errs)} sizes, median |error| {100 * mid:.1f}%, "
                   f"largest {100 * errs[-1]:.1f}%")
+    from gpusim.commands.predict import print_track_record
+
+    print_track_record(out.track_record)
     return 0

@@ -54,8 +54,12 @@ def predict_result(args):
         from gpusim.measurement import explain_measurement
 
         gap = explain_measurement(scn, res, args.measured_throughput, db=db, params=params)
+    from gpusim import track_record
+
+    band = track_record.band_for(res)
     return PredictResult(res, interval=interval or None, measured_vs_predicted=gap or None,
-                         calibration_file=str(args.calibration) if args.calibration else None), cal
+                         calibration_file=str(args.calibration) if args.calibration else None,
+                         track_record=band.to_dict() if band else None), cal
 
 
 def cmd_predict(args) -> int:
@@ -66,6 +70,7 @@ def cmd_predict(args) -> int:
         print_json(out.to_dict())
         return 0
     print_report(out.step, out.interval)
+    print_track_record(out.track_record, calibrated=cal is not None)
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
     if out.measured_vs_predicted:
@@ -73,6 +78,24 @@ def cmd_predict(args) -> int:
         for line in out.measured_vs_predicted["explanation"]:
             print(f"  {line}")
     return 0
+
+
+def print_track_record(band: dict | None, *, calibrated: bool = False) -> None:
+    """The "track record" line under a prediction: how far gpusim's predictions of this kind were from published
+    measurements (gpusim.track_record), or that its validation tables hold none of this kind."""
+    from gpusim.track_record import Band, load
+
+    if band:
+        line = Band(**band).line()
+        anchored = load().get("data-parallel-anchored") if band["key"] == "data-parallel" else None
+        if anchored:  # the one figure that shrinks the error most: say so
+            line += (f"; with your one-GPU throughput given (--baseline-throughput) such predictions were within a "
+                     f"median {anchored.median_abs_frac:.1%}, p90 {anchored.p90_abs_frac:.1%}")
+        if calibrated:
+            line += " (the figures are the default model's, before this calibration)"
+    else:
+        line = "none: gpusim's validation tables hold no published run of this kind"
+    print(f"track record: {line}")
 
 
 def print_report(res, interval=None) -> None:

@@ -27,6 +27,9 @@ def test_step_page_default():
     assert [t["name"] for t in bars][:2] == ["compute", "exposed communication"]
     assert any("Bottleneck" in s.value for s in [*at.success, *at.warning])
     assert len(at.get("download_button")) == 2
+    # how far such predictions were from published runs (gpusim.track_record), under the numbers
+    record = [c.value for c in at.caption if c.value.startswith("**Track record**")]
+    assert len(record) == 1 and "measurements, median" in record[0] and "p90" in record[0]
 
 
 def test_step_more_gpus_more_throughput_less_efficiency():

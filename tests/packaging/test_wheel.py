@@ -66,3 +66,9 @@ def test_wheel_installs_and_lists_the_database(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     ids = [m["id"] for m in json.loads(r.stdout)]
     assert {"resnet50", "llama3.1-8b", "deepseek-v3", "mixtral-8x7b"} <= set(ids) and len(ids) >= 60
+    # the track record ships too (gpusim/data/track_record.json): a prediction from the wheel reports its band
+    code = ("import sys; from gpusim.cli import main; sys.exit(main(['predict', '--model', 'resnet50', '--gpu', "
+            "'h100-sxm', '--gpus', '8', '--per-gpu-batch', '64', '--json']))")
+    r = subprocess.run([str(vpy), "-c", code], cwd=outside, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["track_record"]["key"] == "data-parallel"

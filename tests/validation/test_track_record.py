@@ -1,0 +1,150 @@
+"""The model's track record (gpusim.track_record): the packaged bands are what the validation tables give today, each
+prediction is matched to the band of its kind, and predict / comm / the API report it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpusim import track_record as T
+from gpusim.scenario import Scenario
+from gpusim.simulation import simulate
+
+
+@pytest.fixture(scope="module")
+def computed():
+    return T.compute()
+
+
+def test_packaged_bands_are_the_validation_tables_today(computed):
+    """The file the package ships equals a fresh computation: a change of the model or of validation/ that moves any
+    band must come with `make track-record` (a stale record would misreport the model's error)."""
+    packaged = T.load()
+    assert set(packaged) == set(computed), "run `make track-record`: the bands changed"
+    for key, band in computed.items():
+        assert packaged[key] == band, (f"run `make track-record`: band {key!r} is {band} today, the packaged file "
+                                       f"says {packaged[key]}")
+
+
+def test_bands_agree_with_validates_own_figures(computed):
+    """The bands are gpusim validate's figures, not a second computation that could drift from them."""
+    from gpusim import validation as V
+    from gpusim import validation_runs as VR
+
+    o = V.summarize(V.run(V.default_csv()))["overall"]
+    assert computed["data-parallel"].median_abs_frac == pytest.approx(o["datasheet"]["median_ape"], abs=1e-4)
+    assert computed["data-parallel"].rows == o["datasheet"]["n"]
+    assert computed["data-parallel-anchored"].p90_abs_frac == pytest.approx(o["anchored"]["p90_ape"], abs=1e-4)
+    runs = VR.summarize(VR.run())
+    moe = computed["llm-moe"]
+    assert moe.held_out_rows == runs["holdout"]["moe"]["predicted"]
+    assert moe.held_out_p90_abs_frac == pytest.approx(runs["holdout"]["moe"]["p90_ape"], abs=1e-4)
+    assert moe.rows == runs["open"]["moe"]["predicted"] + runs["holdout"]["moe"]["predicted"]
+
+
+def test_band_statistics_hand_worked():
+    """Four rows: |errors| 0.1, 0.2, 0.3, 0.4 (median 0.25, p90 0.37 by linear interpolation), measured / predicted
+    speed 0.8, 0.9, 1.1, 0.7 (median 0.85: measured 15% slower; slower in 3 of 4), the last two held out (median
+    0.35, p90 0.39)."""
+    b = T._band("llm-moe", [(0.1, 0.8, False), (0.2, 0.9, False), (0.3, 1.1, True), (0.4, 0.7, True)], "test")
+    assert (b.rows, b.median_abs_frac, b.p90_abs_frac) == (4, 0.25, 0.37)
+    assert b.real_vs_predicted_speed_frac == pytest.approx(-0.15)
+    assert b.slower_frac == 0.75
+    assert (b.held_out_rows, b.held_out_median_abs_frac, b.held_out_p90_abs_frac) == (2, 0.35, 0.39)
+    line = b.line()
+    assert "4 measurements" in line and "median step time error 25.0%" in line and "p90 37.0%" in line
+    assert "the 2 held out of tuning: median 35.0%, p90 39.0%" in line
+    assert "a median 15.0% slower than predicted, slower in 75% of them" in line
+    faster = T._band("collectives", [(0.2, 1.2, False)], "test")
+    assert "20.0% faster than predicted, slower in 0% of them" in faster.line() and "held out" not in faster.line()
+    assert T._band("fsdp", [], "test") is None
+
+
+def _res(**kw):
+    base = dict(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=64)
+    base.update(kw)
+    return simulate(Scenario.create(**base), recommend=False)
+
+
+@pytest.mark.parametrize("kw, key", [
+    ({}, "data-parallel"),
+    ({"baseline_throughput": 3000.0}, "data-parallel-anchored"),
+    ({"gpus": 1}, "single-gpu"),
+    ({"model": "llama3.1-8b", "tp": 2, "micro_batch": 1, "global_batch": 64, "seq_len": 4096, "precision": "bf16",
+      "per_gpu_batch": None}, "llm-dense-bf16"),
+    ({"model": "llama3.1-8b", "tp": 2, "micro_batch": 1, "global_batch": 64, "seq_len": 4096, "precision": "fp8",
+      "per_gpu_batch": None}, "llm-dense-fp8"),
+    ({"model": "llama3.1-8b", "gpu": "b200", "tp": 2, "micro_batch": 1, "global_batch": 64, "seq_len": 4096,
+      "precision": "fp8", "per_gpu_batch": None}, "llm-dense-fp8-blackwell"),
+    ({"model": "qwen3-30b-a3b", "ep": 8, "micro_batch": 1, "global_batch": 64, "seq_len": 4096,
+      "precision": "bf16", "per_gpu_batch": None}, "llm-moe"),
+    # recomputation puts FSDP on the per-GEMM path (an LLM result) without splitting the model: still FSDP's band
+    ({"model": "llama3.1-8b", "kind": "fsdp-full", "recompute": "full", "micro_batch": 1, "global_batch": 64,
+      "seq_len": 2048, "precision": "bf16", "per_gpu_batch": None}, "fsdp"),
+])
+def test_each_prediction_gets_the_band_of_its_kind(kw, key):
+    kw = {k: v for k, v in kw.items() if v is not None}
+    if "micro_batch" in kw:
+        kw.pop("per_gpu_batch", None)
+        base = dict(model="resnet50", gpu="h100-sxm", gpus=8)
+        base.update(kw)
+        res = simulate(Scenario.create(**base), recommend=False)
+    else:
+        res = _res(**kw)
+    assert T.band_key(res) == key
+
+
+def test_a_kind_without_published_runs_has_no_band_and_says_so(tmp_path, capsys):
+    """gpusim's tables hold no dense BF16 run on Blackwell: no band, and predict says there is none rather than
+    borrowing another kind's."""
+    from gpusim.commands.predict import print_track_record
+
+    res = simulate(Scenario.create(model="llama3.1-8b", gpu="b200", gpus=8, tp=2, micro_batch=1, global_batch=64,
+                                   seq_len=4096, precision="bf16"), recommend=False)
+    assert T.band_key(res) == "llm-dense-bf16-blackwell"
+    assert T.band_for(res) is None
+    print_track_record(None)
+    assert "none: gpusim's validation tables hold no published run of this kind" in capsys.readouterr().out
+
+
+def test_write_is_atomic_and_reads_back(tmp_path, computed):
+    path = T.write(tmp_path / "record.json", computed)
+    assert T.load(path) == computed
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"]  # no temporary file left behind
+    assert list(json.loads(path.read_text())["bands"]) == [k for k in T.BAND_KEYS if k in computed]
+
+
+def test_a_missing_or_broken_file_gives_no_bands(tmp_path):
+    assert T.load(tmp_path / "absent.json") == {}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"bands": {"llm-moe": {"key": "llm-moe"}}}')
+    assert T.load(bad) == {}
+
+
+def test_predict_and_the_api_report_the_band(capsys):
+    import gpusim
+    from gpusim.cli import main
+
+    assert main(["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "64",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["track_record"]["key"] == "data-parallel"
+    assert d["track_record"] == T.load()["data-parallel"].to_dict()
+    assert main(["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "64"]) == 0
+    out = capsys.readouterr().out
+    anchored = T.load()["data-parallel-anchored"]
+    assert "track record: published multi-GPU data-parallel runs, from the datasheet" in out
+    assert f"(--baseline-throughput) such predictions were within a median {anchored.median_abs_frac:.1%}" in out
+    r = gpusim.predict(model="qwen3-30b-a3b", gpu="b200", gpus=8, ep=8, micro_batch=1, global_batch=64)
+    assert r.track_record["key"] == "llm-moe" and r.to_dict()["track_record"]["key"] == "llm-moe"
+
+
+def test_comm_prints_the_collectives_band(capsys):
+    from gpusim.cli import main
+
+    assert main(["comm", "--gpu", "h100-sxm", "--gpus", "16", "--nodes", "2", "--bytes", "64MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "track record: published all-reduce and all-to-all sweeps across systems" in out
+    assert main(["comm", "--gpu", "h100-sxm", "--gpus", "8", "--bytes", "64MiB", "--json"]) == 0
+    assert "track_record" not in json.loads(capsys.readouterr().out)  # the JSON keeps its shape (one row)
