@@ -208,33 +208,40 @@ def load(path: str | Path | None = None) -> dict[str, Band]:
     return bands
 
 
-def band_key(result) -> str:
-    """Which band a :class:`~gpusim.simulation.StepResult` belongs to (:data:`BAND_KEYS`).
+def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind: str = "ddp", split: bool = False,
+            anchored: bool = False) -> str:
+    """Which band a prediction belongs to (:data:`BAND_KEYS`), from what it is.
 
-    An LLM layout (the result has per-stage memory: tensor, pipeline, context or expert parallelism, recomputation,
-    and the other Megatron-style settings of ``Strategy.is_llm``) is an MoE run where experts are split (``ep > 1``)
-    or a layer has experts, else dense BF16 or FP8 (FP8 and MXFP8 GEMMs), on Blackwell (B200, B300, GB200, GB300)
-    or not, as :func:`gpusim.validation_runs.regime` splits the published runs. Sharded data parallelism (FSDP,
-    ZeRO-3) without tensor, pipeline, context or expert parallelism is ``fsdp`` (llm-foundry's tables run it with
-    and without activation checkpointing); otherwise one GPU ``single-gpu``; data parallelism ``data-parallel``, ``-anchored`` when the scenario gives its
-    one-GPU throughput."""
+    Sharded data parallelism (FSDP, ZeRO-3) without tensor, pipeline, context or expert parallelism (``split``) is
+    ``fsdp`` (llm-foundry's tables run it with and without activation checkpointing, which puts it on the per-GEMM
+    path too). An LLM layout (``llm``: ``Strategy.is_llm``, a result with per-stage memory) is an MoE run where a
+    layer has experts (``moe``), else dense BF16 or FP8 (FP8 and MXFP8 GEMMs), on Blackwell (B200, B300, GB200,
+    GB300) or not, as :func:`gpusim.validation_runs.regime` splits the published runs. Otherwise one GPU is
+    ``single-gpu`` and data parallelism ``data-parallel``, ``-anchored`` when the one-GPU throughput is given."""
     from gpusim.validation_runs import BLACKWELL
 
+    if kind in _SHARDED and not split:
+        return "fsdp"
+    if llm:
+        if moe:
+            return "llm-moe"
+        return f"llm-dense-{'fp8' if precision in _FP8 else 'bf16'}" + ("-blackwell" if gpu in BLACKWELL else "")
+    if n_gpus <= 1:
+        return "single-gpu"
+    return "data-parallel-anchored" if anchored else "data-parallel"
+
+
+def band_key(result) -> str:
+    """:func:`key_for` of a :class:`~gpusim.simulation.StepResult`: an MoE layer shows in ``ep > 1`` or in the
+    layer's MoE share (``layer_s["moe_layer_frac"]``)."""
     sc = result.scenario
     st = sc["strategy"]
     par = result.parallelism or {}
-    split = any(par.get(k, 1) > 1 for k in ("tp", "pp", "cp", "ep"))
-    if st.get("kind") in _SHARDED and not split:  # (recomputation puts FSDP on the per-GEMM path too)
-        return "fsdp"
-    if result.memory_per_stage_bytes:
-        moe = par.get("ep", 1) > 1 or (result.layer_s or {}).get("moe_layer_frac", 0.0) > 0.0
-        if moe:
-            return "llm-moe"
-        fp8 = st.get("precision") in _FP8
-        return f"llm-dense-{'fp8' if fp8 else 'bf16'}" + ("-blackwell" if sc.get("gpu_resolved") in BLACKWELL else "")
-    if result.n_gpus <= 1:
-        return "single-gpu"
-    return "data-parallel-anchored" if sc.get("baseline_throughput") else "data-parallel"
+    return key_for(llm=bool(result.memory_per_stage_bytes), precision=st.get("precision", ""),
+                   moe=par.get("ep", 1) > 1 or (result.layer_s or {}).get("moe_layer_frac", 0.0) > 0.0,
+                   gpu=sc.get("gpu_resolved", ""), n_gpus=result.n_gpus, kind=st.get("kind", "ddp"),
+                   split=any(par.get(k, 1) > 1 for k in ("tp", "pp", "cp", "ep")),
+                   anchored=bool(sc.get("baseline_throughput")))
 
 
 def band_for(result) -> Band | None:

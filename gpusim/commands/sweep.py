@@ -60,12 +60,23 @@ def sweep_result(args):
     t0 = time.perf_counter()
     res = search_layouts(scn, db=db, params=params, pins=pins, global_batch=args.global_batch)
     elapsed = time.perf_counter() - t0
-    domain = nvlink_domain_gpus(resolve_hardware(scn, db))
+    hw = resolve_hardware(scn, db)
+    domain = nvlink_domain_gpus(hw)
     rows = search_table(res)
-    out = SweepResult(best=rows[0] if res["best"] is not None else None, explanation=explain_best(res, domain),
+    best = rows[0] if res["best"] is not None else None
+    band = None
+    if best is not None:  # the best layout's kind: an LLM layout, MoE where the model has experts
+        from gpusim import track_record
+
+        spec = transformer_of(resolve_workload(scn))
+        band = track_record.load().get(track_record.key_for(
+            llm=True, moe=bool(getattr(spec, "n_experts", 0)) or int(best["ep"]) > 1, precision=scn.strategy.precision,
+            gpu=hw.gpu.id, n_gpus=scn.gpus, kind=scn.strategy.kind))
+    out = SweepResult(best=best, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
                       global_batch=int(args.global_batch),
-                      versus_defaults=versus_defaults(res) if res["best"] is not None else "")  # [issue 17]
+                      versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
+                      track_record=band.to_dict() if band else None)
     return out, scn
 
 
@@ -109,4 +120,8 @@ def cmd_sweep(args) -> int:
     print(f"best: {out.explanation}")
     if out.versus_defaults:  # [issue 17]
         print(out.versus_defaults)
+    if out.best is not None:
+        from gpusim.commands.predict import print_track_record
+
+        print_track_record(out.track_record)
     return 0

@@ -33,6 +33,8 @@ def test_parallelism_page_shows_grid_breakdown_and_schedule():
     # [issue 17] where one layer's time goes, as gpusim predict says it
     layer = next(md.value for md in at.markdown if "one transformer layer, one micro-batch" in md.value)
     assert "GPU" in layer and "CPU launches" in layer and "sets the pace" in layer
+    # how far such layouts' predictions were from published runs (gpusim.track_record)
+    assert any(c.value.startswith("**Track record**: published dense") for c in at.caption)
 
 
 def test_parallelism_page_full_recompute_lowers_memory():

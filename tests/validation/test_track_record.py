@@ -148,3 +148,30 @@ def test_comm_prints_the_collectives_band(capsys):
     assert "track record: published all-reduce and all-to-all sweeps across systems" in out
     assert main(["comm", "--gpu", "h100-sxm", "--gpus", "8", "--bytes", "64MiB", "--json"]) == 0
     assert "track_record" not in json.loads(capsys.readouterr().out)  # the JSON keeps its shape (one row)
+
+
+def test_sweep_reports_the_band_of_its_best_layout(capsys):
+    """The layout search's best is an LLM layout: MoE where the model has experts, else dense of its precision."""
+    import gpusim
+
+    moe = gpusim.sweep(model="qwen3-30b-a3b", gpu="gb200", gpus=8, global_batch=512)
+    assert moe.track_record["key"] == "llm-moe" and moe.to_dict()["track_record"] == moe.track_record
+    dense = gpusim.sweep(model="llama3.1-8b", gpu="h100-sxm", gpus=8, global_batch=128, precision="fp8")
+    assert dense.track_record["key"] == "llm-dense-fp8"
+    from gpusim.cli import main
+
+    assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
+    assert "track record: published dense BF16 training runs" in capsys.readouterr().out
+
+
+def test_key_for_hand_cases():
+    k = T.key_for
+    assert k(llm=False, moe=False, precision="bf16", gpu="h100-sxm", n_gpus=8, kind="fsdp-full") == "fsdp"
+    # FSDP with tensor parallelism is an LLM layout, not llm-foundry's FSDP
+    assert k(llm=True, moe=False, precision="bf16", gpu="h100-sxm", n_gpus=8, kind="fsdp-full",
+             split=True) == "llm-dense-bf16"
+    assert k(llm=True, moe=True, precision="mxfp8", gpu="gb200", n_gpus=8) == "llm-moe"
+    assert k(llm=True, moe=False, precision="mxfp8", gpu="gb300", n_gpus=64) == "llm-dense-fp8-blackwell"
+    assert k(llm=False, moe=False, precision="amp_fp16", gpu="a100-sxm4-80gb", n_gpus=1) == "single-gpu"
+    assert k(llm=False, moe=False, precision="fp32", gpu="v100-sxm2-16gb", n_gpus=4, anchored=True) == \
+        "data-parallel-anchored"
