@@ -134,6 +134,7 @@ class PlanAnswer:
     plan: Any
     every: bool = False
     interval: dict | None = None
+    track_record: dict | None = None  # the recommended configuration's kind on published runs (track_record)
 
     def __getattr__(self, name: str):
         if name == "plan":
@@ -144,6 +145,8 @@ class PlanAnswer:
         d = self.plan.to_dict(every=self.every)
         if self.interval:
             d["recommendation"] = {**d["recommendation"], "time_to_train_interval_s": self.interval}
+        if self.track_record:
+            d["track_record"] = self.track_record
         return jsonable(d)
 
     def to_frame(self):

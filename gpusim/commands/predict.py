@@ -70,7 +70,7 @@ def cmd_predict(args) -> int:
         print_json(out.to_dict())
         return 0
     print_report(out.step, out.interval)
-    print_track_record(out.track_record, calibrated=cal is not None)
+    print_track_record(out.track_record, calibrated=cal is not None, anchor_hint=True)
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
     if out.measured_vs_predicted:
@@ -80,14 +80,16 @@ def cmd_predict(args) -> int:
     return 0
 
 
-def print_track_record(band: dict | None, *, calibrated: bool = False) -> None:
+def print_track_record(band: dict | None, *, calibrated: bool = False, anchor_hint: bool = False) -> None:
     """The "track record" line under a prediction: how far gpusim's predictions of this kind were from published
-    measurements (gpusim.track_record), or that its validation tables hold none of this kind."""
+    measurements (gpusim.track_record), or that its validation tables hold none of this kind. ``anchor_hint``: a
+    data-parallel prediction from the datasheet also says how close such predictions came with the one-GPU
+    throughput given (where the command takes ``--baseline-throughput``)."""
     from gpusim.track_record import Band, load
 
     if band:
         line = Band(**band).line()
-        anchored = load().get("data-parallel-anchored") if band["key"] == "data-parallel" else None
+        anchored = load().get("data-parallel-anchored") if anchor_hint and band["key"] == "data-parallel" else None
         if anchored:  # the one figure that shrinks the error most: say so
             line += (f"; with your one-GPU throughput given (--baseline-throughput) such predictions were within a "
                      f"median {anchored.median_abs_frac:.1%}, p90 {anchored.p90_abs_frac:.1%}")

@@ -175,3 +175,15 @@ def test_key_for_hand_cases():
     assert k(llm=False, moe=False, precision="amp_fp16", gpu="a100-sxm4-80gb", n_gpus=1) == "single-gpu"
     assert k(llm=False, moe=False, precision="fp32", gpu="v100-sxm2-16gb", n_gpus=4, anchored=True) == \
         "data-parallel-anchored"
+
+
+def test_plan_reports_the_band_of_its_recommendation(capsys):
+    import gpusim
+    from gpusim.cli import main
+
+    dp = gpusim.plan(model="resnet50", epochs=90, samples=1.28e6, deadline="2d")
+    assert dp.track_record["key"] == "data-parallel" and dp.to_dict()["track_record"] == dp.track_record
+    assert main(["plan", "--model", "resnet50", "--epochs", "90", "--samples", "1.28e6", "--deadline", "2d"]) == 0
+    out = capsys.readouterr().out
+    # plan takes no one-GPU throughput: no hint to give one
+    assert "track record: published multi-GPU data-parallel runs" in out and "--baseline-throughput" not in out
