@@ -244,6 +244,18 @@ def band_key(result) -> str:
                    anchored=bool(sc.get("baseline_throughput")))
 
 
+def band_for_configuration(config: dict, workload=None) -> Band | None:
+    """The packaged band of a plan's configuration (a row of ``gpusim plan``: ``strategy``, ``precision``, ``gpu``,
+    ``n_gpus``, ``layout`` and the degrees where it chose an LLM layout); ``workload`` (a Workload) tells an MoE
+    model."""
+    spec = getattr(workload, "transformer", None)
+    deg = {k: int(config.get(k) or 1) for k in ("tp", "pp", "cp", "ep")}
+    return load().get(key_for(llm=bool(config.get("layout")), moe=bool(getattr(spec, "n_experts", 0)) or deg["ep"] > 1,
+                              precision=str(config.get("precision", "")), gpu=str(config.get("gpu", "")),
+                              n_gpus=int(config.get("n_gpus") or 1), kind=str(config.get("strategy", "ddp")),
+                              split=any(v > 1 for v in deg.values())))
+
+
 def band_for(result) -> Band | None:
     """The packaged band of a StepResult's kind (None where the file has none)."""
     return load().get(band_key(result))

@@ -7,7 +7,7 @@ import json
 
 import streamlit as st
 
-from gpusim import units, viz
+from gpusim import track_record, units, viz
 from gpusim.app_pages import shell
 
 st.markdown("#### Plan: what to rent or buy to train in time and on budget")
@@ -157,6 +157,9 @@ if best:
                    "1 / throughput (checkpoints, evaluation and restarts keep their modelled time).")
     elif band:
         st.caption(f"Calibration: {band['note']}.")
+    _record = track_record.band_for_configuration(best, wl)  # how far such predictions were from published runs
+    st.caption("**Track record** of the recommended configuration's kind: " + (
+        _record.line() + "." if _record else "none: gpusim's validation tables hold no published run of this kind."))
 
 
 def _label(r: dict) -> str:

@@ -267,24 +267,17 @@ def plan_result(args):
 
 
 def _track_record(res, model):
-    """How far predictions of the recommended configuration's kind were from published runs (gpusim.track_record):
-    an LLM layout where the plan chose one (MoE where the model has experts), else data parallelism."""
+    """How far predictions of the recommended configuration's kind were from published runs (gpusim.track_record)."""
     from gpusim import track_record
-    from gpusim.rules import transformer_of
     from gpusim.workload import get_workload
 
     if not res.ok:
         return None
-    c = res.recommendation["configuration"]
     try:
-        spec = transformer_of(get_workload(model) if isinstance(model, str) else model)
+        wl = get_workload(model) if isinstance(model, str) else model
     except Exception:  # noqa: BLE001 - the plan already resolved the model; without it, no MoE test
-        spec = None
-    deg = {k: int(c.get(k) or 1) for k in ("tp", "pp", "cp", "ep")}
-    return track_record.load().get(track_record.key_for(
-        llm=bool(c.get("layout")), moe=bool(getattr(spec, "n_experts", 0)) or deg["ep"] > 1,
-        precision=str(c.get("precision", "")), gpu=str(c.get("gpu", "")), n_gpus=int(c.get("n_gpus") or 1),
-        kind=str(c.get("strategy", "ddp")), split=any(v > 1 for v in deg.values())))
+        wl = None
+    return track_record.band_for_configuration(res.recommendation["configuration"], wl)
 
 
 def cmd_plan(args) -> int:

@@ -321,6 +321,9 @@ def test_plan_page_recommends_and_draws():
     assert seconds <= 14 * 86400 and usd <= 100_000
     assert any("Bill of materials" in md.value for md in at.markdown)
     assert len(at.dataframe) >= 2
+    # how far predictions of the recommendation's kind were from published runs (gpusim.track_record)
+    assert any(c.value.startswith("**Track record** of the recommended configuration's kind: published")
+               for c in at.caption)
 
 
 @needs_plan
