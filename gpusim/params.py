@@ -50,6 +50,20 @@ HOST_STAGED_SHM_ALL_REDUCE: tuple[ShmSweep, ...] = (
                                  "22.9255': the same file"),
     ShmSweep(37.64, "pcie5-x16", "4x RTX PRO 6000 Blackwell on one socket of an EPYC 9575F, PCIe 5.0, stock NCCL 2.29.7 "
                                  "'SHM/direct/direct', 128 MiB: NVIDIA/nccl pull request 2080"),
+    # [issue 18, stop 38] five more, found by a search for every published SHM sweep (not for ones near a value)
+    ShmSweep(1.35, "pcie4-x16", "4x A40 (GPUs 0,1 and 6,7 across a SYS boundary) with NCCL_P2P_DISABLE=1, -g 4, NCCL "
+                                "2.16.2, 8 GiB (1.44 at 1 GiB): eugenesiow/LLM-Insights infrastructure/hardware/"
+                                "README.md @5aa5513a, the file of the 2x A40 sweep above"),
+    ShmSweep(28.0, "pcie5-x16", "8x GeForce RTX 5090 (no peer-to-peer) on 2x Xeon Platinum 8480+, ACS and SNC off, "
+                                "driver 570.124.04, 1-8 GiB: '8 GPU max performance: bwbus 28GB/s', NVIDIA/nccl issue "
+                                "1639 (the maintainer: 'On PCI systems, the performance you get is usually determined "
+                                "by the bandwidth your CPU and memory can deliver')"),
+    ShmSweep(35.0, "pcie5-x16", "4 of the same 8 RTX 5090: '4GPU max performance: bwbus 35GB/s', NVIDIA/nccl issue 1639"),
+    ShmSweep(14.45, "pcie4-x16", "8x GeForce RTX 4090, stock driver (no peer-to-peer), 2x EPYC 7542, every pair SYS, "
+                                 "128 MiB out of place (15.04 at 32 MiB): https://blog.chlc.cc/p/rtx4090-gpudirect-p2p-"
+                                 "unlocked (2025-02-07; the row read by a helper, the system by me)"),
+    ShmSweep(18.0, "pcie4-x16", "4x GeForce RTX 4090, no PCIe switch, one NUMA node: 'compared to SHM, got 18->22 "
+                                "BUSBW' with peer-to-peer unlocked, NVIDIA/nccl issue 1603 (read by a helper)"),
 )
 
 _F = Field  # short alias for the many fields below
@@ -148,7 +162,7 @@ class ModelParams(BaseModel):
     # --- communication ---------------------------------------------------------------------------
     busbw_eff_frac: dict[str, float] = _F(
         default={"nvswitch": 0.82, "nvlink-mesh": 0.80, "nvlink-bridge": 0.40, "pcie-switch": 0.80,
-                 "pcie-host": 0.65, "pcie-cross-socket": 0.40, "host-staged": 0.25,
+                 "pcie-host": 0.65, "pcie-cross-socket": 0.40, "host-staged": 0.40,
                  "infiniband": 0.90, "roce": 0.85, "ethernet": 0.60, "cloud-fabric": 0.75},
         description="large-message all-reduce bus bandwidth / per-direction link bandwidth, per path class")
     nvls_gain_frac: float = _F(default=1.30, ge=1.0, le=3.0,
@@ -477,9 +491,10 @@ PROVENANCE: dict[str, str] = {
     "busbw_eff_frac": "nvswitch: 370 GB/s ring busbw of 450 GB/s per direction on 8x H100 (nccl-tests issue 212, "
                       "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; host-staged: [issue 18] the median "
-                      "of HOST_STAGED_SHM_ALL_REDUCE (five published NCCL SHM all-reduce sweeps, 0.12 to 0.60 of the "
+                      "of HOST_STAGED_SHM_ALL_REDUCE (ten published NCCL SHM all-reduce sweeps, 0.04 to 0.60 of the "
                       "PCIe link: the host CPU's handling of two-way PCIe traffic and of GPU reads from host memory "
-                      "varies; was an estimate of 0.35); other PCIe and network classes: engineering estimates "
+                      "varies from machine to machine, so a prediction on this path says so and asks for a "
+                      "calibration; was an estimate of 0.35, then 0.25 from the first five sweeps); other PCIe and network classes: engineering estimates "
                       "(calibrate with `gpusim calibrate`)",
     "nvls_gain_frac": "480 vs 370 GB/s busbw with and without NVLS on 8x H100 (nccl-tests issue 212, NVIDIA); those two "
                       "rows are therefore marked as used for defaults in `gpusim validate`",

@@ -206,6 +206,21 @@ def _rescaled_override(rows: list[dict], vrow: dict, params: ModelParams) -> flo
 FULL_ITERATION_GRAPH_PEAK_MULT = 1.5
 
 
+def host_staged_note(busbw_bytes_per_s: float) -> str:
+    """[issue 18] What a prediction on the host-staged path (no GPU peer-to-peer: GeForce cards, NCCL_P2P_DISABLE, many
+    VMs) assumes, and how to replace it: the bus bandwidth of NCCL's SHM transport differs from host to host by more
+    than any other figure of the fabric (``gpusim.params.HOST_STAGED_SHM_ALL_REDUCE``)."""
+    from gpusim.params import HOST_STAGED_SHM_ALL_REDUCE
+
+    lo = min(m.busbw_gbyte_per_s for m in HOST_STAGED_SHM_ALL_REDUCE)
+    hi = max(m.busbw_gbyte_per_s for m in HOST_STAGED_SHM_ALL_REDUCE)
+    return (f"gradients are staged through host memory (no GPU peer-to-peer), whose all-reduce bus bandwidth differs "
+            f"from host to host: {lo:.3g} to {hi:.3g} GB/s in {len(HOST_STAGED_SHM_ALL_REDUCE)} published NCCL SHM "
+            f"sweeps; this prediction takes {busbw_bytes_per_s / 1e9:.3g} GB/s (their median share of the PCIe link, "
+            f"or your calibration's): measure this host's with `gpusim calibrate` (or nccl-tests all_reduce_perf "
+            f"with NCCL_P2P_DISABLE=1) and predict with --calibration")
+
+
 def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, row: dict) -> StepResult:
     r = row_result(out, i)
     b1 = row_result(out, base)
@@ -254,6 +269,8 @@ def _make_result(scn: Scenario, hw: Hardware, wl, out: dict, i: int, base: int, 
                       f"the peak) would need {need / units.GIB:.0f} GiB of {hw.gpu.memory_bytes / units.GIB:.0f} GiB: "
                       f"this layout may not fit with them; per-layer scopes (--cuda-graph-scope attn mlp, or attn "
                       f"moe_router moe_preprocess) hold far less",)
+    if hw.n_gpus > 1 and path_name(row["_intra_path"]) == "host-staged":
+        notes += (host_staged_note(float(row["intra_busbw_bytes_per_s"])),)
     if speedup > hw.n_gpus * (1.0 + 1e-9):
         notes += (f"superlinear scaling ({speedup / hw.n_gpus:.0%} efficiency): {st.kind} shards the optimizer step "
                   f"(and memory) over the GPUs, which one GPU alone must do in full (ZeRO, SC'20, reports the same)",)

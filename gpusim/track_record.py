@@ -2,8 +2,8 @@
 
 A prediction is a number; a buyer also needs to know how far such numbers have been from real runs. ``gpusim
 validate`` measures that per table (``validation/``); this module turns those tables into one *band* per kind of
-prediction, and picks the band a prediction belongs to, so that ``gpusim predict``, ``gpusim comm``, the Python API
-and the planner print it under the number:
+prediction, and picks the band a prediction belongs to, so that ``gpusim predict``, ``sweep`` (its best layout),
+``plan`` (its recommendation) and ``comm``, the Python API and the planner's pages print it under the number:
 
     track record: published MoE training runs with their stated layouts: 81 measurements, median step time error
     15.7%, p90 37.8%; the 21 held out of tuning: median 15.7%, p90 51.6%; measured a median 15.5% slower than
@@ -51,7 +51,7 @@ BAND_KEYS: dict[str, str] = {
     "llm-dense-fp8": "published dense FP8 training runs with their stated layouts (Hopper and older)",
     "llm-dense-bf16-blackwell": "published dense BF16 training runs with their stated layouts on Blackwell",
     "llm-dense-fp8-blackwell": "published dense FP8 / MXFP8 training runs with their stated layouts on Blackwell",
-    "fsdp": "published FSDP (ZeRO-3) benchmark runs (llm-foundry), MFU",
+    "fsdp": "published FSDP (ZeRO-3) benchmark runs (llm-foundry's tables)",
     "data-parallel": "published multi-GPU data-parallel runs, from the datasheet",
     "data-parallel-anchored": "published multi-GPU data-parallel runs, with their one-GPU throughput given",
     "single-gpu": "published one-GPU training runs, from the datasheet",

@@ -149,3 +149,25 @@ def test_an_llm_layout_without_p2p_gets_the_advice_too(db):
     on = simulate(Scenario.create(**kw), db=db)
     assert rec["enable-p2p"]["gain_frac"] == pytest.approx(off.step_s / on.step_s - 1.0, abs=1e-4)  # (rounded)
     assert "enable-p2p" not in {r["id"] for r in on.recommendations}
+
+
+def test_a_host_staged_prediction_says_how_far_hosts_differ_and_how_to_measure_it(db):
+    """[issue 18] The SHM transport's bus bandwidth differs 14-fold between the published sweeps: a prediction on that
+    path names the range and the figure it took, and how to replace it; one with peer-to-peer does not."""
+    from gpusim.params import HOST_STAGED_SHM_ALL_REDUCE
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    kw = dict(model="bert-large", seq_len=128, gpu="rtx-4090", gpus=4, per_gpu_batch=16, precision="amp_fp16")
+    res = simulate(Scenario.create(**kw), db=db, recommend=False)
+    assert res.intra_path == "host-staged"
+    note = next(a for a in res.assumptions if a.startswith("gradients are staged through host memory"))
+    lo = min(m.busbw_gbyte_per_s for m in HOST_STAGED_SHM_ALL_REDUCE)
+    assert f"{lo:.3g} to " in note and f"in {len(HOST_STAGED_SHM_ALL_REDUCE)} published" in note
+    pcie = db.link("pcie4-x16").bandwidth_bytes_per_s
+    taken = ModelParams().busbw_eff_frac["host-staged"] * pcie / 1e9
+    assert f"takes {taken:.3g} GB/s" in note and "gpusim calibrate" in note and "NCCL_P2P_DISABLE=1" in note
+    on = simulate(Scenario.create(**{**kw, "gpu": "h100-sxm", "gpus": 8}), db=db, recommend=False)
+    assert not any(a.startswith("gradients are staged") for a in on.assumptions)
+    one = simulate(Scenario.create(**{**kw, "gpus": 1}), db=db, recommend=False)
+    assert not any(a.startswith("gradients are staged") for a in one.assumptions)

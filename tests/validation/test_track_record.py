@@ -23,8 +23,11 @@ def test_packaged_bands_are_the_validation_tables_today(computed):
     packaged = T.load()
     assert set(packaged) == set(computed), "run `make track-record`: the bands changed"
     for key, band in computed.items():
-        assert packaged[key] == band, (f"run `make track-record`: band {key!r} is {band} today, the packaged file "
-                                       f"says {packaged[key]}")
+        # (within a rounding step of the stored digits: another machine's last float bit may round the other way)
+        same = all(getattr(band, f) == pytest.approx(getattr(packaged[key], f), abs=2e-4)
+                   if isinstance(getattr(band, f), float) else getattr(band, f) == getattr(packaged[key], f)
+                   for f in band.__dataclass_fields__)
+        assert same, f"run `make track-record`: band {key!r} is {band} today, the packaged file says {packaged[key]}"
 
 
 def test_bands_agree_with_validates_own_figures(computed):
