@@ -122,10 +122,13 @@ def _band(key: str, rows: list[tuple[float, float, bool]], source: str) -> Band 
                 held_out_p90_abs_frac=r(_quantile(held, 0.9)) if held else None, source=source)
 
 
-def compute(db=None) -> dict[str, Band]:
+def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None) -> dict[str, Band]:
     """Every band from the validation tables of this checkout (the model's defaults, no calibration): what
-    ``gpusim validate`` measures, row by row. Bands whose table is missing (an installed package without the
-    ``validation/`` folder) are left out."""
+    ``gpusim validate`` measures, row by row. ``dp``, ``runs``, ``fsdp``, ``sweeps``: the results of
+    :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
+    :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``);
+    None computes them. Bands whose table is missing (an installed package without the ``validation/`` folder) are
+    left out."""
     from gpusim import validation as V
     from gpusim import validation_comm as VC
     from gpusim import validation_fsdp as VF
@@ -139,7 +142,8 @@ def compute(db=None) -> dict[str, Band]:
         if band is not None:
             out[band.key] = band
 
-    runs = VR.run(db=db) if VR.default_paths() else []
+    if runs is None:
+        runs = VR.run(db=db) if VR.default_paths() else []
     for key in ("llm-moe", "llm-dense-bf16", "llm-dense-fp8", "llm-dense-bf16-blackwell", "llm-dense-fp8-blackwell"):
         regime = key.removeprefix("llm-")
         sel = [r for r in runs if regime in r.regimes and not r.is_memory and r.signed_frac is not None]
@@ -147,15 +151,17 @@ def compute(db=None) -> dict[str, Band]:
         put(_band(key, [(r.ape, 1.0 + r.signed_frac, r.holdout) for r in sel],
                   "validation/runs_*.csv (gpusim.validation_runs)"))
 
-    fsdp_csv = VF.default_csv()
-    fsdp = VF.run(fsdp_csv, db=db) if fsdp_csv and Path(fsdp_csv).is_file() else []
+    if fsdp is None:
+        fsdp_csv = VF.default_csv()
+        fsdp = VF.run(fsdp_csv, db=db) if fsdp_csv and Path(fsdp_csv).is_file() else []
     sel = [r for r in fsdp if r.mfu_signed_frac is not None]
     # MFU: speed ratio = measured MFU / predicted MFU
     put(_band("fsdp", [(abs(r.mfu_signed_frac), 1.0 / (1.0 + r.mfu_signed_frac), r.holdout) for r in sel],
               "validation/runs_fsdp.csv (gpusim.validation_fsdp)"))
 
-    csv = V.default_csv()
-    dp = V.run(csv, db=db) if csv else []
+    if dp is None:
+        csv = V.default_csv()
+        dp = V.run(csv, db=db) if csv else []
     tput = [r for r in dp if r.kind == "throughput" and not r.flagged and not r.replicas_reason and not
             r.used_for_defaults]
     src = "validation/measurements.csv (gpusim.validation)"
@@ -167,12 +173,29 @@ def compute(db=None) -> dict[str, Band]:
     put(_band("single-gpu", [(r.ape(), r.measured / r.predicted, False) for r in tput
                              if r.n_gpus == 1 and r.predicted], src))
 
-    sweeps_csv = VC.default_csv()
-    sweeps = VC.run(sweeps_csv, db=db) if sweeps_csv and Path(sweeps_csv).is_file() else []
+    if sweeps is None:
+        sweeps_csv = VC.default_csv()
+        sweeps = VC.run(sweeps_csv, db=db) if sweeps_csv and Path(sweeps_csv).is_file() else []
     sel = [r for r in sweeps if r.ape is not None and r.size_bytes >= VC.MIN_BYTES]
     put(_band("collectives", [(r.ape, r.measured_gbyte_per_s / r.predicted_gbyte_per_s, r.held_out) for r in sel],
               "validation/nccl_sweeps.csv (gpusim.validation_comm)"))
     return out
+
+
+def same(a: dict[str, Band], b: dict[str, Band], tol: float = 2e-4) -> bool:
+    """Whether two sets of bands agree (counts exactly, fractions within ``tol``: a rounding step of the stored
+    digits, which another machine's last float bit may tip)."""
+    if set(a) != set(b):
+        return False
+    for k in a:
+        for f in Band.__dataclass_fields__:
+            x, y = getattr(a[k], f), getattr(b[k], f)
+            if isinstance(x, float) and isinstance(y, float):
+                if abs(x - y) > tol:
+                    return False
+            elif x != y:
+                return False
+    return True
 
 
 def to_json(bands: dict[str, Band]) -> str:

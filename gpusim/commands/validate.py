@@ -90,6 +90,35 @@ def _fsdp_results(args, db, params):
     return VF.run(VF.default_csv(), db=db, params=params)
 
 
+def _track_record(args, db, results, runs, fsdp, sweeps):
+    """The model's track record per kind of prediction (gpusim.track_record) from the results just computed, where
+    they are the project's own tables with the model's defaults (no user CSV, no calibration, no other run files):
+    the bands ``predict``, ``sweep``, ``plan`` and ``comm`` print. None otherwise."""
+    if args.csv or args.calibration or getattr(args, "runs", None) is not None or getattr(args, "sweeps_csv", None):
+        return None
+    from gpusim import track_record
+
+    return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps)
+
+
+def print_track_record(record, print_table) -> None:
+    """The bands as a table, and whether the packaged file (what the reports print) still matches them."""
+    from gpusim import track_record
+    from gpusim.validation import fmt_pct
+
+    rows = [[b.key, b.quantity, b.rows, fmt_pct(b.median_abs_frac), fmt_pct(b.p90_abs_frac),
+             f"{b.held_out_rows}: {fmt_pct(b.held_out_median_abs_frac)} / {fmt_pct(b.held_out_p90_abs_frac)}"
+             if b.held_out_rows else "-", f"{b.real_vs_predicted_speed_frac:+.1%}", f"{b.slower_frac:.0%}"]
+            for b in record.values()]
+    print_table(rows, ["kind", "error in", "rows", "median", "p90", "held out: median / p90", "measured vs predicted "
+                       "speed (median)", "slower"],
+                title="track record per kind of prediction (what predict, sweep, plan and comm print under a number)",
+                justify=["left", "left"] + ["right"] * 6)
+    if not track_record.same(record, track_record.load()):
+        print("note: the packaged track record (gpusim/data/track_record.json) differs from these figures: run "
+              "`make track-record`")
+
+
 def print_llm(results) -> None:
     from gpusim.commands._common import print_table
     from gpusim.validation import fmt_pct
@@ -160,6 +189,7 @@ def cmd_validate(args) -> int:
     runs = _runs_results(args, db, params)
     gemms = _gemm_results(args, db, params)
     fsdp = _fsdp_results(args, db, params)
+    record = _track_record(args, db, results, runs, fsdp, sweeps)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
@@ -174,7 +204,8 @@ def cmd_validate(args) -> int:
                     "fsdp_runs": {"summary": VF.summarize(fsdp),
                                   "rows": VF.to_dicts(fsdp, holdout_rows=args.show_holdout)},
                     "published_runs": {"summary": R.summarize(runs),
-                                           "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)}})
+                                           "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)},
+                    "track_record": {k: b.to_dict() for k, b in record.items()} if record else None})
         return 0
     table = []
     for g in summary["groups"]:
@@ -260,6 +291,8 @@ def cmd_validate(args) -> int:
         from gpusim import validation_runs as R
 
         print_runs(runs, holdout_rows=getattr(args, "show_holdout", False))
+    if record:
+        print_track_record(record, print_table)
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",
