@@ -23,9 +23,13 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
-time, throughput, MFU, bus bandwidth: the figures ``gpusim validate`` prints), and one signed figure in a single
-convention whatever the table: ``real_vs_predicted_speed_frac`` = measured speed / predicted speed - 1 (negative:
-real runs were slower than predicted), with the share of rows that were slower.
+time, throughput, MFU, bus bandwidth: the figures ``gpusim validate`` prints), and signed figures in a single
+convention whatever the table, the ratio measured speed / predicted speed: its median less one
+(``real_vs_predicted_speed_frac``; negative: real runs were slower than predicted), the share of rows that were
+slower, and its 10th and 90th percentiles, the range 80% of the runs landed in, which the reports carry to the
+prediction's own numbers (``speed_range``, ``time_range``, ``time_to_train_range``) where the band has at least
+:data:`MIN_ROWS_FOR_RANGE` runs. The range is empirical (the model's misses on published runs of the kind, not a
+confidence interval of the model's parameters: a calibration's interval is that).
 
 The bands live in a file of the package (:data:`BANDS_PATH`), written by ``make track-record`` (``python -m
 gpusim.track_record --write``) from the validation tables of a checkout; a test recomputes them and fails when the
@@ -66,6 +70,9 @@ QUANTITY = {"llm-moe": "step time", "llm-dense-bf16": "step time", "llm-dense-fp
 _FP8 = ("fp8", "mxfp8")
 #: strategy kinds the FSDP tables cover (gpusim.validation_fsdp.SHARDING) and ZeRO-3, the same sharding
 _SHARDED = ("fsdp-full", "fsdp-grad-op", "fsdp-hybrid", "zero3")
+#: the fewest runs a band needs before a report carries its 10th-90th percentile range to a prediction (four runs
+#: have no meaningful percentiles)
+MIN_ROWS_FOR_RANGE = 10
 #: the digits a band's fractions are stored with (a tenth of a percent: what the reports print)
 _DIGITS = 4
 
@@ -82,6 +89,8 @@ class Band:
     p90_abs_frac: float
     real_vs_predicted_speed_frac: float  # median of measured speed / predicted speed - 1 (< 0: real runs slower)
     slower_frac: float  # share of the rows whose real run was slower than predicted
+    speed_ratio_p10: float  # 10th percentile of measured speed / predicted speed
+    speed_ratio_p90: float  # 90th percentile of the same: 80% of the rows lie between the two
     held_out_rows: int
     held_out_median_abs_frac: float | None
     held_out_p90_abs_frac: float | None
@@ -92,13 +101,40 @@ class Band:
         held = (f"; the {self.held_out_rows} held out of tuning: median {self.held_out_median_abs_frac:.1%}, "
                 f"p90 {self.held_out_p90_abs_frac:.1%}" if self.held_out_rows else "")
         d = self.real_vs_predicted_speed_frac
+        spread = self.range_text() if self.has_range else "too few runs for an 80% range"
         direction = (f"measured a median {abs(d):.1%} {'slower' if d < 0 else 'faster'} than predicted, slower in "
-                     f"{self.slower_frac:.0%} of them")
+                     f"{self.slower_frac:.0%} of them; {spread}")
         return (f"{self.label}: {self.rows} measurements, median {self.quantity} error {self.median_abs_frac:.1%}, "
                 f"p90 {self.p90_abs_frac:.1%}{held}; {direction}")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def has_range(self) -> bool:
+        """Whether the band has enough runs (:data:`MIN_ROWS_FOR_RANGE`) for its 80% range to be carried."""
+        return self.rows >= MIN_ROWS_FOR_RANGE
+
+    def speed_range(self, speed: float) -> tuple[float, float]:
+        """Where 80% of the published runs of this kind landed, carried to a predicted speed (a throughput, tokens
+        per second, MFU): ``(speed x p10, speed x p90)`` of measured / predicted speed."""
+        return speed * self.speed_ratio_p10, speed * self.speed_ratio_p90
+
+    def time_range(self, time_s: float) -> tuple[float, float]:
+        """The same for a predicted time (a step, a training run): ``(time / p90, time / p10)``."""
+        return time_s / self.speed_ratio_p90, time_s / self.speed_ratio_p10
+
+    def time_to_train_range(self, time_to_train_s: float, train_s: float) -> tuple[float, float]:
+        """A plan's time to train with only its training steps (``train_s`` of it) carried to the 80% range:
+        checkpoints, evaluation and restarts keep their modelled time (as the calibration's interval does)."""
+        lo, hi = self.time_range(train_s)
+        rest = time_to_train_s - train_s
+        return rest + lo, rest + hi
+
+    def range_text(self) -> str:
+        """The 80% range as ratios of the prediction ("0.62x to 1.08x the predicted speed")."""
+        return (f"80% of them measured {self.speed_ratio_p10:.2f}x to {self.speed_ratio_p90:.2f}x the predicted "
+                f"speed")
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -117,7 +153,9 @@ def _band(key: str, rows: list[tuple[float, float, bool]], source: str) -> Band 
     return Band(key=key, label=BAND_KEYS[key], quantity=QUANTITY[key], rows=len(rows),
                 median_abs_frac=r(_quantile(errs, 0.5)), p90_abs_frac=r(_quantile(errs, 0.9)),
                 real_vs_predicted_speed_frac=r(_quantile(ratios, 0.5) - 1.0),
-                slower_frac=r(sum(1 for x in ratios if x < 1.0) / len(ratios)), held_out_rows=len(held),
+                slower_frac=r(sum(1 for x in ratios if x < 1.0) / len(ratios)),
+                speed_ratio_p10=r(_quantile(ratios, 0.1)), speed_ratio_p90=r(_quantile(ratios, 0.9)),
+                held_out_rows=len(held),
                 held_out_median_abs_frac=r(_quantile(held, 0.5)) if held else None,
                 held_out_p90_abs_frac=r(_quantile(held, 0.9)) if held else None, source=source)
 

@@ -155,6 +155,16 @@ def format_flop_rate(flop_per_s: float, digits: int = 3) -> str:
     return _scaled(flop_per_s, [(PETA, "PFLOP/s"), (TERA, "TFLOP/s"), (GIGA, "GFLOP/s"), (1.0, "FLOP/s")], digits)
 
 
+def format_count(x: float, digits: int = 3) -> str:
+    """A count or rate without a unit prefix, to ``digits`` significant figures, with thousands separators:
+    ``format_count(19321.7) == '19,300'``, ``format_count(0.4567) == '0.457'``."""
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) < 1000:
+        return f"{x:.{digits}g}"
+    return f"{float(f'{x:.{digits}g}'):,.0f}"
+
+
 def format_duration(seconds: float, digits: int = 3) -> str:
     """Human duration: µs and ms for steps, h and days for training runs."""
     if not math.isfinite(seconds):

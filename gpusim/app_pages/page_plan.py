@@ -158,8 +158,14 @@ if best:
     elif band:
         st.caption(f"Calibration: {band['note']}.")
     _record = track_record.band_for_configuration(best, wl)  # how far such predictions were from published runs
+    _here = ""
+    if _record and _record.has_range:  # carried to the training steps' part of the time to train
+        _lo, _hi = _record.time_to_train_range(best["time_to_train_s"], best["train_s"])
+        _here = (f" Here: {units.format_duration(_lo)} to {units.format_duration(_hi)} to train "
+                 "(the training steps scaled; checkpoints, evaluation and restarts as modelled).")
     st.caption("**Track record** of the recommended configuration's kind: " + (
-        _record.line() + "." if _record else "none: gpusim's validation tables hold no published run of this kind."))
+        _record.line() + "." + _here if _record else
+        "none: gpusim's validation tables hold no published run of this kind."))
 
 
 def _label(r: dict) -> str:

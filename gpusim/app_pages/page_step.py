@@ -69,7 +69,11 @@ with right:
     elif iv is not None:
         st.caption(f"Calibration: {iv.get('note') or 'no interval for this hardware'}.")
     record = track_record.band_for(res)  # how far such predictions were from published runs
-    st.caption("**Track record**: " + (record.line() + "." if record else
+    here = ""
+    if record and record.has_range:
+        lo, hi = record.speed_range(res.throughput_samples_per_s)
+        here = f" Here: {shell.fmt_count(lo)} to {shell.fmt_count(hi)} samples/s."
+    st.caption("**Track record**: " + (record.line() + "." + here if record else
                                         "none: gpusim's validation tables hold no published run of this kind."),
                help="gpusim validate's figures for this kind of prediction (gpusim/track_record.py): the model's "
                     "defaults, before any calibration; a report, not a correction of the numbers above")

@@ -263,7 +263,13 @@ def plan_result(args):
         stop()
     interval = _time_interval(cal, res, args, db) if cal is not None else None
     band = _track_record(res, kw.get("workload") or model)
-    return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=band.to_dict() if band else None)
+    record = None
+    if band:  # where 80% of the band's runs landed, carried to the training steps' part of the time to train
+        record = band.to_dict()
+        if band.has_range:
+            c = res.recommendation["configuration"]
+            record["time_to_train_range_s"] = list(band.time_to_train_range(c["time_to_train_s"], c["train_s"]))
+    return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=record)
 
 
 def _track_record(res, model):
@@ -300,7 +306,12 @@ def cmd_plan(args) -> int:
         if res.ok:
             from gpusim.commands.predict import print_track_record
 
-            print_track_record(out.track_record)
+            here = None
+            if out.track_record and "time_to_train_range_s" in out.track_record:
+                lo, hi = out.track_record["time_to_train_range_s"]
+                here = (f"{units.format_duration(lo)} to {units.format_duration(hi)} to train, its training steps "
+                        f"scaled, checkpoints, evaluation and restarts as modelled")
+            print_track_record(out.track_record, here=here)
         if interval and "note" in interval:
             print(f"calibration: {interval['note']}")
         elif interval:

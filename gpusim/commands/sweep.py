@@ -76,7 +76,9 @@ def sweep_result(args):
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
                       global_batch=int(args.global_batch),
                       versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
-                      track_record=band.to_dict() if band else None)
+                      track_record=None if band is None else {**band.to_dict(), **(
+                          {"tokens_per_s_range": list(band.speed_range(float(best["tokens_per_s"])))}
+                          if band.has_range else {})})
     return out, scn
 
 
@@ -123,5 +125,10 @@ def cmd_sweep(args) -> int:
     if out.best is not None:
         from gpusim.commands.predict import print_track_record
 
-        print_track_record(out.track_record)
+        here = None
+        if out.track_record and "tokens_per_s_range" in out.track_record:
+            lo, hi = out.track_record["tokens_per_s_range"]
+            here = (f"{units.format_count(lo / scn.gpus)} to {units.format_count(hi / scn.gpus)} tokens/s per GPU for "
+                    f"the best layout")
+        print_track_record(out.track_record, here=here)
     return 0

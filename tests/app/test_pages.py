@@ -30,6 +30,7 @@ def test_step_page_default():
     # how far such predictions were from published runs (gpusim.track_record), under the numbers
     record = [c.value for c in at.caption if c.value.startswith("**Track record**")]
     assert len(record) == 1 and "measurements, median" in record[0] and "p90" in record[0]
+    assert "the predicted speed" in record[0] and " Here: " in record[0] and "samples/s" in record[0]
 
 
 def test_step_more_gpus_more_throughput_less_efficiency():

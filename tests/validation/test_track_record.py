@@ -65,6 +65,17 @@ def test_band_statistics_hand_worked():
     faster = T._band("collectives", [(0.2, 1.2, False)], "test")
     assert "20.0% faster than predicted, slower in 0% of them" in faster.line() and "held out" not in faster.line()
     assert T._band("fsdp", [], "test") is None
+    # the 80% range: 10th and 90th percentiles of measured / predicted speed (0.73 and 1.04 here), shown only with
+    # enough runs (four are too few)
+    assert (b.speed_ratio_p10, b.speed_ratio_p90) == (0.73, 1.04)
+    assert not b.has_range and "too few runs for an 80% range" in b.line()
+    ten = T._band("llm-moe", [(0.1, 0.5 + 0.1 * i, False) for i in range(10)], "test")  # ratios 0.5 .. 1.4
+    assert ten.has_range and (ten.speed_ratio_p10, ten.speed_ratio_p90) == (0.59, 1.31)
+    assert "80% of them measured 0.59x to 1.31x the predicted speed" in ten.line()
+    assert ten.speed_range(100.0) == pytest.approx((59.0, 131.0))
+    assert ten.time_range(10.0) == pytest.approx((10.0 / 1.31, 10.0 / 0.59))
+    # a plan: only the training steps (60 of the 100 h) move
+    assert ten.time_to_train_range(100.0, 60.0) == pytest.approx((40.0 + 60.0 / 1.31, 40.0 + 60.0 / 0.59))
 
 
 def _res(**kw):
@@ -136,11 +147,16 @@ def test_predict_and_the_api_report_the_band(capsys):
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["track_record"]["key"] == "data-parallel"
-    assert d["track_record"] == T.load()["data-parallel"].to_dict()
+    band = T.load()["data-parallel"]
+    assert {k: v for k, v in d["track_record"].items() if "range" not in k} == band.to_dict()
+    assert d["track_record"]["throughput_range_samples_per_s"] == pytest.approx(
+        list(band.speed_range(d["throughput_samples_per_s"])))
+    assert d["track_record"]["step_range_s"] == pytest.approx(list(band.time_range(d["step_s"])))
     assert main(["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "64"]) == 0
     out = capsys.readouterr().out
     anchored = T.load()["data-parallel-anchored"]
     assert "track record: published multi-GPU data-parallel runs, from the datasheet" in out
+    assert "the predicted speed (here: " in out and " samples/s, a step of " in out
     assert f"(--baseline-throughput) such predictions were within a median {anchored.median_abs_frac:.1%}" in out
     r = gpusim.predict(model="qwen3-30b-a3b", gpu="b200", gpus=8, ep=8, micro_batch=1, global_batch=64)
     assert r.track_record["key"] == "llm-moe" and r.to_dict()["track_record"]["key"] == "llm-moe"
@@ -164,6 +180,7 @@ def test_sweep_reports_the_band_of_its_best_layout(capsys):
     assert moe.track_record["key"] == "llm-moe" and moe.to_dict()["track_record"] == moe.track_record
     dense = gpusim.sweep(model="llama3.1-8b", gpu="h100-sxm", gpus=8, global_batch=128, precision="fp8")
     assert dense.track_record["key"] == "llm-dense-fp8"
+    assert moe.track_record["tokens_per_s_range"][0] < moe.best["tokens_per_s"] < moe.track_record["tokens_per_s_range"][1]
     from gpusim.cli import main
 
     assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
@@ -189,6 +206,9 @@ def test_plan_reports_the_band_of_its_recommendation(capsys):
 
     dp = gpusim.plan(model="resnet50", epochs=90, samples=1.28e6, deadline="2d")
     assert dp.track_record["key"] == "data-parallel" and dp.to_dict()["track_record"] == dp.track_record
+    c = dp.recommendation["configuration"]
+    lo, hi = dp.track_record["time_to_train_range_s"]
+    assert lo < c["time_to_train_s"] < hi  # the band's runs landed on both sides of the prediction
     assert main(["plan", "--model", "resnet50", "--epochs", "90", "--samples", "1.28e6", "--deadline", "2d"]) == 0
     out = capsys.readouterr().out
     # plan takes no one-GPU throughput: no hint to give one
