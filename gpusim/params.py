@@ -36,8 +36,11 @@ class ShmSweep(NamedTuple):
 
 #: [issue 18] Published large-message all-reduce bus bandwidths of NCCL's SHM transport (every transfer staged through
 #: host memory, the path class ``host-staged``). The default ``busbw_eff_frac["host-staged"]`` is the median of
-#: ``busbw / the PCIe link's per-direction bandwidth``, rounded to two digits (a test recomputes it from hwdb). None of
-#: these systems is in ``validation/``; Lambda's host-staged rows test the figure out of sample.
+#: ``busbw / the PCIe link's per-direction bandwidth``, rounded to two digits (a test recomputes it from hwdb), one
+#: entry per published sweep (two sweeps of one machine count twice; one per machine, each machine's median, gives
+#: 0.41). None of these systems is in ``validation/``. Lambda's host-staged rows test the figure, though no longer
+#: blind: their figures were computed at 0.31, 0.36 and 0.40 before the stop-38 sweeps were settled
+#: (validation/README.md says so).
 HOST_STAGED_SHM_ALL_REDUCE: tuple[ShmSweep, ...] = (
     ShmSweep(4.00, "pcie3-x16", "2x RTX 2080 Ti, PCIe 3.0 x16 behind one switch, peer-to-peer not supported (topo "
                                 "-p2p NS), 128 MiB-1 GiB: Anthony-Hoo/Anthony-Hoo.github.io posts/AutoDL_Multi-GPU_"

@@ -110,7 +110,8 @@ class SweepResult:
     elapsed_s: float
     global_batch: int | None = None
     versus_defaults: str = ""  # [issue 17] how the best differs from Megatron-LM's defaults and why
-    track_record: dict | None = None  # how far such layouts' predictions were from published runs (track_record)
+    track_record: dict | None = None  # the best layout's kind on published runs (track_record.record_for; its range
+    # throughput_range_tokens_per_s is of all GPUs together)
 
     @property
     def feasible(self) -> bool:
@@ -118,7 +119,7 @@ class SweepResult:
 
     def to_dict(self) -> dict:
         return jsonable({"best": self.best, "explanation": self.explanation, "versus_defaults": self.versus_defaults,
-                         "track_record": self.track_record, "layouts": self.layouts,
+                         **({"track_record": self.track_record} if self.track_record else {}), "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,
                          "elapsed_s": self.elapsed_s})
 

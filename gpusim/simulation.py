@@ -216,7 +216,8 @@ def host_staged_note(busbw_bytes_per_s: float) -> str:
     hi = max(m.busbw_gbyte_per_s for m in HOST_STAGED_SHM_ALL_REDUCE)
     return (f"gradients are staged through host memory (no GPU peer-to-peer), whose all-reduce bus bandwidth differs "
             f"from host to host: {lo:.3g} to {hi:.3g} GB/s in {len(HOST_STAGED_SHM_ALL_REDUCE)} published NCCL SHM "
-            f"sweeps; this prediction takes {busbw_bytes_per_s / 1e9:.3g} GB/s (their median share of the PCIe link, "
+            f"sweeps; this prediction takes {units.format_rate_bytes(busbw_bytes_per_s)} (their median share of the "
+            f"PCIe link, "
             f"or your calibration's): measure this host's with `gpusim calibrate` (or nccl-tests all_reduce_perf "
             f"with NCCL_P2P_DISABLE=1) and predict with --calibration")
 

@@ -27,9 +27,12 @@ time, throughput, MFU, bus bandwidth: the figures ``gpusim validate`` prints), a
 convention whatever the table, the ratio measured speed / predicted speed: its median less one
 (``real_vs_predicted_speed_frac``; negative: real runs were slower than predicted), the share of rows that were
 slower, and its 10th and 90th percentiles, the range 80% of the runs landed in, which the reports carry to the
-prediction's own numbers (``speed_range``, ``time_range``, ``time_to_train_range``) where the band has at least
-:data:`MIN_ROWS_FOR_RANGE` runs. The range is empirical (the model's misses on published runs of the kind, not a
-confidence interval of the model's parameters: a calibration's interval is that).
+prediction's own numbers (``speed_range``, ``time_range``, ``time_to_train_range``): from the held-out runs where at
+least :data:`MIN_ROWS_FOR_RANGE` were held out, else from all of them (said so), and only where the band has that
+many. The range is empirical (the model's misses on published runs of the kind, not a confidence interval of its
+parameters: a calibration's interval is that), and it is the default model's: a calibrated prediction gets the band
+without a range. Each band says what it covers (the GPUs or systems of its rows), and the data-parallel and one-GPU
+bands that no run was held out of say that the model's defaults were chosen with them in view.
 
 The bands live in a file of the package (:data:`BANDS_PATH`), written by ``make track-record`` (``python -m
 gpusim.track_record --write``) from the validation tables of a checkout; a test recomputes them and fails when the
@@ -40,6 +43,7 @@ band.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,11 +55,11 @@ BANDS_PATH = Path(__file__).with_name("data") / "track_record.json"
 #: the bands in the order ``gpusim validate``'s tables come, with what each covers (the label a report prints)
 BAND_KEYS: dict[str, str] = {
     "llm-moe": "published MoE training runs with their stated layouts",
-    "llm-dense-bf16": "published dense BF16 training runs with their stated layouts (Hopper and older)",
-    "llm-dense-fp8": "published dense FP8 training runs with their stated layouts (Hopper and older)",
+    "llm-dense-bf16": "published dense BF16 training runs with their stated layouts, not on Blackwell",
+    "llm-dense-fp8": "published dense FP8 training runs with their stated layouts, not on Blackwell",
     "llm-dense-bf16-blackwell": "published dense BF16 training runs with their stated layouts on Blackwell",
     "llm-dense-fp8-blackwell": "published dense FP8 / MXFP8 training runs with their stated layouts on Blackwell",
-    "fsdp": "published FSDP (ZeRO-3) benchmark runs (llm-foundry's tables)",
+    "fsdp": "published FSDP (FULL_SHARD) benchmark runs (llm-foundry's tables)",
     "data-parallel": "published multi-GPU data-parallel runs, from the datasheet",
     "data-parallel-anchored": "published multi-GPU data-parallel runs, with their one-GPU throughput given",
     "single-gpu": "published one-GPU training runs, from the datasheet",
@@ -66,15 +70,24 @@ QUANTITY = {"llm-moe": "step time", "llm-dense-bf16": "step time", "llm-dense-fp
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
             "collectives": "bus bandwidth"}
+#: bands whose table holds no held-out row and whose rows the model's defaults were chosen with in view (README,
+#: Accuracy: "partly in-sample")
+IN_SAMPLE = ("data-parallel", "data-parallel-anchored", "single-gpu")
 #: precisions whose GEMMs run in FP8 (the published runs' dense-fp8 regimes)
 _FP8 = ("fp8", "mxfp8")
-#: strategy kinds the FSDP tables cover (gpusim.validation_fsdp.SHARDING) and ZeRO-3, the same sharding
-_SHARDED = ("fsdp-full", "fsdp-grad-op", "fsdp-hybrid", "zero3")
+#: strategy kinds of llm-foundry's FSDP tables (FULL_SHARD, gpusim.validation_fsdp.SHARDING) and the same sharding
+#: of parameters, gradients and optimizer states by other names (ZeRO-3; HYBRID_SHARD inside each node)
+_SHARDED = ("fsdp-full", "fsdp-hybrid", "zero3")
 #: the fewest runs a band needs before a report carries its 10th-90th percentile range to a prediction (four runs
 #: have no meaningful percentiles)
 MIN_ROWS_FOR_RANGE = 10
 #: the digits a band's fractions are stored with (a tenth of a percent: what the reports print)
 _DIGITS = 4
+#: what a report says where no band applies (:func:`none_reason`)
+NO_RUNS = "none: gpusim's validation tables hold no published run of this kind"
+MEASURED = "none needed: this prediction is your own measured one-GPU throughput"
+UNAVAILABLE = ("unavailable: the packaged track record (gpusim/data/track_record.json) could not be read; reinstall "
+               "gpusim, or run `make track-record` in a checkout")
 
 
 @dataclass(frozen=True)
@@ -84,36 +97,60 @@ class Band:
     key: str
     label: str
     quantity: str
+    coverage: str  # what the rows are ("runs on h100-sxm", "sweeps of 19 systems")
     rows: int
     median_abs_frac: float
     p90_abs_frac: float
     real_vs_predicted_speed_frac: float  # median of measured speed / predicted speed - 1 (< 0: real runs slower)
     slower_frac: float  # share of the rows whose real run was slower than predicted
-    speed_ratio_p10: float  # 10th percentile of measured speed / predicted speed
-    speed_ratio_p90: float  # 90th percentile of the same: 80% of the rows lie between the two
+    speed_ratio_p10: float  # 10th percentile of measured speed / predicted speed (of range_rows rows)
+    speed_ratio_p90: float  # 90th percentile of the same: 80% of those rows lie between the two
+    range_rows: int  # the rows the range is taken from: the held-out ones where enough, else all
+    range_held_out: bool
     held_out_rows: int
     held_out_median_abs_frac: float | None
     held_out_p90_abs_frac: float | None
     source: str
 
-    def line(self) -> str:
+    @property
+    def has_range(self) -> bool:
+        """Whether the range has enough runs behind it (:data:`MIN_ROWS_FOR_RANGE`) to be carried to a prediction."""
+        return self.range_rows >= MIN_ROWS_FOR_RANGE
+
+    def line(self, *, with_range: bool = True) -> str:
         """One sentence for a report (``gpusim predict``'s "track record" line)."""
-        held = (f"; the {self.held_out_rows} held out of tuning: median {self.held_out_median_abs_frac:.1%}, "
-                f"p90 {self.held_out_p90_abs_frac:.1%}" if self.held_out_rows else "")
+        if self.held_out_rows:
+            held = (f"; the {self.held_out_rows} held out of tuning: median {self.held_out_median_abs_frac:.1%}, "
+                    f"p90 {self.held_out_p90_abs_frac:.1%}")
+        elif self.key in IN_SAMPLE:
+            held = "; none held out: the model's defaults were chosen with these rows in view"
+        else:
+            held = "; none held out"
         d = self.real_vs_predicted_speed_frac
-        spread = self.range_text() if self.has_range else "too few runs for an 80% range"
-        direction = (f"measured a median {abs(d):.1%} {'slower' if d < 0 else 'faster'} than predicted, slower in "
-                     f"{self.slower_frac:.0%} of them; {spread}")
-        return (f"{self.label}: {self.rows} measurements, median {self.quantity} error {self.median_abs_frac:.1%}, "
-                f"p90 {self.p90_abs_frac:.1%}{held}; {direction}")
+        out = (f"{self.label} ({self.coverage}): {self.rows} measurements, median {self.quantity} error "
+               f"{self.median_abs_frac:.1%}, p90 {self.p90_abs_frac:.1%}{held}; measured a median {abs(d):.1%} "
+               f"{'slower' if d < 0 else 'faster'} than predicted, slower in {self.slower_frac:.0%} of them")
+        if with_range:
+            out += "; " + (self.range_text() if self.has_range else "too few runs for an 80% range")
+        return out
+
+    def range_text(self) -> str:
+        """The 80% range as ratios of the prediction ("80% of the 21 held-out runs measured 0.62x to 1.08x ...")."""
+        which = f"the {self.range_rows} held-out runs" if self.range_held_out else "them"
+        return (f"80% of {which} measured {self.speed_ratio_p10:.2f}x to {self.speed_ratio_p90:.2f}x the predicted "
+                f"speed")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @property
-    def has_range(self) -> bool:
-        """Whether the band has enough runs (:data:`MIN_ROWS_FOR_RANGE`) for its 80% range to be carried."""
-        return self.rows >= MIN_ROWS_FOR_RANGE
+    def record(self, *, calibrated: bool = False, **ranges: tuple[float, float]) -> dict:
+        """What a result carries (``track_record`` of predict, sweep and plan): the band, whether the prediction was
+        calibrated, and the ``ranges`` given (name -> (lo, hi), the 80% range carried to the prediction's numbers)
+        where the band has a range and the prediction is the default model's."""
+        out = {**self.to_dict(), "calibrated": bool(calibrated)}
+        if self.has_range and not calibrated:
+            out.update({k: [float(lo), float(hi)] for k, (lo, hi) in ranges.items()})
+        return out
 
     def speed_range(self, speed: float) -> tuple[float, float]:
         """Where 80% of the published runs of this kind landed, carried to a predicted speed (a throughput, tokens
@@ -131,33 +168,43 @@ class Band:
         rest = time_to_train_s - train_s
         return rest + lo, rest + hi
 
-    def range_text(self) -> str:
-        """The 80% range as ratios of the prediction ("0.62x to 1.08x the predicted speed")."""
-        return (f"80% of them measured {self.speed_ratio_p10:.2f}x to {self.speed_ratio_p90:.2f}x the predicted "
-                f"speed")
-
 
 def _quantile(xs: list[float], q: float) -> float:
     """Linear-interpolated quantile (numpy's default, as gpusim validate's figures)."""
     return float(np.quantile(np.asarray(xs, dtype=np.float64), q))
 
 
-def _band(key: str, rows: list[tuple[float, float, bool]], source: str) -> Band | None:
-    """A band from ``(abs_error_frac, measured_speed / predicted_speed, held_out)`` per row; None without rows."""
+def _coverage(names: list[str], lead: str = "runs on", what: str = "GPU models") -> str:
+    """``'runs on h100-sxm, h800-sxm'`` for up to three distinct names, ``'runs on 9 GPU models'`` beyond."""
+    distinct = sorted(set(names))
+    return f"{lead} {', '.join(distinct)}" if len(distinct) <= 3 else f"{lead} {len(distinct)} {what}"
+
+
+def _band(key: str, rows: list[tuple[float, float, bool]], source: str, coverage: str = "") -> Band | None:
+    """A band from ``(abs_error_frac, measured_speed / predicted_speed, held_out)`` per row (rows whose ratio is not
+    a finite positive number are left out); None without rows."""
+    rows = [x for x in rows if math.isfinite(x[1]) and x[1] > 0 and math.isfinite(x[0])]
     if not rows:
         return None
     errs = [e for e, _, _ in rows]
     ratios = [r for _, r, _ in rows]
     held = [e for e, _, h in rows if h]
+    held_ratios = [r for _, r, h in rows if h]
+    from_held = len(held_ratios) >= MIN_ROWS_FOR_RANGE
+    span = held_ratios if from_held else ratios
     r = lambda x: None if x is None else round(float(x), _DIGITS)  # noqa: E731
-    return Band(key=key, label=BAND_KEYS[key], quantity=QUANTITY[key], rows=len(rows),
+    return Band(key=key, label=BAND_KEYS[key], quantity=QUANTITY[key], coverage=coverage, rows=len(rows),
                 median_abs_frac=r(_quantile(errs, 0.5)), p90_abs_frac=r(_quantile(errs, 0.9)),
                 real_vs_predicted_speed_frac=r(_quantile(ratios, 0.5) - 1.0),
                 slower_frac=r(sum(1 for x in ratios if x < 1.0) / len(ratios)),
-                speed_ratio_p10=r(_quantile(ratios, 0.1)), speed_ratio_p90=r(_quantile(ratios, 0.9)),
-                held_out_rows=len(held),
+                speed_ratio_p10=r(_quantile(span, 0.1)), speed_ratio_p90=r(_quantile(span, 0.9)),
+                range_rows=len(span), range_held_out=from_held, held_out_rows=len(held),
                 held_out_median_abs_frac=r(_quantile(held, 0.5)) if held else None,
                 held_out_p90_abs_frac=r(_quantile(held, 0.9)) if held else None, source=source)
+
+
+def _ratio(num, den) -> float:
+    return float(num) / float(den) if den else math.nan
 
 
 def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None) -> dict[str, Band]:
@@ -187,15 +234,15 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None) -> dict[str,
         sel = [r for r in runs if regime in r.regimes and not r.is_memory and r.signed_frac is not None]
         # step time: speed ratio = predicted step / measured step
         put(_band(key, [(r.ape, 1.0 + r.signed_frac, r.holdout) for r in sel],
-                  "validation/runs_*.csv (gpusim.validation_runs)"))
+                  "validation/runs_*.csv (gpusim.validation_runs)", _coverage([r.gpu for r in sel])))
 
     if fsdp is None:
         fsdp_csv = VF.default_csv()
         fsdp = VF.run(fsdp_csv, db=db) if fsdp_csv and Path(fsdp_csv).is_file() else []
     sel = [r for r in fsdp if r.mfu_signed_frac is not None]
     # MFU: speed ratio = measured MFU / predicted MFU
-    put(_band("fsdp", [(abs(r.mfu_signed_frac), 1.0 / (1.0 + r.mfu_signed_frac), r.holdout) for r in sel],
-              "validation/runs_fsdp.csv (gpusim.validation_fsdp)"))
+    put(_band("fsdp", [(abs(r.mfu_signed_frac), _ratio(1.0, 1.0 + r.mfu_signed_frac), r.holdout) for r in sel],
+              "validation/runs_fsdp.csv (gpusim.validation_fsdp)", _coverage([r.gpu for r in sel])))
 
     if dp is None:
         csv = V.default_csv()
@@ -204,19 +251,23 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None) -> dict[str,
             r.used_for_defaults]
     src = "validation/measurements.csv (gpusim.validation)"
     multi = [r for r in tput if r.n_gpus > 1]
-    put(_band("data-parallel", [(r.ape(), r.measured / r.predicted, False) for r in multi if r.predicted],
-              src))
-    put(_band("data-parallel-anchored", [(r.ape("anchored"), r.measured / r.anchored, False) for r in multi
-                                         if r.anchored], src))
-    put(_band("single-gpu", [(r.ape(), r.measured / r.predicted, False) for r in tput
-                             if r.n_gpus == 1 and r.predicted], src))
+    pred = [r for r in multi if r.predicted]
+    put(_band("data-parallel", [(r.ape(), _ratio(r.measured, r.predicted), False) for r in pred], src,
+              _coverage([r.gpu for r in pred])))
+    anch = [r for r in multi if r.anchored]
+    put(_band("data-parallel-anchored", [(r.ape("anchored"), _ratio(r.measured, r.anchored), False) for r in anch],
+              src, _coverage([r.gpu for r in anch])))
+    one = [r for r in tput if r.n_gpus == 1 and r.predicted]
+    put(_band("single-gpu", [(r.ape(), _ratio(r.measured, r.predicted), False) for r in one], src,
+              _coverage([r.gpu for r in one])))
 
     if sweeps is None:
         sweeps_csv = VC.default_csv()
         sweeps = VC.run(sweeps_csv, db=db) if sweeps_csv and Path(sweeps_csv).is_file() else []
     sel = [r for r in sweeps if r.ape is not None and r.size_bytes >= VC.MIN_BYTES]
-    put(_band("collectives", [(r.ape, r.measured_gbyte_per_s / r.predicted_gbyte_per_s, r.held_out) for r in sel],
-              "validation/nccl_sweeps.csv (gpusim.validation_comm)"))
+    put(_band("collectives", [(r.ape, _ratio(r.measured_gbyte_per_s, r.predicted_gbyte_per_s), r.held_out)
+                              for r in sel], "validation/nccl_sweeps.csv (gpusim.validation_comm)",
+              _coverage([r.system for r in sel], "sweeps of", "systems")))
     return out
 
 
@@ -244,82 +295,159 @@ def to_json(bands: dict[str, Band]) -> str:
 
 
 def write(path: str | Path = BANDS_PATH, bands: dict[str, Band] | None = None, db=None) -> Path:
-    """Write ``bands`` (default: :func:`compute`) atomically to ``path`` (never a half-written file)."""
+    """Write ``bands`` (default: :func:`compute`) atomically to ``path`` (never a half-written file); the next
+    :func:`load` reads it again."""
+    global _CACHE
     from gpusim.fsutil import atomic_write_text
 
-    return atomic_write_text(path, to_json(compute(db) if bands is None else bands))
+    out = atomic_write_text(path, to_json(compute(db) if bands is None else bands))
+    _CACHE = None
+    return out
 
 
 _CACHE: dict[str, Band] | None = None
 
 
+def band_from_dict(d: dict) -> Band | None:
+    """A band from its JSON object (the packaged file, or a result's ``track_record``): fields it does not know (a
+    newer file, a result's ranges) are ignored; one missing a field (an older file) gives None."""
+    known = {k: v for k, v in d.items() if k in Band.__dataclass_fields__}
+    try:
+        return Band(**known)
+    except TypeError:
+        return None
+
+
 def load(path: str | Path | None = None) -> dict[str, Band]:
-    """The packaged bands (``{}`` where the file is missing or unreadable: a report then prints no track record)."""
+    """The packaged bands (``{}`` where the file is missing or unreadable: a report then says the track record is
+    unavailable, :func:`none_reason`)."""
     global _CACHE
     if path is None and _CACHE is not None:
         return _CACHE
     p = Path(path) if path is not None else BANDS_PATH
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))["bands"]
-        bands = {k: Band(**v) for k, v in raw.items() if k in BAND_KEYS}
-    except (OSError, ValueError, KeyError, TypeError):
+        bands = {k: b for k, b in ((k, band_from_dict(v)) for k, v in raw.items() if k in BAND_KEYS) if b is not None}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         bands = {}
     if path is None:
         _CACHE = bands
     return bands
 
 
-def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind: str = "ddp", split: bool = False,
-            anchored: bool = False) -> str:
-    """Which band a prediction belongs to (:data:`BAND_KEYS`), from what it is.
+def is_moe(workload=None, ep: int = 1) -> bool:
+    """Whether a prediction is of a mixture-of-experts model (as :func:`gpusim.validation_runs.regime` counts the
+    published runs: the model has experts, or the run splits them, ``ep > 1``)."""
+    return bool(getattr(getattr(workload, "transformer", None), "n_experts", 0)) or int(ep or 1) > 1
 
-    Sharded data parallelism (FSDP, ZeRO-3) without tensor, pipeline, context or expert parallelism (``split``) is
-    ``fsdp`` (llm-foundry's tables run it with and without activation checkpointing, which puts it on the per-GEMM
-    path too). An LLM layout (``llm``: ``Strategy.is_llm``, a result with per-stage memory) is an MoE run where a
-    layer has experts (``moe``), else dense BF16 or FP8 (FP8 and MXFP8 GEMMs), on Blackwell (B200, B300, GB200,
+
+def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind: str = "ddp", split: bool = False,
+            anchored: bool = False) -> str | None:
+    """Which band a prediction belongs to (:data:`BAND_KEYS`), from what it is; None where none applies (one GPU
+    whose throughput the user gave: the prediction is that measurement).
+
+    A mixture-of-experts model (``moe``: :func:`is_moe`) is ``llm-moe`` however it is parallelised (the published MoE
+    runs are all of that kind). Sharded data parallelism (FSDP FULL_SHARD or HYBRID_SHARD, ZeRO-3) without tensor,
+    pipeline, context or expert parallelism (``split``) is ``fsdp`` (llm-foundry's tables run it with and without
+    activation checkpointing, which puts it on the per-GEMM path too). An LLM layout (``llm``: ``Strategy.is_llm``,
+    a result with per-stage memory) is dense BF16 or FP8 (FP8 and MXFP8 GEMMs), on Blackwell (B200, B300, GB200,
     GB300) or not, as :func:`gpusim.validation_runs.regime` splits the published runs. Otherwise one GPU is
     ``single-gpu`` and data parallelism ``data-parallel``, ``-anchored`` when the one-GPU throughput is given."""
     from gpusim.validation_runs import BLACKWELL
 
+    if n_gpus <= 1 and anchored:
+        return None
+    if moe:
+        return "llm-moe"
     if kind in _SHARDED and not split:
         return "fsdp"
     if llm:
-        if moe:
-            return "llm-moe"
         return f"llm-dense-{'fp8' if precision in _FP8 else 'bf16'}" + ("-blackwell" if gpu in BLACKWELL else "")
     if n_gpus <= 1:
         return "single-gpu"
     return "data-parallel-anchored" if anchored else "data-parallel"
 
 
-def band_key(result) -> str:
-    """:func:`key_for` of a :class:`~gpusim.simulation.StepResult`: an MoE layer shows in ``ep > 1`` or in the
-    layer's MoE share (``layer_s["moe_layer_frac"]``)."""
+def band_key(result, workload=None) -> str | None:
+    """:func:`key_for` of a :class:`~gpusim.simulation.StepResult`; ``workload`` (the scenario's Workload) tells an
+    MoE model on any path (without it, only ``ep > 1`` or the layer's MoE share, ``layer_s["moe_layer_frac"]``, of
+    an LLM layout shows one)."""
     sc = result.scenario
     st = sc["strategy"]
     par = result.parallelism or {}
-    return key_for(llm=bool(result.memory_per_stage_bytes), precision=st.get("precision", ""),
-                   moe=par.get("ep", 1) > 1 or (result.layer_s or {}).get("moe_layer_frac", 0.0) > 0.0,
+    moe = is_moe(workload, par.get("ep", 1)) or (result.layer_s or {}).get("moe_layer_frac", 0.0) > 0.0
+    return key_for(llm=bool(result.memory_per_stage_bytes), precision=st.get("precision", ""), moe=moe,
                    gpu=sc.get("gpu_resolved", ""), n_gpus=result.n_gpus, kind=st.get("kind", "ddp"),
                    split=any(par.get(k, 1) > 1 for k in ("tp", "pp", "cp", "ep")),
                    anchored=bool(sc.get("baseline_throughput")))
 
 
-def band_for_configuration(config: dict, workload=None) -> Band | None:
-    """The packaged band of a plan's configuration (a row of ``gpusim plan``: ``strategy``, ``precision``, ``gpu``,
+def configuration_key(config: dict, workload=None) -> str | None:
+    """:func:`key_for` of a plan's configuration (a row of ``gpusim plan``: ``strategy``, ``precision``, ``gpu``,
     ``n_gpus``, ``layout`` and the degrees where it chose an LLM layout); ``workload`` (a Workload) tells an MoE
     model."""
-    spec = getattr(workload, "transformer", None)
     deg = {k: int(config.get(k) or 1) for k in ("tp", "pp", "cp", "ep")}
-    return load().get(key_for(llm=bool(config.get("layout")), moe=bool(getattr(spec, "n_experts", 0)) or deg["ep"] > 1,
-                              precision=str(config.get("precision", "")), gpu=str(config.get("gpu", "")),
-                              n_gpus=int(config.get("n_gpus") or 1), kind=str(config.get("strategy", "ddp")),
-                              split=any(v > 1 for v in deg.values())))
+    return key_for(llm=bool(config.get("layout")), moe=is_moe(workload, deg["ep"]),
+                   precision=str(config.get("precision", "")), gpu=str(config.get("gpu", "")),
+                   n_gpus=int(config.get("n_gpus") or 1), kind=str(config.get("strategy", "ddp")),
+                   split=any(v > 1 for v in deg.values()))
 
 
-def band_for(result) -> Band | None:
-    """The packaged band of a StepResult's kind (None where the file has none)."""
-    return load().get(band_key(result))
+def band_for_configuration(config: dict, workload=None) -> Band | None:
+    """The packaged band of a plan's configuration (:func:`configuration_key`)."""
+    key = configuration_key(config, workload)
+    return None if key is None else load().get(key)
+
+
+def band_for(result, workload=None) -> Band | None:
+    """The packaged band of a StepResult's kind (:func:`band_key`; None where none applies or the file has none)."""
+    key = band_key(result, workload)
+    return None if key is None else load().get(key)
+
+
+def none_reason(key: str | None) -> str:
+    """What a report says where a prediction of kind ``key`` has no band: the prediction is the user's own
+    measurement (``key`` None), the packaged file is missing or unreadable, or no published run is of this kind."""
+    if key is None:
+        return MEASURED
+    if not load():
+        return UNAVAILABLE
+    return NO_RUNS
+
+
+def record_for(band: Band | None, key: str | None, *, calibrated: bool = False, **ranges) -> dict:
+    """A result's ``track_record``: the band with its ranges (:meth:`Band.record`), or, where none applies, the kind
+    and why (``{"key": ..., "reason": ...}``: :func:`none_reason`)."""
+    if band is None:
+        return {"key": key, "reason": none_reason(key)}
+    return band.record(calibrated=calibrated, **ranges)
+
+
+def report_line(record: dict | None, *, here: str | None = None, anchor_hint: bool = False) -> str:
+    """The text a report prints after "track record:" for a result's ``track_record`` (:func:`record_for`): the
+    band's sentence, ``here`` (its range in the command's units) where the record carries a range, the default
+    model's caveat where the prediction was calibrated; ``anchor_hint``: a data-parallel prediction from the
+    datasheet also says how close such predictions came with the one-GPU throughput given (where the command takes
+    ``--baseline-throughput``)."""
+    if not record:
+        return UNAVAILABLE
+    if "reason" in record:
+        return str(record["reason"])
+    band = band_from_dict(record)
+    if band is None:
+        return UNAVAILABLE
+    calibrated = bool(record.get("calibrated"))
+    line = band.line(with_range=not calibrated)
+    if here and not calibrated and band.has_range:
+        line += f" (here: {here})"
+    anchored = load().get("data-parallel-anchored") if anchor_hint and band.key == "data-parallel" else None
+    if anchored:  # the one figure that shrinks the error most: say so
+        line += (f"; with your one-GPU throughput given (--baseline-throughput) such predictions were within a "
+                 f"median {anchored.median_abs_frac:.1%}, p90 {anchored.p90_abs_frac:.1%}")
+    if calibrated:
+        line += ("; these are the default model's figures, before your calibration, so no range is carried to this "
+                 "calibrated prediction (the calibration's own interval is its uncertainty)")
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:

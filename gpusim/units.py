@@ -160,9 +160,10 @@ def format_count(x: float, digits: int = 3) -> str:
     ``format_count(19321.7) == '19,300'``, ``format_count(0.4567) == '0.457'``."""
     if not math.isfinite(x):
         return str(x)
-    if abs(x) < 1000:
-        return f"{x:.{digits}g}"
-    return f"{float(f'{x:.{digits}g}'):,.0f}"
+    rounded = float(f"{x:.{digits}g}")  # (first: 999.96 rounds to 1,000, not '1e+03')
+    if abs(rounded) < 1000:
+        return f"{rounded:.{digits}g}"
+    return f"{rounded:,.0f}"
 
 
 def format_duration(seconds: float, digits: int = 3) -> str:

@@ -157,16 +157,15 @@ if best:
                    "1 / throughput (checkpoints, evaluation and restarts keep their modelled time).")
     elif band:
         st.caption(f"Calibration: {band['note']}.")
-    _record = track_record.band_for_configuration(best, wl)  # how far such predictions were from published runs
+    _key = track_record.configuration_key(best, wl)  # how far such predictions were from published runs
+    _record = None if _key is None else track_record.load().get(_key)
     _here = ""
-    if _record and _record.has_range:  # carried to the training steps' part of the time to train
+    if _record is not None:  # carried to the training steps' part of the time to train
         _lo, _hi = _record.time_to_train_range(best["time_to_train_s"], best["train_s"])
-        _here = (f" Here: {units.format_duration(_lo)} to {units.format_duration(_hi)} to train "
-                 "(the training steps scaled; checkpoints, evaluation and restarts as modelled).")
-    st.caption("**Track record** of the recommended configuration's kind: " + (
-        _record.line() + "." + _here if _record else
-        "none: gpusim's validation tables hold no published run of this kind."))
-
+        _here = (f"{units.format_duration(_lo)} to {units.format_duration(_hi)} to train (the training steps scaled; "
+                 "checkpoints, evaluation and restarts as modelled)")
+    shell.track_record_caption(_record, _key, calibrated=not shell.uses_default_model(ctx), here=_here,
+                               lead="**Track record** of the recommended configuration's kind")
 
 def _label(r: dict) -> str:
     return f"{r['n_gpus']} x {r['gpu']} · {r['node']} · {r.get('layout') or r['strategy']}"

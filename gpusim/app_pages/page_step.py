@@ -8,7 +8,7 @@ from gpusim import track_record, units, viz
 from gpusim.app_pages import shell
 from gpusim.app_pages.analysis import flat_dict
 from gpusim.errors import GpusimError
-from gpusim.simulation import simulate
+from gpusim.simulation import resolve_workload, simulate
 
 ctx = shell.require_scenario()
 st.markdown(f"#### {shell.scenario_title(ctx)}")
@@ -68,15 +68,14 @@ with right:
                    f"{units.format_duration(slo)} to {units.format_duration(shi)}.")
     elif iv is not None:
         st.caption(f"Calibration: {iv.get('note') or 'no interval for this hardware'}.")
-    record = track_record.band_for(res)  # how far such predictions were from published runs
+    wl = resolve_workload(ctx.scenario)  # how far such predictions were from published runs
+    record = track_record.band_for(res, wl)
     here = ""
-    if record and record.has_range:
+    if record is not None:
         lo, hi = record.speed_range(res.throughput_samples_per_s)
-        here = f" Here: {shell.fmt_count(lo)} to {shell.fmt_count(hi)} samples/s."
-    st.caption("**Track record**: " + (record.line() + "." + here if record else
-                                        "none: gpusim's validation tables hold no published run of this kind."),
-               help="gpusim validate's figures for this kind of prediction (gpusim/track_record.py): the model's "
-                    "defaults, before any calibration; a report, not a correction of the numbers above")
+        here = f"{shell.fmt_count(lo)} to {shell.fmt_count(hi)} samples/s"
+    shell.track_record_caption(record, track_record.band_key(res, wl), calibrated=not shell.uses_default_model(ctx),
+                               here=here)
     # n/a (nan) when the one-GPU reference does not fit in one GPU: there is nothing to compare with
     no_ref = not math.isfinite(res.speedup)
     c1.metric("Speedup vs 1 GPU", "n/a" if no_ref else f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x" + (

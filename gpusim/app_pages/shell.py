@@ -650,6 +650,25 @@ def context() -> Context:
     return ctx
 
 
+def track_record_caption(band, key, *, calibrated: bool, here: str = "", lead: str = "**Track record**") -> None:
+    """The "track record" caption under a page's prediction (gpusim.track_record.report_line), ``here`` being the
+    band's range in the page's units (shown only where the band has one and the prediction is the default model's)."""
+    from gpusim import track_record
+
+    record = track_record.record_for(band, key, calibrated=calibrated)
+    show_here = bool(here) and band is not None and band.has_range and not calibrated
+    st.caption(f"{lead}: {track_record.report_line(record)}." + (f" Here: {here}." if show_here else ""),
+               help="gpusim validate's figures for this kind of prediction (gpusim/track_record.py): the default "
+                    "model's, before any calibration; a report, not a correction of the numbers above")
+
+
+def uses_default_model(ctx: Context) -> bool:
+    """Whether the page predicts with the default model (no calibration in use, no fitted parameters)."""
+    from gpusim.params import ModelParams
+
+    return ctx.calibration is None and (ctx.params is None or ctx.params == ModelParams())
+
+
 def require_scenario() -> Context:
     """The context, or stop the page with the scenario's problem shown (never a traceback)."""
     ctx = context()

@@ -49,6 +49,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_track_record(record: dict | None, *, here: str | None = None, anchor_hint: bool = False) -> None:
+    """The "track record" line under a prediction (gpusim.track_record.report_line): how far gpusim's predictions of
+    this kind were from published measurements, or why there is no such figure."""
+    from gpusim.track_record import report_line
+
+    print(f"track record: {report_line(record, here=here, anchor_hint=anchor_hint)}")
+
+
 def print_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], title: str | None = None,
                 justify: Sequence[str] | None = None, caption: str | None = None) -> None:
     """A readable table with rich (imported only here, so other commands stay fast)."""

@@ -127,9 +127,19 @@ def comm_result(args):
                                if m and m.busbw_bytes_per_s > 0 else None)
     from gpusim import track_record
 
-    # the sweeps behind the band are all-reduce and all-to-all ones: no band for the other collectives
-    band = track_record.load().get("collectives") if args.collective in ("all_reduce", "all_to_all") else None
-    return CommResult(rows, track_record=band.to_dict() if band else None), run
+    # the band's sweeps are all-reduce and all-to-all ones from 32 KiB, of systems with GPU peer-to-peer: no band
+    # for other collectives, for sizes all below that, or for a host-staged path (no SHM system among the sweeps)
+    from gpusim.validation_comm import MIN_BYTES
+
+    covered = (args.collective in ("all_reduce", "all_to_all") and any(r["bytes"] >= MIN_BYTES for r in rows)
+               and not any(r.get("intra_path") == "host-staged" for r in rows))
+    if covered:
+        record = track_record.record_for(track_record.load().get("collectives"), "collectives")
+    else:
+        record = {"key": "collectives", "reason": "none: gpusim's collective sweeps hold no run of this kind (they "
+                                                  "are all-reduce and all-to-all sweeps from 32 KiB of systems with "
+                                                  "GPU peer-to-peer)"}
+    return CommResult(rows, track_record=record), run
 
 
 def cmd_comm(args) -> int:
@@ -162,7 +172,7 @@ def cmd_comm(args) -> int:
             mid = errs[len(errs) // 2] if len(errs) % 2 else 0.5 * (errs[len(errs) // 2 - 1] + errs[len(errs) // 2])
             print(f"measured {run.source}: {len(errs)} sizes, median |error| {100 * mid:.1f}%, "
                   f"largest {100 * errs[-1]:.1f}%")
-    from gpusim.commands.predict import print_track_record
+    from gpusim.commands._common import print_track_record
 
     print_track_record(out.track_record)
     return 0

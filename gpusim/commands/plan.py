@@ -262,18 +262,13 @@ def plan_result(args):
     finally:
         stop()
     interval = _time_interval(cal, res, args, db) if cal is not None else None
-    band = _track_record(res, kw.get("workload") or model)
-    record = None
-    if band:  # where 80% of the band's runs landed, carried to the training steps' part of the time to train
-        record = band.to_dict()
-        if band.has_range:
-            c = res.recommendation["configuration"]
-            record["time_to_train_range_s"] = list(band.time_to_train_range(c["time_to_train_s"], c["train_s"]))
+    record = _track_record(res, kw.get("workload") or model, calibrated=cal is not None)
     return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=record)
 
 
-def _track_record(res, model):
-    """How far predictions of the recommended configuration's kind were from published runs (gpusim.track_record)."""
+def _track_record(res, model, *, calibrated: bool) -> dict | None:
+    """How far predictions of the recommended configuration's kind were from published runs (gpusim.track_record),
+    with where 80% of them landed carried to its time to train (only its training steps scaled)."""
     from gpusim import track_record
     from gpusim.workload import get_workload
 
@@ -283,7 +278,11 @@ def _track_record(res, model):
         wl = get_workload(model) if isinstance(model, str) else model
     except Exception:  # noqa: BLE001 - the plan already resolved the model; without it, no MoE test
         wl = None
-    return track_record.band_for_configuration(res.recommendation["configuration"], wl)
+    c = res.recommendation["configuration"]
+    key = track_record.configuration_key(c, wl)
+    band = None if key is None else track_record.load().get(key)
+    return track_record.record_for(band, key, calibrated=calibrated, **(
+        {} if band is None else {"time_to_train_range_s": band.time_to_train_range(c["time_to_train_s"], c["train_s"])}))
 
 
 def cmd_plan(args) -> int:
@@ -304,10 +303,10 @@ def cmd_plan(args) -> int:
     else:
         print_plan(res, top=args.top)
         if res.ok:
-            from gpusim.commands.predict import print_track_record
+            from gpusim.commands._common import print_track_record
 
             here = None
-            if out.track_record and "time_to_train_range_s" in out.track_record:
+            if "time_to_train_range_s" in (out.track_record or {}):
                 lo, hi = out.track_record["time_to_train_range_s"]
                 here = (f"{units.format_duration(lo)} to {units.format_duration(hi)} to train, its training steps "
                         f"scaled, checkpoints, evaluation and restarts as modelled")

@@ -55,21 +55,21 @@ def predict_result(args):
 
         gap = explain_measurement(scn, res, args.measured_throughput, db=db, params=params)
     from gpusim import track_record
+    from gpusim.rows import resolve_workload
 
-    band = track_record.band_for(res)
-    record = None
-    if band:  # the band, and where 80% of its runs landed carried to this prediction (enough runs for a range)
-        record = band.to_dict()
-        if band.has_range:
-            record.update(throughput_range_samples_per_s=list(band.speed_range(res.throughput_samples_per_s)),
-                          step_range_s=list(band.time_range(res.step_s)))
+    wl = resolve_workload(scn)
+    band = track_record.band_for(res, wl)
+    record = track_record.record_for(  # the band, and where 80% of its runs landed carried to this prediction
+        band, track_record.band_key(res, wl), calibrated=cal is not None,
+        **({} if band is None else {"throughput_range_samples_per_s": band.speed_range(res.throughput_samples_per_s),
+                                    "step_range_s": band.time_range(res.step_s)}))
     return PredictResult(res, interval=interval or None, measured_vs_predicted=gap or None,
                          calibration_file=str(args.calibration) if args.calibration else None,
                          track_record=record), cal
 
 
 def cmd_predict(args) -> int:
-    from gpusim.commands._common import print_json
+    from gpusim.commands._common import print_json, print_track_record
 
     out, cal = predict_result(args)
     if args.json:
@@ -77,14 +77,14 @@ def cmd_predict(args) -> int:
         return 0
     print_report(out.step, out.interval)
     here = None
-    if out.track_record and "step_range_s" in out.track_record:
+    if "step_range_s" in (out.track_record or {}):
         from gpusim import units
 
         lo, hi = out.track_record["throughput_range_samples_per_s"]
         slo, shi = out.track_record["step_range_s"]
         here = (f"{units.format_count(lo)} to {units.format_count(hi)} samples/s, a step of "
                 f"{units.format_duration(slo)} to {units.format_duration(shi)}")
-    print_track_record(out.track_record, calibrated=cal is not None, anchor_hint=True, here=here)
+    print_track_record(out.track_record, here=here, anchor_hint=True)
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
     if out.measured_vs_predicted:
@@ -92,30 +92,6 @@ def cmd_predict(args) -> int:
         for line in out.measured_vs_predicted["explanation"]:
             print(f"  {line}")
     return 0
-
-
-def print_track_record(band: dict | None, *, calibrated: bool = False, anchor_hint: bool = False,
-                       here: str | None = None) -> None:
-    """The "track record" line under a prediction: how far gpusim's predictions of this kind were from published
-    measurements (gpusim.track_record), or that its validation tables hold none of this kind. ``anchor_hint``: a
-    data-parallel prediction from the datasheet also says how close such predictions came with the one-GPU
-    throughput given (where the command takes ``--baseline-throughput``). ``here``: the band's 80% range carried to
-    this prediction, in the command's units."""
-    from gpusim.track_record import Band, load
-
-    if band:
-        line = Band(**{k: v for k, v in band.items() if k in Band.__dataclass_fields__}).line()
-        if here:
-            line += f" (here: {here})"
-        anchored = load().get("data-parallel-anchored") if anchor_hint and band["key"] == "data-parallel" else None
-        if anchored:  # the one figure that shrinks the error most: say so
-            line += (f"; with your one-GPU throughput given (--baseline-throughput) such predictions were within a "
-                     f"median {anchored.median_abs_frac:.1%}, p90 {anchored.p90_abs_frac:.1%}")
-        if calibrated:
-            line += " (the figures are the default model's, before this calibration)"
-    else:
-        line = "none: gpusim's validation tables hold no published run of this kind"
-    print(f"track record: {line}")
 
 
 def print_report(res, interval=None) -> None:

@@ -48,7 +48,7 @@ def sweep_result(args):
     if args.per_gpu_batch is None:
         args.per_gpu_batch = 1
     args.strategy = "zero1" if args.strategy not in ("ddp", "zero1") else args.strategy
-    scn, db, params, _ = resolve(args)
+    scn, db, params, cal = resolve(args)
     if chosen_gb:  # the largest power of two within the plan's default limit (16M tokens, Llama 3 405B's batch)
         if transformer_of(resolve_workload(scn)) is None:  # say it before choosing a batch for it
             raise ScenarioError(f"the layout search needs a transformer; {scn.model or 'this workload'!r} is not one")
@@ -64,21 +64,21 @@ def sweep_result(args):
     domain = nvlink_domain_gpus(hw)
     rows = search_table(res)
     best = rows[0] if res["best"] is not None else None
-    band = None
+    record = None
     if best is not None:  # the best layout's kind: an LLM layout, MoE where the model has experts
         from gpusim import track_record
 
-        spec = transformer_of(resolve_workload(scn))
-        band = track_record.load().get(track_record.key_for(
-            llm=True, moe=bool(getattr(spec, "n_experts", 0)) or int(best["ep"]) > 1, precision=scn.strategy.precision,
-            gpu=hw.gpu.id, n_gpus=scn.gpus, kind=scn.strategy.kind))
+        key = track_record.key_for(llm=True, moe=track_record.is_moe(resolve_workload(scn), int(best["ep"])),
+                                   precision=scn.strategy.precision, gpu=hw.gpu.id, n_gpus=scn.gpus,
+                                   kind=scn.strategy.kind, split=True)
+        band = track_record.load().get(key)
+        record = track_record.record_for(band, key, calibrated=cal is not None, **(
+            {} if band is None else {"throughput_range_tokens_per_s": band.speed_range(float(best["tokens_per_s"]))}))
     out = SweepResult(best=best, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
                       global_batch=int(args.global_batch),
                       versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
-                      track_record=None if band is None else {**band.to_dict(), **(
-                          {"tokens_per_s_range": list(band.speed_range(float(best["tokens_per_s"])))}
-                          if band.has_range else {})})
+                      track_record=record)
     return out, scn
 
 
@@ -123,11 +123,11 @@ def cmd_sweep(args) -> int:
     if out.versus_defaults:  # [issue 17]
         print(out.versus_defaults)
     if out.best is not None:
-        from gpusim.commands.predict import print_track_record
+        from gpusim.commands._common import print_track_record
 
         here = None
-        if out.track_record and "tokens_per_s_range" in out.track_record:
-            lo, hi = out.track_record["tokens_per_s_range"]
+        if "throughput_range_tokens_per_s" in (out.track_record or {}):
+            lo, hi = out.track_record["throughput_range_tokens_per_s"]
             here = (f"{units.format_count(lo / scn.gpus)} to {units.format_count(hi / scn.gpus)} tokens/s per GPU for "
                     f"the best layout")
         print_track_record(out.track_record, here=here)

@@ -101,19 +101,21 @@ def _track_record(args, db, results, runs, fsdp, sweeps):
     return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps)
 
 
-def print_track_record(record, print_table) -> None:
+def print_track_record_table(record, print_table) -> None:
     """The bands as a table, and whether the packaged file (what the reports print) still matches them."""
     from gpusim import track_record
     from gpusim.validation import fmt_pct
 
     rows = [[b.key, b.quantity, b.rows, fmt_pct(b.median_abs_frac), fmt_pct(b.p90_abs_frac),
              f"{b.held_out_rows}: {fmt_pct(b.held_out_median_abs_frac)} / {fmt_pct(b.held_out_p90_abs_frac)}"
-             if b.held_out_rows else "-", f"{b.real_vs_predicted_speed_frac:+.1%}", f"{b.slower_frac:.0%}"]
+             if b.held_out_rows else "-", f"{b.real_vs_predicted_speed_frac:+.1%}", f"{b.slower_frac:.0%}",
+             (f"{b.speed_ratio_p10:.2f}x-{b.speed_ratio_p90:.2f}x ({'held out' if b.range_held_out else 'all'})"
+              if b.has_range else "too few")]
             for b in record.values()]
-    print_table(rows, ["kind", "error in", "rows", "median", "p90", "held out: median / p90", "measured vs predicted "
-                       "speed (median)", "slower"],
+    print_table(rows, ["kind", "error in", "rows", "median", "p90", "held out: median / p90", "measured / predicted "
+                       "speed - 1 (median)", "slower", "80% of runs"],
                 title="track record per kind of prediction (what predict, sweep, plan and comm print under a number)",
-                justify=["left", "left"] + ["right"] * 6)
+                justify=["left", "left"] + ["right"] * 7)
     if not track_record.same(record, track_record.load()):
         print("note: the packaged track record (gpusim/data/track_record.json) differs from these figures: run "
               "`make track-record`")
@@ -292,7 +294,7 @@ def cmd_validate(args) -> int:
 
         print_runs(runs, holdout_rows=getattr(args, "show_holdout", False))
     if record:
-        print_track_record(record, print_table)
+        print_track_record_table(record, print_table)
     if args.rows:
         rows = [[r.index, r.source_id, r.kind, r.model, r.gpu, r.n_gpus, f"{r.measured:g}",
                  "" if r.predicted is None else f"{r.predicted:.4g}", "" if r.anchored is None else f"{r.anchored:.4g}",

@@ -53,21 +53,29 @@ def test_band_statistics_hand_worked():
     """Four rows: |errors| 0.1, 0.2, 0.3, 0.4 (median 0.25, p90 0.37 by linear interpolation), measured / predicted
     speed 0.8, 0.9, 1.1, 0.7 (median 0.85: measured 15% slower; slower in 3 of 4), the last two held out (median
     0.35, p90 0.39)."""
-    b = T._band("llm-moe", [(0.1, 0.8, False), (0.2, 0.9, False), (0.3, 1.1, True), (0.4, 0.7, True)], "test")
+    b = T._band("llm-moe", [(0.1, 0.8, False), (0.2, 0.9, False), (0.3, 1.1, True), (0.4, 0.7, True)], "test",
+                "runs on h100-sxm")
     assert (b.rows, b.median_abs_frac, b.p90_abs_frac) == (4, 0.25, 0.37)
     assert b.real_vs_predicted_speed_frac == pytest.approx(-0.15)
     assert b.slower_frac == 0.75
     assert (b.held_out_rows, b.held_out_median_abs_frac, b.held_out_p90_abs_frac) == (2, 0.35, 0.39)
     line = b.line()
-    assert "4 measurements" in line and "median step time error 25.0%" in line and "p90 37.0%" in line
+    assert line.startswith("published MoE training runs with their stated layouts (runs on h100-sxm): 4 measurements")
+    assert "median step time error 25.0%" in line and "p90 37.0%" in line
     assert "the 2 held out of tuning: median 35.0%, p90 39.0%" in line
     assert "a median 15.0% slower than predicted, slower in 75% of them" in line
     faster = T._band("collectives", [(0.2, 1.2, False)], "test")
-    assert "20.0% faster than predicted, slower in 0% of them" in faster.line() and "held out" not in faster.line()
+    assert "20.0% faster than predicted, slower in 0% of them" in faster.line()
+    assert "; none held out;" in faster.line()
+    # a table the defaults were chosen with says so
+    assert "none held out: the model's defaults were chosen with these rows in view" in \
+        T._band("data-parallel", [(0.2, 1.2, False)], "test").line()
     assert T._band("fsdp", [], "test") is None
+    # rows whose ratio is not a finite positive number (a zero prediction) are left out
+    assert T._band("fsdp", [(0.1, float("nan"), False), (0.1, 0.9, False)], "test").rows == 1
     # the 80% range: 10th and 90th percentiles of measured / predicted speed (0.73 and 1.04 here), shown only with
-    # enough runs (four are too few)
-    assert (b.speed_ratio_p10, b.speed_ratio_p90) == (0.73, 1.04)
+    # enough runs behind it (four are too few)
+    assert (b.speed_ratio_p10, b.speed_ratio_p90, b.range_rows, b.range_held_out) == (0.73, 1.04, 4, False)
     assert not b.has_range and "too few runs for an 80% range" in b.line()
     ten = T._band("llm-moe", [(0.1, 0.5 + 0.1 * i, False) for i in range(10)], "test")  # ratios 0.5 .. 1.4
     assert ten.has_range and (ten.speed_ratio_p10, ten.speed_ratio_p90) == (0.59, 1.31)
@@ -76,6 +84,11 @@ def test_band_statistics_hand_worked():
     assert ten.time_range(10.0) == pytest.approx((10.0 / 1.31, 10.0 / 0.59))
     # a plan: only the training steps (60 of the 100 h) move
     assert ten.time_to_train_range(100.0, 60.0) == pytest.approx((40.0 + 60.0 / 1.31, 40.0 + 60.0 / 0.59))
+    # with ten held-out runs the range is theirs (ratios 1.0 .. 1.9), not the open ones' (0.5)
+    mixed = T._band("llm-moe", [(0.5, 0.5, False)] * 10 + [(0.1, 1.0 + 0.1 * i, True) for i in range(10)], "test")
+    assert mixed.range_held_out and mixed.range_rows == 10
+    assert (mixed.speed_ratio_p10, mixed.speed_ratio_p90) == (1.09, 1.81)
+    assert "80% of the 10 held-out runs measured 1.09x to 1.81x" in mixed.line()
 
 
 def _res(**kw):
@@ -99,6 +112,10 @@ def _res(**kw):
     # recomputation puts FSDP on the per-GEMM path (an LLM result) without splitting the model: still FSDP's band
     ({"model": "llama3.1-8b", "kind": "fsdp-full", "recompute": "full", "micro_batch": 1, "global_batch": 64,
       "seq_len": 2048, "precision": "bf16", "per_gpu_batch": None}, "fsdp"),
+    # an MoE model on plain data parallelism is an MoE prediction (as the published runs' regimes count it)
+    ({"model": "qwen3-30b-a3b", "seq_len": 4096, "precision": "bf16", "per_gpu_batch": 1}, "llm-moe"),
+    # one GPU whose throughput the user gave: the prediction is the measurement, no band
+    ({"gpus": 1, "baseline_throughput": 3000.0}, None),
 ])
 def test_each_prediction_gets_the_band_of_its_kind(kw, key):
     kw = {k: v for k, v in kw.items() if v is not None}
@@ -109,20 +126,73 @@ def test_each_prediction_gets_the_band_of_its_kind(kw, key):
         res = simulate(Scenario.create(**base), recommend=False)
     else:
         res = _res(**kw)
-    assert T.band_key(res) == key
+    from gpusim.rows import resolve_workload
+
+    scn_kw = {k: v for k, v in kw.items()}
+    wl = resolve_workload(Scenario.create(**{"model": "resnet50", "gpu": "h100-sxm", "gpus": 8, **scn_kw}))
+    assert T.band_key(res, wl) == key
 
 
-def test_a_kind_without_published_runs_has_no_band_and_says_so(tmp_path, capsys):
-    """gpusim's tables hold no dense BF16 run on Blackwell: no band, and predict says there is none rather than
-    borrowing another kind's."""
-    from gpusim.commands.predict import print_track_record
+def test_a_kind_without_published_runs_has_no_band_and_says_so(capsys):
+    """gpusim's tables hold no dense BF16 run on Blackwell: predict says there is none (and the JSON why) rather than
+    borrowing another kind's; one GPU with its measured throughput needs none."""
+    from gpusim.cli import main
 
-    res = simulate(Scenario.create(model="llama3.1-8b", gpu="b200", gpus=8, tp=2, micro_batch=1, global_batch=64,
-                                   seq_len=4096, precision="bf16"), recommend=False)
-    assert T.band_key(res) == "llm-dense-bf16-blackwell"
-    assert T.band_for(res) is None
-    print_track_record(None)
-    assert "none: gpusim's validation tables hold no published run of this kind" in capsys.readouterr().out
+    flags = ["predict", "--model", "llama3.1-8b", "--gpu", "b200", "--gpus", "8", "--tp", "2", "--micro-batch", "1",
+             "--global-batch", "64", "--precision", "bf16"]
+    assert main(flags) == 0
+    assert "track record: none: gpusim's validation tables hold no published run of this kind" in \
+        capsys.readouterr().out
+    assert main([*flags, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["track_record"] == {"key": "llm-dense-bf16-blackwell",
+                                                                   "reason": T.NO_RUNS}
+    assert main(["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "1", "--per-gpu-batch", "64",
+                 "--baseline-throughput", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert f"track record: {T.MEASURED}" in out and "(here: " not in out
+
+
+def test_a_calibrated_prediction_gets_the_band_without_a_range(capsys):
+    """The bands are the default model's misses: a calibrated prediction gets them with that caveat and no range
+    (its calibration's interval is its uncertainty)."""
+    from pathlib import Path
+
+    from gpusim.cli import main
+
+    cal = Path(__file__).resolve().parents[1] / "app" / "fixtures" / "h100_synthetic.json"
+    flags = ["predict", "--model", "resnet50", "--gpu", "h100-sxm", "--gpus", "8", "--per-gpu-batch", "64",
+             "--calibration", str(cal)]
+    assert main([*flags, "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)["track_record"]
+    assert rec["calibrated"] is True and "throughput_range_samples_per_s" not in rec
+    assert main(flags) == 0
+    out = capsys.readouterr().out
+    assert "before your calibration, so no range is carried" in out and "(here: " not in out
+    assert "80% of them measured" not in out
+
+
+def test_comm_says_when_its_band_does_not_cover_the_question(capsys):
+    from gpusim.cli import main
+
+    for flags in (["--gpu", "h100-sxm", "--gpus", "8", "--bytes", "4KiB"],  # all below the sweeps' 32 KiB
+                  ["--gpu", "rtx-4090", "--gpus", "4", "--bytes", "64MiB"],  # host-staged: no SHM system swept
+                  ["--gpu", "h100-sxm", "--gpus", "8", "--bytes", "64MiB", "--collective", "broadcast"]):
+        assert main(["comm", *flags]) == 0
+        assert "track record: none: gpusim's collective sweeps hold no run of this kind" in capsys.readouterr().out
+
+
+def test_a_newer_or_older_packaged_file(tmp_path, monkeypatch, capsys):
+    """A field the band does not know (a newer file) is ignored; a band missing one (an older file) is dropped; no
+    readable bands at all is said as such, not as 'no published run of this kind'."""
+    raw = json.loads(T.BANDS_PATH.read_text())
+    raw["bands"]["llm-moe"]["a_newer_field"] = 1
+    del raw["bands"]["fsdp"]["coverage"]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    got = T.load(path)
+    assert got["llm-moe"] == T.load()["llm-moe"] and "fsdp" not in got
+    monkeypatch.setattr(T, "load", lambda path=None: {})
+    assert T.none_reason("llm-moe") == T.UNAVAILABLE and T.report_line(None) == T.UNAVAILABLE
 
 
 def test_write_is_atomic_and_reads_back(tmp_path, computed):
@@ -148,7 +218,7 @@ def test_predict_and_the_api_report_the_band(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["track_record"]["key"] == "data-parallel"
     band = T.load()["data-parallel"]
-    assert {k: v for k, v in d["track_record"].items() if "range" not in k} == band.to_dict()
+    assert T.band_from_dict(d["track_record"]) == band and d["track_record"]["calibrated"] is False
     assert d["track_record"]["throughput_range_samples_per_s"] == pytest.approx(
         list(band.speed_range(d["throughput_samples_per_s"])))
     assert d["track_record"]["step_range_s"] == pytest.approx(list(band.time_range(d["step_s"])))
@@ -180,7 +250,8 @@ def test_sweep_reports_the_band_of_its_best_layout(capsys):
     assert moe.track_record["key"] == "llm-moe" and moe.to_dict()["track_record"] == moe.track_record
     dense = gpusim.sweep(model="llama3.1-8b", gpu="h100-sxm", gpus=8, global_batch=128, precision="fp8")
     assert dense.track_record["key"] == "llm-dense-fp8"
-    assert moe.track_record["tokens_per_s_range"][0] < moe.best["tokens_per_s"] < moe.track_record["tokens_per_s_range"][1]
+    lo, hi = moe.track_record["throughput_range_tokens_per_s"]
+    assert lo < moe.best["tokens_per_s"] < hi
     from gpusim.cli import main
 
     assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
@@ -198,6 +269,12 @@ def test_key_for_hand_cases():
     assert k(llm=False, moe=False, precision="amp_fp16", gpu="a100-sxm4-80gb", n_gpus=1) == "single-gpu"
     assert k(llm=False, moe=False, precision="fp32", gpu="v100-sxm2-16gb", n_gpus=4, anchored=True) == \
         "data-parallel-anchored"
+    # FULL_SHARD and HYBRID_SHARD (and ZeRO-3) are llm-foundry's sharding; SHARD_GRAD_OP is ZeRO-2's, data parallel
+    assert k(llm=False, moe=False, precision="bf16", gpu="h100-sxm", n_gpus=16, kind="fsdp-hybrid") == "fsdp"
+    assert k(llm=False, moe=False, precision="bf16", gpu="h100-sxm", n_gpus=16, kind="fsdp-grad-op") == \
+        "data-parallel"
+    assert k(llm=False, moe=True, precision="bf16", gpu="h100-sxm", n_gpus=16, kind="fsdp-full") == "llm-moe"
+    assert k(llm=False, moe=False, precision="bf16", gpu="h100-sxm", n_gpus=1, anchored=True) is None
 
 
 def test_plan_reports_the_band_of_its_recommendation(capsys):
