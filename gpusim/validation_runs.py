@@ -123,6 +123,43 @@ def default_paths() -> list[Path]:
     return sorted(p for p in d.glob("runs_*.csv") if p.name not in OTHER_SCHEMA_FILES) if d is not None else []
 
 
+#: [stop 38] the Megatron-Bridge performance tables of the releases after the curated ones (26.02.01 to 26.08.01), as
+#: published: the stated layouts with the 26.02 rows' conventions, the recipes' software settings mostly unverified
+#: (validation/README.md). Reported apart from the curated runs_*.csv, not mixed into their figures or the track record
+LATER_RELEASES_FILE = "later_releases.csv"
+
+
+def later_releases_path() -> Path | None:
+    """``validation/later_releases.csv`` where the checkout has it."""
+    d = default_dir()
+    p = d / LATER_RELEASES_FILE if d is not None else None
+    return p if p is not None and p.is_file() else None
+
+
+def later_releases_lines(results: list[RunRow]) -> list[str]:
+    """[stop 38] The later releases' summary: open and held-out rows per regime (:func:`summarize`), and the median
+    signed error of each release's rows (open ones only, as the held-out rows are reported in summary alone)."""
+    from gpusim.validation import fmt_pct
+
+    lines = []
+    summ = summarize(results)
+    for part in ("open", "holdout"):
+        for g, st in summ[part].items():
+            if st["rows"] and g != "memory":
+                lines.append(f"  {'held-out' if part == 'holdout' else 'open'} {g}: {st['predicted']} of {st['rows']} "
+                             f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
+                             f"signed {format_signed(st['median_signed'])}")
+    by_source: dict[str, list[float]] = {}
+    for r in results:
+        if not r.holdout and r.signed_frac is not None:
+            by_source.setdefault(r.source_id, []).append(r.signed_frac)
+    if by_source:
+        lines.append("  open rows per release, median signed (error > 0: predicted slower): " + ", ".join(
+            f"{k.removeprefix('MBRIDGE_')} {format_signed(_quantile(v, 0.5))} (n={len(v)})"
+            for k, v in sorted(by_source.items())))
+    return lines
+
+
 @dataclass
 class RunRow:
     run_id: str

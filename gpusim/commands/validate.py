@@ -46,6 +46,17 @@ def _runs_results(args, db, params):
     return R.run(runs, db=db, params=params)
 
 
+def _later_results(args, db, params):
+    """[stop 38] The later Megatron-Bridge releases (validation/later_releases.csv), reported apart; only with the
+    project's own tables (no --csv, no --runs)."""
+    from gpusim import validation_runs as R
+
+    if args.csv or getattr(args, "runs", None) is not None:
+        return []
+    path = R.later_releases_path()
+    return R.run([path], db=db, params=params) if path else []
+
+
 def _llm_results(args, db, params):
     """The LLM-layout rows (Korthikanti Table 5, Narayanan Table 1) with gpusim's errors."""
     from gpusim import validation_llm as V
@@ -192,6 +203,7 @@ def cmd_validate(args) -> int:
     gemms = _gemm_results(args, db, params)
     fsdp = _fsdp_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps)
+    later = _later_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
@@ -207,7 +219,9 @@ def cmd_validate(args) -> int:
                                   "rows": VF.to_dicts(fsdp, holdout_rows=args.show_holdout)},
                     "published_runs": {"summary": R.summarize(runs),
                                            "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)},
-                    "track_record": {k: b.to_dict() for k, b in record.items()} if record else None})
+                    "track_record": {k: b.to_dict() for k, b in record.items()} if record else None,
+                    "later_releases": {"summary": R.summarize(later),
+                                       "rows": R.to_dicts(later, holdout_rows=args.show_holdout)}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -293,6 +307,14 @@ def cmd_validate(args) -> int:
         from gpusim import validation_runs as R
 
         print_runs(runs, holdout_rows=getattr(args, "show_holdout", False))
+    if later:
+        from gpusim import validation_runs as R
+
+        print("later Megatron-Bridge releases (validation/later_releases.csv: 26.02.01 to 26.08.01 as published, the "
+              "stated layouts only; their recipes' software settings, such as CUDA graphs and fused kernels, mostly "
+              "unstated; not in the figures above or the track record):")
+        for line in R.later_releases_lines(later):
+            print(line)
     if record:
         print_track_record_table(record, print_table)
     if args.rows:
