@@ -124,8 +124,9 @@ def default_paths() -> list[Path]:
 
 
 #: [stop 38] the Megatron-Bridge performance tables of the releases after the curated ones (26.02.01 to 26.08.01), as
-#: published: the stated layouts with the 26.02 rows' conventions, the recipes' software settings mostly unverified
-#: (validation/README.md). Reported apart from the curated runs_*.csv, not mixed into their figures or the track record
+#: published: the stated layouts with the 26.02 rows' conventions and the software settings of a recipe of each
+#: release's era where one states the row's layout (validation/README.md). Reported apart from the curated
+#: runs_*.csv, not mixed into their figures or the track record
 LATER_RELEASES_FILE = "later_releases.csv"
 
 
