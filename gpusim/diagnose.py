@@ -141,6 +141,13 @@ GRAPHS_GAIN_FRAC = 0.03
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
 _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
+#: [stop 38] the least predicted gain of Megatron-Core's MoE software settings (flex dispatcher, EP overlap, fused
+#: grouped MLP, full-iteration CUDA graphs, together) worth a recommendation
+MOE_STACK_GAIN_FRAC = 0.05
+#: [stop 38] the MoE what-ifs, each one Megatron-Core setting, and what a recommendation calls it
+MOE_SETTINGS = {"llm-moe-flex": "the flex dispatcher (HybridEP / DeepEP: --moe-dispatcher deepep)",
+                "llm-moe-ep-overlap": "the all-to-all hidden under the other micro-batch's compute (--ep-overlap 1f1b)",
+                "llm-moe-fused-mlp": "Transformer Engine's fused grouped MLP (--moe-fused-mlp)"}
 
 
 def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
@@ -184,7 +191,40 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         add("llm-router-padding", moe_router_padding=True)
     if hw.n_gpus > 1 and not hw.p2p and hw.topology in _NVLINK_WIRINGS:  # [issue 18] NCCL_P2P_DISABLE on NVLink
         add("p2p", p2p=True)
+    if st.ep > 1:  # [stop 38] Megatron-Core's MoE software settings, one at a time and together
+        stack: dict = {}
+        if st.moe_dispatcher == "alltoall":
+            add("llm-moe-flex", moe_dispatcher="deepep")
+            stack["moe_dispatcher"] = "deepep"
+        if st.ep_overlap == "none":
+            add("llm-moe-ep-overlap", ep_overlap="1f1b")
+            stack["ep_overlap"] = "1f1b"
+        fused = not st.moe_fused_mlp and _fused_mlp_runs(scn, hw)  # (where Transformer Engine registers it)
+        if fused:
+            add("llm-moe-fused-mlp", moe_fused_mlp=True)
+            stack["moe_fused_mlp"] = True
+        if not ({"moe", "full_iteration"} & set(st.cuda_graph_scope or ())):
+            stack["cuda_graph_scope"] = ("full_iteration",)
+        if stack:
+            add("llm-moe-stack", **stack)
     return v
+
+
+def _fused_mlp_runs(scn, hw) -> bool:
+    """[stop 38] Whether Transformer Engine's fused grouped MLP runs for this layout (:func:`gpusim.rules.
+    check_fused_mlp`: MXFP8, SM 10.x, a gated FFN, dimensions that are multiples of 256, no expert TP)."""
+    from gpusim.errors import ScenarioError
+    from gpusim.rows import resolve_workload
+    from gpusim.rules import check_fused_mlp, transformer_of
+
+    spec = transformer_of(resolve_workload(scn))
+    if spec is None:
+        return False
+    try:
+        check_fused_mlp(spec, scn.strategy.model_copy(update={"moe_fused_mlp": True}), hw.gpu)
+    except ScenarioError:
+        return False
+    return True
 
 
 def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, object]]:
@@ -199,7 +239,9 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
               "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
               "llm-graphs": True, "llm-router-padding": True,  # [issue 17] said only where they gain
-              "p2p": True}  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
+              "p2p": True,  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
+              # [stop 38] MoE software settings: said only where together they gain
+              "llm-moe-flex": True, "llm-moe-ep-overlap": True, "llm-moe-fused-mlp": True, "llm-moe-stack": True}
     return [(name, vscn) for name, vscn in (candidates if candidates is not None else llm_variant_candidates(scn, hw))
             if wanted[name]]
 
@@ -277,6 +319,21 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                           f"(DeepEP / HybridEP, --moe-dispatcher deepep) pads inside its "
                                           f"permutation too.", g, {"moe_router_padding": True},
                 "medium" if g >= 0.05 else "info")
+    if "llm-moe-stack" in by and bool(by["llm-moe-stack"][1]["fits_in_memory"]):  # [stop 38]
+        vs = by["llm-moe-stack"][0].strategy
+        g = _gain(thr, by["llm-moe-stack"][1])
+        if g >= MOE_STACK_GAIN_FRAC:
+            parts = [f"{label} {_gain(thr, by[name][1]):+.0%}" for name, label in MOE_SETTINGS.items()
+                     if name in by and bool(by[name][1]["fits_in_memory"])]
+            graphs = "full_iteration" in (vs.cuda_graph_scope or ()) and "full_iteration" not in (st.cuda_graph_scope or ())
+            rec("llm-moe-software", "Megatron-Core's MoE software settings are off in this layout: "
+                + "; ".join(parts) + (f"; with them{' and full-iteration CUDA graphs' if graphs else ''} together "
+                                      f"{g:+.0%}") + ". NVIDIA's recipes turned them on between the 26.04 and 26.06 "
+                "containers, where the same MoE layouts on Blackwell took 12-36% less time per step (gpusim validate, "
+                "later Megatron-Bridge releases); full-iteration graphs need static expert buffers and raise the "
+                "peak memory.", g,
+                {k: getattr(vs, k) for k in ("moe_dispatcher", "ep_overlap", "moe_fused_mlp", "cuda_graph_scope")},
+                "high" if g >= 0.15 else "medium")
     tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)
     if tpc > TP_COMM_FRAC * step:
         g = _gain(thr, by["llm-tp-half"][1]) if "llm-tp-half" in by else None
