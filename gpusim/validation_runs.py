@@ -150,6 +150,13 @@ def later_releases_lines(results: list[RunRow]) -> list[str]:
                 lines.append(f"  {'held-out' if part == 'holdout' else 'open'} {g}: {st['predicted']} of {st['rows']} "
                              f"predicted, median {fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median "
                              f"signed {format_signed(st['median_signed'])}")
+    for part, sel in (("open", lambda r: not r.holdout), ("held-out", lambda r: r.holdout)):
+        rest = [r for r in results if sel(r) and not r.is_memory and "hybrid" not in r.regimes]
+        if len(rest) < len([r for r in results if sel(r) and not r.is_memory]):
+            st = stats(rest)
+            lines.append(f"  {part} all but hybrid: {st['predicted']} of {st['rows']} predicted, median "
+                         f"{fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median signed "
+                         f"{format_signed(st['median_signed'])}")
     by_source: dict[str, list[float]] = {}
     for r in results:
         if not r.holdout and r.signed_frac is not None:
@@ -209,8 +216,8 @@ def _int(v, default=1) -> int:
 
 def regime(r: dict) -> tuple[str, ...]:
     """The regimes a row belongs to: ``moe`` (ep > 1 or an MoE model), ``blackwell`` (B200/B300/GB200/GB300), and for
-    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8); a peak-memory row is in ``memory``
-    alone (its error is of memory, not of step time)."""
+    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8); ``hybrid`` besides for a model with
+    Mamba mixers [stop 38]; a peak-memory row is in ``memory`` alone (its error is of memory, not of step time)."""
     if (r.get("metric") or "").strip() in MEMORY_METRICS:
         return ("memory",)
     out = []
@@ -222,15 +229,22 @@ def regime(r: dict) -> tuple[str, ...]:
     if not moe:
         fp8 = r["precision"].strip().lower() in ("fp8", "mxfp8", "fp8-cs", "fp8-mx")
         out.append(("dense-fp8" if fp8 else "dense-bf16") + ("" if r["gpu"] not in BLACKWELL else "-blackwell"))
+    if _spec_count(r["model"], "n_mamba_layers"):  # [stop 38] a hybrid Mamba-Transformer model
+        out.append("hybrid")
     return tuple(out)
 
 
-def _is_moe(model: str) -> bool:
+def _spec_count(model: str, field: str) -> int:
+    """A count of the model's transformer spec (0 for an unknown model, which predict_row reports)."""
     try:
         wl = _workload(model, None)
     except Exception:  # noqa: BLE001 - an unknown model is reported by predict_row
-        return False
-    return bool(getattr(getattr(wl, "transformer", None), "n_experts", 0))
+        return 0
+    return int(getattr(getattr(wl, "transformer", None), field, 0) or 0)
+
+
+def _is_moe(model: str) -> bool:
+    return bool(_spec_count(model, "n_experts"))
 
 
 def _workload(model: str, seq_len: int | None):
@@ -470,7 +484,8 @@ def stats(rows: list[RunRow]) -> dict:
             "median_signed": _quantile(signed, 0.5) if signed else None}
 
 
-REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe", "memory")
+REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe", "hybrid",
+           "memory")
 
 
 def summarize(results: list[RunRow]) -> dict:

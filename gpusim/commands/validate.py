@@ -311,8 +311,8 @@ def cmd_validate(args) -> int:
         from gpusim import validation_runs as R
 
         print("later Megatron-Bridge releases (validation/later_releases.csv: 26.02.01 to 26.08.01 as published, with "
-              "the software settings of a recipe of each release's era where one states the row's layout, 121 of 125; "
-              "reported apart, not in the figures above or the track record):")
+              "the software settings of a recipe of each release's era where one states the row's layout; reported "
+              "apart, not in the figures above or the track record):")
         for line in R.later_releases_lines(later):
             print(line)
     if record:
