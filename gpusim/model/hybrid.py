@@ -18,10 +18,19 @@ the forward pass, as an MLP has:
 - **GEMMs**: in_proj and out_proj (Mamba-1 also x_proj ``d / tp -> R + 2 N`` and dt_proj ``R -> d / tp``) as forward,
   data-gradient and weight-gradient GEMMs through ``gemm`` (:func:`gpusim.model.gemm.gemm_time_s`).
 - **conv1d** (depthwise, ``K`` taps): memory-bound, read and write ``C / tp`` channels per token.
-- **scan** (Mamba-2's chunked SSD kernel, Mamba-1's selective scan): a fused kernel like FlashAttention's, timed as
-  ``max(FLOPs / (ceiling x flash_fwd_eff_frac), bytes / (HBM x mem_eff_frac))`` (the roofline; its FLOPs are the
-  closed forms of :mod:`gpusim.workload.ssm`, its bytes the inputs ``x``, ``B``, ``C``, ``dt`` read and ``y`` written);
-  the backward pass recomputes the chunk states and runs the transposed products: 2x the forward time.
+- **scan** (Mamba-2's chunked SSD kernels, Mamba-1's selective scan), timed as the roofline
+  ``max(FLOPs / (ceiling x flash_fwd_eff_frac), bytes / (HBM x mem_eff_frac))`` with the closed-form FLOPs of
+  :mod:`gpusim.workload.ssm`; the backward pass recomputes the chunk states and runs the transposed products: 2x the
+  forward's roofline. Mamba-1's selective scan is one fused kernel whose bytes are its inputs and output. [stop 38]
+  Mamba-2's ``mamba_chunk_scan_combined`` (state-spaces/mamba ``mamba_ssm/ops/triton/ssd_combined.py``
+  @d757aef189a5215ab3568516825a145e49f7b7ed) is not one kernel: the forward runs five (chunk_cumsum, chunk_state,
+  state_passing, bmm_chunk, chunk_scan: :data:`SSD_FWD_KERNELS`), the backward fifteen (four of them recompute the
+  forward's: :data:`SSD_BWD_KERNELS`), each with its launch tail, and its intermediates cross HBM between them
+  (:func:`ssd_forward_bytes`): the chunk states (``nh P N`` values per chunk, written in fp32 by chunk_state, read in
+  fp32 and written again in 16-bit by state_passing, read by chunk_scan) and the ``C B^T`` blocks (``G Q`` values
+  per token, fp32, written by bmm_chunk and read by chunk_scan), besides ``x``, ``B``, ``C`` read twice and ``y``
+  written. At Nemotron 3 Nano's shape that is about 92 KB per token against the 29 KB of the inputs and output
+  alone. The kernels' own arithmetic efficiency has no published training measurement and keeps FlashAttention's.
 - **gate and norm**: ``y silu(z)`` and the gated RMSNorm by their bytes.
 
 Kept for the backward pass (16-bit unless said): the norm input, the in_proj input and output, the conv output, the
@@ -38,10 +47,32 @@ import numpy as np
 
 #: the scan's backward pass over its forward pass (recompute the chunk states, then the transposed products)
 SCAN_BWD_MULT = 2.0
+#: [stop 38] Triton kernels of Mamba-2's ``mamba_chunk_scan_combined`` per forward and per backward pass
+#: (``mamba_ssm/ops/triton/ssd_combined.py`` @d757aef1: ``_chunk_cumsum_fwd``, ``_chunk_state_fwd``,
+#: ``_state_passing_fwd``, ``_bmm_chunk_fwd``, ``_chunk_scan_fwd``; the backward recomputes the first four and runs
+#: eleven of its own, without counting the small PyTorch operations beside them)
+SSD_FWD_KERNELS = 5.0
+SSD_BWD_KERNELS = 15.0
 
 
 def _f(a):
     return np.asarray(a, dtype=np.float64)
+
+
+def ssd_forward_bytes(T, tp, e, *, d_inner, heads, groups, state, chunk):
+    """[stop 38] HBM bytes of Mamba-2's SSD forward kernels on ``T`` tokens of one tensor-parallel rank (``heads`` and
+    ``groups`` split over ``tp``; head size ``P = d_inner / heads``; module docstring): ``x`` (``d / tp`` per token)
+    read twice and ``y`` written once at ``e`` bytes; ``B`` and ``C`` (``G N / tp`` each) read twice; ``dt`` read and
+    its fp32 cumulative sums and clamped values written and read by three kernels (``(e + 32) nh / tp``); the chunk
+    states, ``nh P N / tp`` values per chunk of ``Q`` tokens, written and read in fp32 and again in ``e``-byte form
+    (``(8 + 2 e)`` bytes each); ``C B^T``, ``G Q / tp`` fp32 values per token, written and read (8 bytes each).
+    Hand-worked, Nemotron 3 Nano (d 4096, nh 64, G 8, N 128, Q 128, tp 1, bf16) per token: 16,384 + 8,192 + 2,176 +
+    49,152 + 8,192 + 8,192 = 92,288 bytes."""
+    d, nh, G, N, Q = _f(d_inner), _f(heads), _f(groups), _f(state), np.maximum(_f(chunk), 1.0)
+    P = d / np.maximum(nh, 1.0)
+    per_token = (3.0 * d * e + 4.0 * G * N * e + nh * (e + 32.0) + nh * P * N / Q * (8.0 + 2.0 * e)
+                 + 8.0 * G * Q) / _f(tp)
+    return _f(T) * per_token
 
 
 def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep) -> dict:
@@ -74,11 +105,15 @@ def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep) -
     proj_flop = np.where(v2, 2.0 * h * width + 2.0 * d * h, 2.0 * (2.0 * d * h + d * (R + 2.0 * N) + R * d + d * h))
     conv_s = T * conv_ch / tp * 2.0 * e / mem_rate + p.kernel_tail_s
     scan_flop = T / tp * (_f(x["mamba_flop_per_token"]) - proj_flop - 2.0 * K * conv_ch)
-    scan_bytes = np.where(v2, T * (conv_ch + nh + 2.0 * d) / tp * e, T * (4.0 * d + 2.0 * N) / tp * e)
-    scan_s = np.maximum(scan_flop / (ceil_rate * p.flash_fwd_eff_frac), scan_bytes / mem_rate) + p.kernel_tail_s
+    ssd = ssd_forward_bytes(T, tp, e, d_inner=d, heads=nh, groups=G, state=N, chunk=x["mamba_chunk"])
+    scan_bytes = np.where(v2, ssd, T * (4.0 * d + 2.0 * N) / tp * e)
+    scan_roof = np.maximum(scan_flop / (ceil_rate * p.flash_fwd_eff_frac), scan_bytes / mem_rate)
+    fwd_kernels = np.where(v2, SSD_FWD_KERNELS, 1.0)
+    bwd_kernels = np.where(v2, SSD_BWD_KERNELS, SCAN_BWD_MULT)
+    scan_s = scan_roof + fwd_kernels * p.kernel_tail_s
     gate_s = T * 5.0 * d / tp * e / mem_rate + 2.0 * p.kernel_tail_s
     fwd = gf + conv_s + scan_s + gate_s
-    bwd = gb + 2.0 * conv_s + SCAN_BWD_MULT * scan_s + 2.0 * gate_s
+    bwd = gb + 2.0 * conv_s + SCAN_BWD_MULT * scan_roof + bwd_kernels * p.kernel_tail_s + 2.0 * gate_s
     keep = (T * h * rep * e * 2.0                                        # norm input, in_proj input
             + T * (width + conv_ch + 3.0 * d) / tp * e                     # in_proj out, conv out, y, gate, out_proj in
             + np.where(v2, 0.0, T * (R + 2.0 * N) / tp * e))
