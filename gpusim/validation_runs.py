@@ -247,10 +247,21 @@ def _is_moe(model: str) -> bool:
     return bool(_spec_count(model, "n_experts"))
 
 
+def _model_ref(model: str) -> str:
+    """A row's model as gpusim reads it: a catalogue id as it stands; a relative config.json path (the tables name
+    ``tests/workload/configs/...``) from the repository root, so that ``gpusim validate`` reads the same file from any
+    working directory."""
+    if not model.endswith(".json") or Path(model).is_absolute():
+        return model
+    root = Path(__file__).resolve().parent.parent / model
+    return str(root) if root.is_file() else model
+
+
 def _workload(model: str, seq_len: int | None):
     from gpusim.workload import get_workload
 
-    return get_workload(model, seq_len=seq_len) if seq_len else get_workload(model)
+    ref = _model_ref(model)
+    return get_workload(ref, seq_len=seq_len) if seq_len else get_workload(ref)
 
 
 def options(notes: str) -> dict:

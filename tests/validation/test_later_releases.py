@@ -54,3 +54,12 @@ def test_validate_reports_them_apart(capsys):
     # and they are not in the curated tables' figures
     assert not any(r["run_id"].startswith(("mb2604", "mb2606", "mb2608", "mb260201"))
                    for r in d["published_runs"]["rows"])
+
+
+def test_rows_naming_a_config_path_predict_from_any_working_directory(tmp_path, monkeypatch):
+    """The tables name config.json paths relative to the repository root (tests/workload/configs/...): gpusim
+    validate run elsewhere reads the same files, not 'cannot read model config' rows."""
+    monkeypatch.chdir(tmp_path)
+    rows = R.run([*R.default_paths(), R.later_releases_path()])
+    named = [r for r in rows if r.model.endswith(".json")]
+    assert named and [r.run_id for r in named if r.error] == []
