@@ -329,9 +329,8 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
             rec("llm-moe-software", "Megatron-Core's MoE software settings are off in this layout: "
                 + "; ".join(parts) + (f"; with them{' and full-iteration CUDA graphs' if graphs else ''} together "
                                       f"{g:+.0%}") + ". NVIDIA's recipes turned them on between the 26.04 and 26.06 "
-                "containers, where the same MoE layouts on Blackwell took 12-36% less time per step (gpusim validate, "
-                "later Megatron-Bridge releases); full-iteration graphs need static expert buffers and raise the "
-                "peak memory.", g,
+                "containers, whose published MoE runs got faster with them (gpusim validate, later Megatron-Bridge "
+                "releases); full-iteration graphs need static expert buffers and raise the peak memory.", g,
                 {k: getattr(vs, k) for k in ("moe_dispatcher", "ep_overlap", "moe_fused_mlp", "cuda_graph_scope")},
                 "high" if g >= 0.15 else "medium")
     tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -460,9 +461,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", nargs="?", const=str(BANDS_PATH), metavar="PATH",
                     help="write the bands as JSON (default: the packaged file)")
     args = ap.parse_args(argv)
-    bands = compute()
-    if args.write:
-        print(f"wrote {write(args.write, bands)}")
+    from gpusim.errors import GpusimError
+
+    try:
+        bands = compute()
+        if args.write:
+            print(f"wrote {write(args.write, bands)}")
+    except GpusimError as e:  # a path that cannot be written: the message, not a traceback
+        print(f"python -m gpusim.track_record: error: {e}", file=sys.stderr)
+        return 2
     for b in bands.values():
         print(f"{b.key}: {b.line()}")
     return 0

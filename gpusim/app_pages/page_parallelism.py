@@ -8,7 +8,7 @@ import typing
 
 import streamlit as st
 
-from gpusim import track_record, units, viz
+from gpusim import units, viz
 from gpusim.app_pages import best_layouts, shell
 from gpusim.diagnose import layer_lines
 from gpusim.errors import GpusimError
@@ -131,14 +131,8 @@ bubble_frac = res.breakdown_s.get("pp_bubble_s", 0.0) / res.step_s if res.step_s
 st.caption(f"tp {par['tp']} x cp {par.get('cp', 1)} x pp {par['pp']} (vp {par['vp']}) x dp {par['dp']}, sequence "
            f"parallelism {'on' if par.get('sp') else 'off'}, {res.n_micro_batches} micro-batches of "
            f"{r['micro_batch']} per step; pipeline bubble {bubble_frac:.0%} of the step; bottleneck: {res.bottleneck}")
-_wl = resolve_workload(chosen)  # how far such layouts' predictions were from published runs
-_record = track_record.band_for(res, _wl)
-_here = ""
-if _record is not None:
-    _lo, _hi = _record.speed_range(res.tokens_per_s_per_gpu)
-    _here = f"{shell.fmt_count(_lo)} to {shell.fmt_count(_hi)} tokens/s per GPU"
-shell.track_record_caption(_record, track_record.band_key(res, _wl), calibrated=not shell.uses_default_model(ctx),
-                           here=_here)
+# how far such layouts' predictions were from published runs
+shell.result_track_record_caption(ctx, res, resolve_workload(chosen), res.tokens_per_s_per_gpu, "tokens/s per GPU")
 shell.chart(viz.breakdown_figure(res.breakdown_s, title="Where one training step goes (critical path)"),
             key="fig_par_breakdown")
 lines = layer_lines(res.layer_s)  # [issue 17] where one layer's time goes

@@ -4,7 +4,7 @@ import math
 
 import streamlit as st
 
-from gpusim import track_record, units, viz
+from gpusim import units, viz
 from gpusim.app_pages import shell
 from gpusim.app_pages.analysis import flat_dict
 from gpusim.errors import GpusimError
@@ -68,14 +68,9 @@ with right:
                    f"{units.format_duration(slo)} to {units.format_duration(shi)}.")
     elif iv is not None:
         st.caption(f"Calibration: {iv.get('note') or 'no interval for this hardware'}.")
-    wl = resolve_workload(ctx.scenario)  # how far such predictions were from published runs
-    record = track_record.band_for(res, wl)
-    here = ""
-    if record is not None:
-        lo, hi = record.speed_range(res.throughput_samples_per_s)
-        here = f"{shell.fmt_count(lo)} to {shell.fmt_count(hi)} samples/s"
-    shell.track_record_caption(record, track_record.band_key(res, wl), calibrated=not shell.uses_default_model(ctx),
-                               here=here)
+    # how far such predictions were from published runs
+    shell.result_track_record_caption(ctx, res, resolve_workload(ctx.scenario), res.throughput_samples_per_s,
+                                      "samples/s")
     # n/a (nan) when the one-GPU reference does not fit in one GPU: there is nothing to compare with
     no_ref = not math.isfinite(res.speedup)
     c1.metric("Speedup vs 1 GPU", "n/a" if no_ref else f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x" + (

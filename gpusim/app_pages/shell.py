@@ -662,6 +662,19 @@ def track_record_caption(band, key, *, calibrated: bool, here: str = "", lead: s
                     "model's, before any calibration; a report, not a correction of the numbers above")
 
 
+def result_track_record_caption(ctx: Context, res, workload, speed: float, unit: str) -> None:
+    """:func:`track_record_caption` for a page's StepResult: its band (gpusim.track_record.band_for), with the band's
+    range carried to ``speed`` (the page's throughput, in ``unit``)."""
+    from gpusim import track_record
+
+    band = track_record.band_for(res, workload)
+    here = ""
+    if band is not None:
+        lo, hi = band.speed_range(speed)
+        here = f"{fmt_count(lo)} to {fmt_count(hi)} {unit}"
+    track_record_caption(band, track_record.band_key(res, workload), calibrated=not uses_default_model(ctx), here=here)
+
+
 def uses_default_model(ctx: Context) -> bool:
     """Whether the page predicts with the default model (no calibration in use, no fitted parameters)."""
     from gpusim.params import ModelParams

@@ -49,6 +49,13 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+def range_text(record: dict | None, key: str, fmt) -> str | None:
+    """``fmt(lo, hi)`` of a result's ``track_record[key]`` (the band's 80% range carried to one of the prediction's
+    numbers), or None where the record carries no such range (no band, too few runs, a calibrated prediction)."""
+    span = (record or {}).get(key)
+    return fmt(*span) if span else None
+
+
 def print_track_record(record: dict | None, *, here: str | None = None, anchor_hint: bool = False) -> None:
     """The "track record" line under a prediction (gpusim.track_record.report_line): how far gpusim's predictions of
     this kind were from published measurements, or why there is no such figure."""

@@ -303,14 +303,12 @@ def cmd_plan(args) -> int:
     else:
         print_plan(res, top=args.top)
         if res.ok:
-            from gpusim.commands._common import print_track_record
+            from gpusim.commands._common import print_track_record, range_text
 
-            here = None
-            if "time_to_train_range_s" in (out.track_record or {}):
-                lo, hi = out.track_record["time_to_train_range_s"]
-                here = (f"{units.format_duration(lo)} to {units.format_duration(hi)} to train, its training steps "
-                        f"scaled, checkpoints, evaluation and restarts as modelled")
-            print_track_record(out.track_record, here=here)
+            print_track_record(out.track_record, here=range_text(
+                out.track_record, "time_to_train_range_s",
+                lambda lo, hi: f"{units.format_duration(lo)} to {units.format_duration(hi)} to train, its training "
+                               f"steps scaled, checkpoints, evaluation and restarts as modelled"))
         if interval and "note" in interval:
             print(f"calibration: {interval['note']}")
         elif interval:

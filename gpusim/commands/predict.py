@@ -69,22 +69,20 @@ def predict_result(args):
 
 
 def cmd_predict(args) -> int:
-    from gpusim.commands._common import print_json, print_track_record
+    from gpusim.commands._common import print_json, print_track_record, range_text
 
     out, cal = predict_result(args)
     if args.json:
         print_json(out.to_dict())
         return 0
     print_report(out.step, out.interval)
-    here = None
-    if "step_range_s" in (out.track_record or {}):
-        from gpusim import units
+    from gpusim import units
 
-        lo, hi = out.track_record["throughput_range_samples_per_s"]
-        slo, shi = out.track_record["step_range_s"]
-        here = (f"{units.format_count(lo)} to {units.format_count(hi)} samples/s, a step of "
-                f"{units.format_duration(slo)} to {units.format_duration(shi)}")
-    print_track_record(out.track_record, here=here, anchor_hint=True)
+    tput = range_text(out.track_record, "throughput_range_samples_per_s",
+                      lambda lo, hi: f"{units.format_count(lo)} to {units.format_count(hi)} samples/s")
+    step = range_text(out.track_record, "step_range_s",
+                      lambda lo, hi: f"a step of {units.format_duration(lo)} to {units.format_duration(hi)}")
+    print_track_record(out.track_record, here=f"{tput}, {step}" if tput and step else None, anchor_hint=True)
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
     if out.measured_vs_predicted:

@@ -123,12 +123,10 @@ def cmd_sweep(args) -> int:
     if out.versus_defaults:  # [issue 17]
         print(out.versus_defaults)
     if out.best is not None:
-        from gpusim.commands._common import print_track_record
+        from gpusim.commands._common import print_track_record, range_text
 
-        here = None
-        if "throughput_range_tokens_per_s" in (out.track_record or {}):
-            lo, hi = out.track_record["throughput_range_tokens_per_s"]
-            here = (f"{units.format_count(lo / scn.gpus)} to {units.format_count(hi / scn.gpus)} tokens/s per GPU for "
-                    f"the best layout")
-        print_track_record(out.track_record, here=here)
+        print_track_record(out.track_record, here=range_text(
+            out.track_record, "throughput_range_tokens_per_s",
+            lambda lo, hi: f"{units.format_count(lo / scn.gpus)} to {units.format_count(hi / scn.gpus)} tokens/s per "
+                           f"GPU for the best layout"))
     return 0

@@ -28,7 +28,7 @@ def test_an_moe_layout_without_the_settings_is_told_their_gains(db):
     # each setting alone, as the message names them, is the same model's what-if
     flex = simulate(Scenario.create(**QWEN, moe_dispatcher="deepep"), db=db, recommend=False)
     assert f"--moe-dispatcher deepep) {res.step_s / flex.step_s - 1.0:+.0%}" in rec["message"]
-    assert "12-36% less time per step" in rec["message"]
+    assert "turned them on between the 26.04 and 26.06 containers" in rec["message"]
 
 
 def test_no_advice_where_the_settings_are_on_or_there_are_no_experts(db):

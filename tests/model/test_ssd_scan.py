@@ -22,8 +22,21 @@ def test_ssd_forward_bytes_hand_worked():
     assert long == pytest.approx(one - 49152 / 2 + 8 * 8 * 128)
 
 
-def test_the_kernels_launch_tails_count_per_pass():
-    assert (H.SSD_FWD_KERNELS, H.SSD_BWD_KERNELS) == (5.0, 15.0)
+def test_each_kernel_pays_its_launch_tail():
+    """With no tokens only the launch tails are left: forward, conv 1 + SSD 5 + gate 2 = 8 tails; backward, conv 2 +
+    SSD 15 + gate 4 = 21 (a Mamba-1 selective scan: one kernel forward, two backward)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    p = SimpleNamespace(kernel_tail_s=1e-6, flash_fwd_eff_frac=0.8)
+    x = dict(d_model=2688.0, mamba_version=2.0, mamba_d_inner=4096.0, mamba_state=128.0, mamba_heads=64.0,
+             mamba_groups=8.0, mamba_conv=4.0, mamba_chunk=128.0, mamba_dt_rank=0.0, mamba_flop_per_token=1e7)
+    kw = dict(gemm=lambda m, n, k: 0.0 * np.asarray(m), T=0.0, tp=1.0, e=2.0, mem_rate=1e12, ceil_rate=1e15, rep=1.0)
+    v2 = H.mamba_layer_terms(x, p, **kw)
+    assert (v2["f_s"], v2["b_s"]) == (pytest.approx(8e-6), pytest.approx(21e-6))
+    v1 = H.mamba_layer_terms({**x, "mamba_version": 1.0, "mamba_dt_rank": 8.0}, p, **kw)
+    assert (v1["f_s"], v1["b_s"]) == (pytest.approx(4e-6), pytest.approx(8e-6))
 
 
 def test_a_hybrid_step_costs_more_with_the_intermediates_counted(db):

@@ -312,3 +312,9 @@ def test_validate_prints_the_bands_and_says_when_the_packaged_file_is_stale(caps
     csv = Path(__file__).resolve().parents[2] / "validation" / "measurements.csv"
     assert main(["validate", "--json", str(csv)]) == 0
     assert json.loads(capsys.readouterr().out)["track_record"] is None
+
+
+def test_the_writer_refuses_a_path_it_cannot_write_with_a_message(capsys):
+    assert T.main(["--write", "/dev/null"]) == 2
+    err = capsys.readouterr().err
+    assert "error: output /dev/null: is not a regular file" in err and "Traceback" not in err
