@@ -282,40 +282,48 @@ def _measured_step_s(metric: str, value: float, gb: int, seq: int, gpus: int, mo
     return None
 
 
-def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
-    """Predict one published run with its stated layout (module docstring). Never raises for a bad row: the row
-    comes back with ``error`` set and no prediction."""
+@dataclass
+class RowSetup:
+    """What one published run states, as :func:`row_setup` reads it: the Scenario's fields (``base``, without the
+    recomputation), the stated recomputation, the defaults taken for what it does not state (``chosen``), its notes'
+    options and its workload."""
+
+    base: dict
+    stated_rc: str
+    chosen: list
+    opts: dict
+    wl: object
+    spec: object
+    gpus: int
+    global_batch: int
+    seq_len: int
+    micro_batch_stated: str
+
+
+def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
+    """The scenario of one published run with its stated layout and the software settings of its notes (module
+    docstring). On a row it cannot read it sets ``out.error`` and returns None."""
     from gpusim.errors import GpusimError
-    from gpusim.scenario import Scenario
-    from gpusim.simulation import simulate
 
     tp, pp, cp, ep, etp = (_int(r.get(k)) for k in ("tp", "pp", "cp", "ep", "etp"))
     vp = _int(r.get("vp"))
     gpus, gb, seq = _int(r["gpus"]), _int(r["global_batch"]), _int(r["seq_len"])
     mb_stated = (r.get("micro_batch") or "").strip()
     mb = _int(mb_stated)
-    metric = r["metric"].strip()
     opts = options(r.get("notes", ""))
     prec = r["precision"].strip().lower()
-    layout = f"{tp}/{pp}/{vp}/{cp}" + (f"/{ep}" if ep > 1 else "") + f" {mb}/{gb}"
-    out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=str(r.get("holdout")).strip() == "1",
-                 model=r["model"], gpu=r["gpu"], gpus=gpus, layout=layout, precision=prec, metric=metric,
-                 measured=float(r["value"]), regimes=regime(r))
-    if metric not in METRICS:
-        out.error = f"metric {metric!r} is not one of {', '.join(METRICS)}"
-        return out
     node = NODE_FOR_GPU.get(r["gpu"])
     if node is None:
         out.error = f"no node template for GPU {r['gpu']!r} (known: {', '.join(NODE_FOR_GPU)})"
-        return out
+        return None
     try:
         wl = _workload(r["model"], seq)
     except GpusimError as e:
         out.error = str(e)
-        return out
+        return None
     if opts.get("flop_count", "gpusim") not in ("gpusim", "megatron"):
         out.error = f"flop_count={opts['flop_count']!r} in the notes is not gpusim or megatron"
-        return out
+        return None
     per_node = db.node(node).gpus_per_node
     kind = STRATEGY_ALIASES.get(opts.get("strategy", "zero1"), "zero1")
     stated_rc = (r.get("recompute") or "").strip().lower()
@@ -349,7 +357,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
             base["moe_capacity_factor"] = float(opts["moe_capacity_factor"])
     except ValueError:
         out.error = f"moe_capacity_factor={opts['moe_capacity_factor']!r} in the notes is not a number"
-        return out
+        return None
     for key in ("ep_overlap", "moe_dispatcher"):
         if key in opts:
             base[key] = opts[key]
@@ -357,19 +365,19 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
         cp_kind = {"p2p": "ring", "all_gather": "all-gather"}.get(opts["cp_comm"], opts["cp_comm"])
         if cp_kind not in typing.get_args(CpComm):
             out.error = f"cp_comm={opts['cp_comm']!r} in the notes is not p2p, all_gather, a2a or a2a+p2p"
-            return out
+            return None
         base["cp_comm"] = cp_kind
     if "overlap_p2p_comm" in opts:  # [issue 17]
         if opts["overlap_p2p_comm"].lower() not in _BOOL:
             out.error = f"overlap_p2p_comm={opts['overlap_p2p_comm']!r} in the notes is not 0 or 1"
-            return out
+            return None
         base["pp_p2p_overlap"] = _BOOL[opts["overlap_p2p_comm"].lower()]
     if "cpu_offloading_num_layers" in opts:  # [issue 17]
         try:
             base["activation_offload_layers"] = int(opts["cpu_offloading_num_layers"])
         except ValueError:
             out.error = f"cpu_offloading_num_layers={opts['cpu_offloading_num_layers']!r} in the notes is not a count"
-            return out
+            return None
     # [issue 17] the recipe's memory settings (module docstring: where a recipe's stated layout equals the row's)
     for key, allowed in (("recompute_modules", RECOMPUTE_MODULES), ("cuda_graph_scope", CUDA_GRAPH_SCOPES)):
         if key in opts:  # '+'-joined names; cuda_graph_scope: the run's CUDA graphs as its source states them
@@ -378,9 +386,8 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
             if bad or not names:
                 out.error = (f"{key}={opts[key]!r} in the notes: {', '.join(bad) or 'empty'} "
                              f"not one of {', '.join(allowed)} (join several with '+')")
-                return out
+                return None
             base[key] = names
-    mods = base.get("recompute_modules", ())
     for key, field, values in (("grad_reduce_in_fp32", "grad_dtype", {True: "fp32", False: "bf16"}),
                                ("fp8_activations", "fp8_activations", {True: True, False: False}),
                                ("disable_parameter_transpose_cache", "fp8_transpose_cache", {True: False, False: True}),
@@ -391,13 +398,45 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
         if key in opts:
             if opts[key].lower() not in _BOOL:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"
-                return out
+                return None
             base[field] = values[_BOOL[opts[key].lower()]]
     if "opt_state_dtype" in opts:
         if opts["opt_state_dtype"] not in OPT_STATE_DTYPE_BYTES:
             out.error = f"opt_state_dtype={opts['opt_state_dtype']!r} in the notes is not fp32 or bf16"
-            return out
+            return None
         base["opt_state_dtype"] = opts["opt_state_dtype"]
+    return RowSetup(base=base, stated_rc=stated_rc, chosen=chosen, opts=opts, wl=wl, spec=spec, gpus=gpus,
+                    global_batch=gb, seq_len=seq, micro_batch_stated=mb_stated)
+
+
+def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
+    """Predict one published run with its stated layout (module docstring). Never raises for a bad row: the row
+    comes back with ``error`` set and no prediction."""
+    from gpusim.errors import GpusimError
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    tp, pp, cp, ep, etp = (_int(r.get(k)) for k in ("tp", "pp", "cp", "ep", "etp"))
+    vp = _int(r.get("vp"))
+    gpus, gb, seq = _int(r["gpus"]), _int(r["global_batch"]), _int(r["seq_len"])
+    mb_stated = (r.get("micro_batch") or "").strip()
+    mb = _int(mb_stated)
+    metric = r["metric"].strip()
+    opts = options(r.get("notes", ""))
+    prec = r["precision"].strip().lower()
+    layout = f"{tp}/{pp}/{vp}/{cp}" + (f"/{ep}" if ep > 1 else "") + f" {mb}/{gb}"
+    out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=str(r.get("holdout")).strip() == "1",
+                 model=r["model"], gpu=r["gpu"], gpus=gpus, layout=layout, precision=prec, metric=metric,
+                 measured=float(r["value"]), regimes=regime(r))
+    if metric not in METRICS:
+        out.error = f"metric {metric!r} is not one of {', '.join(METRICS)}"
+        return out
+    setup = row_setup(r, out, db)
+    if setup is None:
+        return out
+    base, stated_rc, chosen, opts, wl, spec = (setup.base, setup.stated_rc, setup.chosen, setup.opts, setup.wl,
+                                               setup.spec)
+    mods = base.get("recompute_modules", ())
     try:
         res = simulate(Scenario.create(**base, recompute=stated_rc or "none"), db=db, params=params, recommend=False)
     except GpusimError as e:

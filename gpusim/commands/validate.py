@@ -57,6 +57,18 @@ def _later_results(args, db, params):
     return R.run([path], db=db, params=params) if path else []
 
 
+def _search_results(args, db, params):
+    """[issue 17] The layout search against the tuned recipes (gpusim.validation_search): the curated dense runs and,
+    apart, the later releases' dense rows; only with the project's own tables and the model's defaults."""
+    from gpusim import validation_runs as R
+    from gpusim import validation_search as VS
+
+    if args.csv or getattr(args, "runs", None) is not None or (params is not None and callable(params)):
+        return [], []
+    later = R.later_releases_path()
+    return VS.run(VS.default_paths(), db=db, params=params), (VS.run([later], db=db, params=params) if later else [])
+
+
 def _llm_results(args, db, params):
     """The LLM-layout rows (Korthikanti Table 5, Narayanan Table 1) with gpusim's errors."""
     from gpusim import validation_llm as V
@@ -204,12 +216,14 @@ def cmd_validate(args) -> int:
     fsdp = _fsdp_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps)
     later = _later_results(args, db, params)
+    searched, searched_later = _search_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
         from gpusim import validation_gemm as VG
         from gpusim import validation_llm as V
         from gpusim import validation_runs as R
+        from gpusim import validation_search as VS
 
         print_json({**summary, "rows": [asdict(r) for r in results],
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
@@ -221,7 +235,12 @@ def cmd_validate(args) -> int:
                                            "rows": R.to_dicts(runs, holdout_rows=args.show_holdout)},
                     "track_record": {k: b.to_dict() for k, b in record.items()} if record else None,
                     "later_releases": {"summary": R.summarize(later),
-                                       "rows": R.to_dicts(later, holdout_rows=args.show_holdout)}})
+                                       "rows": R.to_dicts(later, holdout_rows=args.show_holdout)},
+                    "layout_search": {"summary": VS.summarize(searched),
+                                      "rows": VS.to_dicts(searched, holdout_rows=args.show_holdout),
+                                      "later_releases": {"summary": VS.summarize(searched_later),
+                                                         "rows": VS.to_dicts(searched_later,
+                                                                             holdout_rows=args.show_holdout)}}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -315,6 +334,10 @@ def cmd_validate(args) -> int:
               "apart, not in the figures above or the track record):")
         for line in R.later_releases_lines(later):
             print(line)
+    if searched or searched_later:
+        from gpusim import validation_search as VS
+
+        VS.print_section(searched, searched_later, print_table, holdout_rows=getattr(args, "show_holdout", False))
     if record:
         print_track_record_table(record, print_table)
     if args.rows:
