@@ -5,9 +5,9 @@ validate`` measures that per table (``validation/``); this module turns those ta
 prediction, and picks the band a prediction belongs to, so that ``gpusim predict``, ``sweep`` (its best layout),
 ``plan`` (its recommendation) and ``comm``, the Python API and the planner's pages print it under the number:
 
-    track record: published MoE training runs with their stated layouts (runs on 6 GPU models): 81 measurements,
-    median step time error 15.7%, p90 37.8%; the 21 held out of tuning: median 15.7%, p90 51.6%; measured a median
-    15.5% slower than predicted, slower in 79% of them; 80% of the 21 held-out runs measured 0.48x to 1.06x the
+    track record: published MoE training runs with their stated layouts (runs on 6 GPU models): 90 measurements,
+    median step time error 15.6%, p90 37.3%; the 30 held out of tuning: median 14.2%, p90 41.2%; measured a median
+    15.2% slower than predicted, slower in 79% of them; 80% of the 30 held-out runs measured 0.59x to 1.06x the
     predicted speed (here: ...)
 
 The bands (:data:`BAND_KEYS`) and the validation rows behind each:
