@@ -69,6 +69,16 @@ def _search_results(args, db, params):
     return VS.run(VS.default_paths(), db=db, params=params), (VS.run([later], db=db, params=params) if later else [])
 
 
+def _ep_results(args, db, params):
+    """[issue 17] The Megatron-Core MoE paper's dispatch and combine latencies (gpusim.validation_ep); only with the
+    project's own tables and the model's defaults."""
+    from gpusim import validation_ep as VE
+
+    if args.csv or (params is not None and callable(params)):
+        return []
+    return VE.run(db=db, params=params)
+
+
 def _llm_results(args, db, params):
     """The LLM-layout rows (Korthikanti Table 5, Narayanan Table 1) with gpusim's errors."""
     from gpusim import validation_llm as V
@@ -217,12 +227,14 @@ def cmd_validate(args) -> int:
     record = _track_record(args, db, results, runs, fsdp, sweeps)
     later = _later_results(args, db, params)
     searched, searched_later = _search_results(args, db, params)
+    ep_rows = _ep_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
         from gpusim import validation_gemm as VG
         from gpusim import validation_llm as V
         from gpusim import validation_runs as R
+        from gpusim import validation_ep as VE
         from gpusim import validation_search as VS
 
         print_json({**summary, "rows": [asdict(r) for r in results],
@@ -236,6 +248,7 @@ def cmd_validate(args) -> int:
                     "track_record": {k: b.to_dict() for k, b in record.items()} if record else None,
                     "later_releases": {"summary": R.summarize(later),
                                        "rows": R.to_dicts(later, holdout_rows=args.show_holdout)},
+                    "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
                     "layout_search": {"summary": VS.summarize(searched),
                                       "rows": VS.to_dicts(searched, holdout_rows=args.show_holdout),
                                       "later_releases": {"summary": VS.summarize(searched_later),
@@ -300,6 +313,10 @@ def cmd_validate(args) -> int:
         from gpusim.validation_comm import print_section
 
         print_section(sweeps, print_table, fmt_pct)
+    if ep_rows:
+        from gpusim.validation_ep import print_section as print_ep
+
+        print_ep(ep_rows, print_table, fmt_pct)
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")

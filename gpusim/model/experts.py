@@ -43,7 +43,10 @@ Technical Report" 2024 for shared and fine-grained experts):
   to its expert's rank with one NCCL all-to-all. DeepSeek-V3's (section 3.2.2; its open-source DeepEP library,
   Megatron-Core ``--moe-token-dispatcher-type flex --moe-enable-deepep``) is hierarchical: a token goes over
   InfiniBand once per node it is routed to (to the GPU of the same in-node index), and is forwarded over NVLink
-  to the experts there, the two overlapped: :func:`hierarchical_dispatch_s`. With node-limited routing
+  once to each GPU there that holds one of its experts, the two overlapped: :func:`hierarchical_dispatch_s`. Inside
+  one NVLink domain it is a flat exchange of one row per (token, EP rank it reaches) [issue 17]: DeepEP's
+  ``get_dispatch_layout`` (``is_token_in_rank``) and HybridEP send a token once per rank, not once per expert
+  (:func:`expected_distinct_ranks`; the combine returns one row per rank the same way). With node-limited routing
   (DeepSeek-V3 section 2.1.2: at most ``M = 4`` nodes per token, the config's ``topk_group`` of ``n_group``
   groups) the nodes hit are at most ``M``.
 - **FP8 dispatch** (``ep_fp8_dispatch``, DeepSeek-V3 section 3.3): when the layers train in FP8 the dispatch
@@ -171,15 +174,32 @@ def max_nodes_of_groups(topk_groups, n_groups, n_nodes):
     return np.where(np.isfinite(M), M * np.maximum(N / G, 1.0), np.inf)
 
 
+def expected_distinct_ranks(top_k, n_experts, ep, topk_groups=np.inf, n_groups=1.0):
+    """[issue 17] Expected EP ranks a token's ``top_k`` experts fall on, the ``E`` experts spread evenly over the
+    ``ep`` ranks: :func:`expected_distinct_nodes` with the ranks as the nodes. With group-limited routing (DeepSeek-V3's
+    ``topk_group`` ``M`` of ``n_group`` ``G`` groups) and groups spanning whole ranks (``ep >= G``), a token's experts
+    lie in the ``M ep / G`` ranks of its ``M`` groups, which hold ``M E / G`` experts (groups smaller than a rank are
+    not limited here). DeepEP's and HybridEP's dispatch sends a token once to every rank that holds one of its experts
+    (``get_dispatch_layout``'s ``is_token_in_rank`` / ``num_tokens_per_rank``, deepseek-ai/DeepEP), and the combine
+    returns one row per such rank (Megatron-Core's ``MoEFlexTokenDispatcher`` unpermutes the local experts' outputs
+    back to the received tokens before it), so this, not ``top_k``, is the rows per token they move. Hand-worked: top-8
+    of 256 experts on 8 ranks, ``8 (1 - C(224, 8) / C(256, 8)) = 5.295``; on 64 ranks 7.57."""
+    M, G, ep = _f(topk_groups), np.maximum(_f(n_groups), 1.0), np.maximum(_f(ep), 1.0)
+    frac = np.where(np.isfinite(M) & (M < G) & (ep >= G), np.minimum(M, G) / G, 1.0)
+    return expected_distinct_nodes(top_k, _f(n_experts) * frac, np.maximum(ep * frac, 1.0))
+
+
 def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_bytes, ep, n_nodes, max_nodes,
-                            nic_bytes_per_s):
+                            nic_bytes_per_s, ranks_hit=None):
     """One hierarchical (DeepEP-style) dispatch or combine of one rank: ``(time_s, ib_bytes, nvlink_bytes)``.
 
     DeepSeek-V3 section 3.2.2: a token is sent over InfiniBand once to every *other* node it is routed to (the
     expected distinct nodes of :func:`expected_distinct_nodes` times ``(N - 1)/N``, the own node's share being
     reached over NVLink), ``tokens x that x h x e`` bytes through the GPU's share of the NICs; on arrival (and for
-    the own node) its copies are forwarded over NVLink to the GPUs of their experts, ``tokens k h e (r - 1)/r`` per
-    GPU for ``r = ep / N`` EP ranks per node. DeepEP overlaps the two (a token forwarded while the next arrives),
+    the own node) it is forwarded over NVLink once to each GPU that holds one of its experts, ``tokens D h e (r - 1)/r``
+    per GPU for ``r = ep / N`` EP ranks per node and ``D`` = ``ranks_hit``, the distinct EP ranks a token's experts fall
+    on (:func:`expected_distinct_ranks`; default: without group limits) [issue 17: ``k`` copies before, as if each
+    expert's copy travelled on its own]. DeepEP overlaps the two (a token forwarded while the next arrives),
     so the time is the larger. ``coll(kind, size, ranks, nodes[, inter])`` is the collectives model: the
     InfiniBand part is a :data:`~gpusim.model.comm.SEND_RECV` of the deduplicated bytes on the NIC share, the
     NVLink part an in-node :data:`~gpusim.model.comm.ALL_TO_ALL` over the ``r`` ranks."""
@@ -188,7 +208,8 @@ def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_byt
     per_copy = _f(tokens) * _f(d_model) * elem_bytes
     remote_nodes = expected_distinct_nodes(top_k, n_experts, N, max_nodes) * (N - 1.0) / N
     ib_bytes = per_copy * remote_nodes
-    nvl_bytes = per_copy * _f(top_k)
+    hit = expected_distinct_ranks(top_k, n_experts, ep) if ranks_hit is None else _f(ranks_hit)
+    nvl_bytes = per_copy * hit
     ib = np.where(N > 1, coll(C.SEND_RECV, ib_bytes, 2.0, 2.0, _f(nic_bytes_per_s)), 0.0)
     nvl = coll(C.ALL_TO_ALL, nvl_bytes, r, 1.0)
     return np.maximum(ib, nvl), np.where(N > 1, ib_bytes, 0.0), nvl_bytes * (r - 1.0) / np.maximum(r, 1.0)
@@ -374,7 +395,8 @@ def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
 MOE_FIXED_GPU_KERNELS = MOE_FIXED_FWD_KERNELS - 4.0
 
 
-def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_chunks, dispatcher=ALLTOALL):
+def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_chunks, dispatcher=ALLTOALL,
+                      ranks_hit=None):
     """HBM bytes of one MoE layer's token (un)permutation in one pass (the forward; the backward moves the same:
     each kernel's gradient is the reverse gather/scatter), for one rank.
 
@@ -390,8 +412,10 @@ def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_c
     - **unpermute** after the combine: read the ``n k`` returned copies, write the ``n`` summed tokens.
 
     ``n = tokens`` (the rank's own), ``r = recv_tokens`` (the copies it computes). The hierarchical dispatcher
-    (DeepEP / HybridEP: ``MoEFlexTokenDispatcher``) receives deduplicated tokens and permutes them to its experts
-    after the dispatch and back before the combine: read and write ``r h e`` each (``4 r h e``).
+    (DeepEP / HybridEP: ``MoEFlexTokenDispatcher``) receives deduplicated tokens, ``n D`` rows on average for ``D`` =
+    ``ranks_hit`` (:func:`expected_distinct_ranks`; default ``k``), and permutes them to its experts after the dispatch
+    (read ``n D``, write ``r`` rows) and back before the combine (read ``r``, write ``n D``): ``2 (n D + r) h e``
+    (``4 r h e`` where ``D = k``).
     Hand-worked (all-to-all, ``n = 4096``, ``k = 8``, ``r = n k``, ``h = 2048``, bf16, sorted):
     ``(2 x 4096 x 9 + 4 x 32768) x 2048 x 2 + 4 x 4096 x 8 + 8 x 32768 = 8.3925e8`` bytes, against the
     ``4 r h e = 5.3687e8`` of one read and write of the copies before and after the experts."""
@@ -399,7 +423,8 @@ def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_c
     he = _f(d_model) * elem_bytes
     sort = np.asarray(sort_chunks, dtype=bool)
     a2a = (2.0 * n * (1.0 + k) + np.where(sort, 4.0 * r, 0.0)) * he + 4.0 * n * k + np.where(sort, 8.0 * r, 0.0)
-    flex = 4.0 * r * he
+    hit = k if ranks_hit is None else _f(ranks_hit)
+    flex = 2.0 * (n * hit + r) * he
     return np.where(np.asarray(dispatcher) == DEEPEP, flex, a2a)
 
 
@@ -580,8 +605,11 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # [issue 17] the dispatcher's (un)permutations as Megatron-Core runs them (permutation_bytes), the same bytes
     # backward; the router's, permutations' and splits' kernels each pay the GPU's kernel tail (MOE_FIXED_GPU_KERNELS)
     dispatcher = np.asarray(x.get("moe_dispatcher", ALLTOALL))
+    # [issue 17] the flex dispatcher moves one row per (token, EP rank holding one of its experts)
+    hit = expected_distinct_ranks(k, E, ep, x.get("moe_topk_groups", np.inf), x.get("moe_n_groups", 1.0))
     perm_bytes = permutation_bytes(n_tok, routed_tokens, k, h, e,
-                                   sort_chunks=sorts_chunks(dispatcher, ep, local), dispatcher=dispatcher)
+                                   sort_chunks=sorts_chunks(dispatcher, ep, local), dispatcher=dispatcher,
+                                   ranks_hit=hit * load)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
     fixed_tail = MOE_FIXED_GPU_KERNELS * p.kernel_tail_s
     fp8_code = np.asarray(x.get("fp8_mode", 0))
@@ -650,13 +678,17 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     hier = (np.asarray(x.get("moe_dispatcher", ALLTOALL)) == DEEPEP) & (a2a_nodes > 1)
     max_nodes = max_nodes_of_groups(x.get("moe_topk_groups", np.inf), x.get("moe_n_groups", 1.0), a2a_nodes)
 
+    flex = np.asarray(x.get("moe_dispatcher", ALLTOALL)) == DEEPEP
+    rows = np.where(flex, hit, k)  # [issue 17] rows per token: DeepEP / HybridEP send a token once per rank it reaches
+
     def one_a2a(elem):
-        flat = coll(C.ALL_TO_ALL, a2a_bytes_per_layer(n_tok, k, h, elem) * load, ep, a2a_nodes, a2a_inter)
+        flat = coll(C.ALL_TO_ALL, a2a_bytes_per_layer(n_tok, rows, h, elem) * load, ep, a2a_nodes, a2a_inter)
         if not np.any(hier):
             return flat
         tree, _, _ = hierarchical_dispatch_s(coll, tokens=n_tok * load, top_k=k, n_experts=E, d_model=h,
                                              elem_bytes=elem, ep=ep, n_nodes=a2a_nodes,
-                                             max_nodes=max_nodes, nic_bytes_per_s=a2a_inter / (ep / a2a_nodes))
+                                             max_nodes=max_nodes, nic_bytes_per_s=a2a_inter / (ep / a2a_nodes),
+                                             ranks_hit=hit)
         return np.where(hier, tree, flat)
 
     a2a_combine = one_a2a(e)

@@ -26,10 +26,11 @@ def busbw(kind, size, n, **kw):
 
 def test_all_to_all_bus_factor_and_volume():
     assert C.bus_factor(C.ALL_TO_ALL, 8) == pytest.approx(7 / 8)
-    # inside a non-blocking switch: (n-1)/n of the buffer leaves each GPU at the link's bus bandwidth
+    # inside a non-blocking switch: (n-1)/n of the buffer leaves each GPU at the link's bus bandwidth, of which NCCL's
+    # point-to-point all-to-all reaches a2a_intra_busbw_frac of the ring's [issue 17]
     t, algo, proto = choice(C.ALL_TO_ALL, 1e10, 8, protocol=C.PROTO_SIMPLE)
     lat = P.coll_base_latency_s + P.nccl_base_latency_s["ring"][2] + 0.47e-6 + 2.8e-6
-    assert float(t) == pytest.approx(lat + 7 / 8 * 1e10 / 370e9)
+    assert float(t) == pytest.approx(lat + 7 / 8 * 1e10 / (370e9 * P.a2a_intra_busbw_frac))
     assert int(algo) == C.ALGO_P2P and int(proto) == C.PROTO_SIMPLE
     # across nodes it is bisection-bound: (n-g)/n of the buffer through each GPU's share of the NICs
     t2, _, _ = choice(C.ALL_TO_ALL, 1e10, 64, nodes=8, protocol=C.PROTO_SIMPLE)

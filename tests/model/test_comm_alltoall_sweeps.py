@@ -65,7 +65,9 @@ def test_the_all_to_all_rows_load_name_their_source_and_are_all_predicted():
         assert (r["node"] in db.nodes) or (r["gpu"] in db.gpus), r
         assert r["busbw_column"] in ("out-of-place", "in-place", "stated") and r["notes"], r
     held = {r["system"] for r in rows if r["held_out"] == "yes"}
-    assert 2 <= len(held) <= len(systems) // 2  # about a third held out, chosen before predictions were seen
+    # [2026-12-06] the three systems held out until then were seen while the all-to-all's in-node efficiency was set
+    # (validation/README.md): none is held out now, and the summary says so
+    assert held == set()
     res = [r for r in VC.run(db=db) if r.collective == "all_to_all"]
     assert len(res) == len(rows)
     assert all(r.predicted_gbyte_per_s is not None and r.predicted_gbyte_per_s > 0 for r in res), \

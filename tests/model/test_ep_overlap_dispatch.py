@@ -54,7 +54,10 @@ def test_deduplicated_dispatch_volume_hand_worked():
     t, ib, nvl = EXP.hierarchical_dispatch_s(_coll_bytes, tokens=4096, top_k=8, n_experts=256, d_model=7168,
                                              elem_bytes=2.0, ep=64, n_nodes=8, max_nodes=4, nic_bytes_per_s=50e9)
     assert float(ib) == pytest.approx(4096 * 3.5 * 7168 * 2)
-    assert float(nvl) == pytest.approx(4096 * 8 * 7168 * 2 * 7 / 8)
+    # [issue 17] on arrival a token goes once to each GPU holding one of its experts (DeepEP's is_token_in_rank):
+    # 64 (1 - C(252, 8) / C(256, 8)) = 7.57 rows per token over NVLink, not its 8 copies
+    hit = 64 * (1 - math.comb(252, 8) / math.comb(256, 8))
+    assert float(nvl) == pytest.approx(4096 * hit * 7168 * 2 * 7 / 8)
     flat_remote = 4096 * 8 * 7168 * 2 * 56 / 64
     assert float(ib) == pytest.approx(flat_remote / 2)
 
@@ -140,13 +143,16 @@ def test_deepep_and_fp8_dispatch_never_slower_across_nodes():
         _step(precision="bf16", moe_dispatcher="deepep", ep_fp8_dispatch=True)
 
 
-def test_deepep_inside_one_node_is_the_flat_all_to_all():
-    """Inside one node DeepEP's exchange costs what the flat all-to-all does; only its local permutations differ
-    (received tokens permuted once to the experts, no pre-dispatch permutation and no chunk sort:
-    gpusim.model.experts.permutation_bytes), and they cost less."""
+def test_deepep_inside_one_node_is_a_flat_exchange_of_one_row_per_rank_reached():
+    """Inside one node DeepEP's exchange is flat, as the all-to-all, but [issue 17] moves a token once to each rank
+    holding one of its experts (DeepSeek-V3's routing: 4 of 8 groups, so 3.6 of the 8 ranks on average), not its 8
+    copies; its local permutations differ too (received tokens permuted once to the experts, no pre-dispatch
+    permutation and no chunk sort: gpusim.model.experts.permutation_bytes), and they cost less."""
     kw = dict(gpus=64, nodes=8, ep=8, pp=8, global_batch=64)
     deep, flat = _step(**kw, moe_dispatcher="deepep"), _step(**kw)
-    assert deep.breakdown_s["ep_comm_exposed_s"] == flat.breakdown_s["ep_comm_exposed_s"]
+    ratio = deep.layer_s["a2a_s"] / flat.layer_s["a2a_s"]
+    assert ratio == pytest.approx(float(EXP.expected_distinct_ranks(8, 256, 8, 4, 8)) / 8, rel=0.05)
+    assert deep.breakdown_s["ep_comm_exposed_s"] < flat.breakdown_s["ep_comm_exposed_s"]
     assert deep.step_s < flat.step_s
 
 
@@ -221,3 +227,47 @@ def test_1f1b_step_uses_the_layer_phases():
     # the layer phases expose more than the whole-step balance would: the exposed part is above the SM interference
     # alone (ep_comm_sms / SMs of the communication hidden)
     assert over["ep_comm_exposed_s"] > 20.0 / 132.0 * none["ep_comm_exposed_s"]
+
+
+def test_expected_distinct_ranks_hand_worked():
+    """[issue 17] The EP ranks a token's experts fall on (DeepEP / HybridEP send a token once per rank)."""
+    assert float(EXP.expected_distinct_ranks(8, 256, 8)) == pytest.approx(8 * (1 - math.comb(224, 8) / math.comb(256, 8)))
+    assert float(EXP.expected_distinct_ranks(8, 128, 8)) == pytest.approx(8 * (1 - math.comb(112, 8) / math.comb(128, 8)))
+    # DeepSeek-V3's routing (a token's experts in 4 of 8 groups): on 64 ranks its experts lie in 32 ranks holding 128
+    limited = float(EXP.expected_distinct_ranks(8, 256, 64, 4, 8))
+    assert limited == pytest.approx(32 * (1 - math.comb(124, 8) / math.comb(128, 8)))
+    assert limited < float(EXP.expected_distinct_ranks(8, 256, 64))
+    # groups smaller than a rank are not limited; one rank is one rank; one expert per token is one rank
+    assert float(EXP.expected_distinct_ranks(8, 256, 4, 4, 8)) == float(EXP.expected_distinct_ranks(8, 256, 4))
+    assert float(EXP.expected_distinct_ranks(8, 256, 1)) == pytest.approx(1.0)
+    assert float(EXP.expected_distinct_ranks(1, 256, 64)) == pytest.approx(1.0)
+
+
+def test_the_flex_dispatcher_moves_one_row_per_rank_reached_inside_a_node():
+    """[issue 17] Qwen3-30B-A3B on 8 B200 at ep 8: DeepEP / HybridEP move a token once to each of the 5.3 ranks its 8
+    experts fall on; NCCL's all-to-all (Megatron-Core's alltoall dispatcher) moves its 8 copies. The sizes are large
+    enough that the latency is a few percent."""
+    base = dict(model="qwen3-30b-a3b", seq_len=4096, gpu="b200", gpus=8, kind="zero1", global_batch=32,
+                per_gpu_batch=4, ep=8, precision="bf16")
+    flat = simulate(Scenario.create(**base), recommend=False).layer_s["a2a_s"]
+    flex = simulate(Scenario.create(**base, moe_dispatcher="deepep"), recommend=False).layer_s["a2a_s"]
+    hit = float(EXP.expected_distinct_ranks(8, 128, 8))
+    assert flex / flat == pytest.approx(hit / 8, rel=0.05)
+
+
+def test_an_all_to_all_reaches_less_of_the_links_than_the_ring():
+    """[issue 17] ModelParams.a2a_intra_busbw_frac (0.896, the open in-node all-to-all sweeps' median): at 8 GiB on 8
+    GPUs of one node the all-to-all's transfer term is 1 / 0.896 of the ring bandwidth's, the all-reduce unchanged."""
+    from gpusim.model import comm as C
+    from gpusim.params import DEFAULT_PARAMS
+
+    ring = DEFAULT_PARAMS.replace(a2a_intra_busbw_frac=1.0)
+    kw = dict(base_latency_s=0.0, nvls_gain_frac=1.3, nvls_latency_s=23e-6, tree_busbw_frac=0.92)
+
+    def t(c, params):
+        return float(C.collective_time_s(c, 8 * 2**30, 8, 1, 600e9, 1e-6, 50e9, 5e-6, False,
+                                         tuning=C.tuning_from_params(params), **kw)[0])
+
+    a2a_ratio = t(C.ALL_TO_ALL, DEFAULT_PARAMS) / t(C.ALL_TO_ALL, ring)
+    assert a2a_ratio == pytest.approx(1 / 0.896, rel=1e-3)
+    assert t(C.ALL_REDUCE, DEFAULT_PARAMS) == t(C.ALL_REDUCE, ring)
