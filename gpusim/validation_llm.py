@@ -107,7 +107,10 @@ def paper_flop_per_iteration(r: dict) -> float:
     return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
 
 
-def _scenario(r: dict, wl, tp: int, pp: int, vp: int, micro: int):
+def row_scenario(r: dict, wl, tp: int, pp: int, vp: int, micro: int):
+    """The Scenario of one row at a layout: its GPUs, batch, precision, recomputation and the software of its paper
+    (no gradient-reduce overlap; Table 1's Megatron-LM of 2021 without gradient-accumulation fusion or the
+    asynchronous tensor-parallel backward)."""
     from gpusim.simulation import Scenario
 
     gpus = int(r["gpus"])
@@ -143,7 +146,7 @@ def predict_row(r: dict, db, params) -> LLMRow:
     best = None
     for tp, pp, vp, micro in _candidates(r):
         try:
-            res = simulate(_scenario(r, wl, tp, pp, vp, micro), db=db, params=params, recommend=False)
+            res = simulate(row_scenario(r, wl, tp, pp, vp, micro), db=db, params=params, recommend=False)
         except GpusimError as e:
             out.error = str(e)
             continue

@@ -95,17 +95,75 @@ def search_row(r: dict, *, db, params=None) -> SearchRow | None:
     except GpusimError as e:
         out.error = str(e)
         return out
+    _fill(out, res)
+    return out
+
+
+def search_table1_row(r: dict, *, db, params=None) -> SearchRow | None:
+    """[issue 17] The layout search for one row of Narayanan et al. SC'21 Table 1 (``validation/llm_parallel.csv``,
+    ``NARAYANAN_2021_TAB1``: GPT models of 1.7B to 1T on 32 to 3072 A100, the layouts the authors chose, TFLOP/s per
+    GPU in their own FLOP count, eq. 3): the measured step is the paper's FLOPs per iteration over its TFLOP/s and GPUs,
+    the recipe's own layout is :mod:`gpusim.validation_llm`'s prediction, and the search keeps the row's GPUs, batch,
+    sequence, precision and the software of 2021 (:func:`gpusim.validation_llm.row_scenario`; the recomputation searched
+    among what Megatron-LM offered then, none or full). None for other rows."""
+    from gpusim import validation_llm as V
+    from gpusim.errors import GpusimError
+    from gpusim.search import search_layouts
+
+    if r.get("source_id") != V.TABLE1 or r.get("kind") != "tflops_per_gpu":
+        return None
+    gpus = int(r["gpus"])
+    stated = V.predict_row(r, db, params)
+    layout = f"{r['tp']}/{r['pp']}/{stated.vp}/1 {stated.micro_batch}/{r['global_batch']}"
+    out = SearchRow(run_id=f"tab1-{r['model'].lower().replace(' ', '-')}", source_id=r["source_id"], holdout=False,
+                    model=r["model"], gpu="a100-sxm4-80gb", gpus=gpus, precision=r["precision"], stated_layout=layout,
+                    measured_step_s=V.paper_flop_per_iteration(r) / (float(r["value"]) * 1e12 * gpus),
+                    stated_step_s=stated.step_s, error=stated.error)
+    if stated.error or stated.step_s is None:
+        out.error = out.error or "the paper's layout could not be predicted"
+        return out
+    try:
+        scenario = V.row_scenario(r, V.workload_from_row(r), int(r["tp"]), int(r["pp"]), stated.vp,
+                                  stated.micro_batch)
+        # the recomputations Megatron-LM offered in 2021 (--checkpoint-activations or nothing: selective
+        # recomputation came with Korthikanti et al. 2022)
+        res = search_layouts(scenario, db=db, params=params, global_batch=int(r["global_batch"]),
+                             recomputes=("none", "full"))
+    except GpusimError as e:
+        out.error = str(e)
+        return out
+    _fill(out, res)
+    return out
+
+
+def _fill(out: SearchRow, res: dict) -> None:
+    """The search's counts and best layout into ``out`` (``error`` when nothing fits)."""
     out.layouts, out.feasible = int(res["n"]), int(res["feasible"].sum())
     b = res["best"]
     if b is None:
         out.error = "no layout fits in GPU memory"
-        return out
+        return
     o = res["out"]
     out.best_layout = short_layout(res["layouts"], b)
     out.best_step_s = float(o["step_s"][b])
     out.best_mfu_frac = float(o["mfu_frac"][b])
     out.spare_bytes = float(o["spare_bytes"][b])
-    return out
+
+
+def run_table1(path=None, *, db=None, params=None) -> list[SearchRow]:
+    """:func:`search_table1_row` over ``validation/llm_parallel.csv``'s Table 1 rows."""
+    import csv
+
+    from gpusim import validation_llm as V
+    from gpusim.hwdb import load
+
+    path = path or V.default_csv()
+    if path is None:
+        return []
+    db = db or load()
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [x for r in rows if (x := search_table1_row(r, db=db, params=params)) is not None]
 
 
 def short_layout(lay: dict, i: int) -> str:
@@ -227,9 +285,10 @@ TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "prec", "recipe tp/pp/vp
                  "best MFU", "recipe MFU", "ratio", "best vs recipe (pred)", "free beyond headroom")
 
 
-def print_section(rows: list[SearchRow], later: list[SearchRow], print_table, *, holdout_rows: bool = False) -> None:
+def print_section(rows: list[SearchRow], later: list[SearchRow], print_table, *, holdout_rows: bool = False,
+                  table1: list[SearchRow] | None = None) -> None:
     """The table and summary ``gpusim validate`` prints."""
-    if not rows and not later:
+    if not rows and not later and not table1:
         return
     if rows:
         print_table(table_rows(rows, holdout_rows=holdout_rows), list(TABLE_COLUMNS),
@@ -244,5 +303,10 @@ def print_section(rows: list[SearchRow], later: list[SearchRow], print_table, *,
     if later:
         print("  the later releases' dense rows (validation/later_releases.csv, reported apart):")
         for line in summary_lines(summarize(later), label="  "):
+            print(line)
+    if table1:
+        print("  Narayanan et al. SC'21 Table 1 (validation/llm_parallel.csv: GPT 1.7B-1T on 32-3072 A100, the authors' "
+              "layouts; looked at while the model was built):")
+        for line in summary_lines(summarize(table1), label="  "):
             print(line)
 

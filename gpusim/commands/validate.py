@@ -64,9 +64,10 @@ def _search_results(args, db, params):
     from gpusim import validation_search as VS
 
     if args.csv or getattr(args, "runs", None) is not None or (params is not None and callable(params)):
-        return [], []
+        return [], [], []
     later = R.later_releases_path()
-    return VS.run(VS.default_paths(), db=db, params=params), (VS.run([later], db=db, params=params) if later else [])
+    return (VS.run(VS.default_paths(), db=db, params=params), (VS.run([later], db=db, params=params) if later else []),
+            VS.run_table1(db=db, params=params))
 
 
 def _ep_results(args, db, params):
@@ -226,7 +227,7 @@ def cmd_validate(args) -> int:
     fsdp = _fsdp_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps)
     later = _later_results(args, db, params)
-    searched, searched_later = _search_results(args, db, params)
+    searched, searched_later, searched_t1 = _search_results(args, db, params)
     ep_rows = _ep_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
@@ -253,7 +254,9 @@ def cmd_validate(args) -> int:
                                       "rows": VS.to_dicts(searched, holdout_rows=args.show_holdout),
                                       "later_releases": {"summary": VS.summarize(searched_later),
                                                          "rows": VS.to_dicts(searched_later,
-                                                                             holdout_rows=args.show_holdout)}}})
+                                                                             holdout_rows=args.show_holdout)},
+                                      "narayanan_table1": {"summary": VS.summarize(searched_t1),
+                                                           "rows": VS.to_dicts(searched_t1)}}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -351,10 +354,11 @@ def cmd_validate(args) -> int:
               "apart, not in the figures above or the track record):")
         for line in R.later_releases_lines(later):
             print(line)
-    if searched or searched_later:
+    if searched or searched_later or searched_t1:
         from gpusim import validation_search as VS
 
-        VS.print_section(searched, searched_later, print_table, holdout_rows=getattr(args, "show_holdout", False))
+        VS.print_section(searched, searched_later, print_table, holdout_rows=getattr(args, "show_holdout", False),
+                         table1=searched_t1)
     if record:
         print_track_record_table(record, print_table)
     if args.rows:

@@ -77,7 +77,7 @@ def test_paper_tables_run_without_the_overlap():
 
     row = {"gpus": "512", "gpus_per_node": "8", "precision": "amp_fp16", "global_batch": "1536", "recompute": "full",
            "sequence_parallel": "false", "source_id": VL.TABLE1}
-    scn = VL._scenario(row, get_workload("llama3-8b"), 8, 2, 8, 8)
+    scn = VL.row_scenario(row, get_workload("llama3-8b"), 8, 2, 8, 8)
     assert scn.strategy.pp_p2p_overlap is False
 
 

@@ -96,3 +96,21 @@ def test_validate_reports_the_search_on_every_dense_run(capsys):
     assert s["open"]["below_headroom"] == s["held_out"]["below_headroom"] == 0
     assert d["later_releases"]["summary"]["open"]["searched"] > 0
     assert all(r["hidden"] and r["ratio"] is None for r in rows if r["holdout"])
+
+
+def test_narayanan_table1_rows_are_searched_with_the_software_of_2021():
+    """[issue 17] The ten GPT rows of Narayanan et al. SC'21 Table 1: the authors' own layout (full recomputation,
+    their tp, pp, vp, micro-batch) is among the searched ones, so where it fits the search's best is at least as fast
+    as the model's prediction of it; the measured step is the paper's FLOPs over its TFLOP/s."""
+    from gpusim import validation_llm as V
+
+    rows = VS.run_table1(db=DB)
+    assert len(rows) == 10 and all(r.error == "" and r.best_layout for r in rows)
+    assert all(r.spare_bytes >= 0 for r in rows)
+    assert all(r.best_vs_stated_frac >= -1e-12 for r in rows)
+    assert not any("selective" in r.best_layout for r in rows)  # not offered in 2021
+    with open(V.default_csv(), newline="") as fh:
+        first = next(r for r in csv.DictReader(fh) if r["source_id"] == V.TABLE1)
+    row = next(r for r in rows if r.model == first["model"])
+    assert row.measured_step_s == pytest.approx(
+        V.paper_flop_per_iteration(first) / (float(first["value"]) * 1e12 * int(first["gpus"])))
