@@ -6,8 +6,8 @@ prediction, and picks the band a prediction belongs to, so that ``gpusim predict
 ``plan`` (its recommendation) and ``comm``, the Python API and the planner's pages print it under the number:
 
     track record: published MoE training runs with their stated layouts (runs on 6 GPU models): 90 measurements,
-    median step time error 15.6%, p90 37.3%; the 30 held out of tuning: median 14.2%, p90 41.2%; measured a median
-    15.2% slower than predicted, slower in 79% of them; 80% of the 30 held-out runs measured 0.59x to 1.06x the
+    median step time error 15.6%, p90 38.1%; the 30 held out of tuning: median 13.6%, p90 41.1%; measured a median
+    15.2% slower than predicted, slower in 79% of them; 80% of the 30 held-out runs measured 0.59x to 1.07x the
     predicted speed (here: ...)
 
 The bands (:data:`BAND_KEYS`) and the validation rows behind each:
