@@ -513,14 +513,18 @@ PROVENANCE: dict[str, str] = {
                             "all-reduce); taken from public walkthroughs of that source that quote the table and the "
                             "formula, not read in NVIDIA's file itself (check against src/tuning/nvls.cc)",
     "a2a_intra_busbw_frac": "[issue 17] the median of measured / predicted-at-the-ring's-efficiency bus bandwidth over "
-                            "the open in-node all-to-all rows of validation/nccl_sweeps.csv (sizes 0.5-16 GiB, where "
+                            "the 7 open in-node all-to-all rows (4 systems) of validation/nccl_sweeps.csv (sizes 0.5-16 "
+                            "GiB, where "
                             "latency is negligible): 4x GB300 0.867 / 0.870, 8x GB300 over 2 trays 0.943 / 0.950 (OCI "
                             "gpu-quickstarts GB300 README), 4x H100 0.916 (NVIDIA/nccl issue 2169), 8x MI355X 0.895 / "
                             "0.896 (OCI gpu-quickstarts MI355X README): 0.896; the held-out 64x GB300 over 16 trays "
                             "reads 0.900 / 0.925. NCCL's all-to-all is one send/recv pair per peer (point-to-point "
                             "channels and chunks), not the ring's pipelined channels, and reaches less of the links; "
                             "set 2026-12-06 with the Megatron-Core MoE paper's Table 7 dispatch latencies in view (GB200 "
-                            "NCCL all-to-all 15-29% slower than gpusim's at EP 8-64 before it)",
+                            "NCCL all-to-all 15-29% slower than gpusim's at EP 8-64 before it). Applied also to DeepEP's "
+                            "and HybridEP's in-node exchanges (the flex dispatcher's flat exchange and the NVLink leg of "
+                            "its hierarchical one) by assumption: they are not NCCL kernels and no sweep of theirs was "
+                            "found; Table 7's in-node HybridEP latencies sit within -22% to +1% of gpusim's with it",
     "xgmi_link_eff_frac": "AMD ROCm blog 'Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X' "
                           "(J. Kolla, P. Alizadeh, G. Lee, 2025-03-02, https://rocm.blogs.amd.com/software-tools-"
                           "optimization/mi300x-rccl-xgmi/README.html): 64 GB/s rated per link, 'CRC bit correction and "

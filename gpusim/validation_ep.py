@@ -47,6 +47,7 @@ class EpRow:
 
 
 def default_csv() -> Path | None:
+    """``validation/ep_dispatch.csv`` (the runs tables' folder, ``GPUSIM_RUNS_DIR`` or the repository's), or None."""
     from gpusim import validation_runs as R
 
     d = R.default_dir()
@@ -72,24 +73,36 @@ def predict(r: dict, *, db, params=None) -> EpRow:
     from gpusim.scenario import Scenario
     from gpusim.simulation import simulate
 
-    ep = int(r["ep"])
-    out = EpRow(row_id=r["row_id"], gpu=r["gpu"], dispatcher=r["dispatcher"], ep=ep, op=r["op"],
-                holdout=str(r.get("holdout")).strip() == "1", measured_s=float(r["value_us"]) * 1e-6)
+    out = EpRow(row_id=r.get("row_id", ""), gpu=r.get("gpu", ""), dispatcher=r.get("dispatcher", ""), ep=0,
+                op=r.get("op", ""), holdout=str(r.get("holdout")).strip() == "1", measured_s=float("nan"))
+    try:
+        out.ep, out.measured_s = int(r["ep"]), float(r["value_us"]) * 1e-6
+        tokens, d_model, n_experts, top_k = (int(r[k]) for k in ("tokens", "d_model", "n_experts", "top_k"))
+        elem = float(r.get("elem_bytes") or 2)
+        groups, limit = ((r.get(k) or "").strip() for k in ("n_groups", "topk_groups"))
+        groups_n, limit_n = (int(groups) if groups else None), (int(limit) if limit else None)
+    except (KeyError, ValueError) as e:
+        out.error = f"unreadable row: {e}"
+        return out
+    if not (out.measured_s > 0 and out.ep >= 1):
+        out.error = "value_us and ep must be positive"
+        return out
+    if r["dispatcher"] not in ("alltoall", "deepep"):
+        out.error = f"dispatcher {r['dispatcher']!r} is not alltoall or deepep"
+        return out
+    ep = out.ep
     node = R.NODE_FOR_GPU.get(r["gpu"])
     if node is None:
         out.error = f"no node template for GPU {r['gpu']!r}"
         return out
-    if int(float(r.get("elem_bytes") or 2)) != 2:
+    if elem != 2.0:
         out.error = "only 16-bit tokens are modelled here"
         return out
     try:
-        groups = (r.get("n_groups") or "").strip()
-        limit = (r.get("topk_groups") or "").strip()
-        wl = _workload(int(r["tokens"]), int(r["d_model"]), int(r["n_experts"]), int(r["top_k"]),
-                       int(groups) if groups else None, int(limit) if limit else None)
+        wl = _workload(tokens, d_model, n_experts, top_k, groups_n, limit_n)
         per_node = db.node(node).gpus_per_node
         sc = Scenario.create(workload=wl, node=node, gpus=ep, nodes=max(1, -(-ep // per_node)), kind="zero1",
-                             precision="bf16", ep=ep, micro_batch=1, global_batch=ep, seq_len=int(r["tokens"]),
+                             precision="bf16", ep=ep, micro_batch=1, global_batch=ep, seq_len=tokens,
                              moe_dispatcher=r["dispatcher"])
         res = simulate(sc, db=db, params=params, recommend=False)
     except GpusimError as e:
@@ -100,6 +113,8 @@ def predict(r: dict, *, db, params=None) -> EpRow:
 
 
 def run(path=None, *, db=None, params=None) -> list[EpRow]:
+    """:func:`predict` over every row of ``path`` (default: :func:`default_csv`); a file without the schema's columns
+    raises :class:`~gpusim.errors.GpusimError` naming them."""
     from gpusim.errors import GpusimError
     from gpusim.hwdb import load
 
@@ -136,10 +151,12 @@ def summarize(rows: list[EpRow]) -> dict:
 
 
 def to_dicts(rows: list[EpRow]) -> list[dict]:
+    """Row dicts for ``--json`` (every row is open: the table holds none out)."""
     return [{**asdict(r), "signed_frac": r.signed_frac} for r in rows]
 
 
 def print_section(rows: list[EpRow], print_table, fmt_pct) -> None:
+    """The table (one line per system, dispatcher and EP size) and the summary ``gpusim validate`` prints."""
     if not rows:
         return
     table = []
@@ -154,7 +171,8 @@ def print_section(rows: list[EpRow], print_table, fmt_pct) -> None:
                       "" if pred is None else f"{pred * 1e6:.0f}",
                       " / ".join(f"{o.signed_frac:+.0%}" for o in (d, c) if o is not None and o.signed_frac is not None)
                       or next((o.error[:50] for o in (d, c) if o is not None), "")])
-    print_table(table, ["GPU", "dispatcher", "EP", "dispatch us", "combine us", "gpusim us", "error (dispatch / combine)"],
+    print_table(table, ["GPU", "dispatcher", "EP", "dispatch us", "combine us", "gpusim us",
+                        "error (dispatch / combine)"],
                 title="Expert-parallel dispatch and combine (validation/ep_dispatch.csv: the Megatron-Core MoE paper's "
                       "Table 7; error > 0: predicted slower)", justify=["left", "left"] + ["right"] * 5)
     s = summarize(rows)

@@ -1,9 +1,10 @@
 """[issue 17] The layout search against the tuned recipes: does ``gpusim sweep`` promise more than a tuned run reaches?
 
 For every dense published run of :mod:`gpusim.validation_runs` (``validation/runs_dense.csv``; the dense rows of the
-later releases, ``validation/later_releases.csv``, reported apart), the layout search (:func:`gpusim.search.search_layouts`,
-what ``gpusim sweep`` runs) is given the run's GPUs, global batch, sequence length, precision and software settings
-(the options of its notes: CUDA graphs, FP8 recipe, gradient dtype, ...) and searches tp, pp, vp, cp, the micro-batch
+later releases, ``validation/later_releases.csv``, reported apart), the layout search
+(:func:`gpusim.search.search_layouts`, what ``gpusim sweep`` runs) is given the run's GPUs, global batch, sequence
+length, precision and software settings (the options of its notes: CUDA graphs, FP8 recipe, gradient dtype, ...) and
+searches tp, pp, vp, cp, the micro-batch
 and the recomputation, as a user planning the same job would. Its best layout's predicted MFU is set against the MFU
 the tuned recipe measured with the same GPUs, batch and sequence:
 
@@ -12,7 +13,8 @@ the tuned recipe measured with the same GPUs, batch and sequence:
 (both MFUs count gpusim's model FLOPs over the GPU's peak, which cancel). A ratio above 1 is the search promising more
 than the vendor's tuned run reached; below 1, less (the search found nothing as fast as the recipe: the model charges
 the recipe's layout too much, or its memory model rejects it). Issue 17's bar: the median ratio within 0.95-1.08, and
-no best layout with less free memory than ``--memory-headroom`` (its ``spare`` below zero); the held-out rows are
+no best layout with less free memory than ``--memory-headroom`` (its ``spare`` below zero: the search admits only layouts
+that fit with it, so this holds by construction and the report gives the room left); the held-out rows are
 reported apart, with their ratios hidden unless asked for (a ratio gives away the measured step).
 
 Pure reporting: nothing is tuned against it.
@@ -77,7 +79,12 @@ def search_row(r: dict, *, db, params=None) -> SearchRow | None:
     from gpusim.scenario import Scenario
     from gpusim.search import search_layouts
 
-    stated = R.predict_row(r, db=db, params=params)
+    try:
+        stated = R.predict_row(r, db=db, params=params)
+    except (KeyError, ValueError) as e:  # a figure or a degree that does not parse
+        return SearchRow(run_id=r.get("run_id", ""), source_id=r.get("source_id", ""),
+                         holdout=str(r.get("holdout")).strip() == "1", model=r.get("model", ""), gpu=r.get("gpu", ""),
+                         gpus=0, precision=r.get("precision", ""), stated_layout="", error=f"unreadable row: {e}")
     if stated.is_memory or "moe" in stated.regimes:
         return None
     out = SearchRow(run_id=stated.run_id, source_id=stated.source_id, holdout=stated.holdout, model=stated.model,
@@ -112,13 +119,22 @@ def search_table1_row(r: dict, *, db, params=None) -> SearchRow | None:
 
     if r.get("source_id") != V.TABLE1 or r.get("kind") != "tflops_per_gpu":
         return None
-    gpus = int(r["gpus"])
-    stated = V.predict_row(r, db, params)
-    layout = f"{r['tp']}/{r['pp']}/{stated.vp}/1 {stated.micro_batch}/{r['global_batch']}"
-    out = SearchRow(run_id=f"tab1-{r['model'].lower().replace(' ', '-')}", source_id=r["source_id"], holdout=False,
-                    model=r["model"], gpu="a100-sxm4-80gb", gpus=gpus, precision=r["precision"], stated_layout=layout,
-                    measured_step_s=V.paper_flop_per_iteration(r) / (float(r["value"]) * 1e12 * gpus),
-                    stated_step_s=stated.step_s, error=stated.error)
+    out = SearchRow(run_id=f"tab1-{r.get('model', '').lower().replace(' ', '-')}", source_id=r["source_id"],
+                    holdout=False, model=r.get("model", ""), gpu=db.node(V.NODE).gpu, gpus=0,
+                    precision=r.get("precision", ""), stated_layout="")
+    try:
+        out.gpus = gpus = int(r["gpus"])
+        tflops = float(r["value"])
+        measured = V.paper_flop_per_iteration(r) / (tflops * 1e12 * gpus)
+        stated = V.predict_row(r, db, params)
+    except (KeyError, ValueError, ZeroDivisionError, GpusimError) as e:
+        out.error = f"unreadable row: {e}"
+        return out
+    out.stated_layout = f"{r['tp']}/{r['pp']}/{stated.vp}/1 {stated.micro_batch}/{r['global_batch']}"
+    out.measured_step_s, out.stated_step_s, out.error = measured, stated.step_s, stated.error
+    if not measured > 0:
+        out.error = "the row's TFLOP/s must be positive"
+        return out
     if stated.error or stated.step_s is None:
         out.error = out.error or "the paper's layout could not be predicted"
         return out

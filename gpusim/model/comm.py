@@ -122,7 +122,7 @@ class Tuning:
     ll_max_multi_node_busbw_bytes_per_s: tuple[tuple[float, float], ...]
     nvls_tree_busbw_frac: float = 5.0 / 6.0
     #: [issue 17] an all-to-all's in-node bus bandwidth / the ring's (ModelParams.a2a_intra_busbw_frac)
-    a2a_intra_frac: float = 1.0
+    a2a_intra_busbw_frac: float = 1.0
 
     def hop_extra(self, level: str, algo: str) -> np.ndarray:
         """Per-hop latency of each protocol beyond the link's own (LL) latency: NCCL's ``hwLat`` of the
@@ -157,7 +157,7 @@ def tuning_from_params(p) -> Tuning:
                nvls_chunk_bytes=float(p.nvls_chunk_bytes), nvls_tree_hop_s=float(p.nvls_tree_hop_s),
                collnet_latency_s=float(p.collnet_latency_s), collnet_busbw_frac=float(p.collnet_busbw_frac),
                nvls_tree_busbw_frac=float(p.nvls_tree_busbw_frac),
-               a2a_intra_frac=float(p.a2a_intra_busbw_frac),
+               a2a_intra_busbw_frac=float(p.a2a_intra_busbw_frac),
                net_overhead_s=tuple(float(v) for v in _per_host_cpu(p, "nccl_net_overhead_s")),
                net_overhead_simple_mult=float(p.nccl_net_overhead_simple_mult),
                ll_max_multi_node_busbw_bytes_per_s=tuple(
@@ -297,8 +297,9 @@ def collective_choice(collective, size_bytes, n_ranks, n_nodes, intra_busbw_byte
         if c == SEND_RECV:
             vol = s / np.where(multi, inter / g, intra) if any_multi else s / intra
         else:
-            # [issue 17] NCCL's point-to-point all-to-all reaches a2a_intra_frac of the ring's in-node bandwidth
-            in_node = np.where(g > 1, (g - 1.0) / n * s / (intra * tn.a2a_intra_frac), 0.0)
+            # [issue 17] NCCL's point-to-point all-to-all reaches a2a_intra_busbw_frac of the ring's in-node bandwidth
+            # (DeepEP's and HybridEP's in-node exchanges, which call this too, by assumption: ModelParams' source)
+            in_node = np.where(g > 1, (g - 1.0) / n * s / (intra * tn.a2a_intra_busbw_frac), 0.0)
             vol = np.maximum(in_node, (n - g) / n * s * g / inter) if any_multi else in_node
         for p in protos if (not forced or algorithm == ALGO_P2P) else ():
             hop = np.where(multi, ohop + x_inter_ring[p], ihop + x_intra_ring[p]) if any_multi else ihop + x_intra_ring[p]

@@ -177,16 +177,24 @@ def max_nodes_of_groups(topk_groups, n_groups, n_nodes):
 def expected_distinct_ranks(top_k, n_experts, ep, topk_groups=np.inf, n_groups=1.0):
     """[issue 17] Expected EP ranks a token's ``top_k`` experts fall on, the ``E`` experts spread evenly over the
     ``ep`` ranks: :func:`expected_distinct_nodes` with the ranks as the nodes. With group-limited routing (DeepSeek-V3's
-    ``topk_group`` ``M`` of ``n_group`` ``G`` groups) and groups spanning whole ranks (``ep >= G``), a token's experts
-    lie in the ``M ep / G`` ranks of its ``M`` groups, which hold ``M E / G`` experts (groups smaller than a rank are
-    not limited here). DeepEP's and HybridEP's dispatch sends a token once to every rank that holds one of its experts
-    (``get_dispatch_layout``'s ``is_token_in_rank`` / ``num_tokens_per_rank``, deepseek-ai/DeepEP), and the combine
-    returns one row per such rank (Megatron-Core's ``MoEFlexTokenDispatcher`` unpermutes the local experts' outputs
-    back to the received tokens before it), so this, not ``top_k``, is the rows per token they move. Hand-worked: top-8
-    of 256 experts on 8 ranks, ``8 (1 - C(224, 8) / C(256, 8)) = 5.295``; on 64 ranks 7.57."""
+    ``topk_group`` ``M`` of ``n_group`` ``G`` groups) a token's experts lie in its ``M`` groups' ``M E / G`` experts,
+    held by ``R`` ranks: ``M ep / G`` where groups span whole ranks (``ep >= G``), else the expected ranks ``M`` of
+    ``G`` groups fall on when each rank holds ``G / ep`` of them (:func:`expected_distinct_nodes` again); the ``k`` experts
+    then fall on :func:`expected_distinct_nodes` ``(k, M E / G, R)`` of those (the ``M`` groups' experts taken as spread
+    evenly over the ``R`` ranks). DeepEP's and HybridEP's dispatch sends a token once to every rank that holds one of
+    its experts (``get_dispatch_layout``'s ``is_token_in_rank`` / ``num_tokens_per_rank``, deepseek-ai/DeepEP), and the
+    combine returns one row per such rank (Megatron-Core's ``MoEFlexTokenDispatcher`` unpermutes the local experts'
+    outputs back to the received tokens before it), so this, not ``top_k``, is the rows per token they move.
+    Hand-worked: top-8 of 256 experts on 8 ranks ``8 (1 - C(224, 8) / C(256, 8)) = 5.295``, on 64 ranks 7.676; with 4 of
+    8 groups on 4 ranks the groups reach ``4 (1 - C(6, 4) / C(8, 4)) = 3.143`` ranks; one group per token, one rank."""
+    k, E = _f(top_k), _f(n_experts)
     M, G, ep = _f(topk_groups), np.maximum(_f(n_groups), 1.0), np.maximum(_f(ep), 1.0)
-    frac = np.where(np.isfinite(M) & (M < G) & (ep >= G), np.minimum(M, G) / G, 1.0)
-    return expected_distinct_nodes(top_k, _f(n_experts) * frac, np.maximum(ep * frac, 1.0))
+    limited = np.isfinite(M) & (M < G)
+    Mg = np.where(limited, M, G)
+    ranks = np.where(ep >= G, ep * Mg / G, expected_distinct_nodes(Mg, G, ep))
+    pool = np.where(limited, E * Mg / G, E)
+    return np.where(limited, expected_distinct_nodes(k, pool, np.maximum(ranks, 1.0)),
+                    expected_distinct_nodes(k, E, ep))
 
 
 def hierarchical_dispatch_s(coll, *, tokens, top_k, n_experts, d_model, elem_bytes, ep, n_nodes, max_nodes,
@@ -415,7 +423,7 @@ def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_c
     (DeepEP / HybridEP: ``MoEFlexTokenDispatcher``) receives deduplicated tokens, ``n D`` rows on average for ``D`` =
     ``ranks_hit`` (:func:`expected_distinct_ranks`; default ``k``), and permutes them to its experts after the dispatch
     (read ``n D``, write ``r`` rows) and back before the combine (read ``r``, write ``n D``): ``2 (n D + r) h e``
-    (``4 r h e`` where ``D = k``).
+    (``4 r h e`` where ``D = k`` and ``r = n k``, i.e. without expert tensor parallelism).
     Hand-worked (all-to-all, ``n = 4096``, ``k = 8``, ``r = n k``, ``h = 2048``, bf16, sorted):
     ``(2 x 4096 x 9 + 4 x 32768) x 2048 x 2 + 4 x 4096 x 8 + 8 x 32768 = 8.3925e8`` bytes, against the
     ``4 r h e = 5.3687e8`` of one read and write of the copies before and after the experts."""

@@ -87,8 +87,9 @@ class TransformerSpec:
         Kept here for the parallelism model; it does not change FLOPs per token.
     moe_n_groups, moe_topk_groups : node-limited (group-limited) routing: the experts form ``moe_n_groups`` groups
         and a token's top-k are chosen within its best ``moe_topk_groups`` (DeepSeek-V3's ``n_group`` 8 and
-        ``topk_group`` 4, section 2.1.2: at most 4 nodes per token). None: no limit. Used by the hierarchical
-        dispatcher (:func:`gpusim.model.experts.hierarchical_dispatch_s`); no effect on FLOPs.
+        ``topk_group`` 4, section 2.1.2: at most 4 nodes per token). None: no limit. Used by the flex (DeepEP /
+        HybridEP) dispatcher: the nodes a token crosses the network to
+        (:func:`gpusim.model.experts.hierarchical_dispatch_s`) and the EP ranks it is sent to (:func:`gpusim.model.experts.expected_distinct_ranks`); no effect on FLOPs.
 
     Multi-head latent attention (DeepSeek-V2/V3; ``kv_lora_rank > 0`` turns it on):
 

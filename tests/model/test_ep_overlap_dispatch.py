@@ -55,7 +55,7 @@ def test_deduplicated_dispatch_volume_hand_worked():
                                              elem_bytes=2.0, ep=64, n_nodes=8, max_nodes=4, nic_bytes_per_s=50e9)
     assert float(ib) == pytest.approx(4096 * 3.5 * 7168 * 2)
     # [issue 17] on arrival a token goes once to each GPU holding one of its experts (DeepEP's is_token_in_rank):
-    # 64 (1 - C(252, 8) / C(256, 8)) = 7.57 rows per token over NVLink, not its 8 copies
+    # 64 (1 - C(252, 8) / C(256, 8)) = 7.676 rows per token over NVLink, not its 8 copies
     hit = 64 * (1 - math.comb(252, 8) / math.comb(256, 8))
     assert float(nvl) == pytest.approx(4096 * hit * 7168 * 2 * 7 / 8)
     flat_remote = 4096 * 8 * 7168 * 2 * 56 / 64
@@ -141,6 +141,25 @@ def test_deepep_and_fp8_dispatch_never_slower_across_nodes():
     # FP8 dispatch needs the layers in FP8: in bf16 the flag is refused with the fix, not silently ignored
     with pytest.raises(ScenarioError, match="needs --precision fp8"):
         _step(precision="bf16", moe_dispatcher="deepep", ep_fp8_dispatch=True)
+
+
+def test_the_hierarchical_dispatch_forwards_the_group_limited_rows():
+    """[issue 17] DeepSeek-V3 on 512 H100 at ep 64 (8 nodes) with the flex dispatcher: the NVLink leg of each
+    dispatch carries a token once per rank of its 4 groups it reaches (7.36), not once per rank of an unlimited
+    router (7.68); moe_layer_terms hands hierarchical_dispatch_s that figure."""
+    hit = float(EXP.expected_distinct_ranks(8, 256, 64, 4, 8))
+    assert hit == pytest.approx(32 * (1 - math.comb(124, 8) / math.comb(128, 8)))
+    seen = {}
+
+    def coll(kind, size, ranks, nodes, inter=None):
+        seen.setdefault(int(kind), []).append(float(np.max(size)))
+        return np.asarray(size, dtype=np.float64) * 1e-12
+
+    EXP.hierarchical_dispatch_s(coll, tokens=4096, top_k=8, n_experts=256, d_model=7168, elem_bytes=2.0, ep=64,
+                                n_nodes=8, max_nodes=4, nic_bytes_per_s=50e9, ranks_hit=hit)
+    from gpusim.model import comm as C
+
+    assert seen[C.ALL_TO_ALL][-1] == pytest.approx(4096 * hit * 7168 * 2)
 
 
 def test_deepep_inside_one_node_is_a_flat_exchange_of_one_row_per_rank_reached():
@@ -231,14 +250,26 @@ def test_1f1b_step_uses_the_layer_phases():
 
 def test_expected_distinct_ranks_hand_worked():
     """[issue 17] The EP ranks a token's experts fall on (DeepEP / HybridEP send a token once per rank)."""
-    assert float(EXP.expected_distinct_ranks(8, 256, 8)) == pytest.approx(8 * (1 - math.comb(224, 8) / math.comb(256, 8)))
-    assert float(EXP.expected_distinct_ranks(8, 128, 8)) == pytest.approx(8 * (1 - math.comb(112, 8) / math.comb(128, 8)))
+    def spread(k, E, n):  # n (1 - C(E - E/n, k) / C(E, k))
+        return n * (1 - math.comb(E - E // n, k) / math.comb(E, k))
+
+    assert float(EXP.expected_distinct_ranks(8, 256, 8)) == pytest.approx(spread(8, 256, 8))
+    assert float(EXP.expected_distinct_ranks(8, 128, 8)) == pytest.approx(spread(8, 128, 8))
     # DeepSeek-V3's routing (a token's experts in 4 of 8 groups): on 64 ranks its experts lie in 32 ranks holding 128
     limited = float(EXP.expected_distinct_ranks(8, 256, 64, 4, 8))
     assert limited == pytest.approx(32 * (1 - math.comb(124, 8) / math.comb(128, 8)))
     assert limited < float(EXP.expected_distinct_ranks(8, 256, 64))
-    # groups smaller than a rank are not limited; one rank is one rank; one expert per token is one rank
-    assert float(EXP.expected_distinct_ranks(8, 256, 4, 4, 8)) == float(EXP.expected_distinct_ranks(8, 256, 4))
+    # fewer ranks than groups: 4 of 8 groups reach 4 (1 - C(6, 4) / C(8, 4)) = 3.143 of 4 ranks, and the 8 experts fall
+    # on expected_distinct_nodes(8, 128, 3.143) of those; one group per token is one rank
+    reach = 4 * (1 - math.comb(6, 4) / math.comb(8, 4))
+    few = float(EXP.expected_distinct_ranks(8, 256, 4, 4, 8))
+    assert few == pytest.approx(float(EXP.expected_distinct_nodes(8, 128, reach)))
+    assert few < reach < float(EXP.expected_distinct_ranks(8, 256, 4))
+    assert float(EXP.expected_distinct_ranks(8, 256, 4, 1, 8)) == pytest.approx(1.0)
+    assert float(EXP.expected_distinct_ranks(8, 256, 2, 1, 8)) == pytest.approx(1.0)
+    # vectorised over the rows of a sweep
+    got = EXP.expected_distinct_ranks(np.array([8.0, 8.0]), 256, np.array([4.0, 64.0]), np.array([4.0, np.inf]), 8)
+    assert got == pytest.approx([few, float(EXP.expected_distinct_ranks(8, 256, 64))])
     assert float(EXP.expected_distinct_ranks(8, 256, 1)) == pytest.approx(1.0)
     assert float(EXP.expected_distinct_ranks(1, 256, 64)) == pytest.approx(1.0)
 

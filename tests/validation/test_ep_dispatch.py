@@ -70,3 +70,13 @@ def test_a_bad_file_says_which_columns_are_missing(tmp_path):
     bad.write_text("row_id,gpu\nx,gb200\n")
     with pytest.raises(GpusimError, match="missing column"):
         VE.run(bad, db=DB)
+
+
+def test_a_bad_row_comes_back_with_its_error():
+    good = _rows()[0]
+    for change, says in (({"ep": "eight"}, "unreadable"), ({"value_us": ""}, "unreadable"),
+                         ({"value_us": "0"}, "positive"), ({"tokens": "4k"}, "unreadable"), ({"elem_bytes": "1"}, "16-bit"),
+                         ({"gpu": "no-such-gpu"}, "no node template"), ({"dispatcher": "nccl"}, "not alltoall")):
+        row = VE.predict({**good, **change}, db=DB)
+        assert row.predicted_s is None and says in row.error, (change, row.error)
+        assert row.signed_frac is None

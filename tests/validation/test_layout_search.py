@@ -114,3 +114,15 @@ def test_narayanan_table1_rows_are_searched_with_the_software_of_2021():
     row = next(r for r in rows if r.model == first["model"])
     assert row.measured_step_s == pytest.approx(
         V.paper_flop_per_iteration(first) / (float(first["value"]) * 1e12 * int(first["gpus"])))
+
+
+def test_unreadable_rows_come_back_with_an_error_not_a_traceback():
+    bad = VS.search_row({**ROW, "value": "n/a"}, db=DB)
+    assert bad.ratio is None and "unreadable row" in bad.error
+    from gpusim import validation_llm as V
+
+    with open(V.default_csv(), newline="") as fh:
+        first = next(r for r in csv.DictReader(fh) if r["source_id"] == V.TABLE1)
+    for change in ({"value": "n/a"}, {"gpus": ""}, {"value": "0"}):
+        row = VS.search_table1_row({**first, **change}, db=DB)
+        assert row.ratio is None and row.error, change
