@@ -80,6 +80,16 @@ def _ep_results(args, db, params):
     return VE.run(db=db, params=params)
 
 
+def _attention_results(args, db, params):
+    """[issue 17] The Megatron-Core MoE paper's fused-attention rates (gpusim.validation_attention); only with the
+    project's own tables and the model's defaults."""
+    from gpusim import validation_attention as VA
+
+    if args.csv or (params is not None and callable(params)):
+        return []
+    return VA.run(db=db, params=params)
+
+
 def _llm_results(args, db, params):
     """The LLM-layout rows (Korthikanti Table 5, Narayanan Table 1) with gpusim's errors."""
     from gpusim import validation_llm as V
@@ -229,12 +239,14 @@ def cmd_validate(args) -> int:
     later = _later_results(args, db, params)
     searched, searched_later, searched_t1 = _search_results(args, db, params)
     ep_rows = _ep_results(args, db, params)
+    attn_rows = _attention_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
         from gpusim import validation_gemm as VG
         from gpusim import validation_llm as V
         from gpusim import validation_runs as R
+        from gpusim import validation_attention as VA
         from gpusim import validation_ep as VE
         from gpusim import validation_search as VS
 
@@ -250,6 +262,7 @@ def cmd_validate(args) -> int:
                     "later_releases": {"summary": R.summarize(later),
                                        "rows": R.to_dicts(later, holdout_rows=args.show_holdout)},
                     "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
+                    "attention_rates": {"summary": VA.summarize(attn_rows), "rows": VA.to_dicts(attn_rows)},
                     "layout_search": {"summary": VS.summarize(searched),
                                       "rows": VS.to_dicts(searched, holdout_rows=args.show_holdout),
                                       "later_releases": {"summary": VS.summarize(searched_later),
@@ -320,6 +333,10 @@ def cmd_validate(args) -> int:
         from gpusim.validation_ep import print_section as print_ep
 
         print_ep(ep_rows, print_table, fmt_pct)
+    if attn_rows:
+        from gpusim.validation_attention import print_section as print_attention
+
+        print_attention(attn_rows, print_table, fmt_pct)
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")

@@ -1,0 +1,143 @@
+"""[issue 17] The fused attention core's rate against the Megatron-Core MoE paper's Table 9.
+
+``validation/attention_rates.csv`` holds the paper's cuDNN fused-attention throughput at DeepSeek-V3's multi-head latent
+attention shape (NVIDIA, "Scalable Training of Mixture-of-Experts Models with Megatron Core", arXiv:2603.07685, section
+6, Table 9: forward and backward TFLOPS on Hopper and Blackwell at 4K and 16K tokens). gpusim's rate for the same call
+is the attention core's FLOPs, as :mod:`gpusim.model.llm` counts them (the causal half of ``2 s^2 (q + o)``; the
+backward 2.5x), over its predicted time (``layer_s["attn_fwd_s"]`` / ``["attn_bwd_s"]`` of DeepSeek-V3 at tp 1, one
+sequence per micro-batch). The table names the architecture, not the GPU: H100 SXM and GB200 are assumed. A report,
+not a setting: no parameter is set from it.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+COLUMNS = ("row_id", "source_id", "source", "holdout", "gpu", "model", "seq_len", "pass", "tflops", "notes")
+FILE = "attention_rates.csv"
+
+
+@dataclass
+class AttentionRow:
+    row_id: str
+    gpu: str
+    seq_len: int
+    pass_: str
+    measured_flop_per_s: float
+    predicted_flop_per_s: float | None = None
+    error: str = ""
+
+    @property
+    def signed_frac(self) -> float | None:
+        """Predicted time / measured time - 1 (= measured rate / predicted rate - 1): positive = predicted slower."""
+        if self.predicted_flop_per_s is None:
+            return None
+        return self.measured_flop_per_s / self.predicted_flop_per_s - 1.0
+
+
+def default_csv() -> Path | None:
+    """``validation/attention_rates.csv`` (the runs tables' folder), or None."""
+    from gpusim import validation_runs as R
+
+    d = R.default_dir()
+    p = d / FILE if d else None
+    return p if p and p.is_file() else None
+
+
+def predict(r: dict, *, db, params=None) -> AttentionRow:
+    """gpusim's rate of the row's attention call; never raises: a row it cannot run comes back with ``error``."""
+    from gpusim import validation_runs as R
+    from gpusim.errors import GpusimError
+    from gpusim.model.llm import FLASH_BWD_FLOP_MULT
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+    from gpusim.workload import get_workload
+
+    out = AttentionRow(row_id=r.get("row_id", ""), gpu=r.get("gpu", ""), seq_len=0, pass_=r.get("pass", ""),
+                       measured_flop_per_s=float("nan"))
+    try:
+        out.seq_len, out.measured_flop_per_s = int(r["seq_len"]), float(r["tflops"]) * 1e12
+    except (KeyError, ValueError) as e:
+        out.error = f"unreadable row: {e}"
+        return out
+    if out.pass_ not in ("forward", "backward") or not out.measured_flop_per_s > 0 or out.seq_len < 1:
+        out.error = "pass must be forward or backward, tflops and seq_len positive"
+        return out
+    node = R.NODE_FOR_GPU.get(out.gpu)
+    if node is None:
+        out.error = f"no node template for GPU {out.gpu!r}"
+        return out
+    try:
+        wl = get_workload(r.get("model") or "deepseek-v3", seq_len=out.seq_len)
+        spec = wl.transformer
+        per_node = db.node(node).gpus_per_node
+        ep = 8 if getattr(spec, "n_experts", 0) else 1
+        sc = Scenario.create(workload=wl, node=node, gpus=ep, nodes=max(1, -(-ep // per_node)), kind="zero1",
+                             precision="bf16", ep=ep, micro_batch=1, global_batch=ep, seq_len=out.seq_len)
+        res = simulate(sc, db=db, params=params, recommend=False)
+    except GpusimError as e:
+        out.error = str(e)
+        return out
+    q, o = spec.q_dim, spec.v_dim  # query and value widths over the heads (MLA: 128 x 192 and 128 x 128)
+    flop_fwd = 0.5 * 2.0 * out.seq_len * out.seq_len * (q + o)  # the causal half, one sequence, tp 1
+    if out.pass_ == "forward":
+        out.predicted_flop_per_s = flop_fwd / float(res.layer_s["attn_fwd_s"])
+    else:
+        out.predicted_flop_per_s = FLASH_BWD_FLOP_MULT * flop_fwd / float(res.layer_s["attn_bwd_s"])
+    return out
+
+
+def run(path=None, *, db=None, params=None) -> list[AttentionRow]:
+    """:func:`predict` over every row of ``path`` (default :func:`default_csv`); a file without the schema's columns
+    raises :class:`~gpusim.errors.GpusimError` naming them."""
+    from gpusim.errors import GpusimError
+    from gpusim.hwdb import load
+
+    path = path or default_csv()
+    if path is None:
+        return []
+    db = db or load()
+    with open(path, newline="") as fh:
+        rd = csv.DictReader(fh)
+        missing = [c for c in COLUMNS if c not in (rd.fieldnames or ())]
+        if missing:
+            raise GpusimError(f"{path}: missing column(s) {', '.join(missing)}; the schema is {', '.join(COLUMNS)}")
+        rows = list(rd)
+    return [predict(r, db=db, params=params) for r in rows]
+
+
+def summarize(rows: list[AttentionRow]) -> dict:
+    """Median absolute and signed error, all rows and per GPU."""
+    import numpy as np
+
+    def stats(rs):
+        s = np.array([r.signed_frac for r in rs if r.signed_frac is not None])
+        return {"rows": len(rs), "predicted": int(s.size),
+                "median_ape": float(np.median(np.abs(s))) if s.size else None,
+                "median_signed": float(np.median(s)) if s.size else None}
+
+    gpus = sorted({r.gpu for r in rows})
+    return {"all": stats(rows), "gpus": {g: stats([r for r in rows if r.gpu == g]) for g in gpus}}
+
+
+def to_dicts(rows: list[AttentionRow]) -> list[dict]:
+    """Row dicts for ``--json`` (all rows are open)."""
+    return [{**asdict(r), "pass": r.pass_, "signed_frac": r.signed_frac} for r in rows]
+
+
+def print_section(rows: list[AttentionRow], print_table, fmt_pct) -> None:
+    """The table and summary ``gpusim validate`` prints."""
+    if not rows:
+        return
+    table = [[r.gpu, r.seq_len, r.pass_, f"{r.measured_flop_per_s / 1e12:.0f}",
+              "" if r.predicted_flop_per_s is None else f"{r.predicted_flop_per_s / 1e12:.0f}",
+              "" if r.signed_frac is None else f"{r.signed_frac:+.0%}", r.error[:50]] for r in rows]
+    print_table(table, ["GPU", "tokens", "pass", "measured TFLOP/s", "gpusim TFLOP/s", "error", ""],
+                title="Fused attention at DeepSeek-V3's shape (validation/attention_rates.csv: the Megatron-Core MoE "
+                      "paper's Table 9, cuDNN; error > 0: predicted slower)", justify=["left"] + ["right"] * 5 + ["left"])
+    s = summarize(rows)
+    print("attention core: " + ", ".join(f"{g} median {fmt_pct(v['median_ape'])} (signed {v['median_signed']:+.1%})"
+                                         for g, v in s["gpus"].items() if v["predicted"])
+          + " (open; not used to set anything)")
