@@ -275,6 +275,25 @@ def read_text(path: str | os.PathLike, what: str = "text file", max_bytes: int =
                           "UTF-8") from None
 
 
+def read_csv(path: str | os.PathLike, columns, what: str = "CSV file", hint: str = "") -> list[dict]:
+    """The rows of a CSV file (:func:`read_text`'s checks) as dicts; a file that does not parse, or whose header lacks
+    one of ``columns``, is a :class:`GpusimError` naming the file and the missing columns (``hint``: where the schema
+    is described; the columns themselves where none is given)."""
+    import csv
+    import io
+
+    text = read_text(path, what)
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        missing = [c for c in columns if c not in (reader.fieldnames or ())]
+        if missing:
+            raise GpusimError(f"{path}: missing column(s) {', '.join(missing)}; "
+                              + (hint or f"the schema is {', '.join(columns)}"))
+        return list(reader)
+    except csv.Error as e:
+        raise GpusimError(f"{path}: not a readable {what}: {e}") from None
+
+
 def json_depth(doc: Any) -> int:
     """Nesting depth of a parsed JSON document (iterative: no recursion limit)."""
     depth, stack = 0, [(doc, 1)]

@@ -11,11 +11,12 @@ not a setting: no parameter is set from it.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-COLUMNS = ("row_id", "source_id", "source", "holdout", "gpu", "model", "seq_len", "pass", "tflops", "notes")
+from gpusim import units
+
+COLUMNS = ("row_id", "source_id", "source", "holdout", "gpu", "model", "seq_len", "pass", "tflop_per_s", "notes")
 FILE = "attention_rates.csv"
 
 
@@ -58,12 +59,12 @@ def predict(r: dict, *, db, params=None) -> AttentionRow:
     out = AttentionRow(row_id=r.get("row_id", ""), gpu=r.get("gpu", ""), seq_len=0, pass_=r.get("pass", ""),
                        measured_flop_per_s=float("nan"))
     try:
-        out.seq_len, out.measured_flop_per_s = int(r["seq_len"]), float(r["tflops"]) * 1e12
+        out.seq_len, out.measured_flop_per_s = int(r["seq_len"]), units.tflop_per_s_to_flop_per_s(float(r["tflop_per_s"]))
     except (KeyError, ValueError) as e:
         out.error = f"unreadable row: {e}"
         return out
     if out.pass_ not in ("forward", "backward") or not out.measured_flop_per_s > 0 or out.seq_len < 1:
-        out.error = "pass must be forward or backward, tflops and seq_len positive"
+        out.error = "pass must be forward or backward, tflop_per_s and seq_len positive"
         return out
     node = R.NODE_FOR_GPU.get(out.gpu)
     if node is None:
@@ -92,19 +93,14 @@ def predict(r: dict, *, db, params=None) -> AttentionRow:
 def run(path=None, *, db=None, params=None) -> list[AttentionRow]:
     """:func:`predict` over every row of ``path`` (default :func:`default_csv`); a file without the schema's columns
     raises :class:`~gpusim.errors.GpusimError` naming them."""
-    from gpusim.errors import GpusimError
+    from gpusim.checks import read_csv
     from gpusim.hwdb import load
 
     path = path or default_csv()
     if path is None:
         return []
     db = db or load()
-    with open(path, newline="") as fh:
-        rd = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (rd.fieldnames or ())]
-        if missing:
-            raise GpusimError(f"{path}: missing column(s) {', '.join(missing)}; the schema is {', '.join(COLUMNS)}")
-        rows = list(rd)
+    rows = read_csv(path, COLUMNS, FILE)
     return [predict(r, db=db, params=params) for r in rows]
 
 
@@ -131,8 +127,8 @@ def print_section(rows: list[AttentionRow], print_table, fmt_pct) -> None:
     """The table and summary ``gpusim validate`` prints."""
     if not rows:
         return
-    table = [[r.gpu, r.seq_len, r.pass_, f"{r.measured_flop_per_s / 1e12:.0f}",
-              "" if r.predicted_flop_per_s is None else f"{r.predicted_flop_per_s / 1e12:.0f}",
+    table = [[r.gpu, r.seq_len, r.pass_, f"{units.flop_per_s_to_tflop_per_s(r.measured_flop_per_s):.0f}",
+              "" if r.predicted_flop_per_s is None else f"{units.flop_per_s_to_tflop_per_s(r.predicted_flop_per_s):.0f}",
               "" if r.signed_frac is None else f"{r.signed_frac:+.0%}", r.error[:50]] for r in rows]
     print_table(table, ["GPU", "tokens", "pass", "measured TFLOP/s", "gpusim TFLOP/s", "error", ""],
                 title="Fused attention at DeepSeek-V3's shape (validation/attention_rates.csv: the Megatron-Core MoE "

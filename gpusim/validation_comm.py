@@ -21,7 +21,6 @@ for all-reduce, ``(n-1)/n`` x algbw for all-to-all with algbw = one rank's whole
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,17 +81,9 @@ class SweepRow:
 
 def load_rows(path: str | os.PathLike) -> list[dict]:
     """Rows of a sweep CSV; a missing column is a :class:`GpusimError` that names it."""
-    p = Path(path)
-    try:
-        with p.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise GpusimError(f"cannot read {p}: {e.strerror}") from None
-    if rows:
-        missing = [c for c in _COLUMNS if c not in rows[0]]
-        if missing:
-            raise GpusimError(f"{p}: missing column(s) {', '.join(missing)}; see validation/README.md")
-    return rows
+    from gpusim.checks import read_csv
+
+    return read_csv(Path(path), _COLUMNS, "sweep CSV", "see validation/README.md")
 
 
 def _params_for(params, gpu_id: str):

@@ -18,10 +18,11 @@ modelled (the latter is set from the open all-to-all sweeps, not from these rows
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from gpusim import units
 
 COLUMNS = ("row_id", "source_id", "source", "holdout", "gpu", "dispatcher", "ep", "op", "tokens", "d_model",
            "n_experts", "top_k", "n_groups", "topk_groups", "elem_bytes", "value_us", "notes")
@@ -76,7 +77,7 @@ def predict(r: dict, *, db, params=None) -> EpRow:
     out = EpRow(row_id=r.get("row_id", ""), gpu=r.get("gpu", ""), dispatcher=r.get("dispatcher", ""), ep=0,
                 op=r.get("op", ""), holdout=str(r.get("holdout")).strip() == "1", measured_s=float("nan"))
     try:
-        out.ep, out.measured_s = int(r["ep"]), float(r["value_us"]) * 1e-6
+        out.ep, out.measured_s = int(r["ep"]), units.us_to_s(float(r["value_us"]))
         tokens, d_model, n_experts, top_k = (int(r[k]) for k in ("tokens", "d_model", "n_experts", "top_k"))
         elem = float(r.get("elem_bytes") or 2)
         groups, limit = ((r.get(k) or "").strip() for k in ("n_groups", "topk_groups"))
@@ -115,19 +116,14 @@ def predict(r: dict, *, db, params=None) -> EpRow:
 def run(path=None, *, db=None, params=None) -> list[EpRow]:
     """:func:`predict` over every row of ``path`` (default: :func:`default_csv`); a file without the schema's columns
     raises :class:`~gpusim.errors.GpusimError` naming them."""
-    from gpusim.errors import GpusimError
+    from gpusim.checks import read_csv
     from gpusim.hwdb import load
 
     path = path or default_csv()
     if path is None:
         return []
     db = db or load()
-    with open(path, newline="") as fh:
-        rd = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (rd.fieldnames or ())]
-        if missing:
-            raise GpusimError(f"{path}: missing column(s) {', '.join(missing)}; the schema is {', '.join(COLUMNS)}")
-        rows = list(rd)
+    rows = read_csv(path, COLUMNS, FILE)
     return [predict(r, db=db, params=params) for r in rows]
 
 
@@ -167,8 +163,8 @@ def print_section(rows: list[EpRow], print_table, fmt_pct) -> None:
         d, c = ops.get("dispatch"), ops.get("combine")
         pred = next((o.predicted_s for o in (d, c) if o is not None and o.predicted_s is not None), None)
         table.append([gpu, "HybridEP (flex)" if disp == "deepep" else "all-to-all", ep,
-                      f"{d.measured_s * 1e6:.0f}" if d else "", f"{c.measured_s * 1e6:.0f}" if c else "",
-                      "" if pred is None else f"{pred * 1e6:.0f}",
+                      f"{d.measured_s / units.US:.0f}" if d else "", f"{c.measured_s / units.US:.0f}" if c else "",
+                      "" if pred is None else f"{pred / units.US:.0f}",
                       " / ".join(f"{o.signed_frac:+.0%}" for o in (d, c) if o is not None and o.signed_frac is not None)
                       or next((o.error[:50] for o in (d, c) if o is not None), "")])
     print_table(table, ["GPU", "dispatcher", "EP", "dispatch us", "combine us", "gpusim us",

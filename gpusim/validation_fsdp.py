@@ -37,7 +37,6 @@ predictor equal to the open rows' median measured MFU, scored on the same rows.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import math
 from dataclasses import asdict, dataclass, field
@@ -132,14 +131,12 @@ class FsdpRow:
 
 def load_rows(path=None) -> list[dict]:
     """The CSV's rows; a file without the schema's columns raises :class:`GpusimError` naming the missing ones."""
+    from gpusim.checks import read_csv
+
     path = path or default_csv()
-    with open(path, newline="") as fh:
-        rd = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (rd.fieldnames or ())]
-        if missing:
-            raise GpusimError(f"{path}: missing column(s) {', '.join(missing)}; the schema is {', '.join(COLUMNS)} "
-                              f"(validation/README.md, runs_fsdp.csv)")
-        return [r for r in rd if (r.get("run_id") or "").strip()]
+    rows = read_csv(path, COLUMNS, "FSDP runs CSV",
+                    f"the schema is {', '.join(COLUMNS)} (validation/README.md, runs_fsdp.csv)")
+    return [r for r in rows if (r.get("run_id") or "").strip()]
 
 
 def _flag(v: str, name: str) -> bool:

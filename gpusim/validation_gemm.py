@@ -30,7 +30,6 @@ against predicted: the number the issue asks the model to get right per generati
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,12 +84,9 @@ class GemmRow:
 
 def load_rows(path: str | os.PathLike) -> list[dict]:
     """The CSV's rows; a file without the expected columns raises :class:`GpusimError` naming the missing ones."""
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise GpusimError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
-        return list(reader)
+    from gpusim.checks import read_csv
+
+    return read_csv(path, COLUMNS, "GEMM profile CSV", f"expected {', '.join(COLUMNS)}")
 
 
 def layer_times_s(gpu, precision: str, recipe: str | None, *, tokens: float, hidden: float, ffn_hidden: float,

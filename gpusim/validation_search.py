@@ -93,8 +93,8 @@ def search_row(r: dict, *, db, params=None) -> SearchRow | None:
     if stated.error:
         return out
     setup = R.row_setup(r, stated, db)
-    if setup is None:
-        out.error = stated.error
+    if setup is None:  # (predict_row read the same row without an error: not expected)
+        out.error = stated.error or "the row's scenario could not be read"
         return out
     try:
         scenario = Scenario.create(**setup.base, recompute=setup.stated_rc or "none")
@@ -125,7 +125,7 @@ def search_table1_row(r: dict, *, db, params=None) -> SearchRow | None:
     try:
         out.gpus = gpus = int(r["gpus"])
         tflops = float(r["value"])
-        measured = V.paper_flop_per_iteration(r) / (tflops * 1e12 * gpus)
+        measured = V.paper_flop_per_iteration(r) / (units.tflop_per_s_to_flop_per_s(tflops) * gpus)
         stated = V.predict_row(r, db, params)
     except (KeyError, ValueError, ZeroDivisionError, GpusimError) as e:
         out.error = f"unreadable row: {e}"

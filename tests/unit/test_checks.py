@@ -68,3 +68,25 @@ def test_output_path(tmp_path):
             checks.output_path(bad)
     with pytest.raises(GpusimError, match="too long"):
         checks.output_path(tmp_path / ("x" * 300))
+
+
+def test_read_csv_gives_rows_or_a_message_naming_the_file_and_the_missing_columns(tmp_path):
+    from gpusim.checks import read_csv
+
+    good = tmp_path / "good.csv"
+    good.write_text("a,b\n1,2\n3,4\n")
+    assert read_csv(good, ("a", "b")) == [{"a": "1", "b": "2"}, {"a": "3", "b": "4"}]
+    with pytest.raises(GpusimError, match=r"good.csv: missing column\(s\) c; the schema is a, b, c"):
+        read_csv(good, ("a", "b", "c"))
+    with pytest.raises(GpusimError, match="missing column.*; see the README"):
+        read_csv(good, ("z",), hint="see the README")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(GpusimError, match="empty.csv: missing column"):
+        read_csv(empty, ("a",))
+    with pytest.raises(GpusimError, match="no-such.csv"):
+        read_csv(tmp_path / "no-such.csv", ("a",))
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"a,b\n\x00\x01\n")
+    with pytest.raises(GpusimError, match="binary"):
+        read_csv(binary, ("a",))

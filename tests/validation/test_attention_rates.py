@@ -24,7 +24,7 @@ def _rows():
 def test_the_table_as_the_paper_prints_it():
     rows = _rows()
     assert len(rows) == 8 and tuple(rows[0]) == VA.COLUMNS
-    cells = {(r["gpu"], int(r["seq_len"]), r["pass"]): float(r["tflops"]) for r in rows}
+    cells = {(r["gpu"], int(r["seq_len"]), r["pass"]): float(r["tflop_per_s"]) for r in rows}
     assert cells[("h100-sxm", 4096, "forward")] == 553 and cells[("gb200", 16384, "backward")] == 1298
 
 
@@ -48,7 +48,7 @@ def test_the_rate_is_the_causal_half_of_the_mla_attention_over_its_predicted_tim
 
 def test_bad_rows_and_validate(capsys):
     good = _rows()[0]
-    for change in ({"tflops": "x"}, {"pass": "sideways"}, {"gpu": "no-such-gpu"}, {"seq_len": "0"}):
+    for change in ({"tflop_per_s": "x"}, {"pass": "sideways"}, {"gpu": "no-such-gpu"}, {"seq_len": "0"}):
         r = VA.predict({**good, **change}, db=DB)
         assert r.predicted_flop_per_s is None and r.error, change
     from gpusim.cli import main
