@@ -212,7 +212,7 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
 
 def _fused_mlp_runs(scn, hw) -> bool:
     """[stop 38] Whether Transformer Engine's fused grouped MLP runs for this layout (:func:`gpusim.rules.
-    check_fused_mlp`: MXFP8, SM 10.x, a gated FFN, dimensions that are multiples of 256, no expert TP)."""
+    check_fused_mlp`: MXFP8, SM 10.x, a gated FFN, dimensions that are multiples of 64, no expert TP)."""
     from gpusim.errors import ScenarioError
     from gpusim.rows import resolve_workload
     from gpusim.rules import check_fused_mlp, transformer_of

@@ -260,16 +260,23 @@ def scenario_layout(scn, hw, workload):
     return spec, lay
 
 
-#: [issue 17] Transformer Engine's CuTe DSL fused grouped MLP takes only FC dimensions that are multiples of this
-#: (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8.__init__`` in transformer_engine/pytorch/ops/fused/: "Unsupported dims")
-FUSED_MLP_DIM_MULTIPLE = 256
+#: [issue 17] Transformer Engine's CuTe DSL fused grouped MLP takes only FC dimensions that are multiples of this:
+#: ``validate_grouped_mlp_dims`` in transformer_engine/pytorch/ops/fused/grouped_mlp.py (NVIDIA/TransformerEngine
+#: @6ce52594dab51c7f26039ea4dd95dd3d95df09d5 and @011829b6e4eb00083e487bd5311947184f1e5c4a: ``in_features % 64`` and
+#: ``out_features % 64`` of both GEMMs, else "Unsupported dims", and the op fuser leaves the layers unfused). The
+#: first version (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8`` in forward_grouped_mlp.py @fb28b6e0) asked for multiples
+#: of 256 and refused biases; the newer one also fuses expert biases and GPT-OSS's clamped GLU
+#: (``ScaledClampedQGeGLU``), which Megatron-Bridge's GPT-OSS MXFP8 recipes ran (their 26.06.01 table footnotes a
+#: GPT-OSS slowdown to the fused backward kernel's regression, NVIDIA/cudnn-frontend issue 256)
+FUSED_MLP_DIM_MULTIPLE = 64
 
 
 def check_fused_mlp(spec, st, gpu) -> None:
     """[issue 17] ``--moe-fused-mlp`` (Transformer Engine's CuTe DSL fused grouped MLP) runs where TE registers the
     fusion: MXFP8 (``recipe.mxfp8()``), an SM 10.x GPU (``get_device_compute_capability()[0] == 10``: B200, GB200,
-    B300, GB300), a gated FFN (GroupedLinear, ScaledSwiGLU, GroupedLinear), FC dimensions that are multiples of 256 and
-    no expert tensor parallelism (Megatron-Core's op-fuser experts take ``tp_group.size() == 1``); it saves the SwiGLU's
+    B300, GB300), a gated FFN (GroupedLinear, ScaledSwiGLU or GPT-OSS's ScaledClampedQGeGLU, GroupedLinear; expert
+    biases fuse too), FC dimensions that are multiples of :data:`FUSED_MLP_DIM_MULTIPLE` and no expert tensor
+    parallelism (Megatron-Core's op-fuser experts take ``tp_group.size() == 1``); it saves the SwiGLU's
     input inside the fused kernel, so gpusim does not model it with ``--recompute-modules moe_act``. Raises
     ScenarioError naming the fix."""
     if not getattr(st, "moe_fused_mlp", False):
@@ -283,7 +290,7 @@ def check_fused_mlp(spec, st, gpu) -> None:
         problems.append(f"a Blackwell data-centre GPU of compute capability 10.x (B200, GB200, B300, GB300; "
                         f"{getattr(gpu, 'name', None) or 'this GPU'} is {cc or 'of unknown compute capability'})")
     if not getattr(spec, "gated_ffn", False):
-        problems.append(f"a gated (SwiGLU) expert FFN ({name}'s is not gated)")
+        problems.append(f"a gated (SwiGLU or clamped GeGLU) expert FFN ({name}'s is not gated)")
     dims = {"hidden size": int(getattr(spec, "d_model", 0) or 0),
             "expert FFN width": int(getattr(spec, "expert_ff_dim", 0) or 0)}
     bad = [f"{k} {v}" for k, v in dims.items() if v % FUSED_MLP_DIM_MULTIPLE]

@@ -472,7 +472,8 @@ def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
     return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
 
 
-def expert_extra_bytes(routed_tokens, d_model, expert_ff_local, local_experts, elem_bytes, *, bias, clamp):
+def expert_extra_bytes(routed_tokens, d_model, expert_ff_local, local_experts, elem_bytes, *, bias, clamp,
+                       fused=False):
     """[issue 17] What an MoE layer's expert biases and clamped GLU add, per rank and micro-batch, as Megatron-Core's
     ``TEGroupedMLP`` runs them without the fused grouped-MLP kernels (``megatron/core/transformer/moe/experts.py``,
     ``megatron/core/fusions/fused_bias_geglu.py``): ``(fwd_bytes, bwd_bytes, clamp_fwd_bytes, kept_bytes,
@@ -495,18 +496,30 @@ def expert_extra_bytes(routed_tokens, d_model, expert_ff_local, local_experts, e
       gradient: ``3 r h e``): ``6 r h e``, ``4 E_local`` kernels. fc1's bias is added in the grouped GEMM's
       epilogue (``skip_bias_add=False``) and its gradient in the weight-gradient GEMM's: nothing extra.
 
+    **Fused** (``fused``: Transformer Engine's CuTe DSL grouped MLP, :func:`fused_mlp_terms`; its newest
+    ``transformer_engine/pytorch/ops/fused/grouped_mlp.py`` @6ce52594 fuses ``ScaledClampedQGeGLU``, GPT-OSS's
+    clamped GLU, and hands both GEMMs their biases, ``_pack_grouped_linear_bias_for_cudnn`` -> ``bias_tensor``): the
+    clamp runs in fc1's GLU epilogue and the biases in the GEMMs' epilogues, so no forward pass and nothing kept;
+    fc1's bias gradient comes out of the backward GLU kernel's epilogue (cuDNN's
+    ``BlockScaledMoEGroupedGemmDgluDbiasKernel``, named in NVIDIA/cudnn-frontend issue 256), and fc2's bias and
+    routing-probability gradients from one Triton kernel that reads fc2's output gradient once
+    (``compute_grouped_dbias_dscales``): ``r h e`` bytes, 1 kernel, backward only.
+
     ``r``: the rank's routed token copies, ``f``: one expert's FFN width on this rank (``f_e / etp``), ``h``: the
     model width, ``e``: bytes per element. Hand-worked (GPT-OSS-120B, EP 64, micro-batch 4 x 4096: ``r = 65536``,
     ``f = h = 2880``, two local experts, bf16): forward ``14 x 65536 x 2880 x 2 = 5.28e9`` bytes, 8 kernels;
-    backward ``16 x ... = 6.04e9`` bytes, 11 kernels; clamp forward ``3.02e9``; kept ``7.55e8``."""
+    backward ``16 x ... = 6.04e9`` bytes, 11 kernels; clamp forward ``3.02e9``; kept ``7.55e8``; fused: forward 0,
+    backward ``65536 x 2880 x 2 = 3.77e8`` bytes and 1 kernel."""
     r, h, f, loc = _f(routed_tokens), _f(d_model), _f(expert_ff_local), _f(local_experts)
     b_on, c_on = np.asarray(bias, dtype=bool), np.asarray(clamp, dtype=bool)
-    clamp_f = np.where(c_on, 8.0 * r * f * elem_bytes, 0.0)
-    fwd = clamp_f + np.where(b_on, 6.0 * r * h * elem_bytes, 0.0)
-    bwd = np.where(c_on, 10.0 * r * f * elem_bytes, 0.0) + np.where(b_on, 6.0 * r * h * elem_bytes, 0.0)
-    kept = np.where(c_on, 2.0 * r * f * elem_bytes, 0.0)
-    k_f = np.where(c_on, 3.0, 0.0) + np.where(b_on, 2.0 * loc + 1.0, 0.0)
-    k_b = np.where(c_on, 3.0, 0.0) + np.where(b_on, 4.0 * loc, 0.0)
+    fz = np.asarray(fused, dtype=bool)
+    clamp_f = np.where(c_on & ~fz, 8.0 * r * f * elem_bytes, 0.0)
+    fwd = clamp_f + np.where(b_on & ~fz, 6.0 * r * h * elem_bytes, 0.0)
+    bwd = np.where(fz, np.where(b_on, r * h * elem_bytes, 0.0),
+                   np.where(c_on, 10.0 * r * f * elem_bytes, 0.0) + np.where(b_on, 6.0 * r * h * elem_bytes, 0.0))
+    kept = np.where(c_on & ~fz, 2.0 * r * f * elem_bytes, 0.0)
+    k_f = np.where(fz, 0.0, np.where(c_on, 3.0, 0.0) + np.where(b_on, 2.0 * loc + 1.0, 0.0))
+    k_b = np.where(fz, np.where(b_on, 1.0, 0.0), np.where(c_on, 3.0, 0.0) + np.where(b_on, 4.0 * loc, 0.0))
     return fwd, bwd, clamp_f, kept, k_f, k_b
 
 
@@ -664,7 +677,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         extra_f_ops = extra_b_ops = pad_k
     if np.any(bias_on | clamp_on):
         xb_f, xb_b, clamp_f, extra_keep, xk_f, xk_b = expert_extra_bytes(
-            routed_tokens, h, fe / etp, local, e, bias=bias_on, clamp=clamp_on)
+            routed_tokens, h, fe / etp, local, e, bias=bias_on, clamp=clamp_on, fused=fused)
         experts_f = experts_f + xb_f / mem_rate + xk_f * p.kernel_tail_s
         experts_b = experts_b + xb_b / mem_rate + xk_b * p.kernel_tail_s
         extra_f_ops, extra_b_ops = extra_f_ops + xk_f, extra_b_ops + xk_b

@@ -221,6 +221,12 @@ def test_expert_extra_bytes_hand_worked_gpt_oss():
     assert float(b[0]) == 6 * u and float(b[3]) == 0.0 and float(c[0]) == 8 * u and float(c[1]) == 10 * u
     assert all(float(v) == 0.0 for v in EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=False,
                                                                 clamp=False))
+    # under Transformer Engine's fused grouped MLP the clamp and the biases run in the kernels' epilogues: only fc2's
+    # bias (and routing-probability) gradient reads fc2's output gradient once, in one kernel
+    fz = EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=True, clamp=True, fused=True)
+    assert [float(v) for v in fz] == [0.0, 1.0 * u, 0.0, 0.0, 0.0, 1.0]
+    assert [float(v) for v in EXP.expert_extra_bytes(65536.0, 2880.0, 2880.0, 2.0, 2.0, bias=False, clamp=True,
+                                                     fused=True)] == [0.0] * 6
 
 
 def test_the_layer_charges_bias_and_clamp_passes_cpu_and_memory():
@@ -241,6 +247,21 @@ def test_the_layer_charges_bias_and_clamp_passes_cpu_and_memory():
     assert float(rc["delta_b_s"] - rc0["delta_b_s"]) == pytest.approx(
         float(bwd + clamp_f) / 1e12 + float(k_b + 3.0) * tail)
     assert float(rc["delta_act_bytes"] - rc0["delta_act_bytes"]) == pytest.approx(0.0)
+
+
+def test_under_the_fused_mlp_bias_and_clamp_cost_only_fc2s_bias_gradient():
+    """[issue 17] Transformer Engine's fused grouped MLP takes GPT-OSS's biases and clamp into its epilogues: the
+    layer's extra time is the one backward dbias kernel, and no extra launch precedes or follows the kernels."""
+    mx = dict(ep=2.0, fp8_mode=FP8.MX, moe_fused_mlp=True)
+    base = _terms(_x(**mx))
+    on = _terms(_x(**mx, moe_expert_bias=True, moe_glu_clamp=True))
+    r = 1000.0 * 2.0
+    tail = DEFAULT_PARAMS.kernel_tail_s
+    assert float(on["delta_f_s"] - base["delta_f_s"]) == pytest.approx(0.0, abs=1e-15)
+    assert float(on["delta_b_s"] - base["delta_b_s"]) == pytest.approx(r * 1024.0 * 2.0 / 1e12 + tail)
+    assert float(on["delta_act_bytes"] - base["delta_act_bytes"]) == pytest.approx(0.0)
+    assert float(on["cpu_f_s"] - base["cpu_f_s"]) == pytest.approx(0.0, abs=1e-15)
+    assert float(on["cpu_b_s"] - base["cpu_b_s"]) == pytest.approx(DEFAULT_PARAMS.launch_cpu_s)
 
 
 def test_gpt_oss_config_reads_the_swiglu_limit_and_its_expert_biases(tmp_path):
@@ -418,7 +439,14 @@ def test_moe_fused_mlp_option_and_its_errors(db):
     from gpusim.simulation import simulate
     from gpusim.workload import get_workload
 
-    kw = dict(workload=get_workload("qwen3-30b-a3b"), node="dgx-b200", gpus=8, ep=8, precision="mxfp8", micro_batch=4,
+    import dataclasses
+
+    from gpusim.workload import build_from_spec
+
+    q30 = get_workload("qwen3-30b-a3b")
+    # an expert width Transformer Engine's validate_grouped_mlp_dims refuses (720 = 64 x 11.25)
+    narrow = build_from_spec(dataclasses.replace(q30.transformer, expert_d_ff=720), id="q30-720", name="q30-720")
+    kw = dict(workload=q30, node="dgx-b200", gpus=8, ep=8, precision="mxfp8", micro_batch=4,
               global_batch=512, seq_len=4096, kind="zero1", moe_dispatcher="deepep")
     fused = simulate(Scenario.create(**kw, moe_fused_mlp=True), db=db, recommend=False).step_s
     grouped = simulate(Scenario.create(**kw), db=db, recommend=False).step_s
@@ -426,7 +454,7 @@ def test_moe_fused_mlp_option_and_its_errors(db):
     for over, msg in (({"precision": "bf16"}, "--precision mxfp8"), ({"node": "dgx-h100"}, "microscaling"),
                       ({"expert_tp": 2, "ep": 4}, "no expert tensor parallelism"),
                       ({"recompute_modules": ("moe_act",)}, "moe_act"),
-                      ({"workload": get_workload("gpt-oss-120b")}, "multiples of 256")):
+                      ({"workload": narrow}, "multiples of 64")):
         with pytest.raises(ScenarioError, match=msg):
             simulate(Scenario.create(**{**kw, **over}, moe_fused_mlp=True), db=db, recommend=False)
     with pytest.raises(ScenarioError, match="only to mixture-of-experts"):
@@ -438,6 +466,7 @@ def test_moe_fused_mlp_option_and_its_errors(db):
 
     st = Strategy(precision="mxfp8", moe_fused_mlp=True)
     check_fused_mlp(get_workload("qwen3-30b-a3b").transformer, st, db.gpu("gb300"))
+    check_fused_mlp(get_workload("gpt-oss-120b").transformer, st, db.gpu("gb300"))  # 2880 = 64 x 45, biases, clamp
     with pytest.raises(ScenarioError, match="compute capability 10.x"):
         check_fused_mlp(get_workload("qwen3-30b-a3b").transformer, st, db.gpu("h100-sxm"))
 

@@ -41,8 +41,8 @@ def test_no_advice_where_the_settings_are_on_or_there_are_no_experts(db):
 
 
 def test_a_model_the_fused_mlp_refuses_still_gets_the_other_settings(db):
-    """GPT-OSS's 2880-wide experts are not a multiple of the fused kernel's 256: the combined what-if leaves the fused
-    MLP out, and the message does not name it."""
+    """The fused grouped MLP is MXFP8 only: for a BF16 GPT-OSS run the combined what-if leaves it out, and the
+    message does not name it."""
     res = simulate(Scenario.create(model="gpt-oss-120b", gpu="gb200", gpus=64, nodes=16, ep=64, micro_batch=4,
                                    global_batch=1280, precision="bf16", kind="zero1", seq_len=4096), db=db)
     rec = _rec(res, "llm-moe-software")
