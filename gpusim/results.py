@@ -112,6 +112,9 @@ class SweepResult:
     versus_defaults: str = ""  # [issue 17] how the best differs from Megatron-LM's defaults and why
     track_record: dict | None = None  # the best layout's kind on published runs (track_record.record_for; its range
     # throughput_range_tokens_per_s is of all GPUs together)
+    # [issue 17] dense layouts: the layout search's best against published tuned recipes (track_record's
+    # "layout-search" band; its range mfu_range_frac is the best layout's MFU carried to where 80% of them landed)
+    search_record: dict | None = None
 
     @property
     def feasible(self) -> bool:
@@ -119,7 +122,8 @@ class SweepResult:
 
     def to_dict(self) -> dict:
         return jsonable({"best": self.best, "explanation": self.explanation, "versus_defaults": self.versus_defaults,
-                         **({"track_record": self.track_record} if self.track_record else {}), "layouts": self.layouts,
+                         **({"track_record": self.track_record} if self.track_record else {}),
+                         **({"search_record": self.search_record} if self.search_record else {}), "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,
                          "elapsed_s": self.elapsed_s})
 

@@ -20,7 +20,12 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   (``validation/measurements.csv``, :mod:`gpusim.validation`), ``data-parallel-anchored`` the same rows with the
   one-GPU throughput given (``--baseline-throughput``), ``single-gpu`` the one-GPU rows from the datasheet;
 - ``collectives``: bus bandwidth of the published all-reduce and all-to-all sweeps of many systems, sizes from
-  32 KiB (``validation/nccl_sweeps.csv``, :mod:`gpusim.validation_comm`).
+  32 KiB (``validation/nccl_sweeps.csv``, :mod:`gpusim.validation_comm`);
+- ``layout-search`` [issue 17]: what ``gpusim sweep`` promises: the MFU of the layout search's best layout for a
+  published vendor-tuned dense recipe's GPUs, global batch, sequence and software, against the MFU the recipe
+  measured with its own layout (``validation/runs_dense.csv`` and ``later_releases.csv``,
+  :mod:`gpusim.validation_search`; the ratio ``gpusim validate`` reports, as measured speed / predicted speed).
+  ``sweep`` prints it under its best layout beside the step-time band (:func:`search_record`).
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
@@ -66,12 +71,14 @@ BAND_KEYS: dict[str, str] = {
     "data-parallel-anchored": "published multi-GPU data-parallel runs, with their one-GPU throughput given",
     "single-gpu": "published one-GPU training runs, from the datasheet",
     "collectives": "published all-reduce and all-to-all sweeps across systems, sizes from 32 KiB",
+    "layout-search": ("published vendor-tuned dense recipes against the layout search's best layout at their GPUs, "
+                      "global batch and sequence"),
 }
 #: what each band's absolute error is measured on
 QUANTITY = {"llm-moe": "step time", "llm-dense-bf16": "step time", "llm-dense-fp8": "step time",
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
-            "collectives": "bus bandwidth"}
+            "collectives": "bus bandwidth", "layout-search": "MFU"}
 #: bands whose table holds no held-out row and whose rows the model's defaults were chosen with in view (README,
 #: Accuracy: "partly in-sample")
 IN_SAMPLE = ("data-parallel", "data-parallel-anchored", "single-gpu")
@@ -209,11 +216,12 @@ def _ratio(num, den) -> float:
     return float(num) / float(den) if den else math.nan
 
 
-def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None) -> dict[str, Band]:
+def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=None) -> dict[str, Band]:
     """Every band from the validation tables of this checkout (the model's defaults, no calibration): what
     ``gpusim validate`` measures, row by row. ``dp``, ``runs``, ``fsdp``, ``sweeps``: the results of
     :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
-    :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``);
+    :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``),
+    ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together;
     None computes them. Bands whose table is missing (an installed package without the ``validation/`` folder) are
     left out."""
     from gpusim import validation as V
@@ -270,6 +278,19 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None) -> dict[str,
     put(_band("collectives", [(r.ape, _ratio(r.measured_gbyte_per_s, r.predicted_gbyte_per_s), r.held_out)
                               for r in sel], "validation/nccl_sweeps.csv (gpusim.validation_comm)",
               _coverage([r.system for r in sel], "sweeps of", "systems")))
+
+    if searched is None:  # [issue 17] the layout search against the tuned recipes
+        from gpusim import validation_search as VS
+
+        later = VR.later_releases_path()
+        paths = VS.default_paths() + ([later] if later else [])
+        searched = VS.run(paths, db=db) if paths else []
+    sel = [r for r in searched if r.best_step_s and r.measured_step_s]
+    # MFU: best predicted / measured = measured step / best step; speed ratio = best step / measured step
+    put(_band("layout-search", [(abs(r.measured_step_s / r.best_step_s - 1.0), r.best_step_s / r.measured_step_s,
+                                 r.holdout) for r in sel],
+              "validation/runs_dense.csv and later_releases.csv (gpusim.validation_search)",
+              _coverage([r.gpu for r in sel])))
     return out
 
 

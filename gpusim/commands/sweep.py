@@ -64,7 +64,7 @@ def sweep_result(args):
     domain = nvlink_domain_gpus(hw)
     rows = search_table(res)
     best = rows[0] if res["best"] is not None else None
-    record = None
+    record = search = None
     if best is not None:  # the best layout's kind: an LLM layout, MoE where the model has experts
         from gpusim import track_record
 
@@ -74,11 +74,15 @@ def sweep_result(args):
         band = track_record.load().get(key)
         record = track_record.record_for(band, key, calibrated=cal is not None, **(
             {} if band is None else {"throughput_range_tokens_per_s": band.speed_range(float(best["tokens_per_s"]))}))
+        if key != "llm-moe":  # [issue 17] what the search's best promised on the tuned dense recipes (dense only)
+            sband = track_record.load().get("layout-search")
+            search = track_record.record_for(sband, "layout-search", calibrated=cal is not None, **(
+                {} if sband is None else {"mfu_range_frac": sband.speed_range(float(best["mfu_frac"]))}))
     out = SweepResult(best=best, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
                       global_batch=int(args.global_batch),
                       versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
-                      track_record=record)
+                      track_record=record, search_record=search)
     return out, scn
 
 
@@ -129,4 +133,10 @@ def cmd_sweep(args) -> int:
             out.track_record, "throughput_range_tokens_per_s",
             lambda lo, hi: f"{units.format_count(lo / scn.gpus)} to {units.format_count(hi / scn.gpus)} tokens/s per "
                            f"GPU for the best layout"))
+        if out.search_record:  # [issue 17] the search's own record: its best against what tuned recipes reached
+            from gpusim.track_record import report_line
+
+            here = range_text(out.search_record, "mfu_range_frac",
+                              lambda lo, hi: f"{lo:.1%} to {hi:.1%} MFU for the best layout")
+            print(f"search record: {report_line(out.search_record, here=here)}")
     return 0

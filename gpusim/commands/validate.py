@@ -134,7 +134,7 @@ def _fsdp_results(args, db, params):
     return VF.run(VF.default_csv(), db=db, params=params)
 
 
-def _track_record(args, db, results, runs, fsdp, sweeps):
+def _track_record(args, db, results, runs, fsdp, sweeps, searched=None):
     """The model's track record per kind of prediction (gpusim.track_record) from the results just computed, where
     they are the project's own tables with the model's defaults (no user CSV, no calibration, no other run files):
     the bands ``predict``, ``sweep``, ``plan`` and ``comm`` print. None otherwise."""
@@ -142,7 +142,7 @@ def _track_record(args, db, results, runs, fsdp, sweeps):
         return None
     from gpusim import track_record
 
-    return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps)
+    return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps, searched=searched)
 
 
 def print_track_record_table(record, print_table) -> None:
@@ -235,9 +235,9 @@ def cmd_validate(args) -> int:
     runs = _runs_results(args, db, params)
     gemms = _gemm_results(args, db, params)
     fsdp = _fsdp_results(args, db, params)
-    record = _track_record(args, db, results, runs, fsdp, sweeps)
     later = _later_results(args, db, params)
     searched, searched_later, searched_t1 = _search_results(args, db, params)
+    record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later)
     ep_rows = _ep_results(args, db, params)
     attn_rows = _attention_results(args, db, params)
     if args.json:

@@ -35,6 +35,8 @@ def test_parallelism_page_shows_grid_breakdown_and_schedule():
     assert "GPU" in layer and "CPU launches" in layer and "sets the pace" in layer
     # how far such layouts' predictions were from published runs (gpusim.track_record)
     assert any(c.value.startswith("**Track record**: published dense") for c in at.caption)
+    # [issue 17] the search's best layout also shows what such a best promised on the tuned recipes
+    assert any(c.value.startswith("**Search record**: published vendor-tuned dense recipes") for c in at.caption)
 
 
 def test_parallelism_page_full_recompute_lowers_memory():

@@ -255,7 +255,35 @@ def test_sweep_reports_the_band_of_its_best_layout(capsys):
     from gpusim.cli import main
 
     assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
-    assert "track record: published dense BF16 training runs" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "track record: published dense BF16 training runs" in out
+    # [issue 17] a dense sweep also says what the search's best promised on the tuned recipes; an MoE one does not
+    # (the band is of dense recipes)
+    assert "search record: published vendor-tuned dense recipes" in out and "MFU for the best layout" in out
+    assert dense.search_record["key"] == "layout-search" and "search_record" in dense.to_dict()
+    lo, hi = dense.search_record["mfu_range_frac"]
+    assert lo < dense.best["mfu_frac"] < hi
+    assert moe.search_record is None and "search_record" not in moe.to_dict()
+
+
+def test_the_layout_search_band_hand_worked():
+    """[issue 17] The search's band from its rows: best layout's MFU / measured MFU = measured step / best step
+    (error |ratio - 1|), and the speed ratio measured / predicted = best step / measured step. Rows: best 1.0 s
+    against measured 1.1, 0.95 and 1.0 s (the last held out): errors 0.1, 0.05, 0.0; speed ratios 0.909, 1.053, 1;
+    one of three measured slower than the best promised."""
+    from gpusim.validation_search import SearchRow
+
+    def row(best, measured, held):
+        return SearchRow(run_id="r", source_id="s", holdout=held, model="m", gpu="h100-sxm", gpus=8,
+                         precision="bf16", stated_layout="1/1/1/1", best_step_s=best, measured_step_s=measured)
+
+    searched = [row(1.0, 1.1, False), row(1.0, 0.95, False), row(1.0, 1.0, True), row(None, 1.0, False)]
+    b = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched)["layout-search"]
+    assert (b.rows, b.held_out_rows, b.quantity) == (3, 1, "MFU")
+    assert b.median_abs_frac == pytest.approx(0.05)  # of 0.1, 0.05 and 0
+    assert b.real_vs_predicted_speed_frac == pytest.approx(0.0)  # median speed ratio 1.0
+    assert b.slower_frac == pytest.approx(1 / 3, abs=1e-4)  # (stored to four digits)
+    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[])) == set()
 
 
 def test_key_for_hand_cases():
