@@ -25,7 +25,7 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   published vendor-tuned dense recipe's GPUs, global batch, sequence and software, against the MFU the recipe
   measured with its own layout (``validation/runs_dense.csv`` and ``later_releases.csv``,
   :mod:`gpusim.validation_search`; the ratio ``gpusim validate`` reports, as measured speed / predicted speed).
-  ``sweep`` prints it under its best layout beside the step-time band (:func:`search_record`).
+  ``sweep`` prints it under a dense best layout beside the step-time band (``SweepResult.search_record``).
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
