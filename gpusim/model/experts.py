@@ -791,7 +791,12 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
             # [issue 17] one MoE layer's expert computation (routed + shared experts; the "mlp" node of Megatron-Core's
             # EP A2A overlap, gpusim.model.dualpipe.layer_pair_comm_s), forward and backward, not averaged over layers
             "mlp_f_s": experts_f + shared_f, "mlp_b_s": experts_b + shared_b,
-            "post_cpu_f_s": moe_frac * post_cpu_f}
+            "post_cpu_f_s": moe_frac * post_cpu_f,
+            # [issue 17] one MoE layer's token routing and permutation (the Megatron-Core MoE paper's "token routing
+            # and permutation", arXiv:2603.07685 section 1.2): the router (gating GEMM, scores, top-k), the
+            # (un)permutations and the dispatcher's small kernels; the last two are part of ``mlp_*_s``
+            "route_f_s": router_f + perm_bytes / mem_rate + fixed_tail,
+            "route_b_s": router_b + perm_bytes / mem_rate + fixed_tail}
 
 
 def moe_flop_delta_per_token(x: dict):

@@ -801,6 +801,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
                    recompute_b=recompute_s + np.where(rc == FULL, moe["delta_f_s"], 0.0),
                    moe_frac=mfr * np.ones(np.shape(gpu_f)),
                    experts_f=np.asarray(moe.get("mlp_f_s", 0.0)) * mfr, experts_b=np.asarray(moe.get("mlp_b_s", 0.0)) * mfr,
+                   route_f=np.asarray(moe.get("route_f_s", 0.0)) * mfr, route_b=np.asarray(moe.get("route_b_s", 0.0)) * mfr,
                    a2a=np.asarray(moe.get("a2a_s", 0.0)) * np.ones(np.shape(gpu_f)),
                    syncs=np.asarray(moe.get("syncs", False)) * np.ones(np.shape(gpu_f)),
                    busiest=np.asarray(moe.get("busiest_load", 1.0)) * np.ones(np.shape(gpu_f)),
@@ -813,7 +814,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
 LAYER_DETAIL_KEYS = {"gpu_f": "gpu_fwd_s", "gpu_b": "gpu_bwd_s", "cpu_f": "cpu_fwd_s", "cpu_b": "cpu_bwd_s",
                      "layer_f": "layer_fwd_s", "layer_b": "layer_bwd_s", "attn_f": "attn_fwd_s", "attn_b": "attn_bwd_s",
                      "recompute_b": "recompute_bwd_s", "moe_frac": "moe_layer_frac", "experts_f": "experts_fwd_s",
-                     "experts_b": "experts_bwd_s", "a2a": "a2a_s", "syncs": "host_sync_flag",
+                     "experts_b": "experts_bwd_s", "route_f": "routing_fwd_s", "route_b": "routing_bwd_s",
+                     "a2a": "a2a_s", "syncs": "host_sync_flag",
                      "fused_mlp": "fused_mlp_flag", "busiest": "ep_busiest_load", "tp_f": "tp_fwd_s",
                      "tp_b": "tp_bwd_s", "cp_f": "cp_fwd_s", "cp_b": "cp_bwd_s", "ep_f": "ep_fwd_s", "ep_b": "ep_bwd_s"}
 
@@ -822,7 +824,9 @@ def layer_detail(x: dict, p) -> dict[str, float]:
     """[issue 17] One transformer layer's seconds per micro-batch, averaged over the layers, for one row of ``x``
     (:func:`gpusim.model.step.layer_detail` builds it): ``gpu_fwd_s`` / ``gpu_bwd_s`` the GPU's own forward and
     backward time (``attn_*`` of it the attention core, ``experts_*`` the MoE layers' routed and shared experts with
-    their permutations and casts, averaged over the layers, ``recompute_bwd_s`` what the backward runs again),
+    their permutations and casts, averaged over the layers, ``routing_*`` [issue 17] the MoE layers' token routing
+    and permutation: router, (un)permutations and the dispatcher's small kernels, the last two inside ``experts_*``,
+    ``recompute_bwd_s`` what the backward runs again),
     ``cpu_*`` the CPU's launches, ``layer_*`` the time the layer takes (the slower of the two, with the MoE
     dispatcher's host sync), ``moe_layer_frac`` the share of MoE layers, ``a2a_s`` one MoE all-to-all,
     ``host_sync_flag`` 1 where the dispatcher waits on the host, ``fused_mlp_flag`` 1 where the experts run as
