@@ -553,7 +553,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     G = P * inp.grad_bytes_per_param  # gradient bytes communicated
     W = P * inp.gather_bytes_per_param  # parameter bytes gathered by sharded strategies
     dp_n, dp_nodes, dp_inter, P_local, blocks = n, nodes, inp.inter_busbw_bytes_per_s, P, n_blocks(fwd_kernels)
-    G_exp = W_exp = np.zeros(np.shape(n))  # [issue 17] the routed experts' share (LLM layout rows only)
+    G_exp = W_exp = P_exp = np.zeros(np.shape(n))  # [issue 17] the routed experts' share (LLM layout rows only)
     edp_n, edp_nodes, edp_inter = np.ones(np.shape(n)), np.ones(np.shape(n)), inp.inter_busbw_bytes_per_s
     mem_rate = np.asarray(inp.mem_bytes_per_s, dtype=np.float64) * p.mem_eff_frac
     zero = np.zeros(np.shape(n))
@@ -630,7 +630,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
 
     # ---- optimizer ------------------------------------------------------------------------------
     o_shard = np.where(stage >= 1, np.where(s == HYBRID, g, dp_n), 1.0)
-    p_local = P_local / o_shard
+    # [issue 17] an LLM layout's routed experts shard their optimizer over the expert-data-parallel group (edp_n ranks:
+    # Megatron-Core's distributed optimizer keeps them in their own buffers), not over dp (as _llm_memory counts them)
+    p_local = (P_local - P_exp) / o_shard + P_exp / np.where(stage >= 1, edp_n, 1.0)
     gpu_opt = optimizer_step_s(p_local, inp.opt_traffic_bytes_per_param, inp.mem_bytes_per_s, p.mem_eff_frac,
                                p.optimizer_kernels, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
     offload = np.asarray(inp.cpu_offload, dtype=bool)
@@ -802,6 +804,11 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
                          / (np.asarray(inp.ep, dtype=np.float64) * np.asarray(inp.expert_tp, dtype=np.float64)), 1.0)
         reshard = lt["expert_params_per_stage"] * (1.0 / edp - 1.0 / np.maximum(dp, 1.0))
         o = o + np.where(stage >= 1, reshard * (inp.master_bytes_per_param + inp.opt_state_bytes_per_param), 0.0)
+        # [issue 17] optimizer offload (Strategy.cpu_offload; Megatron-Core --optimizer-cpu-offload): the fp32 master
+        # weights and Adam states of the shard live in host memory; the main gradients stay on the GPU for the
+        # bucketed reduction and are copied out for the CPU's step (gpusim.model.memory counts the same for the
+        # data-parallel rows)
+        o = np.where(np.asarray(inp.cpu_offload, dtype=bool), 0.0, o)
         gr = gr + np.where(stage >= 2, reshard * inp.grad_bytes_per_param * copies, 0.0)
         w = w + np.where(stage >= 3, reshard * inp.weight_bytes_per_param * copies, 0.0)
         # (DualPipe's first stage holds PP + 1 micro-batches: gpusim.model.llm counts it in act_first_bytes)
