@@ -605,7 +605,7 @@ def layer_lines(d: dict | None) -> list[str]:
     if d["moe_layer_frac"] > 0 and route > 0:  # [issue 17] the paper's "token routing and permutation"
         out.append(f"  token routing and permutation (router, the tokens' permutation to and from the experts, the "
                    f"dispatcher's small kernels): {dur(d['routing_fwd_s'])} / {dur(d['routing_bwd_s'])}, "
-                   f"{route / max(d['gpu_fwd_s'] + d['gpu_bwd_s'], 1e-30):.0%} of the layer's GPU time")
+                   f"{route / max(d['gpu_fwd_s'] + d['gpu_bwd_s'], 1e-30):.0%} of the average layer's GPU time")
     if d["moe_layer_frac"] > 0 and d.get("ep_busiest_load", 1.0) > 1.0:  # [issue 17]
         out.append(f"  the busiest expert-parallel rank computes and receives {d['ep_busiest_load']:.3f}x the mean "
                    f"routed tokens (the router's sampling spread, --moe-expert-skew or --moe-imbalance, or the "

@@ -157,8 +157,10 @@ class Strategy(FiniteModel):
         "communication. False: the earlier micro-batches accumulate locally and only the last one reduces")
     optimizer: Optimizer = "adam"
     activation_checkpointing: bool = False
-    cpu_offload: bool = Field(default=False, description="optimizer states and step on the CPU (ZeRO-Offload, "
-                                                         "FSDP CPUOffload); needs a sharded strategy")
+    cpu_offload: bool = Field(default=False, description="optimizer states and step on the CPU; needs a sharded "
+                              "strategy. Data-parallel rows: ZeRO-Offload / FSDP CPUOffload (the gradient shard to the "
+                              "host too); LLM layouts: Megatron-Core --optimizer-cpu-offload (master weights and Adam "
+                              "states to the host, the fp32 main gradients stay on the GPU)")
     bucket_mib: float = Field(default=25.0, ge=1 / 1024, le=4096, description="DDP gradient bucket size (MiB)")
     num_workers: int | None = Field(default=None, ge=0, le=256,
                                     description="DataLoader workers per GPU; None (default) = data already prepared "

@@ -5,9 +5,9 @@ validate`` measures that per table (``validation/``); this module turns those ta
 prediction, and picks the band a prediction belongs to, so that ``gpusim predict``, ``sweep`` (its best layout),
 ``plan`` (its recommendation) and ``comm``, the Python API and the planner's pages print it under the number:
 
-    track record: published MoE training runs with their stated layouts (runs on 6 GPU models): 90 measurements,
-    median step time error 15.6%, p90 38.1%; the 30 held out of tuning: median 13.6%, p90 41.1%; measured a median
-    15.2% slower than predicted, slower in 79% of them; 80% of the 30 held-out runs measured 0.59x to 1.07x the
+    track record: published MoE training runs with their stated layouts (runs on 6 GPU models): 91 measurements,
+    median step time error 15.6%, p90 37.9%; the 30 held out of tuning: median 13.5%, p90 40.9%; measured a median
+    14.9% slower than predicted, slower in 79% of them; 80% of the 30 held-out runs measured 0.59x to 1.08x the
     predicted speed (here: ...)
 
 The bands (:data:`BAND_KEYS`) and the validation rows behind each:
@@ -362,6 +362,13 @@ def is_moe(workload=None, ep: int = 1) -> bool:
     """Whether a prediction is of a mixture-of-experts model (as :func:`gpusim.validation_runs.regime` counts the
     published runs: the model has experts, or the run splits them, ``ep > 1``)."""
     return bool(getattr(getattr(workload, "transformer", None), "n_experts", 0)) or int(ep or 1) > 1
+
+
+def search_band_applies(workload=None, ep: int = 1) -> bool:
+    """[issue 17] Whether the ``layout-search`` band speaks for a layout search of ``workload``: a dense transformer
+    (no experts, :func:`is_moe`, and no Mamba layers), what the tuned recipes behind the band are."""
+    spec = getattr(workload, "transformer", None)
+    return spec is not None and not is_moe(workload, ep) and not getattr(spec, "n_mamba_layers", 0)
 
 
 def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind: str = "ddp", split: bool = False,

@@ -357,8 +357,10 @@ def fused_mlp_cpu_s(local_experts, fwd_ref_s, bwd_ref_s):
 def fused_mlp_terms(gemm, *, tpe, local, h, fe, up, e, both, w_out, w_src):
     """[issue 17] ``(forward, backward)`` GPU seconds of the routed experts' GEMMs under Transformer Engine's CuTe DSL
     fused grouped MLP (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8`` / ``BackwardGroupedMLP_CuTeGEMMDSwiGLU_MXFP8`` in
-    ``transformer_engine/pytorch/ops/fused/``, cuDNN front-end kernels; Megatron-Core
-    ``--use-transformer-engine-op-fuser`` with ``--moe-mlp-glu-interleave-size 32``), one MoE layer and micro-batch.
+    ``transformer_engine/pytorch/ops/fused/``, cuDNN front-end kernels; since ``grouped_mlp.py`` @6ce52594 one fusion
+    that also takes GPT-OSS's clamped GLU, ``ScaledClampedQGeGLU``, and expert biases, whose costs
+    :func:`expert_extra_bytes` gives; Megatron-Core ``--use-transformer-engine-op-fuser`` with
+    ``--moe-mlp-glu-interleave-size 32``), one MoE layer and micro-batch. The SwiGLU named below stands for either GLU.
 
     Forward, two kernels over all ``local`` experts (dynamic tile scheduling over the groups' ``padded_offsets``,
     so one wave quantisation for all experts' tiles, ``batch = local``): ``grouped_gemm_glu`` (fc1, then the SwiGLU

@@ -631,7 +631,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # ---- optimizer ------------------------------------------------------------------------------
     o_shard = np.where(stage >= 1, np.where(s == HYBRID, g, dp_n), 1.0)
     # [issue 17] an LLM layout's routed experts shard their optimizer over the expert-data-parallel group (edp_n ranks:
-    # Megatron-Core's distributed optimizer keeps them in their own buffers), not over dp (as _llm_memory counts them)
+    # Megatron-Core's distributed optimizer keeps them in their own buffers), as _llm_memory counts them, not over dp
     p_local = (P_local - P_exp) / o_shard + P_exp / np.where(stage >= 1, edp_n, 1.0)
     gpu_opt = optimizer_step_s(p_local, inp.opt_traffic_bytes_per_param, inp.mem_bytes_per_s, p.mem_eff_frac,
                                p.optimizer_kernels, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
@@ -806,8 +806,8 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
         o = o + np.where(stage >= 1, reshard * (inp.master_bytes_per_param + inp.opt_state_bytes_per_param), 0.0)
         # [issue 17] optimizer offload (Strategy.cpu_offload; Megatron-Core --optimizer-cpu-offload): the fp32 master
         # weights and Adam states of the shard live in host memory; the main gradients stay on the GPU for the
-        # bucketed reduction and are copied out for the CPU's step (gpusim.model.memory counts the same for the
-        # data-parallel rows)
+        # bucketed reduction and are copied out for the CPU's step. (The data-parallel rows' ZeRO-Offload / FSDP
+        # CPUOffload, gpusim.model.memory, also moves the gradient shard to the host and keeps a 16-bit gradient.)
         o = np.where(np.asarray(inp.cpu_offload, dtype=bool), 0.0, o)
         gr = gr + np.where(stage >= 2, reshard * inp.grad_bytes_per_param * copies, 0.0)
         w = w + np.where(stage >= 3, reshard * inp.weight_bytes_per_param * copies, 0.0)

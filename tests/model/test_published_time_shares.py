@@ -39,10 +39,15 @@ def test_the_all_to_all_share_of_a_deepseek_v3_step(kw, low, high):
     assert low <= _share(**kw) <= high
 
 
+def _routing_share(**kw) -> float:
+    d = simulate(Scenario.create(**kw), recommend=False).layer_s
+    return (d["routing_fwd_s"] + d["routing_bwd_s"]) / (d["gpu_fwd_s"] + d["gpu_bwd_s"])
+
+
 @pytest.mark.parametrize("kw", [dict(H100, moe_dispatcher="deepep"), dict(GB200, moe_dispatcher="deepep")])
 def test_the_routing_and_permutation_share_of_a_deepseek_v3_layer(kw):
-    d = simulate(Scenario.create(**kw), recommend=False).layer_s
-    share = (d["routing_fwd_s"] + d["routing_bwd_s"]) / (d["gpu_fwd_s"] + d["gpu_bwd_s"])
-    assert 0.09 * 2 / 3 <= share <= 0.09 * 4 / 3
-    # (inside the layer: the permutation and the dispatcher's kernels are part of the experts' figure)
-    assert d["routing_fwd_s"] < d["experts_fwd_s"] + d["routing_fwd_s"] < d["gpu_fwd_s"]
+    # (averaged over the layers, 58 of DeepSeek-V3's 61 MoE: within 5% of an MoE layer's own share)
+    assert 0.09 * 2 / 3 <= _routing_share(**kw) <= 0.09 * 4 / 3
+    # the all-to-all dispatcher permutes every token's k copies and sorts the chunks by expert: more than the flex
+    # dispatcher's one row per rank reached
+    assert _routing_share(**{**kw, "moe_dispatcher": "alltoall"}) > _routing_share(**kw)

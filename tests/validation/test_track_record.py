@@ -346,3 +346,17 @@ def test_the_writer_refuses_a_path_it_cannot_write_with_a_message(capsys):
     assert T.main(["--write", "/dev/null"]) == 2
     err = capsys.readouterr().err
     assert "error: output /dev/null: is not a regular file" in err and "Traceback" not in err
+
+
+def test_the_search_band_speaks_for_dense_transformers_only():
+    """[issue 17] The layout-search band is of dense transformer recipes: no MoE model, no hybrid Mamba model."""
+    from pathlib import Path
+
+    from gpusim.workload import get_workload
+
+    configs = Path(__file__).parents[1] / "workload" / "configs"
+    assert T.search_band_applies(get_workload("llama3-8b"))
+    assert not T.search_band_applies(get_workload("qwen3-30b-a3b"))
+    assert not T.search_band_applies(get_workload("llama3-8b"), ep=2)
+    assert not T.search_band_applies(get_workload(str(configs / "nemotron-h-8b.json")))
+    assert not T.search_band_applies(None)
