@@ -308,6 +308,16 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                    f"static expert buffers) are predicted {g:+.0%}; per-layer scopes (--cuda-graph-scope "
                                    f"attn mlp, or attn moe_router moe_preprocess) take part of it.", g,
                 {"cuda_graph_scope": ["full_iteration"]}, "high" if g >= 0.15 else "medium")
+        elif (res.layer_s or {}).get("moe_layer_frac", 0.0) > 0 and (hw.gpu.host_cpu_dispatch_mult or 1.0) > 1.0:
+            # [stop 40] an eager MoE layout on a Grace superchip: published runs gained more from CUDA graphs than
+            # gpusim's CPU model predicts (validation/README.md, "Two component figures of the Megatron-Core MoE paper")
+            rec("llm-cuda-graphs-grace", f"CUDA graphs are predicted {g:+.0%} here, but gpusim under-counts an eager MoE "
+                                         f"layer's host time on Grace: published GB200 runs gained 10% from per-layer "
+                                         f"graphs (DeepSeek-V3, attn moe_router moe_preprocess: the Megatron-Core MoE "
+                                         f"paper, section 4.3.6) and ran 27% more tokens per second with full-iteration "
+                                         f"graphs and static expert buffers (Qwen3-235B on 128 GB200, Megatron-LM PR "
+                                         f"#5728). Measure with and without --cuda-graph-scope before ruling them out.",
+                g, {"cuda_graph_scope": ["full_iteration"]}, "info")
     if "llm-router-padding" in by:  # [issue 17] the experts' FP8 row padding copies
         g = _gain(thr, by["llm-router-padding"][1])
         if g >= PADDING_GAIN_FRAC:

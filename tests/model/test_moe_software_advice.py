@@ -52,3 +52,19 @@ def test_a_model_the_fused_mlp_refuses_still_gets_the_other_settings(db):
                                      moe_dispatcher="deepep", ep_overlap="1f1b", cuda_graph_scope=["full_iteration"]),
                      db=db, recommend=False)
     assert rec["gain_frac"] == pytest.approx(res.step_s / stack.step_s - 1.0, abs=1e-4)
+
+
+def test_an_eager_moe_layout_on_grace_is_told_that_graphs_gained_more_than_gpusim_predicts(db):
+    """[stop 40] gpusim under-counts an eager MoE layer's host time on Grace (validation/README.md): where its own
+    graphs what-if predicts little, a Grace superchip's eager MoE layout is told what published GB200 runs gained; an
+    x86 host, a layout with graphs and a dense model are not."""
+    res = simulate(Scenario.create(**QWEN), db=db)
+    rec = _rec(res, "llm-cuda-graphs-grace")
+    assert rec is not None and rec["severity"] == "info" and "section 4.3.6" in rec["message"]
+    assert rec["change"]["cuda_graph_scope"] in (["full_iteration"], ("full_iteration",))
+    assert _rec(simulate(Scenario.create(**{**QWEN, "gpu": "b200", "nodes": 1}), db=db), "llm-cuda-graphs-grace") is None
+    graphs = simulate(Scenario.create(**QWEN, cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]), db=db)
+    assert _rec(graphs, "llm-cuda-graphs-grace") is None
+    dense = simulate(Scenario.create(model="llama3.1-8b", gpu="gb200", gpus=8, nodes=2, tp=2, micro_batch=1,
+                                     global_batch=64, precision="mxfp8", kind="zero1"), db=db)
+    assert _rec(dense, "llm-cuda-graphs-grace") is None
