@@ -314,7 +314,7 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
             rec("llm-cuda-graphs-grace", f"CUDA graphs are predicted {g:+.0%} here, but gpusim under-counts an eager MoE "
                                          f"layer's host time on Grace: published GB200 runs gained 10% from per-layer "
                                          f"graphs (DeepSeek-V3, attn moe_router moe_preprocess: the Megatron-Core MoE "
-                                         f"paper, section 4.3.6) and ran 27% more tokens per second with full-iteration "
+                                         f"paper, section 4.3.6) and ran 38% more tokens per second with full-iteration "
                                          f"graphs and static expert buffers (Qwen3-235B on 128 GB200, Megatron-LM PR "
                                          f"#5728). Measure with and without --cuda-graph-scope before ruling them out.",
                 g, {"cuda_graph_scope": ["full_iteration"]}, "info")
