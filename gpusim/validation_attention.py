@@ -93,26 +93,17 @@ def predict(r: dict, *, db, params=None) -> AttentionRow:
 def run(path=None, *, db=None, params=None) -> list[AttentionRow]:
     """:func:`predict` over every row of ``path`` (default :func:`default_csv`); a file without the schema's columns
     raises :class:`~gpusim.errors.GpusimError` naming them."""
-    from gpusim.checks import read_csv
-    from gpusim.hwdb import load
+    from gpusim import validation_runs as R
 
-    path = path or default_csv()
-    if path is None:
-        return []
-    db = db or load()
-    rows = read_csv(path, COLUMNS, FILE)
-    return [predict(r, db=db, params=params) for r in rows]
+    return R.predict_table(path or default_csv(), COLUMNS, FILE, predict, db=db, params=params)
 
 
 def summarize(rows: list[AttentionRow]) -> dict:
-    """Median absolute and signed error, all rows and per GPU."""
-    import numpy as np
+    """Median (and p90) absolute and median signed error, all rows and per GPU."""
+    from gpusim import validation_runs as R
 
     def stats(rs):
-        s = np.array([r.signed_frac for r in rs if r.signed_frac is not None])
-        return {"rows": len(rs), "predicted": int(s.size),
-                "median_ape": float(np.median(np.abs(s))) if s.size else None,
-                "median_signed": float(np.median(s)) if s.size else None}
+        return {"rows": len(rs), **R.signed_error_stats(r.signed_frac for r in rs)}
 
     gpus = sorted({r.gpu for r in rows})
     return {"all": stats(rows), "gpus": {g: stats([r for r in rows if r.gpu == g]) for g in gpus}}

@@ -116,26 +116,15 @@ def predict(r: dict, *, db, params=None) -> EpRow:
 def run(path=None, *, db=None, params=None) -> list[EpRow]:
     """:func:`predict` over every row of ``path`` (default: :func:`default_csv`); a file without the schema's columns
     raises :class:`~gpusim.errors.GpusimError` naming them."""
-    from gpusim.checks import read_csv
-    from gpusim.hwdb import load
+    from gpusim import validation_runs as R
 
-    path = path or default_csv()
-    if path is None:
-        return []
-    db = db or load()
-    rows = read_csv(path, COLUMNS, FILE)
-    return [predict(r, db=db, params=params) for r in rows]
+    return R.predict_table(path or default_csv(), COLUMNS, FILE, predict, db=db, params=params)
 
 
 def _stats(rows: list[EpRow]) -> dict:
-    import numpy as np
+    from gpusim import validation_runs as R
 
-    e = np.array([abs(r.signed_frac) for r in rows if r.signed_frac is not None])
-    s = np.array([r.signed_frac for r in rows if r.signed_frac is not None])
-    return {"rows": len(rows), "predicted": int(e.size),
-            "median_ape": float(np.median(e)) if e.size else None,
-            "p90_ape": float(np.quantile(e, 0.9)) if e.size else None,
-            "median_signed": float(np.median(s)) if s.size else None}
+    return {"rows": len(rows), **R.signed_error_stats(r.signed_frac for r in rows)}
 
 
 def summarize(rows: list[EpRow]) -> dict:

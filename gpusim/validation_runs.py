@@ -524,6 +524,29 @@ def _quantile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def signed_error_stats(signed) -> dict:
+    """``predicted``, ``median_ape``, ``p90_ape`` and ``median_signed`` of the signed fractional errors given (None
+    entries skipped; None figures when there are none): the summary the component tables (gpusim.validation_ep,
+    gpusim.validation_attention) report."""
+    s = [float(x) for x in signed if x is not None]
+    errs = [abs(x) for x in s]
+    return {"predicted": len(s), "median_ape": _quantile(errs, 0.5) if s else None,
+            "p90_ape": _quantile(errs, 0.9) if s else None, "median_signed": _quantile(s, 0.5) if s else None}
+
+
+def predict_table(path, columns, what: str, predict, *, db=None, params=None) -> list:
+    """``predict(row, db=db, params=params)`` over every row of the CSV at ``path`` (None: no table, no rows), read
+    with its schema's columns checked (:func:`gpusim.checks.read_csv`: a file without them raises
+    :class:`~gpusim.errors.GpusimError` naming them); ``db`` defaults to the packaged hardware database."""
+    from gpusim.checks import read_csv
+    from gpusim.hwdb import load
+
+    if path is None:
+        return []
+    db = db or load()
+    return [predict(r, db=db, params=params) for r in read_csv(path, columns, what)]
+
+
 def stats(rows: list[RunRow]) -> dict:
     """``rows``, ``predicted``, ``predicted_frac``, ``median_ape``, ``p90_ape``, ``median_signed`` (None when empty)."""
     pred = [r for r in rows if r.ape is not None]
