@@ -103,6 +103,8 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
             add("network", inter=best.id, nics_per_node=max(hw.nics_per_node, hw.gpus_per_node))
     if st.sync_every_micro_batch and st.accum > 1 and n > 1 and st.kind in ("ddp", "zero1"):  # [issue 18]
         add("no-sync", sync_every_micro_batch=False)
+    if st.optimizer_impl == "forloop":  # [issue 18] torch.optim's per-tensor loop: the multi-tensor kernels instead
+        add("foreach", optimizer_impl="foreach")
     if comm_frac > 2 * EXPOSED_COMM_FRAC and st.kind in ("ddp", "zero1", "dp") and n > 1:
         add("accum", accum=st.accum * 4)
     if not fits:
@@ -536,6 +538,14 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
                            f"first {st.accum - 1} under DDP's no_sync() (`with model.no_sync():` around their forward "
                            f"and backward) so only the last one reduces: {g:+.0%}, the same updates.", g,
                 {"sync_every_micro_batch": False}, "high" if g > 0.1 else "medium")
+    if "foreach" in by:  # [issue 18]
+        g = _gain(thr, by["foreach"][1])
+        if g > 0.01:
+            rec("optimizer-foreach", f"The {st.optimizer} step loops over the parameter tensors and launches a few "
+                                     f"kernels for each: the multi-tensor implementation (PyTorch >= 2.0's default "
+                                     f"on CUDA; `foreach=True` or `fused=True` in torch.optim, apex's Fused "
+                                     f"optimizers before) launches a few for all of them: {g:+.0%}, the same updates.",
+                g, {"optimizer_impl": "foreach"}, "high" if g > 0.1 else "medium")
     if "accum" in by:
         g = _gain(thr, by["accum"][1])
         if g > 0.03:

@@ -37,8 +37,8 @@ from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
 from gpusim.scenario import Hardware, Scenario, format_validation_error
-from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, PEAK_KEY, WEIGHT_BYTES, Strategy,
-                             opt_state_bytes, opt_traffic_bytes)
+from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_FORLOOP_OPS_PER_TENSOR,
+                             PEAK_KEY, WEIGHT_BYTES, Strategy, opt_state_bytes, opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
 __all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention",  # [issue 17] apply_attention
@@ -484,6 +484,23 @@ def _block_bytes(workload) -> float:
     return float(workload.act_bytes_per_sample / n_blocks(workload.fwd_kernels))
 
 
+def optimizer_step_kernels(st: Strategy, workload) -> float:
+    """[issue 18] Kernels one optimizer step launches on the data-parallel path, or NaN for the multi-tensor and
+    fused implementations (ModelParams ``optimizer_kernels``, a few per step whatever the model). The for-loop
+    optimizer (``optimizer_impl="forloop"``: torch.optim before PyTorch 2.0) launches
+    :data:`gpusim.strategy.OPT_FORLOOP_OPS_PER_TENSOR` kernels per parameter tensor, each a CPU launch of its own:
+    ResNet-50's 161 tensors under SGD with momentum are 805 kernels a step. Raises :class:`ScenarioError` where the
+    workload does not count its tensors."""
+    if st.optimizer_impl != "forloop":
+        return math.nan
+    if workload.param_tensors is None:
+        raise ScenarioError(f"--optimizer-impl forloop steps every parameter tensor one by one, and {workload.id!r} "
+                            f"does not count its parameter tensors (the CNN catalogue entries and models read with "
+                            f"Workload.from_torch do): use --optimizer-impl foreach or fused, or describe the model "
+                            f"with gpusim.Workload.from_torch")
+    return OPT_FORLOOP_OPS_PER_TENSOR[st.optimizer] * float(workload.param_tensors)
+
+
 def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
                  hw_row: dict[str, Any] | None = None) -> dict[str, Any]:
     """One row of model inputs; ``hw_row`` (from :func:`hardware_row` for the same ``hw``) saves recomputing it."""
@@ -515,6 +532,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "grad_bytes_per_param": GRAD_BYTES[pr], "gather_bytes_per_param": GATHER_BYTES[pr],
         "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": opt_state_bytes(st.optimizer, st.opt_state_dtype),
         "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype),
+        "opt_kernels": optimizer_step_kernels(st, workload),  # [issue 18]
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
         **headroom_fields(st, hw.gpu),  # [issue 17]
     })

@@ -43,6 +43,7 @@ PRECISION_ALIASES = {"fp8-cs": ("fp8", "current"), "fp8-ds": ("fp8", "delayed"),
 """
 
 Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum"]
+OptimizerImpl = Literal["foreach", "fused", "forloop"]
 
 Recompute = Literal["none", "selective", "full"]
 """
@@ -128,6 +129,14 @@ GRAD_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
 #: kernels): Adam reads p, g, m, v and writes p, m, v = 7 x 4 bytes; SGD-momentum reads p, g, m and
 #: writes p, m = 5 x 4; plain SGD reads p, g and writes p = 3 x 4.
 OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20}
+#: [issue 18] kernels the for-loop optimizer (``optimizer_impl="forloop"``) launches per parameter tensor and step,
+#: as PyTorch 1.x's ``torch/optim/_functional.py`` runs them (the loop of ``torch.optim.SGD`` / ``Adam`` / ``AdamW``
+#: before PyTorch 2.0 made the multi-tensor ``foreach`` path the CUDA default), with weight decay on, plus the one
+#: ``p.grad.zero_()`` of ``zero_grad()`` at its pre-2.0 default ``set_to_none=False``: SGD ``d_p.add(p, wd)``,
+#: ``p.add_(d_p, -lr)`` (2 + 1); SGD with momentum adds ``buf.mul_(m).add_(d_p)`` (4 + 1); Adam ``grad.add(p, wd)``,
+#: ``exp_avg.mul_().add_()``, ``exp_avg_sq.mul_().addcmul_()``, ``(exp_avg_sq.sqrt() / c).add_(eps)``,
+#: ``p.addcdiv_()`` (9 + 1); AdamW decays with ``p.mul_(1 - lr wd)`` instead of the first add (9 + 1)
+OPT_FORLOOP_OPS_PER_TENSOR: dict[str, float] = {"adam": 10.0, "adamw": 10.0, "sgd": 3.0, "sgd-momentum": 5.0}
 
 
 def opt_state_bytes(optimizer: str, dtype: str = "fp32") -> float:
@@ -156,6 +165,12 @@ class Strategy(FiniteModel):
         "DistributedDataParallel.no_sync; apex's DDP likewise without disable_allreduce): accum times the "
         "communication. False: the earlier micro-batches accumulate locally and only the last one reduces")
     optimizer: Optimizer = "adam"
+    optimizer_impl: OptimizerImpl = Field(
+        default="foreach", description="how the optimizer step launches its kernels (data-parallel rows): foreach "
+        "(PyTorch >= 2.0's default on CUDA: multi-tensor kernels over all parameters) or fused (one fused kernel "
+        "per group: torch fused=True, apex FusedAdam/FusedSGD), both a few kernels a step; forloop (torch.optim "
+        "before PyTorch 2.0, or foreach=False): a few kernels per parameter tensor, each a CPU launch "
+        "(OPT_FORLOOP_OPS_PER_TENSOR)")
     activation_checkpointing: bool = False
     cpu_offload: bool = Field(default=False, description="optimizer states and step on the CPU; needs a sharded "
                               "strategy. Data-parallel rows: ZeRO-Offload / FSDP CPUOffload (the gradient shard to the "
@@ -336,6 +351,12 @@ class Strategy(FiniteModel):
     def _check(self):
         if self.cpu_offload and self.kind in ("dp", "ddp"):
             raise ValueError(f"cpu_offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {self.kind!r}")
+        if self.optimizer_impl == "forloop" and (self.is_llm or self.kind not in ("dp", "ddp")):
+            # [issue 18] ZeRO and FSDP step flat shards, Megatron-Core's optimizers multi-tensor or fused kernels
+            raise ValueError(f"optimizer_impl forloop (torch.optim's loop over parameter tensors) is modelled for "
+                             f"dp and ddp on the data-parallel path, not {self._llm_reason() if self.is_llm else repr(self.kind)}: "
+                             f"sharded strategies and Megatron-Core step flat buffers; use --optimizer-impl foreach "
+                             f"or fused")
         if self.is_llm and self.kind in ("dp", "fsdp-hybrid"):
             if self.attention in ("flash2", "triton"):  # [issue 18] the kernel's rate lives on the per-GEMM path
                 raise ValueError(f"attention {self.attention} is modelled on the per-GEMM transformer path, which "

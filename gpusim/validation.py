@@ -192,6 +192,20 @@ AS_RUN_GLOBAL_BATCH: dict[tuple[str, str], tuple[dict[int, int], dict, str, tupl
                                         ("amp_fp16", "tf32")),
 }
 
+#: [issue 18] the optimizer a benchmark's own code ran, where the rows name the code and its container: NVIDIA DLE
+#: ResNet-50 v1.5 builds ``torch.optim.SGD`` with momentum and weight decay (image_classification/optimizers.py
+#: ``get_sgd_optimizer``, both stored versions, @4f2c6922 and the one that imports ``from torch import optim``), and
+#: every DLE_RN50_PT row ran the pytorch-21.03 NGC container (PyTorch 1.9), whose SGD steps the parameter tensors one
+#: by one (the multi-tensor ``foreach`` path became the CUDA default in PyTorch 2.0) and whose ``zero_grad`` zeroes
+#: each gradient (``set_to_none=False``): Strategy ``optimizer_impl="forloop"``. Not modelled: the loop skips the
+#: weight-decay add on the 106 batch-norm tensors (``bn_weight_decay`` off), 699 kernels a step where gpusim counts 805.
+AS_RUN_OPTIMIZER: dict[tuple[str, str], tuple[dict, str]] = {
+    ("DLE_RN50_PT", "ResNet-50 v1.5"): (
+        {"optimizer": "sgd-momentum", "optimizer_impl": "forloop"},
+        "as DLE's ResNet-50 code ran it: torch.optim.SGD with momentum (optimizers.py get_sgd_optimizer) in "
+        "PyTorch 1.9 (pytorch-21.03), which loops over the 161 parameter tensors (--optimizer-impl forloop)"),
+}
+
 #: tf_cnn_benchmarks' default per-GPU batch for the Horovod 2017 rows (not stated in the source)
 HOROVOD_BATCH = {"inception-v3": 64, "resnet101": 64, "vgg16": 32}
 #: ImageNet-1k training set (Russakovsky et al., IJCV 2015) for the time-to-train rows
@@ -394,6 +408,10 @@ def _scenario_kwargs(r: dict, res: RowResult, db) -> dict | None:
         _, extra, why, _ = AS_RUN_GLOBAL_BATCH[(r["source_id"], r["model"])]
         kw.update(accum=accum, **extra)
         res.assumptions.append(f"{why}: {accum} per update here")
+    opt = AS_RUN_OPTIMIZER.get((r["source_id"], r["model"]))
+    if opt is not None:  # [issue 18] the optimizer the benchmark's code ran
+        kw.update(opt[0])
+        res.assumptions.append(opt[1])
     as_run = AS_RUN_WORKLOADS.get((r["source_id"], r["model"]))
     if as_run is not None:  # [issue 18] the benchmark's own configuration of the model
         del kw["model"], kw["seq_len"]

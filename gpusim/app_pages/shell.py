@@ -40,6 +40,7 @@ from gpusim.app_pages.state import (
     EP_OVERLAP_CHOICES,
     GRAPH_CHOICES_DENSE,
     GRAPH_CHOICES_MOE,
+    OPTIMIZER_IMPLS,
     OPTIMIZERS,
     PRECISIONS,
     STRATEGY_KINDS,
@@ -592,6 +593,12 @@ def sidebar() -> Context:
                                           help="with accumulation steps > 1 under ddp or zero1: a training loop that "
                                                "never enters DDP's no_sync() reduces the gradients in every "
                                                "micro-batch's backward (the CLI's --sync-every-micro-batch)")
+            s["opt_impl"] = st.selectbox("Optimizer implementation", offer("opt_impl", OPTIMIZER_IMPLS),
+                                         index=OPTIMIZER_IMPLS.index(DEFAULTS["opt_impl"]), key="opt_impl", bind=BIND,
+                                         help="foreach: PyTorch >= 2.0's default (multi-tensor kernels); fused: one "
+                                              "fused kernel per group; forloop: torch.optim before 2.0 (or "
+                                              "foreach=False), a few kernels per parameter tensor (dp/ddp; models "
+                                              "that count their tensors: the CNNs, Workload.from_torch)")
             s["baseline"] = number_input(st, "Measured one-GPU samples/s", 0.001, 1e12, None, key="baseline", bind=BIND,
                                             placeholder="none",
                                             help="your own single-GPU throughput at this batch and precision: "

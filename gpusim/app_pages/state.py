@@ -14,11 +14,12 @@ from typing import Any, get_args
 
 from gpusim import units
 from gpusim.errors import ScenarioError
-from gpusim.strategy import Attention, Optimizer, Precision, Strategy, StrategyKind
+from gpusim.strategy import Attention, Optimizer, OptimizerImpl, Precision, Strategy, StrategyKind
 
 STRATEGY_KINDS: tuple[str, ...] = get_args(StrategyKind)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)  # [issue 18] the CLI's --optimizer-impl
 #: [issue 17] the sidebar's attention-kernel choices: "auto" (the model's own: a config.json's
 #: _attn_implementation, else the GPU's native fused kernel) and every Strategy.attention value
 ATTENTION_CHOICES: tuple[str, ...] = ("auto", *get_args(Attention))
@@ -76,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     # advanced
     "bucket": _SF["bucket_mib"].default,
     "sync_every": _SF["sync_every_micro_batch"].default,  # [issue 18] DDP all-reduce every micro-batch
+    "opt_impl": _SF["optimizer_impl"].default,  # [issue 18] foreach / fused / forloop
     "baseline": None,           # measured one-GPU samples/s at this batch
     "slow": 1.0,                # slowest GPU's speed fraction
     "oversub": 1.0,             # network oversubscription
@@ -158,7 +160,8 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["oversubscription"] = float(s["oversub"])
     kw.update(kind=s["strategy"], precision=s["precision"], per_gpu_batch=int(s["batch"]), accum=int(s["accum"]),
               activation_checkpointing=bool(s["ckpt"]), optimizer=s["optimizer"], cpu_offload=bool(s["offload"]),
-              bucket_mib=float(s["bucket"]), sync_every_micro_batch=bool(s.get("sync_every", False)))
+              bucket_mib=float(s["bucket"]), sync_every_micro_batch=bool(s.get("sync_every", False)),
+              optimizer_impl=s.get("opt_impl", DEFAULTS["opt_impl"]))
     if s["loader"]:
         kw.update(num_workers=int(s["workers"]), pin_memory=bool(s["pin"]))
         if s.get("cores"):

@@ -70,6 +70,10 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                    help="[issue 18] with --accum > 1 under ddp or zero1: every micro-batch's backward all-reduces the "
                         "gradients, as a loop that never enters DDP's no_sync() does (accum x the communication)")
     s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
+    s.add_argument("--optimizer-impl", choices=("foreach", "fused", "forloop"), default="foreach",
+                   help="[issue 18] how the optimizer step launches its kernels: foreach (PyTorch >= 2.0's default) "
+                        "or fused, a few kernels a step; forloop (torch.optim before 2.0, or foreach=False): a few "
+                        "kernels per parameter tensor (dp/ddp; models that count their tensors)")
     s.add_argument("--checkpointing", action="store_true", help="full activation checkpointing")
     s.add_argument("--cpu-offload", action="store_true", help="optimizer on the CPU (sharded strategies)")
     s.add_argument("--bucket-mib", type=strategy_type("bucket_mib", "MiB"), default=25.0,
@@ -311,7 +315,8 @@ def scenario_kwargs(args) -> dict:
         slowest_gpu_speed_frac=args.slowest_gpu_frac, baseline_throughput=args.baseline_throughput,
         kind=args.strategy, per_gpu_batch=args.per_gpu_batch, precision=args.precision, accum=args.accum,
         sync_every_micro_batch=getattr(args, "sync_every_micro_batch", False),
-        optimizer=args.optimizer, activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
+        optimizer=args.optimizer, optimizer_impl=getattr(args, "optimizer_impl", "foreach"),
+        activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
         bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory,
         attention=getattr(args, "attention", None), **(getattr(args, "memory_headroom", None) or {}))
 

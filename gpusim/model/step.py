@@ -149,6 +149,9 @@ class StepInputs:
     # LLM layout (gpusim.layout) and the transformer's shape; the defaults are the data-parallel case
     # NCCL's per-GPU cap on the LL protocol's bandwidth (llMaxBws)
     ll_max_busbw_bytes_per_s: np.ndarray = _one(np.inf)
+    # [issue 18] kernels of one optimizer step (the for-loop optimizer's per-tensor launches); NaN: ModelParams
+    # optimizer_kernels (foreach / fused)
+    opt_kernels: np.ndarray = _one(np.nan)
     ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
     host_cpu: np.ndarray = _one(C.HOST_INTEL)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
@@ -633,8 +636,9 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # [issue 17] an LLM layout's routed experts shard their optimizer over the expert-data-parallel group (edp_n ranks:
     # Megatron-Core's distributed optimizer keeps them in their own buffers), as _llm_memory counts them, not over dp
     p_local = (P_local - P_exp) / o_shard + P_exp / np.where(stage >= 1, edp_n, 1.0)
+    opt_k = np.where(np.isfinite(inp.opt_kernels), inp.opt_kernels, p.optimizer_kernels)  # [issue 18]
     gpu_opt = optimizer_step_s(p_local, inp.opt_traffic_bytes_per_param, inp.mem_bytes_per_s, p.mem_eff_frac,
-                               p.optimizer_kernels, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
+                               opt_k, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
     offload = np.asarray(inp.cpu_offload, dtype=bool)
     cpu_opt = (p_local * inp.opt_traffic_bytes_per_param / inp.cpu_optimizer_bytes_per_s
                + p_local * (inp.grad_bytes_per_param + inp.gather_bytes_per_param)

@@ -40,6 +40,7 @@ class _Net:
 
     def __init__(self):
         self.params = 0.0
+        self.param_tensors = 0  # [issue 18] weight, bias, batch-norm weight and bias: one tensor each
         self.groups = Groups()
         self.stage = "stem"
         self._next = 0
@@ -103,6 +104,7 @@ class _Net:
         y = self._new(cout, ho, wo, x.n)
         n_p = (x.c // groups) * kh * kw * cout + (cout if bias else 0)
         self.params += n_p
+        self.param_tensors += 2 if bias else 1
         flop = 2.0 * (x.c // groups) * kh * kw * cout * (x.h * x.w if transposed else ho * wo) * x.n
         self.groups.add("conv", f"conv {self.stage}", 1, flop, ACT_BYTES * (x.numel + y.numel), WEIGHT_BYTES * n_p)
         self._save(x)
@@ -116,6 +118,7 @@ class _Net:
             self.groups.add("elementwise", f"elementwise {self.stage}", 1, 0.0, ACT_BYTES * 2 * x.numel)
             return y
         self.params += 2 * x.c
+        self.param_tensors += 2
         self.groups.add("norm", f"batchnorm {self.stage}", 1, 0.0, ACT_BYTES * 3 * x.numel, WEIGHT_BYTES * 2 * x.c)
         self._save(x)
         return y
@@ -154,6 +157,7 @@ class _Net:
         y = self._new(out, 1, 1, x.n)
         n_p = fan_in * out + (out if bias else 0)
         self.params += n_p
+        self.param_tensors += 2 if bias else 1
         self.groups.add("matmul", f"linear {self.stage}", 1, 2.0 * fan_in * out * x.n,
                         ACT_BYTES * (x.numel + y.numel), WEIGHT_BYTES * n_p)
         self._save(x)
@@ -202,7 +206,8 @@ class _Net:
                         tokens_per_sample=1.0, params=self.params, fwd_flop_per_sample=self.groups.total_flop(),
                         act_bytes_per_sample=self.act_bytes(), act_ckpt_bytes_per_sample=self.act_ckpt_bytes(),
                         act_block_bytes_per_sample=self.act_block_bytes(),
-                        layers=self.groups.build(), sources=info.sources, notes=info.notes, **pipeline)
+                        layers=self.groups.build(), sources=info.sources, notes=info.notes,
+                        param_tensors=self.param_tensors or None, **pipeline)
 
 
 def _bottleneck(net: _Net, x: _T, width: int, stride: int, downsample: bool, frozen_bn: bool = False) -> _T:

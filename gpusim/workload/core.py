@@ -206,6 +206,9 @@ class Workload:
     active_params : parameters that take part in one token's forward pass (a mixture of experts
         counts only the routed ``top_k`` experts); None means all of ``params`` (dense models).
     assumptions : what was assumed because a config did not say (from :meth:`from_config`).
+    param_tensors : [issue 18] the number of parameter tensors (``len(list(model.parameters()))``: a conv's
+        weight, a batch norm's weight and bias, ...), which a for-loop optimizer steps one by one
+        (:class:`gpusim.strategy.Strategy` ``optimizer_impl``); None where the builder does not count them.
     """
 
     id: str
@@ -229,6 +232,7 @@ class Workload:
     transformer: Any = None
     active_params: float | None = None
     assumptions: tuple[str, ...] = ()
+    param_tensors: int | None = None
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -258,6 +262,9 @@ class Workload:
                 raise ScenarioError(f"{self.id}: active_params ({self.active_params:.6g}) exceeds params "
                                     f"({self.params:.6g})")
         object.__setattr__(self, "assumptions", tuple(self.assumptions))
+        if self.param_tensors is not None and (isinstance(self.param_tensors, bool)
+                                               or not isinstance(self.param_tensors, int) or self.param_tensors < 1):
+            raise ScenarioError(f"{self.id}: param_tensors must be a positive integer (got {self.param_tensors!r})")
         sources = (self.sources,) if isinstance(self.sources, str) else tuple(self.sources)
         object.__setattr__(self, "sources", sources)
         if self.seq_len_default is not None and (int(self.seq_len_default) != self.seq_len_default

@@ -198,7 +198,8 @@ def measure_module(cls, module: Any, example_batch: Any, *, name: str | None = N
         preprocess_core_s_per_sample=preprocess_core_s_per_sample, layers=tuple(layers),
         sources=(f"measured with torch {torch.__version__} on {first.device.type} (FlopCounterMode, "
                  "saved_tensors_hooks, dispatch-mode op count)",),
-        notes=notes or f"measured from {type(module).__name__} at batch {b}")
+        notes=notes or f"measured from {type(module).__name__} at batch {b}",
+        param_tensors=sum(1 for p in params if p.requires_grad) or None)  # [issue 18] what an optimizer steps
 
 
 def _storage_key(t) -> Any:
