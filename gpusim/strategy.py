@@ -131,12 +131,13 @@ GRAD_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
 OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20}
 #: [issue 18] kernels the for-loop optimizer (``optimizer_impl="forloop"``) launches per parameter tensor and step,
 #: as PyTorch 1.x's ``torch/optim/_functional.py`` runs them (the loop of ``torch.optim.SGD`` / ``Adam`` / ``AdamW``
-#: before PyTorch 2.0 made the multi-tensor ``foreach`` path the CUDA default), with weight decay on, plus the one
-#: ``p.grad.zero_()`` of ``zero_grad()`` at its pre-2.0 default ``set_to_none=False``: SGD ``d_p.add(p, wd)``,
-#: ``p.add_(d_p, -lr)`` (2 + 1); SGD with momentum adds ``buf.mul_(m).add_(d_p)`` (4 + 1); Adam ``grad.add(p, wd)``,
-#: ``exp_avg.mul_().add_()``, ``exp_avg_sq.mul_().addcmul_()``, ``(exp_avg_sq.sqrt() / c).add_(eps)``,
-#: ``p.addcdiv_()`` (9 + 1); AdamW decays with ``p.mul_(1 - lr wd)`` instead of the first add (9 + 1)
-OPT_FORLOOP_OPS_PER_TENSOR: dict[str, float] = {"adam": 10.0, "adamw": 10.0, "sgd": 3.0, "sgd-momentum": 5.0}
+#: before PyTorch 2.0 made the multi-tensor ``foreach`` path the CUDA default), plus the one ``p.grad.zero_()`` of
+#: ``zero_grad()`` at its pre-2.0 default ``set_to_none=False``. SGD, with the weight decay image recipes set:
+#: ``d_p.add(p, wd)``, ``p.add_(d_p, -lr)`` (2 + 1); with momentum also ``buf.mul_(m).add_(d_p)`` (4 + 1). Adam at
+#: torch's default ``weight_decay=0`` (no ``grad.add(p, wd)``): ``exp_avg.mul_().add_()``,
+#: ``exp_avg_sq.mul_().addcmul_()``, ``(exp_avg_sq.sqrt() / c).add_(eps)``, ``p.addcdiv_()`` (8 + 1); AdamW decays
+#: every step with ``p.mul_(1 - lr wd)`` (9 + 1)
+OPT_FORLOOP_OPS_PER_TENSOR: dict[str, float] = {"adam": 9.0, "adamw": 10.0, "sgd": 3.0, "sgd-momentum": 5.0}
 
 
 def opt_state_bytes(optimizer: str, dtype: str = "fp32") -> float:

@@ -199,7 +199,15 @@ AS_RUN_GLOBAL_BATCH: dict[tuple[str, str], tuple[dict[int, int], dict, str, tupl
 #: by one (the multi-tensor ``foreach`` path became the CUDA default in PyTorch 2.0) and whose ``zero_grad`` zeroes
 #: each gradient (``set_to_none=False``): Strategy ``optimizer_impl="forloop"``. Not modelled: the loop skips the
 #: weight-decay add on the 106 batch-norm tensors (``bn_weight_decay`` off), 699 kernels a step where gpusim counts 805.
+#: DLE GNMT v2 (train.py @0053b4b8: ``--optimizer`` default ``Adam``, ``opt_config = {'optimizer', 'lr'}``, so no
+#: weight decay; seq2seq/train/trainer.py: ``torch.optim.__dict__[opt_name](params, ...)``, over the model's 44
+#: parameter tensors or, in AMP, apex amp O2's per-tensor fp32 master copies) in the pytorch-20.06 container (PyTorch
+#: 1.6): the same loop. Not modelled: ``clip_grad_norm_`` (``--grad-clip 5``) adds a norm per tensor every update.
 AS_RUN_OPTIMIZER: dict[tuple[str, str], tuple[dict, str]] = {
+    ("DLE_GNMT_PT", "GNMT v2"): (
+        {"optimizer": "adam", "optimizer_impl": "forloop"},
+        "as DLE's GNMT code ran it: torch.optim.Adam (train.py --optimizer Adam, trainer.py) in PyTorch 1.6 "
+        "(pytorch-20.06), which loops over the 44 parameter tensors (--optimizer-impl forloop)"),
     ("DLE_RN50_PT", "ResNet-50 v1.5"): (
         {"optimizer": "sgd-momentum", "optimizer_impl": "forloop"},
         "as DLE's ResNet-50 code ran it: torch.optim.SGD with momentum (optimizers.py get_sgd_optimizer) in "

@@ -37,6 +37,7 @@ def build_gnmt(info: EntryInfo, tokens_per_pair: int | float | None = None, hidd
     E = ACT_BYTES
     g = Groups()
     params = V * H                                                   # shared embedding
+    tensors = 1  # [issue 18] parameter tensors: the embedding; per LSTM direction weight_ih, weight_hh, bias_ih, bias_hh
     # (input width, directions, tokens, steps) of each LSTM layer
     enc = [(H, 2, ls, steps_s), (2 * H, 1, ls, steps_s)] + [(H, 1, ls, steps_s)] * (n_layers - 2)
     dec = [(H, 1, lt, steps_t)] + [(2 * H, 1, lt, steps_t)] * (n_layers - 1)
@@ -44,6 +45,7 @@ def build_gnmt(info: EntryInfo, tokens_per_pair: int | float | None = None, hidd
     layer_acts = []
     for i_w, dirs, toks, steps in enc + dec:
         params += dirs * (4 * H * (i_w + H) + 8 * H)
+        tensors += 4 * dirs
         g.add("matmul", "lstm input projections", dirs, dirs * toks * 2 * 4 * H * i_w,
               dirs * E * toks * (i_w + 4 * H), dirs * WEIGHT_BYTES * 4 * H * i_w)
         g.add("matmul", "lstm recurrent", dirs * steps, dirs * toks * 2 * 4 * H * H,
@@ -54,6 +56,7 @@ def build_gnmt(info: EntryInfo, tokens_per_pair: int | float | None = None, hidd
         act += a
     # attention (decoder layer-1 output as query over the encoder outputs)
     params += 2 * H * H + H + 1 + H                                  # W_q, W_k, v, norm scalar, bias
+    tensors += 5
     g.add("matmul", "attention projections", 2, 2 * H * H * (ls + lt), E * 2 * H * (ls + lt), WEIGHT_BYTES * 2 * H * H)
     pairs = ls * lt
     g.add("elementwise", "attention additive scores", 3, 0.0, E * 3 * 2 * pairs * H)
@@ -64,6 +67,7 @@ def build_gnmt(info: EntryInfo, tokens_per_pair: int | float | None = None, hidd
     act += act_att
     # classifier and label-smoothed cross-entropy
     params += H * V + V
+    tensors += 2                                                     # classifier weight and bias
     g.add("matmul", "classifier", 1, 2 * H * V * lt, E * lt * (H + V), WEIGHT_BYTES * H * V)
     g.add("elementwise", "loss", 4, 0.0, lt * V * (E + 3 * LOSS_BYTES))
     act_head = E * lt * H + LOSS_BYTES * lt * V
@@ -79,7 +83,8 @@ def build_gnmt(info: EntryInfo, tokens_per_pair: int | float | None = None, hidd
                     params=params, fwd_flop_per_sample=g.total_flop(), act_bytes_per_sample=act,
                     act_ckpt_bytes_per_sample=act_ckpt, act_block_bytes_per_sample=max(layer_acts),
                     layers=g.build(), sources=info.sources,
-                    seq_len_default=int(round(GNMT_TOKENS_PER_PAIR)), notes=info.notes, _rebuild=rebuild, **pipe)
+                    seq_len_default=int(round(GNMT_TOKENS_PER_PAIR)), notes=info.notes, _rebuild=rebuild,
+                    param_tensors=tensors, **pipe)
 
 
 def _gnmt_rebuild(info: EntryInfo, seq_len: int) -> Workload:

@@ -461,3 +461,22 @@ def test_step_all_reduce_every_micro_batch_is_an_input():
     no_trouble(at)
     assert parse_ms(metrics(at)["Step time"]) > 1.5 * once
     assert any("no_sync()" in m.value for m in at.markdown)
+
+
+def test_step_optimizer_implementation_is_an_input():
+    """[issue 18] The sidebar's "Optimizer implementation" (the CLI's --optimizer-impl): torch.optim's per-tensor loop
+    on ResNet-50 (161 tensors) lengthens the step by its launches and the advice names the multi-tensor path; a model
+    that does not count its tensors gets the fix, not a traceback."""
+    query = {"model": "resnet50", "gpu": "a100-sxm4-80gb", "gpus": "8", "batch": "64", "optimizer": "sgd-momentum"}
+    at = run_app("step", query)
+    no_trouble(at)
+    assert at.selectbox(key="opt_impl").value == "foreach"
+    once = parse_ms(metrics(at)["Step time"])
+    at.selectbox(key="opt_impl").set_value("forloop").run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) > once + 3.0  # 805 launches at 8 us: about 6 ms
+    assert any("foreach" in m.value for m in at.markdown)
+    bert = run_app("step", {"model": "bert-large", "gpu": "a100-sxm4-80gb", "gpus": "8", "batch": "8",
+                            "opt_impl": "forloop"})
+    assert not bert.exception
+    assert bert.error and "parameter tensors" in bert.error[0].value

@@ -197,3 +197,29 @@ def test_dle_resnet50_amp_and_tf32_rows_step_the_optimizer_every_8_iterations_on
     assert as_run_accum({**row, "precision": "tf32"}, 1, 256) == 8
     assert as_run_accum({**row, "precision": "fp32"}, 1, 256) is None
     assert as_run_accum({**row, "model": "ResNet-50 v1.5 ImageNet 90 epochs"}, 1, 256) is None
+
+
+def test_dle_rows_run_the_optimizer_loop_their_code_and_container_ran(db):
+    """[issue 18] DLE's ResNet-50 (torch.optim.SGD with momentum, pytorch-21.03) and GNMT (torch.optim.Adam,
+    pytorch-20.06) step their parameter tensors in PyTorch 1.x's loop: the rows are predicted with
+    optimizer_impl="forloop" and say so; Lambda's rows keep the default."""
+    from gpusim.simulation import Scenario, simulate
+    from gpusim.validation import RowResult, _scenario_kwargs
+    from gpusim.workload.catalogue import get_workload
+
+    res = RowResult(0, "", "", "", "", 0, 0.0, "")
+    kw = _scenario_kwargs(_dle_gnmt(8, 1.0), res, db)
+    assert kw["optimizer_impl"] == "forloop" and kw["optimizer"] == "adam"
+    assert any("44 parameter tensors" in a for a in res.assumptions)
+    assert get_workload("gnmt").param_tensors == 44  # embedding, 9 LSTM directions x 4, attention 5, classifier 2
+    rn50 = {"source_id": "DLE_RN50_PT", "kind": "throughput", "model": "ResNet-50 v1.5", "gpu": "A100 80GB SXM4",
+            "n_gpus": "8", "n_nodes": "1", "interconnect": "NVSwitch (DGX A100)", "precision": "amp_fp16",
+            "per_gpu_batch": "", "value": "1", "unit": "images/s", "notes": "pytorch-21.03 NGC"}
+    kw_rn = _scenario_kwargs(rn50, RowResult(0, "", "", "", "", 0, 0.0, ""), db)
+    assert kw_rn["optimizer_impl"] == "forloop" and kw_rn["optimizer"] == "sgd-momentum"
+    lam = _scenario_kwargs(_row("GNMT v2", 2, 1.0, batch=256), RowResult(0, "", "", "", "", 0, 0.0, ""), db)
+    assert "optimizer_impl" not in lam
+    # the loop costs the 8-GPU GNMT run 396 launches per update more than the default few
+    loop = simulate(Scenario.create(**kw), db=db, recommend=False)
+    multi = simulate(Scenario.create(**{**kw, "optimizer_impl": "foreach"}), db=db, recommend=False)
+    assert loop.breakdown_s["optimizer_s"] > multi.breakdown_s["optimizer_s"] + 300 * 5e-6
