@@ -32,6 +32,9 @@ def test_mlp_matches_closed_form():
     assert w.family == "custom" and w.id == "mlp" and w.name == "MLP"
     assert w.h2d_bytes_per_sample == 4 * d_in       # the fp32 example tensor, per sample
     assert mlp.training                             # left as it was
+    assert w.param_tensors == 4                     # [issue 18] two weights, two biases: what an optimizer steps
+    mlp[0].bias.requires_grad_(False)
+    assert Workload.from_torch(mlp, torch.randn(b, d_in)).param_tensors == 3  # a frozen tensor is not stepped
 
 
 @settings(deadline=None, max_examples=15)
