@@ -42,9 +42,7 @@ def default_csv() -> Path | None:
     """``validation/attention_rates.csv`` (the runs tables' folder), or None."""
     from gpusim import validation_runs as R
 
-    d = R.default_dir()
-    p = d / FILE if d else None
-    return p if p and p.is_file() else None
+    return R.table_csv(FILE)
 
 
 def predict(r: dict, *, db, params=None) -> AttentionRow:

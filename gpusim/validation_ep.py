@@ -51,9 +51,7 @@ def default_csv() -> Path | None:
     """``validation/ep_dispatch.csv`` (the runs tables' folder, ``GPUSIM_RUNS_DIR`` or the repository's), or None."""
     from gpusim import validation_runs as R
 
-    d = R.default_dir()
-    p = d / FILE if d else None
-    return p if p and p.is_file() else None
+    return R.table_csv(FILE)
 
 
 def _workload(tokens: int, d_model: int, n_experts: int, top_k: int, n_groups: int | None, topk_groups: int | None):

@@ -114,6 +114,14 @@ def default_dir() -> Path | None:
     return here if here.is_dir() else None
 
 
+def table_csv(name: str) -> Path | None:
+    """The component table ``name`` (``attention_rates.csv``, ``ep_dispatch.csv``) in the runs tables' folder
+    (:func:`default_dir`: ``$GPUSIM_RUNS_DIR`` or the repository's ``validation/``), or None where it is not there."""
+    d = default_dir()
+    p = d / name if d else None
+    return p if p and p.is_file() else None
+
+
 #: ``runs_*.csv`` files of another schema, read by their own module (``runs_fsdp.csv``: gpusim.validation_fsdp)
 OTHER_SCHEMA_FILES = frozenset({"runs_fsdp.csv"})
 

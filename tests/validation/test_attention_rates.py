@@ -4,12 +4,12 @@ DeepSeek-V3's shape on Hopper and Blackwell, 4K and 16K tokens) against gpusim's
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 
 from gpusim import validation_attention as VA
+from gpusim.checks import read_csv
 from gpusim.hwdb import load
 from gpusim.model.llm import FLASH_BWD_FLOP_MULT
 
@@ -17,8 +17,7 @@ DB = load()
 
 
 def _rows():
-    with open(VA.default_csv(), newline="") as fh:
-        return list(csv.DictReader(fh))
+    return read_csv(VA.default_csv(), VA.COLUMNS)
 
 
 def test_the_table_as_the_paper_prints_it():

@@ -4,20 +4,19 @@ one all-to-all (gpusim.validation_ep)."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 
 from gpusim import validation_ep as VE
+from gpusim.checks import read_csv
 from gpusim.hwdb import load
 
 DB = load()
 
 
 def _rows():
-    with open(VE.default_csv(), newline="") as fh:
-        return list(csv.DictReader(fh))
+    return read_csv(VE.default_csv(), VE.COLUMNS)
 
 
 def test_the_table_as_the_paper_prints_it():
