@@ -610,7 +610,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
         "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
         "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
-        "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "untied": not spec.tied_embeddings,
+        "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "qk_norm": bool(spec.qk_norm),  # [issue 17]
+        "untied": not spec.tied_embeddings,
         "layer_params": float(spec.mean_layer_params() if getattr(spec, "hybrid", False) else spec.layer_params()),
         "embed_params": float(embed), **hybrid_fields(spec),  # [issue 17]
         "ceiling_flop_per_s": math.nan if ceiling is None else ceiling, "sm_count": float(hw.gpu.sm_count or 1),

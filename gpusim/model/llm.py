@@ -18,7 +18,8 @@ Shapes (per GPU, one micro-batch of ``b`` sequences of ``s`` tokens, ``T = b s``
   does 2.5x the forward FLOPs (it recomputes the scores) at ``flash_bwd_eff_frac``.
 - **Memory-bound kernels** by their bytes at ``mem_eff_frac`` of HBM bandwidth: two norms, two fused
   bias-dropout-residual adds (split by ``t`` only with sequence parallelism), the activation function, rotary
-  embeddings; the backward moves about twice the forward bytes.
+  embeddings, and [issue 17] the per-head RMSNorms of queries and keys where the model has them (Qwen3, OLMo 2,
+  Gemma 3: :func:`qk_norm_bytes`); the backward moves about twice the forward bytes.
 - **TP communication** (Narayanan et al. SC'21 section 3.3; Korthikanti et al. 2022 section 4.2.2): per layer
   two all-reduces of ``T h`` activations in the forward pass and two in the backward; with sequence
   parallelism each all-reduce becomes a reduce-scatter plus an all-gather of the same total volume, and the
@@ -256,9 +257,22 @@ def tp_volume_bytes_per_layer(tokens, d_model, elem_bytes, tp):
     return 2.0 * 2.0 * (t - 1.0) / t * _f(tokens) * d_model * elem_bytes
 
 
+def qk_norm_bytes(qk_norm, *, T, q, kv, tp, elem_bytes):
+    """[issue 17] ``(bytes, kernels)`` of one forward pass of the per-head RMSNorms on queries and keys (Qwen3's
+    ``Qwen3Attention.q_norm`` / ``k_norm`` over ``head_dim``; Megatron-Core ``qk_layernorm``, one Transformer Engine
+    RMSNorm module each, applied to the QKV projection's query and key heads before the rotary embedding): each reads
+    its ``T`` tokens' heads on this rank and writes them normalised, ``2 e T (q + kv) / tp`` bytes, in 2 kernels (the
+    1/RMS per head row, 4 bytes per head, is left out). The backward pass reads the output gradient and the kept
+    input and writes the input gradient, which :func:`_layer_rows_terms` charges as twice the forward's element-wise
+    bytes, as for the layer's other norms. Zero where ``qk_norm`` is off. Hand-worked (Qwen3-30B-A3B: ``q`` 4096,
+    ``kv`` 512; 16,384 tokens, tp 1, bf16): ``2 x 2 x 16384 x 4608 = 3.02e8`` bytes, 2 kernels."""
+    on = _f(qk_norm)
+    return on * 2.0 * _f(T) * (_f(q) + _f(kv)) / _f(tp) * _f(elem_bytes), on * 2.0
+
+
 def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute, *, dropout, flash, elem_bytes=2.0,
                                norms=False, mla_up=False, mla_latent=0.0, mla_q=False, cache_bytes=None, mla=False,
-                               v_width=None):
+                               v_width=None, qk_norm=False):
     """Korthikanti et al. 2022 activation bytes of one layer and one micro-batch, generalised (module docstring).
 
     Returns ``(kept, full)``: the bytes kept for the backward pass under ``recompute`` and the bytes without
@@ -280,6 +294,9 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
     Multi-head latent attention (``mla``): the values are ``v_width`` wide (heads x v_head_dim), as is the output
     projection's input, and the latents the up-projections read are kept, ``e s b mla_latent`` (DeepSeek-V2 section
     2.1.2); recomputing the up-projections (``mla_up``) then drops Q (with a query latent), K and V only.
+
+    [issue 17] ``qk_norm`` (per-head RMSNorms of the queries and keys, :func:`qk_norm_bytes`): the norms keep their
+    inputs for their gradient, ``e s b (q + kv) / t`` besides the normalised Q and K the attention keeps.
     """
     v_width = q if v_width is None else v_width
     mla = np.asarray(mla, dtype=bool)
@@ -295,7 +312,7 @@ def activation_bytes_per_layer(s, b, h, a, q, kv, f, up_mats, tp, sp, recompute,
     replicated = sb * h * (2.0 * e      # two LayerNorm inputs
                            + e + e      # QKV GEMM input, FFN up GEMM input
                            + 2.0 * drop)  # two dropout masks (1 byte per element)
-    sharded = sb / t * (e * (q + kv)     # Q and K for Q K^T
+    sharded = sb / t * (e * (q + kv) * (1.0 + _f(qk_norm))  # Q and K for Q K^T (and the q/k norms' inputs)
                         + e * v_store    # V for A V
                         + e * o_in       # attention output projection input
                         + e * f * up_mats  # activation-function input
@@ -642,6 +659,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)
     attn_b = np.where(flash, flash_b, 2.0 * bmm + 2.0 * score_bytes / mem_rate)
     rep = np.where(sp, 1.0 / tp, 1.0)
+    # [issue 17] the per-head RMSNorms of queries and keys (qk_norm_bytes): bytes and kernels of one forward pass
+    qk_f, qk_k = qk_norm_bytes(x.get("qk_norm", False), T=T, q=q, kv=kv, tp=tp, elem_bytes=e)
     # [issue 17] hybrid Mamba-Transformer rows (gpusim.model.hybrid): the average layer weights each kind by its share
     hyb = "mamba_frac" in x
     if hyb:
@@ -651,15 +670,17 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
                   + ff * (t[7] + t[8] + t[10] + t[11]))
         attn_f, attn_b = fa * attn_f, fa * attn_b
         elem_bytes_f = (T * h * rep * (2.0 * e + (3.0 * e + drop)) * (fa + ff + fm)  # a norm and an add per block
-                        + ff * T * f / tp * e * (up + 1.0) + fa * _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
+                        + ff * T * f / tp * e * (up + 1.0) + fa * _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e
+                        + fa * qk_f)
         with np.errstate(divide="ignore", invalid="ignore"):  # rows without Mamba layers: zero shapes, masked below
             mam = HYB.mamba_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, ceil_rate=ceil_rate,
                                         rep=rep)
     else:
         elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
                         + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
-                        + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e)
-    elem_f = elem_bytes_f / mem_rate + KERNELS_PER_LAYER / 2.0 * p.kernel_tail_s
+                        + _f(x["rope"]) * 2.0 * T * (q + kv) / tp * e
+                        + qk_f)
+    elem_f = elem_bytes_f / mem_rate + (KERNELS_PER_LAYER / 2.0 + (fa if hyb else 1.0) * qk_k) * p.kernel_tail_s
     layer_f = gemm_f + attn_f + elem_f
     if hyb:
         layer_f = layer_f + np.where(fm > 0, fm * mam["f_s"], 0.0)  # (a row without Mamba layers has no shape)
@@ -972,14 +993,16 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # ---- activations per stage --------------------------------------------------------------------
     kept, full = activation_bytes_per_layer(s / cp, b, h, a, q, kv, f, up, tp, sp, rc, dropout=drop, flash=flash,
                                             elem_bytes=e, norms=norms_on, mla_up=mla_on, mla_latent=ql + kvl,
-                                            mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o)  # [issue 12] s / cp tokens (cp needs FlashAttention)
+                                            mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o,
+                                            qk_norm=x.get("qk_norm", False))  # [issue 12] s / cp tokens (cp needs FlashAttention)
     # [issue 12] MoE layers keep router scores, dispatched tokens, experts' activations; under full recomputation a
     # layer keeps only its input (the MoE part is recomputed with the rest), so only the layer being recomputed
     # holds them
     if hyb:  # [issue 17] the attention part (f = 0), the FFN part and the Mamba mixers', weighted by their shares
         k0, f0 = activation_bytes_per_layer(s / cp, b, h, a, q, kv, 0.0 * f, up, tp, sp, rc, dropout=drop,
                                             flash=flash, elem_bytes=e, norms=norms_on, mla_up=mla_on,
-                                            mla_latent=ql + kvl, mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o)
+                                            mla_latent=ql + kvl, mla_q=ql > 0, cache_bytes=cache, mla=mla, v_width=o,
+                                            qk_norm=x.get("qk_norm", False))
         mkeep = np.where(fm > 0, fm * mam["keep_bytes"], 0.0)
         kept = np.where(rc == FULL, kept, fa * k0 + ff * (kept - k0) + mkeep)
         full = fa * f0 + ff * (full - f0) + mkeep

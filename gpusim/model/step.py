@@ -182,6 +182,7 @@ class StepInputs:
     attn_tile_frac: np.ndarray = _one(1.0)  # [issue 17] sliding-window / chunked attention: llm.attention_tile_frac
     attn_key_frac: np.ndarray = _one(1.0)  # [issue 17] keys per query the MFU counts / seq_len (rows.window_fields)
     rope: np.ndarray = _one(False)
+    qk_norm: np.ndarray = _one(False)  # [issue 17] per-head q/k RMSNorms (Qwen3, OLMo 2, Gemma 3): llm.qk_norm_bytes
     untied: np.ndarray = _one(False)
     layer_params: np.ndarray = _one(0.0)
     embed_params: np.ndarray = _one(0.0)
@@ -753,7 +754,7 @@ def layer_detail(inp: StepInputs, p: ModelParams) -> dict[str, float] | None:
 def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
-             "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "untied", "layer_params",
+             "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "qk_norm", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "grad_bytes_per_param", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "host_cpu", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
