@@ -115,6 +115,9 @@ class SweepResult:
     # [issue 17] dense layouts: the layout search's best against published tuned recipes (track_record's
     # "layout-search" band; its range mfu_range_frac is the best layout's MFU carried to where 80% of them landed)
     search_record: dict | None = None
+    # [issue 17] MoE models: gpusim predict's advice on Megatron-Core's MoE software settings for the best layout
+    # (commands.sweep.moe_software_advice: id, message, gain_frac, change), None when they add nothing
+    moe_software: dict | None = None
 
     @property
     def feasible(self) -> bool:
@@ -123,7 +126,8 @@ class SweepResult:
     def to_dict(self) -> dict:
         return jsonable({"best": self.best, "explanation": self.explanation, "versus_defaults": self.versus_defaults,
                          **({"track_record": self.track_record} if self.track_record else {}),
-                         **({"search_record": self.search_record} if self.search_record else {}), "layouts": self.layouts,
+                         **({"search_record": self.search_record} if self.search_record else {}),
+                         **({"moe_software": self.moe_software} if self.moe_software else {}), "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,
                          "elapsed_s": self.elapsed_s})
 
