@@ -144,6 +144,9 @@ class PlanAnswer:
     every: bool = False
     interval: dict | None = None
     track_record: dict | None = None  # the recommended configuration's kind on published runs (track_record)
+    # [issue 17] an MoE recommendation: predict's advice on Megatron-Core's MoE software settings for it
+    # (commands.plan._moe_software: id, message, gain_frac, change), None when it has nothing to add
+    moe_software: dict | None = None
 
     def __getattr__(self, name: str):
         if name == "plan":
@@ -156,6 +159,8 @@ class PlanAnswer:
             d["recommendation"] = {**d["recommendation"], "time_to_train_interval_s": self.interval}
         if self.track_record:
             d["track_record"] = self.track_record
+        if self.moe_software:
+            d["recommendation"] = {**d["recommendation"], "moe_software": self.moe_software}
         return jsonable(d)
 
     def to_frame(self):

@@ -152,6 +152,16 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     return res
 
 
+def moe_software_advice(scenario: Scenario, *, db=None, params: ModelParams | None = None) -> dict | None:
+    """[issue 17] :func:`simulate`'s advice on Megatron-Core's MoE software settings for ``scenario``
+    (:mod:`gpusim.diagnose`'s ``llm-moe-software``: the flex dispatcher, the EP all-to-all overlap, the fused grouped
+    MLP, full-iteration CUDA graphs, each with its predicted gain and all of them together), or None where it has
+    nothing to add (the settings already on, too little gain, a dense model). What ``sweep`` and ``plan`` say of
+    their best layout and recommendation, which they rank under the settings they are given."""
+    found = simulate(scenario, db=db, params=params, recommend=True)
+    return next((r for r in found.recommendations if r["id"] == "llm-moe-software"), None)
+
+
 def _variant_rows(scn: Scenario, variants, rows, wl, db, params: ModelParams, hw_cache: dict) -> list:
     """``(name, scenario, row)`` of each what-if that builds (an impossible one is left out)."""
     var_rows = []

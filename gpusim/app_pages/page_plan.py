@@ -120,6 +120,14 @@ best = rec.get("configuration")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def _moe_software(key: str, config: dict, _wl, _params):
+    """[issue 17] What Megatron-Core's MoE software settings would add to an MoE recommendation (gpusim.planning)."""
+    from gpusim.planning import recommendation_moe_software
+
+    return recommendation_moe_software(config, _wl, shell.get_db(), _params)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def _time_interval(key: str, _cal, config: dict, _wl, seq):
     from gpusim.app_pages.analysis import plan_time_interval
 
@@ -166,6 +174,12 @@ if best:
                  "checkpoints, evaluation and restarts as modelled)")
     shell.track_record_caption(_record, _key, calibrated=not shell.uses_default_model(ctx), here=_here,
                                lead="**Track record** of the recommended configuration's kind")
+    _software = _moe_software(key + json.dumps(best, sort_keys=True, default=str), best, wl, params)  # [issue 17]
+    if _software:
+        st.info(f"**MoE software for the recommendation**: {_software['message']} This plan ranked the hardware "
+                "with Megatron-Core's default MoE settings (`gpusim plan` takes them as --moe-dispatcher, "
+                "--ep-overlap, --moe-fused-mlp and --cuda-graph-scope to rank with them).",
+                icon=":material/tune:")
 
 def _label(r: dict) -> str:
     return f"{r['n_gpus']} x {r['gpu']} · {r['node']} · {r.get('layout') or r['strategy']}"

@@ -98,15 +98,14 @@ def moe_software_advice(scn, best: dict, res: dict, global_batch: int, db, param
     already on, or too little gain). The search itself runs the settings the scenario gives (Megatron-Core's defaults unless pinned), so its
     best MoE layout is the best of the default software; this says what the software would add to it.
     ``moe_pins``: the MoE options the user gave the search (they ride on its pins, not on ``scn``)."""
-    from gpusim.simulation import simulate
+    from gpusim.simulation import moe_software_advice
 
     i = int(res["order"][0])
     changes = {k: int(best[k]) for k in ("tp", "cp", "pp", "vp", "ep")}
     best_scn = scn.with_changes(**changes, per_gpu_batch=int(best["micro_batch"]), recompute=best["recompute"],
                                 global_batch=global_batch, uneven_pp=bool(res["layouts"]["uneven"][i]),
                                 sp=changes["tp"] > 1, **moe_pins)  # (the search runs sp with tp > 1: search.with_layouts)
-    found = simulate(best_scn, db=db, params=params, recommend=True)
-    return next((r for r in found.recommendations if r["id"] == "llm-moe-software"), None)
+    return moe_software_advice(best_scn, db=db, params=params)
 
 
 def cmd_sweep(args) -> int:
