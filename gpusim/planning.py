@@ -641,8 +641,10 @@ def best_per_hardware(df):
         drop=True)
 
 
-def _plan_options(db, mode: str, gpus, nodes, pricing):
-    """Hardware options for a mode and, per option, its mode."""
+def _plan_options(db, mode: str, gpus, nodes, pricing, overrides: Mapping[str, float] | None = None):
+    """Hardware options for a mode and, per option, its mode. A GPU given a price override counts as priced (the
+    override is what the user asked to plan with)."""
+    overridden = {k.lower() for k in (overrides or {})}
     from gpusim.sweeps import GENERIC_GPUS_PER_NODE, HardwareOption, hardware_options
 
     kinds = {"cloud": ("cloud-instance",), "purchase": ("server", "workstation", "rack")}
@@ -669,7 +671,7 @@ def _plan_options(db, mode: str, gpus, nodes, pricing):
         for gid in cand:
             if gid in held_by_kind:
                 continue
-            priced = any(p.node is None for p in db.prices_for(gpu=gid, kind=m))
+            priced = any(p.node is None for p in db.prices_for(gpu=gid, kind=m)) or gid in overridden
             if not priced and gid not in gpu_list:
                 continue
             cap = max([n.gpus_per_node for n in db.nodes.values() if n.gpu == gid] + [8])
@@ -778,7 +780,7 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
     max_gpus = int(max_gpus or DEFAULT_MAX_GPUS)
 
     # ---- sweep -------------------------------------------------------------------------------------------
-    opts = _plan_options(db, mode, gpus, nodes, pricing)
+    opts = _plan_options(db, mode, gpus, nodes, pricing, price_overrides)
     if not opts:
         raise PlanError(f"no hardware to plan with in mode {mode!r} for the GPUs/nodes given")
     seen: dict[Any, str] = {}
@@ -827,6 +829,9 @@ def plan(model: str | None = None, *, workload=None, seq_len: int | None = None,
                     max_global_batch=max_global_batch, cost_basis=cost_basis, lifetime_years=lifetime_years, db=db)
     result = PlanResult(table=df, pareto=pareto, recommendation=rec, inputs=inputs)
     result.assumptions = _assumptions(inputs, en, max_gb_given, wl)
+    left = unpriced_gpus(db, mode, {o.gpu for o in options}, gpus, nodes)  # [issue 17]
+    if left:
+        result.assumptions.append(left)
     result.prices = _prices_used(df)
     best = rec.get("configuration")
     if best is not None:
@@ -1198,6 +1203,28 @@ def goodput_text(r) -> str:
         text += " (the rest of the wall time: " + ", ".join(
             f"{name} {units.format_duration(s)} = {s / wall:.0%}" for name, s in parts) + ")"
     return text
+
+
+#: form factors of the data-centre training GPUs a plan names when it leaves them out for lack of a price
+DATACENTER_FORM_FACTORS = ("sxm", "oam", "superchip")
+
+
+def unpriced_gpus(db, mode: str, planned: set, gpus, nodes) -> str:
+    """[issue 17] The data-centre GPUs (:data:`DATACENTER_FORM_FACTORS`) of the database that a plan left out because
+    the database holds no dated price for them in its mode (and none was given), as one sentence with the fix; ""
+    when none was left out or the user chose the GPUs or nodes. A plan can only rank what it can price: without this
+    a 2026 plan would drop B200, B300, GB200 and GB300 without a word."""
+    if gpus or nodes:
+        return ""
+    kinds = {"cloud": ("cloud",), "purchase": ("purchase",), "both": ("cloud", "purchase")}[mode]
+    left = sorted(g.id for g in db.gpus.values()
+                  if g.form_factor in DATACENTER_FORM_FACTORS and g.id not in planned)
+    if not left:
+        return ""
+    what = " or ".join(f"{k} price" for k in kinds)
+    unit = {"cloud": "USD per GPU-hour", "purchase": "USD per GPU", "both": "USD per GPU-hour or per GPU"}[mode]
+    return (f"not planned, for lack of a dated {what} in the database: {', '.join(left)} (--price-override "
+            f"GPU=PRICE, {unit}, plans one at your own quote, e.g. --price-override {left[0]}=...)")
 
 
 def _assumptions(inputs, en, max_gb_given, wl) -> list[str]:
