@@ -146,6 +146,9 @@ _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-s
 #: [stop 38] the least predicted gain of Megatron-Core's MoE software settings (flex dispatcher, EP overlap, fused
 #: grouped MLP, full-iteration CUDA graphs, together) worth a recommendation
 MOE_STACK_GAIN_FRAC = 0.05
+#: [issue 17] the least predicted gain of training the layers' GEMMs in FP8 (Hopper, Ada: per-tensor current
+#: scaling; Blackwell: MXFP8) instead of BF16 worth a recommendation
+FP8_GAIN_FRAC = 0.05
 #: [stop 38] the MoE what-ifs, each one Megatron-Core setting, and what a recommendation calls it
 MOE_SETTINGS = {"llm-moe-flex": "the flex dispatcher (HybridEP / DeepEP: --moe-dispatcher deepep)",
                 "llm-moe-ep-overlap": "the all-to-all hidden under the other micro-batch's compute (--ep-overlap 1f1b)",
@@ -191,6 +194,11 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         # [issue 17] the experts' FP8 row padding copies (gpusim.model.experts.fp8_padding_bytes); a dense model's
         # variant does not build and is left out
         add("llm-router-padding", moe_router_padding=True)
+    if st.precision in ("bf16", "amp_bf16") and hw.gpu.peak_flop_per_s("fp8"):
+        # [issue 17] the same layout in FP8 as Transformer Engine trains it: MXFP8 where the tensor cores take
+        # microscaling formats (Blackwell), else per-tensor scaling (--precision fp8: delayed scaling, the recipe
+        # every command takes; current scaling, NVIDIA's newer Hopper recipes' "FP8-CS", is predict's fp8-cs)
+        add("llm-fp8", precision="mxfp8" if hw.gpu.microscaling else "fp8")
     if hw.n_gpus > 1 and not hw.p2p and hw.topology in _NVLINK_WIRINGS:  # [issue 18] NCCL_P2P_DISABLE on NVLink
         add("p2p", p2p=True)
     if st.ep > 1:  # [stop 38] Megatron-Core's MoE software settings, one at a time and together
@@ -240,7 +248,7 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
     wanted = {"llm-selective": not fits, "llm-full": not fits, "llm-zero1": not fits, "llm-sp": not fits,
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
               "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
-              "llm-graphs": True, "llm-router-padding": True,  # [issue 17] said only where they gain
+              "llm-graphs": True, "llm-router-padding": True, "llm-fp8": True,  # [issue 17] said only where they gain
               "p2p": True,  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
               # [stop 38] MoE software settings: said only where together they gain
               "llm-moe-flex": True, "llm-moe-ep-overlap": True, "llm-moe-fused-mlp": True, "llm-moe-stack": True}
@@ -345,6 +353,20 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                 "releases); full-iteration graphs need static expert buffers and raise the peak memory.", g,
                 {k: getattr(vs, k) for k in ("moe_dispatcher", "ep_overlap", "moe_fused_mlp", "cuda_graph_scope")},
                 "high" if g >= 0.15 else "medium")
+    if "llm-fp8" in by and bool(by["llm-fp8"][1]["fits_in_memory"]):  # [issue 17] FP8 training
+        vs = by["llm-fp8"][0].strategy
+        g = _gain(thr, by["llm-fp8"][1])
+        if g >= FP8_GAIN_FRAC:
+            mx = vs.precision == "mxfp8"
+            rec("llm-fp8", f"Training the layers' GEMMs in "
+                + ("MXFP8 (1x32 block scales; --precision mxfp8)" if mx else
+                   "FP8 with per-tensor scaling (--precision fp8: Transformer Engine's delayed scaling)")
+                + f" instead of BF16 is predicted {g:+.0%} on this layout, Transformer Engine's quantisation kernels "
+                  "included; attention, norms, communication and the optimizer stay in BF16 and FP32. NVIDIA's "
+                  "published pretraining recipes (Llama 3, Nemotron, DeepSeek-V3, Qwen3) train in it; check the "
+                  "loss against BF16 on your own model before a long run.", g,
+                {"precision": vs.precision},
+                "high" if g >= 0.2 else "medium")
     tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)
     if tpc > TP_COMM_FRAC * step:
         g = _gain(thr, by["llm-tp-half"][1]) if "llm-tp-half" in by else None

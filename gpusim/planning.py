@@ -569,26 +569,24 @@ CONFIG_COLUMNS = ("mode", "node", "node_kind", "gpu", "gpus_per_node", "nodes", 
                   "layout", "tp", "cp", "pp", "vp", "ep", "recompute", "pp_bubble_frac", "layout_why")  # [issue 12] layouts
 
 
-def recommendation_moe_software(config: Mapping[str, Any], workload, db, params=None,
-                                software: Mapping[str, Any] | None = None) -> dict | None:
+def recommendation_software_advice(config: Mapping[str, Any], workload, db, params=None,
+                                   software: Mapping[str, Any] | None = None) -> list[dict]:
     """[issue 17] For a plan whose recommended configuration (``config``: ``recommendation["configuration"]``) is an
-    MoE layout of ``workload``: :func:`gpusim.simulation.moe_software_advice` for it, i.e. what Megatron-Core's MoE
-    software settings would add. The plan ranks hardware under the settings it is given (``software``: the MoE
-    options and CUDA-graph scope it was pinned to; Megatron-Core's defaults otherwise), and they gain more on some
-    hardware than on other (full-iteration graphs hide a slow Grace host's launches; the fused grouped MLP is
-    Blackwell MXFP8), so the answer also tells the user to rank with them. None when the configuration is not an MoE
-    layout, when the advice has nothing to add, or when the configuration cannot be rebuilt exactly (its predicted
-    throughput must match the plan row's within 1%: a different scenario's advice would be about something else)."""
+    LLM layout of ``workload``: :func:`gpusim.simulation.software_advice` for it, i.e. what FP8 training and
+    Megatron-Core's MoE software settings would add. The plan ranks hardware under the precision and settings it is
+    given (``software``: the MoE options and CUDA-graph scope it was pinned to; Megatron-Core's defaults otherwise),
+    and they gain more on some hardware than on other (MXFP8 on Blackwell against per-tensor FP8 on Hopper;
+    full-iteration graphs hide a slow Grace host's launches; the fused grouped MLP is Blackwell MXFP8), so the answer
+    also tells the user to rank with them. Empty when the configuration is not a layout, when the advice has nothing
+    to add, or when the configuration cannot be rebuilt exactly (its predicted throughput must match the plan row's
+    within 1%: a different scenario's advice would be about something else)."""
     from gpusim.rows import option_scenario
-    from gpusim.simulation import moe_software_advice
+    from gpusim.simulation import simulate, software_advice
     from gpusim.sweeps import HardwareOption
-    from gpusim.track_record import is_moe
 
-    if not config or not config.get("layout"):
-        return None
+    if not config or not config.get("layout") or getattr(workload, "transformer", None) is None:
+        return []
     ep = int(config.get("ep") or 1)
-    if not is_moe(workload, ep):
-        return None
     opt = HardwareOption(gpu=str(config["gpu"]), gpus_per_node=int(config["gpus_per_node"]),
                          node=None if config["node_assumed"] else str(config["node"]))
     lay = {k: int(config[k]) for k in ("tp", "cp", "pp", "vp")}
@@ -599,14 +597,12 @@ def recommendation_moe_software(config: Mapping[str, Any], workload, db, params=
                               global_batch=int(config["global_batch"]), sp=lay["tp"] > 1,  # (as the search runs it)
                               uneven_pp=workload.transformer.n_layers % (lay["pp"] * lay["vp"]) != 0,
                               **dict(software or {}))
-        from gpusim.simulation import simulate
-
         if abs(simulate(scn, db=db, params=params, recommend=False).throughput_samples_per_s
                / float(config["throughput_samples_per_s"]) - 1.0) > 0.01:
-            return None
-        return moe_software_advice(scn, db=db, params=params)
+            return []
+        return software_advice(scn, db=db, params=params)
     except Exception:  # noqa: BLE001 - a configuration this rebuild cannot express: no advice rather than a wrong one
-        return None
+        return []
 
 
 def _records(df) -> list[dict[str, Any]]:

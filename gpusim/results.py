@@ -115,9 +115,10 @@ class SweepResult:
     # [issue 17] dense layouts: the layout search's best against published tuned recipes (track_record's
     # "layout-search" band; its range mfu_range_frac is the best layout's MFU carried to where 80% of them landed)
     search_record: dict | None = None
-    # [issue 17] MoE models: gpusim predict's advice on Megatron-Core's MoE software settings for the best layout
-    # (commands.sweep.moe_software_advice: id, message, gain_frac, change), None when they add nothing
-    moe_software: dict | None = None
+    # [issue 17] predict's advice for the best layout on the settings the search ran as given: FP8 training, and
+    # Megatron-Core's MoE software settings for an MoE model (simulation.software_advice: dicts of id, message,
+    # gain_frac, change); empty when they add nothing
+    software_advice: tuple = ()
 
     @property
     def feasible(self) -> bool:
@@ -127,7 +128,8 @@ class SweepResult:
         return jsonable({"best": self.best, "explanation": self.explanation, "versus_defaults": self.versus_defaults,
                          **({"track_record": self.track_record} if self.track_record else {}),
                          **({"search_record": self.search_record} if self.search_record else {}),
-                         **({"moe_software": self.moe_software} if self.moe_software else {}), "layouts": self.layouts,
+                         **({"software_advice": list(self.software_advice)} if self.software_advice else {}),
+                         "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,
                          "elapsed_s": self.elapsed_s})
 
@@ -144,9 +146,9 @@ class PlanAnswer:
     every: bool = False
     interval: dict | None = None
     track_record: dict | None = None  # the recommended configuration's kind on published runs (track_record)
-    # [issue 17] an MoE recommendation: predict's advice on Megatron-Core's MoE software settings for it
-    # (commands.plan._moe_software: id, message, gain_frac, change), None when it has nothing to add
-    moe_software: dict | None = None
+    # [issue 17] predict's advice for the recommended layout on the settings the plan ranked under as given: FP8
+    # training, Megatron-Core's MoE software settings (planning.recommendation_software_advice); empty when none
+    software_advice: tuple = ()
 
     def __getattr__(self, name: str):
         if name == "plan":
@@ -159,8 +161,8 @@ class PlanAnswer:
             d["recommendation"] = {**d["recommendation"], "time_to_train_interval_s": self.interval}
         if self.track_record:
             d["track_record"] = self.track_record
-        if self.moe_software:
-            d["recommendation"] = {**d["recommendation"], "moe_software": self.moe_software}
+        if self.software_advice:
+            d["recommendation"] = {**d["recommendation"], "software_advice": list(self.software_advice)}
         return jsonable(d)
 
     def to_frame(self):

@@ -152,14 +152,23 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
     return res
 
 
-def moe_software_advice(scenario: Scenario, *, db=None, params: ModelParams | None = None) -> dict | None:
-    """[issue 17] :func:`simulate`'s advice on Megatron-Core's MoE software settings for ``scenario``
-    (:mod:`gpusim.diagnose`'s ``llm-moe-software``: the flex dispatcher, the EP all-to-all overlap, the fused grouped
-    MLP, full-iteration CUDA graphs, each with its predicted gain and all of them together), or None where it has
-    nothing to add (the settings already on, too little gain, a dense model). What ``sweep`` and ``plan`` say of
-    their best layout and recommendation, which they rank under the settings they are given."""
+#: [issue 17] the advice ``sweep`` and ``plan`` carry for their best layout and recommendation: settings they rank
+#: under as given (the precision, Megatron-Core's MoE software settings) that would move the answer
+SOFTWARE_ADVICE_IDS = ("llm-fp8", "llm-moe-software")
+
+
+def software_advice(scenario: Scenario, *, db=None, params: ModelParams | None = None) -> list[dict]:
+    """[issue 17] :func:`simulate`'s advice on the settings ``sweep`` and ``plan`` rank under as given
+    (:data:`SOFTWARE_ADVICE_IDS`: :mod:`gpusim.diagnose`'s ``llm-fp8``, FP8 training where the GPU has FP8 tensor
+    cores, and ``llm-moe-software``, Megatron-Core's MoE software settings: the flex dispatcher, the EP all-to-all
+    overlap, the fused grouped MLP, full-iteration CUDA graphs), each with its predicted gain; empty where neither
+    has anything to add."""
     found = simulate(scenario, db=db, params=params, recommend=True)
-    return next((r for r in found.recommendations if r["id"] == "llm-moe-software"), None)
+    return [r for r in found.recommendations if r["id"] in SOFTWARE_ADVICE_IDS]
+
+
+#: how ``sweep`` and ``plan`` name each kind of advice they print
+SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-moe-software": "MoE software"}
 
 
 def _variant_rows(scn: Scenario, variants, rows, wl, db, params: ModelParams, hw_cache: dict) -> list:

@@ -120,11 +120,12 @@ best = rec.get("configuration")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _moe_software(key: str, config: dict, _wl, _params):
-    """[issue 17] What Megatron-Core's MoE software settings would add to an MoE recommendation (gpusim.planning)."""
-    from gpusim.planning import recommendation_moe_software
+def _software_advice(key: str, config: dict, _wl, _params):
+    """[issue 17] What FP8 and Megatron-Core's MoE software settings would add to the recommendation
+    (gpusim.planning.recommendation_software_advice)."""
+    from gpusim.planning import recommendation_software_advice
 
-    return recommendation_moe_software(config, _wl, shell.get_db(), _params)
+    return recommendation_software_advice(config, _wl, shell.get_db(), _params)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -174,11 +175,11 @@ if best:
                  "checkpoints, evaluation and restarts as modelled)")
     shell.track_record_caption(_record, _key, calibrated=not shell.uses_default_model(ctx), here=_here,
                                lead="**Track record** of the recommended configuration's kind")
-    _software = _moe_software(key + json.dumps(best, sort_keys=True, default=str), best, wl, params)  # [issue 17]
-    if _software:
-        st.info(f"**MoE software for the recommendation**: {_software['message']} This plan ranked the hardware "
-                "with Megatron-Core's default MoE settings (`gpusim plan` takes them as --moe-dispatcher, "
-                "--ep-overlap, --moe-fused-mlp and --cuda-graph-scope to rank with them).",
+    from gpusim.simulation import SOFTWARE_ADVICE_LABELS
+
+    for _a in _software_advice(key + json.dumps(best, sort_keys=True, default=str), best, wl, params):  # [issue 17]
+        st.info(f"**{SOFTWARE_ADVICE_LABELS[_a['id']]} for the recommendation**: {_a['message']} This plan ranked "
+                "the hardware without it (`gpusim plan` takes --precision and the MoE flags to rank with it).",
                 icon=":material/tune:")
 
 def _label(r: dict) -> str:

@@ -263,16 +263,16 @@ def plan_result(args):
         stop()
     interval = _time_interval(cal, res, args, db) if cal is not None else None
     record = _track_record(res, kw.get("workload") or model, calibrated=cal is not None)
-    software = None
-    if res.ok:  # [issue 17] what Megatron-Core's MoE software settings would add to an MoE recommendation
-        from gpusim.planning import recommendation_moe_software
+    advice: list = []
+    if res.ok:  # [issue 17] what FP8 and the MoE software settings would add to the recommended layout
+        from gpusim.planning import recommendation_software_advice
         from gpusim.workload import get_workload
 
         wl = kw.get("workload") or get_workload(model, seq_len=args.seq_len)
-        software = recommendation_moe_software(res.recommendation["configuration"], wl, db, params,
-                                               {k: v for k, v in pins.items() if k not in ("tp", "pp", "vp", "cp", "ep")})
+        advice = recommendation_software_advice(res.recommendation["configuration"], wl, db, params,
+                                                {k: v for k, v in pins.items() if k not in ("tp", "pp", "vp", "cp", "ep")})
     return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=record,
-                      moe_software=software)
+                      software_advice=tuple(advice))
 
 
 def _track_record(res, model, *, calibrated: bool) -> dict | None:
@@ -311,9 +311,15 @@ def cmd_plan(args) -> int:
         cfg.to_csv(sys.stdout, index=False, float_format="%.6g")
     else:
         print_plan(res, top=args.top)
-        if out.moe_software:  # [issue 17]
-            print(f"MoE software for the recommendation: {out.moe_software['message']} This plan ranked the hardware "
-                  f"with Megatron-Core's default MoE settings; run it again with the flags above to rank with them.")
+        if out.software_advice:  # [issue 17]
+            from gpusim.simulation import SOFTWARE_ADVICE_LABELS
+
+            for a in out.software_advice:
+                print(f"{SOFTWARE_ADVICE_LABELS[a['id']]} for the recommendation: {a['message']}")
+            prec = res.recommendation["configuration"]["precision"]
+            given = {"llm-fp8": prec, "llm-moe-software": "Megatron-Core's default MoE settings"}
+            print(f"This plan ranked the hardware with {' and '.join(given[a['id']] for a in out.software_advice)}; "
+                  "run it again with the flags above to rank with them.")
         if res.ok:
             from gpusim.commands._common import print_track_record, range_text
 

@@ -79,33 +79,33 @@ def sweep_result(args):
             sband = track_record.load().get("layout-search")
             search = track_record.record_for(sband, "layout-search", calibrated=cal is not None, **(
                 {} if sband is None else {"mfu_range_frac": sband.speed_range(float(best["mfu_frac"]))}))
-    moe_software = None
-    if best is not None and track_record.is_moe(resolve_workload(scn), int(best["ep"])):
-        moe_software = moe_software_advice(scn, best, res, int(args.global_batch), db, params,
-                                           {k: pinned[k] for k in MOE_OPTIONS if pinned[k] is not None})
+    advice: list = []
+    if best is not None:  # [issue 17] what FP8 and the MoE software settings would add to the best layout
+        advice = software_advice(scn, best, res, int(args.global_batch), db, params,
+                                 {k: pinned[k] for k in MOE_OPTIONS if pinned[k] is not None})
     out = SweepResult(best=best, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
                       global_batch=int(args.global_batch),
                       versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
-                      track_record=record, search_record=search, moe_software=moe_software)
+                      track_record=record, search_record=search, software_advice=tuple(advice))
     return out, scn
 
 
-def moe_software_advice(scn, best: dict, res: dict, global_batch: int, db, params, moe_pins: dict) -> dict | None:
-    """[issue 17] ``gpusim predict``'s advice on Megatron-Core's MoE software settings (the flex dispatcher, the EP
-    all-to-all overlap, the fused grouped MLP, full-iteration CUDA graphs: :mod:`gpusim.diagnose`'s
-    ``llm-moe-software``) for the search's best layout, or None where that advice has nothing to add (the settings
-    already on, or too little gain). The search itself runs the settings the scenario gives (Megatron-Core's defaults unless pinned), so its
-    best MoE layout is the best of the default software; this says what the software would add to it.
-    ``moe_pins``: the MoE options the user gave the search (they ride on its pins, not on ``scn``)."""
-    from gpusim.simulation import moe_software_advice
+def software_advice(scn, best: dict, res: dict, global_batch: int, db, params, moe_pins: dict) -> list[dict]:
+    """[issue 17] ``gpusim predict``'s advice for the search's best layout on the settings the search ran as given
+    (:func:`gpusim.simulation.software_advice`: FP8 training where the GPU has FP8 tensor cores; Megatron-Core's MoE
+    software settings for an MoE model), each with its gain; empty where it has nothing to add. The search runs the
+    precision and MoE settings the scenario gives (BF16 and Megatron-Core's defaults unless given), so its best
+    layout is the best under them; this says what the others would add to it. ``moe_pins``: the MoE options the
+    user gave the search (they ride on its pins, not on ``scn``)."""
+    from gpusim.simulation import software_advice as advice_for
 
     i = int(res["order"][0])
     changes = {k: int(best[k]) for k in ("tp", "cp", "pp", "vp", "ep")}
     best_scn = scn.with_changes(**changes, per_gpu_batch=int(best["micro_batch"]), recompute=best["recompute"],
                                 global_batch=global_batch, uneven_pp=bool(res["layouts"]["uneven"][i]),
                                 sp=changes["tp"] > 1, **moe_pins)  # (the search runs sp with tp > 1: search.with_layouts)
-    return moe_software_advice(best_scn, db=db, params=params)
+    return advice_for(best_scn, db=db, params=params)
 
 
 def cmd_sweep(args) -> int:
@@ -148,8 +148,11 @@ def cmd_sweep(args) -> int:
     print(f"best: {out.explanation}")
     if out.versus_defaults:  # [issue 17]
         print(out.versus_defaults)
-    if out.moe_software:  # [issue 17] what the MoE software settings would add to the best layout
-        print(f"MoE software for the best layout: {out.moe_software['message']}")
+    if out.software_advice:  # [issue 17] what FP8 and the MoE software settings would add to the best layout
+        from gpusim.simulation import SOFTWARE_ADVICE_LABELS
+
+        for a in out.software_advice:
+            print(f"{SOFTWARE_ADVICE_LABELS[a['id']]} for the best layout: {a['message']}")
     if out.best is not None:
         from gpusim.commands._common import print_track_record, range_text
 
