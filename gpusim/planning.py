@@ -893,8 +893,16 @@ def _with_layout_rows(df, wl, options, *, max_gpus, global_batch, max_global_bat
         df["reason"] = np.where(df["feasible"].to_numpy(), f"the data-parallel rows do not model {flags}: see the "
                                 f"layout rows", df["reason"].to_numpy().astype(object))
         df["feasible"] = False
-    lay = plan_layout_rows(wl, options, counts, global_batch=gb, precision=next(iter(precisions), "auto"), db=db,
-                           params=params, pins=pins, max_global_batch=max_global_batch, progress=cb)
+    # [issue 17] every precision asked for gets its layout rows (the best layout of each precision on each option and
+    # count), so a plan over BF16 and FP8 ranks both (it searched the first one's layouts only)
+    parts = []
+    for prec in dict.fromkeys(precisions or ("auto",)):
+        part = plan_layout_rows(wl, options, counts, global_batch=gb, precision=prec, db=db, params=params,
+                                pins=pins, max_global_batch=max_global_batch, progress=cb)
+        done["n"] += int(part.attrs.get("layout_rows", 0))
+        parts.append(part)
+    lay = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    lay.attrs = {"layout_rows": sum(int(p.attrs.get("layout_rows", 0)) for p in parts)}
     attrs = dict(df.attrs)
     for c in LAYOUT_COLUMNS:
         df[c] = "" if c in ("layout", "recompute", "layout_why") else 0

@@ -328,3 +328,17 @@ def test_a_price_override_plans_a_gpu_the_database_does_not_price(db):
     assert named and "b200" not in named[0] and "gb200" in named[0]
     # a plan over chosen GPUs or nodes names nothing else
     assert unpriced_gpus(db, "cloud", set(), ["h100-sxm"], None) == ""
+
+
+def test_every_precision_asked_for_gets_its_layout_rows(db):
+    """[issue 17] A plan over BF16 and FP8 searches the layouts of both (it searched the first precision's only), so
+    the cheapest FP8 layout can win where it is cheaper."""
+    res = plan("llama3-8b", tokens=1e11, deadline_s=30 * 86400, gpus=["h100-sxm"], precisions=("amp_bf16", "fp8"),
+               db=db, with_sensitivity=False)
+    lay = res.table[res.table.layout != ""]
+    per = lay.groupby("precision", observed=True).size()
+    assert per.get("amp_bf16", 0) > 0 and per.get("fp8", 0) == per.get("amp_bf16", 0)
+    only_bf16 = plan("llama3-8b", tokens=1e11, deadline_s=30 * 86400, gpus=["h100-sxm"], precisions=("amp_bf16",),
+                     db=db, with_sensitivity=False)
+    both_cost = res.recommendation["configuration"]["cost_usd"]
+    assert both_cost <= only_bf16.recommendation["configuration"]["cost_usd"] + 1e-6  # more choice is never dearer
