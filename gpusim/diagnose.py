@@ -146,7 +146,7 @@ _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-s
 #: [stop 38] the least predicted gain of Megatron-Core's MoE software settings (flex dispatcher, EP overlap, fused
 #: grouped MLP, full-iteration CUDA graphs, together) worth a recommendation
 MOE_STACK_GAIN_FRAC = 0.05
-#: [issue 17] the least predicted gain of training the layers' GEMMs in FP8 (Hopper, Ada: per-tensor current
+#: [issue 17] the least predicted gain of training the layers' GEMMs in FP8 (Hopper, Ada: per-tensor (delayed)
 #: scaling; Blackwell: MXFP8) instead of BF16 worth a recommendation
 FP8_GAIN_FRAC = 0.05
 #: [stop 38] the MoE what-ifs, each one Megatron-Core setting, and what a recommendation calls it

@@ -269,8 +269,8 @@ def plan_result(args):
         from gpusim.workload import get_workload
 
         wl = kw.get("workload") or get_workload(model, seq_len=args.seq_len)
-        advice = recommendation_software_advice(res.recommendation["configuration"], wl, db, params,
-                                                {k: v for k, v in pins.items() if k not in ("tp", "pp", "vp", "cp", "ep")})
+        software = {k: v for k, v in pins.items() if k not in ("tp", "pp", "vp", "cp", "ep")}
+        advice = recommendation_software_advice(res.recommendation["configuration"], wl, db, params, software)
     return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=record,
                       software_advice=tuple(advice))
 
