@@ -640,8 +640,9 @@ def best_per_hardware(df):
 def _plan_options(db, mode: str, gpus, nodes, pricing, overrides: Mapping[str, float] | None = None):
     """Hardware options for a mode and, per option, its mode. A GPU given a price override counts as priced (the
     override is what the user asked to plan with)."""
-    overridden = {k.lower() for k in (overrides or {})}
     from gpusim.sweeps import GENERIC_GPUS_PER_NODE, HardwareOption, hardware_options
+
+    overridden = {k.lower() for k in (overrides or {})}
 
     kinds = {"cloud": ("cloud-instance",), "purchase": ("server", "workstation", "rack")}
     out: list[tuple[Any, str]] = []
