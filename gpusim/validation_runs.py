@@ -521,6 +521,23 @@ def run(paths=None, *, db=None, params=None) -> list[RunRow]:
             for f, r in read_rows(paths)]
 
 
+def repeated_layouts(results: list[RunRow]) -> dict:
+    """[stop 42] How far apart the measurements of one stated layout are when it appears in more than one open row (the
+    same model, GPU, GPU count, degrees, batches and precision in another release, source or software setting):
+    ``layouts`` such layouts over ``rows`` rows, and the median and 90th percentile of each layout's slowest over
+    fastest measured step, minus 1. What a row's stated layout leaves out (the container, the software settings a
+    source does not state) moves its measurement this much, and a prediction from the layout alone cannot follow it.
+    Measurements only, of open rows (the held-out rows' measurements stay out)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in results:
+        if r.holdout or r.is_memory or not r.measured_step_s:
+            continue
+        groups.setdefault((r.model, r.gpu, r.gpus, r.layout, r.precision), []).append(r.measured_step_s)
+    spreads = [max(v) / min(v) - 1.0 for v in groups.values() if len(v) > 1]
+    return {"layouts": len(spreads), "rows": sum(len(v) for v in groups.values() if len(v) > 1),
+            "median_spread_frac": _quantile(spreads, 0.5), "p90_spread_frac": _quantile(spreads, 0.9)}
+
+
 def _quantile(xs: list[float], q: float) -> float:
     """Linear-interpolated quantile (numpy's default), without numpy for a handful of rows."""
     s = sorted(xs)

@@ -261,6 +261,7 @@ def cmd_validate(args) -> int:
                     "track_record": {k: b.to_dict() for k, b in record.items()} if record else None,
                     "later_releases": {"summary": R.summarize(later),
                                        "rows": R.to_dicts(later, holdout_rows=args.show_holdout)},
+                    "repeated_layouts": R.repeated_layouts(list(runs) + list(later)),  # [stop 42]
                     "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
                     "attention_rates": {"summary": VA.summarize(attn_rows), "rows": VA.to_dicts(attn_rows)},
                     "layout_search": {"summary": VS.summarize(searched),
@@ -371,6 +372,16 @@ def cmd_validate(args) -> int:
               "apart, not in the figures above or the track record):")
         for line in R.later_releases_lines(later):
             print(line)
+    if runs or later:  # [stop 42] the spread of one stated layout's measurements: part of any row's error
+        from gpusim import validation_runs as R
+
+        rep = R.repeated_layouts(list(runs or []) + list(later or []))
+        if rep["layouts"]:
+            print(f"the same stated layout measured in more than one open row (another release, source or software "
+                  f"setting): {rep['layouts']} layouts in {rep['rows']} rows; the slowest measurement over the fastest, "
+                  f"median +{rep['median_spread_frac']:.1%}, p90 +{rep['p90_spread_frac']:.1%}: the settings a layout "
+                  f"does not state (the container, CUDA graphs, the dispatcher ...) move a measurement this much; "
+                  f"gpusim reads some of them from each row's notes, not all")
     if searched or searched_later or searched_t1:
         from gpusim import validation_search as VS
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import hashlib
 
+import pytest
+
 from gpusim import validation_runs as R
 
 
@@ -54,6 +56,9 @@ def test_validate_reports_them_apart(capsys):
     # and they are not in the curated tables' figures
     assert not any(r["run_id"].startswith(("mb2604", "mb2606", "mb2608", "mb260201"))
                    for r in d["published_runs"]["rows"])
+    # [stop 42] the spread of one stated layout's measurements over the open rows of both tables
+    rep = d["repeated_layouts"]
+    assert rep["layouts"] > 0 and rep["rows"] >= 2 * rep["layouts"] and rep["p90_spread_frac"] >= rep["median_spread_frac"]
 
 
 def test_rows_naming_a_config_path_predict_from_any_working_directory(tmp_path, monkeypatch):
@@ -63,3 +68,24 @@ def test_rows_naming_a_config_path_predict_from_any_working_directory(tmp_path, 
     rows = R.run([*R.default_paths(), R.later_releases_path()])
     named = [r for r in rows if r.model.endswith(".json")]
     assert named and [r.run_id for r in named if r.error] == []
+
+
+def test_the_spread_of_one_stated_layouts_measurements():
+    """[stop 42] repeated_layouts: the slowest over the fastest measured step of a stated layout that appears in more
+    than one open row; held-out rows and peak-memory rows stay out, and a layout measured once is not a repeat."""
+    from gpusim.validation_runs import MEMORY_METRICS, RunRow, repeated_layouts
+
+    def row(run, step, *, holdout=False, layout="1/1/1/1/8 4/512", metric="tokens_per_s_per_gpu"):
+        return RunRow(run_id=run, source_id="S", file="f", holdout=holdout, model="m", gpu="gb200", gpus=8,
+                      layout=layout, precision="mxfp8", metric=metric, measured=1.0, regimes=("moe",),
+                      measured_step_s=step)
+
+    rows = [row("a", 10.0), row("b", 12.0), row("c", 11.0),        # one layout, three open rows: 12 / 10 - 1
+            row("d", 30.0, holdout=True),                           # held out: its measurement stays out
+            row("e", 5.0, layout="1/2/1/1/8 4/512"), row("f", 6.0, layout="1/2/1/1/8 4/512"),  # 6 / 5 - 1
+            row("g", 7.0, layout="2/1/1/1/8 4/512"),                # measured once: not a repeat
+            row("h", 99.0, metric=next(iter(MEMORY_METRICS)))]      # a peak-memory row
+    rep = repeated_layouts(rows)
+    assert rep["layouts"] == 2 and rep["rows"] == 5
+    assert rep["median_spread_frac"] == pytest.approx((0.2 + 0.2) / 2)
+    assert repeated_layouts([row("x", 3.0)])["layouts"] == 0
