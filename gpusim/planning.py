@@ -581,22 +581,19 @@ def recommendation_software_advice(config: Mapping[str, Any], workload, db, para
     to add, or when the configuration cannot be rebuilt exactly (its predicted throughput must match the plan row's
     within 1%: a different scenario's advice would be about something else)."""
     from gpusim.rows import option_scenario
+    from gpusim.search import layout_scenario
     from gpusim.simulation import simulate, software_advice
     from gpusim.sweeps import HardwareOption
 
     if not config or not config.get("layout") or getattr(workload, "transformer", None) is None:
         return []
-    ep = int(config.get("ep") or 1)
     opt = HardwareOption(gpu=str(config["gpu"]), gpus_per_node=int(config["gpus_per_node"]),
                          node=None if config["node_assumed"] else str(config["node"]))
-    lay = {k: int(config[k]) for k in ("tp", "cp", "pp", "vp")}
     try:
-        scn = option_scenario(workload, opt, db, int(config["nodes"]), kind=str(config["strategy"]),
-                              precision=str(config["precision"]), recompute=str(config["recompute"]),
-                              per_gpu_batch=int(config["micro_batch"]), **lay, ep=ep,
-                              global_batch=int(config["global_batch"]), sp=lay["tp"] > 1,  # (as the search runs it)
-                              uneven_pp=workload.transformer.n_layers % (lay["pp"] * lay["vp"]) != 0,
-                              **dict(software or {}))
+        scn = layout_scenario(option_scenario(workload, opt, db, int(config["nodes"]), kind=str(config["strategy"]),
+                                              precision=str(config["precision"]), recompute="none", per_gpu_batch=1,
+                                              global_batch=int(config["global_batch"]), **dict(software or {})),
+                              config)
         if abs(simulate(scn, db=db, params=params, recommend=False).throughput_samples_per_s
                / float(config["throughput_samples_per_s"]) - 1.0) > 0.01:
             return []

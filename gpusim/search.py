@@ -504,6 +504,23 @@ def search_table(res: dict, top: int | None = None) -> list[dict]:
     return rows
 
 
+def layout_scenario(scenario, row, **changes):
+    """The scenario :func:`gpusim.simulation.simulate` runs for one layout the search evaluated: ``scenario`` with
+    the row's degrees (``tp``, ``cp``, ``pp``, ``vp``, ``ep``: a :func:`search_table` row, a plan row or a plan
+    configuration), its ``micro_batch`` as the per-GPU batch and its ``recompute``, run as the search runs it:
+    sequence parallelism wherever ``tp > 1`` (:func:`with_layouts`) and unequal stages where ``pp x vp`` does not
+    divide the model's layers (:func:`enumerate_layouts` pads them, :func:`gpusim.rules.padded_layers`).
+    ``changes`` (the global batch, MoE options the search was pinned to ...) go on top."""
+    from gpusim.rows import resolve_workload
+
+    tp, pp, vp = int(row["tp"]), int(row["pp"]), int(row["vp"])
+    n_layers = int(transformer_of(resolve_workload(scenario)).n_layers)
+    return scenario.with_changes(**{"tp": tp, "cp": int(row["cp"]), "pp": pp, "vp": vp, "ep": int(row.get("ep") or 1),
+                                    "per_gpu_batch": int(row["micro_batch"]), "recompute": str(row["recompute"]),
+                                    "sp": tp > 1, "uneven_pp": bool(padded_layers(n_layers, pp, vp) != n_layers),
+                                    **changes})
+
+
 # ------------------------------------------------------------------------------------------------
 # The search over hardware options and GPU counts (what `gpusim plan` adds for an LLM)
 # ------------------------------------------------------------------------------------------------

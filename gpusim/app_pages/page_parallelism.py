@@ -13,6 +13,7 @@ from gpusim.app_pages import best_layouts, shell
 from gpusim.diagnose import layer_lines
 from gpusim.errors import GpusimError
 from gpusim.parallelism import pipeline_schedule
+from gpusim.search import layout_scenario
 from gpusim.simulation import resolve_workload, simulate, transformer_of
 from gpusim.strategy import CpComm
 
@@ -109,11 +110,9 @@ if cell is None:
     st.stop()
 r = cell["row"]
 with shell.guard(f"tp {tp_sel}, pp {pp_sel} is not possible"):
-    # the search splits layers unevenly where pp x vp does not divide them (Llama 3 405B's 126 on 16 stages):
-    # the same layout for simulate() says so
-    uneven = spec.n_layers % (r["pp"] * r["vp"]) != 0
-    chosen = base.with_changes(tp=r["tp"], pp=r["pp"], cp=r["cp"], vp=r["vp"], ep=r["ep"],
-                               per_gpu_batch=r["micro_batch"], recompute=r["recompute"], uneven_pp=uneven)
+    # the layout as the search ran it (unequal stages where pp x vp does not divide the layers: Llama 3 405B's 126
+    # on 16 stages)
+    chosen = layout_scenario(base, r)
     res = simulate(chosen, db=db, params=ctx.params)
 
 st.markdown(f"**{cell['layout']}**" + (" · the best layout of the search" if cell is b else

@@ -81,7 +81,7 @@ def sweep_result(args):
                 {} if sband is None else {"mfu_range_frac": sband.speed_range(float(best["mfu_frac"]))}))
     advice: list = []
     if best is not None:  # [issue 17] what FP8 and the MoE software settings would add to the best layout
-        advice = software_advice(scn, best, res, int(args.global_batch), db, params,
+        advice = software_advice(scn, best, int(args.global_batch), db, params,
                                  {k: pinned[k] for k in MOE_OPTIONS if pinned[k] is not None})
     out = SweepResult(best=best, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
@@ -91,21 +91,23 @@ def sweep_result(args):
     return out, scn
 
 
-def software_advice(scn, best: dict, res: dict, global_batch: int, db, params, moe_pins: dict) -> list[dict]:
+def software_advice(scn, best: dict, global_batch: int, db, params, moe_pins: dict) -> list[dict]:
     """[issue 17] ``gpusim predict``'s advice for the search's best layout on the settings the search ran as given
     (:func:`gpusim.simulation.software_advice`: FP8 training where the GPU has FP8 tensor cores; Megatron-Core's MoE
     software settings for an MoE model), each with its gain; empty where it has nothing to add. The search runs the
     precision and MoE settings the scenario gives (BF16 and Megatron-Core's defaults unless given), so its best
     layout is the best under them; this says what the others would add to it. ``moe_pins``: the MoE options the
-    user gave the search (they ride on its pins, not on ``scn``)."""
+    user gave the search (they ride on its pins, not on ``scn``). A layout the scenario cannot take back (a rule
+    :func:`gpusim.simulation.simulate` holds and the search does not) gets no advice rather than failing the search's
+    answer."""
+    from gpusim.errors import GpusimError
+    from gpusim.search import layout_scenario
     from gpusim.simulation import software_advice as advice_for
 
-    i = int(res["order"][0])
-    changes = {k: int(best[k]) for k in ("tp", "cp", "pp", "vp", "ep")}
-    best_scn = scn.with_changes(**changes, per_gpu_batch=int(best["micro_batch"]), recompute=best["recompute"],
-                                global_batch=global_batch, uneven_pp=bool(res["layouts"]["uneven"][i]),
-                                sp=changes["tp"] > 1, **moe_pins)  # (the search runs sp with tp > 1: search.with_layouts)
-    return advice_for(best_scn, db=db, params=params)
+    try:
+        return advice_for(layout_scenario(scn, best, global_batch=global_batch, **moe_pins), db=db, params=params)
+    except (GpusimError, ValueError):  # (pydantic's ValidationError is a ValueError)
+        return []
 
 
 def cmd_sweep(args) -> int:

@@ -88,3 +88,18 @@ def test_a_tensor_parallel_best_layout_is_the_one_advised():
     assert b["tp"] == 2 and s.software_advice
     same = gpusim.predict(**JOB, **{k: b[k] for k in LAYOUT}, strategy="zero1", sp=True)
     assert same.step_s == pytest.approx(b["step_s"], rel=1e-9)
+
+
+def test_advice_that_cannot_be_given_leaves_the_search_answer_whole(monkeypatch):
+    """The advice is an addition: a layout simulate() refuses (a rule the search does not hold) gives no advice, and
+    the search's best and table stay as they are."""
+    import gpusim.simulation
+    from gpusim.errors import ScenarioError
+
+    def refuse(*_a, **_k):
+        raise ScenarioError("a rule the search does not hold")
+
+    monkeypatch.setattr(gpusim.simulation, "software_advice", refuse)
+    out = gpusim.sweep(**JOB)
+    assert out.software_advice == ()
+    assert out.best is not None and out.n_feasible > 0

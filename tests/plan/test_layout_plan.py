@@ -130,3 +130,19 @@ def test_the_plan_is_the_same_in_any_block_size(db, monkeypatch):
     monkeypatch.setattr(S, "CHUNK_ROWS", 777)
     assert run().equals(whole)
     assert [(s.start, s.stop) for s in S.chunks(10, 4)] == [(0, 3), (3, 6), (6, 10)]
+
+
+def test_layout_scenario_reproduces_every_searched_layout_even_and_uneven(db):
+    """search.layout_scenario is how sweep, plan and the app rebuild a searched layout for simulate(): it must be the
+    layout the search evaluated, uneven stages (Llama 3 70B's 80 layers over pp x vp that do not divide them) included."""
+    from gpusim.search import layout_scenario, search_layouts, search_table
+
+    scn = Scenario(model="llama3-70b", gpu="h100-sxm", gpus=96, nodes=12, kind="zero1", global_batch=384)
+    rows = [r for r in search_table(search_layouts(scn, db=db)) if r["feasible"]]
+    uneven = [r for r in rows if 80 % (r["pp"] * r["vp"]) != 0]
+    even = [r for r in rows if 80 % (r["pp"] * r["vp"]) == 0]
+    assert uneven and even
+    for r in uneven[:3] + even[:3]:
+        chosen = layout_scenario(scn, r)
+        assert chosen.strategy.uneven_pp == (r in uneven)
+        assert simulate(chosen, db=db).step_s == pytest.approx(r["step_s"], rel=1e-9), r
