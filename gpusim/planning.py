@@ -42,7 +42,7 @@ import numpy as np
 from gpusim import units
 from gpusim.errors import ScenarioError
 from gpusim.rules import DEFAULT_MAX_IMAGES_PER_BATCH, DEFAULT_MAX_TOKENS_PER_BATCH, default_max_global_batch  # noqa: F401
-from gpusim.strategy import MASTER_BYTES, OPT_STATE_BYTES, WEIGHT_BYTES
+from gpusim.strategy import MASTER_BYTES, OPT_STATE_BYTES, WEIGHT_BYTES, base_precision
 
 # =================================================================================================
 # Published figures and stated estimates
@@ -184,6 +184,7 @@ def training_samples(workload, *, tokens: float | None = None, samples: float | 
 def checkpoint_bytes(params: float, precision: str, optimizer: str = "adam") -> float:
     """Bytes of one checkpoint: the weights as held in training, the fp32 master copy where there is one, and
     the optimizer states (:mod:`gpusim.strategy` tables; Adam in AMP: 4 + 8 = 12 bytes per parameter)."""
+    precision = base_precision(precision)  # [issue 17] fp8-cs, fp8-mx
     return float(params) * (WEIGHT_BYTES[precision] + MASTER_BYTES[precision] + OPT_STATE_BYTES[optimizer])
 
 
@@ -449,7 +450,7 @@ def bill_of_materials(config: Mapping[str, Any], db, workload, *, checkpoint_int
     offload = bool(config.get("cpu_offload", False))
     off_gib = 0.0
     if offload:
-        prec = str(config.get("precision", "amp_bf16"))
+        prec = base_precision(str(config.get("precision", "amp_bf16")))
         off_gib = (float(workload.params) * (OPT_STATE_BYTES[optimizer] + max(MASTER_BYTES[prec], 4.0))
                    / max(nodes, 1) / units.GIB)
     ram_need = gpu_mem_gib + off_gib
@@ -959,7 +960,7 @@ def _add_run_columns(df, db, wl, option_mode, options, *, mode, total_samples, p
     # ---- checkpoints ----------------------------------------------------------------------------------------
     prec = df["precision"].astype(str).to_numpy()
     # (a row no configuration runs on keeps the precision it was asked for, e.g. "auto": its checkpoint is NaN)
-    per_param = {p: (WEIGHT_BYTES[p] + MASTER_BYTES[p] + OPT_STATE_BYTES[optimizer]) if p in WEIGHT_BYTES else math.nan
+    per_param = {p: checkpoint_bytes(1.0, p, optimizer) if base_precision(p) in WEIGHT_BYTES else math.nan
                  for p in set(prec)}
     ck_bytes = float(wl.params) * np.array([per_param[p] for p in prec]) if n else np.zeros(0)
     sharded = df["strategy"].astype(str).isin(["zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op",

@@ -38,7 +38,8 @@ from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
 from gpusim.scenario import Hardware, Scenario, format_validation_error
 from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_FORLOOP_OPS_PER_TENSOR,
-                             PEAK_KEY, WEIGHT_BYTES, Strategy, opt_state_bytes, opt_traffic_bytes)
+                             PEAK_KEY, PRECISION_ALIASES, WEIGHT_BYTES, Strategy, opt_state_bytes,
+                             opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
 __all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention",  # [issue 17] apply_attention
@@ -333,6 +334,7 @@ _PRECISION_FOR_KEY = {"fp32": "fp32", "tf32": "tf32", "fp16": "amp_fp16", "bf16"
 def peak_for(gpu: GPU, precision: str) -> float:
     """Dense peak FLOP/s of the precision's matmuls. AMP fp16 on a GPU without a 16-bit matmul path
     faster than fp32 (Pascal) runs at the fp32 rate."""
+    precision = PRECISION_ALIASES.get(precision, (precision,))[0]  # [issue 17] fp8-cs, fp8-mx: their base precision
     key = PEAK_KEY[precision]
     if precision == "mxfp8" and not gpu.microscaling:  # (every path: the data-parallel one reads only this peak)
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {gpu.id} has "

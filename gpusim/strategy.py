@@ -42,6 +42,12 @@ PRECISION_ALIASES = {"fp8-cs": ("fp8", "current"), "fp8-ds": ("fp8", "delayed"),
 - ``mxfp8``: the same with MXFP8 block scaling (one scale per 32 elements; Blackwell; alias ``fp8-mx``).
 """
 
+
+def base_precision(precision: str) -> str:
+    """[issue 17] The precision an FP8 recipe's name stands for (``fp8-cs`` -> ``fp8``, ``fp8-mx`` -> ``mxfp8``; the
+    other names are their own): the key of the per-precision byte tables below."""
+    return PRECISION_ALIASES.get(precision, (precision,))[0]
+
 Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum"]
 OptimizerImpl = Literal["foreach", "fused", "forloop"]
 
