@@ -26,6 +26,8 @@ ctx = shell.context()
 db = shell.get_db()  # plans are over database hardware (a calibrated machine's own links never transfer)
 state = ctx.state
 BIND = shell.BIND
+#: the precisions the page offers (gpusim plan's --precision; "auto" resolves per GPU)
+PLAN_PRECISIONS = ("auto", "amp_bf16", "bf16", "fp8", "fp8-cs", "mxfp8", "amp_fp16", "tf32", "fp32")
 
 with shell.guard("cannot read the workload"):
     custom = workload_from_state(state)
@@ -55,6 +57,13 @@ with st.form("plan_form", border=True):
     max_gb = shell.number_input(c[2], "Largest global batch", 1, 100_000_000, None, key="plan_max_gb", bind=BIND,
                                placeholder="the largest published recipe's",
                                help="samples (sequences) per optimizer step your recipe converges with")
+    # [issue 17] FP8 is where Hopper and Blackwell training goes: rank it here as `gpusim plan --precision` does
+    precs = st.multiselect("Precisions", shell.offer("plan_prec", PLAN_PRECISIONS), key="plan_prec", bind=BIND,
+                           placeholder="auto: bf16 mixed precision where the GPU has it",
+                           help="each precision picked gets its own rows and the plan ranks them together: fp8 is "
+                                "Transformer Engine's per-tensor delayed scaling, fp8-cs its current scaling "
+                                "(NVIDIA's newer Hopper recipes), mxfp8 the MXFP8 block scaling of Blackwell (a GPU "
+                                "without a precision's tensor cores gets no row for it)")
     st.form_submit_button("Plan", type="primary", icon=":material/calculate:")
 
 
@@ -95,7 +104,8 @@ def _plan(key: str, _wl, _params, kwargs: dict):
     return res.to_dict(), res.to_dict(every=False)["configurations"]
 
 
-kwargs = {"mode": mode, "deadline_s": deadline_d * units.DAY if deadline_d else None,
+kwargs = {"mode": mode, "precisions": tuple(precs) or ("auto",),
+          "deadline_s": deadline_d * units.DAY if deadline_d else None,
           "budget_usd": float(budget) if budget else None, "gpus": list(gpus) or None,
           "max_gpus": int(max_gpus) if max_gpus else None, "max_global_batch": int(max_gb) if max_gb else None}
 if wl.sample_unit == "sequence":
@@ -179,7 +189,8 @@ if best:
 
     for _a in _software_advice(key + json.dumps(best, sort_keys=True, default=str), best, wl, params):  # [issue 17]
         st.info(f"**{SOFTWARE_ADVICE_LABELS[_a['id']]} for the recommendation**: {_a['message']} This plan ranked "
-                "the hardware without it (`gpusim plan` takes --precision and the MoE flags to rank with it).",
+                "the hardware without it (pick the precision above, or `gpusim plan` with --precision and the MoE "
+                "flags, to rank with it).",
                 icon=":material/tune:")
 
 def _label(r: dict) -> str:

@@ -24,3 +24,15 @@ def test_plan_page_says_what_moe_software_would_add():
     no_trouble(at)
     notes = [i.value for i in at.info if "for the recommendation" in i.value]
     assert any("**MoE software for the recommendation**" in n and "--moe-dispatcher" in n for n in notes)
+
+
+def test_plan_page_ranks_the_precision_picked():
+    """[issue 17] The Plan page takes the precisions to rank, as `gpusim plan --precision` does: FP8 with current
+    scaling on H100 is recommended as fp8-cs, and the recommendation names it."""
+    at = run_app("plan", {"model": "llama3-8b", "tokens_b": "100", "plan_gpus": "h100-sxm", "plan_prec": "fp8-cs"},
+                 timeout=180)
+    no_trouble(at)
+    assert at.multiselect(key="plan_prec").value == ["fp8-cs"]
+    assert at.success and "fp8-cs" in at.success[0].value
+    tables = [d.value for d in at.dataframe if "precision" in d.value.columns]
+    assert tables and all(set(t["precision"]) <= {"fp8-cs"} for t in tables)
