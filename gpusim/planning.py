@@ -339,8 +339,11 @@ def _pick(prices, pricing: str | None):
         return None
     pref = [pricing] if pricing else []
     pref += [p for p in _PRICING_ORDER if p not in pref]
+    # the asked pricing first, then the newest figure; [issue 17] among offers of one date (two providers' pages read
+    # the same day), the cheaper per GPU, not the one that comes first in the file
     return sorted(prices, key=lambda p: (pref.index(p.pricing) if p.pricing in pref else 99,
-                                         -p.date.toordinal()))[0]
+                                         -p.date.toordinal(),
+                                         (p.usd_per_gpu_hour if p.kind == "cloud" else (p.usd or 0.0) / p.gpus)))[0]
 
 
 def price_for(db, *, mode: str, node, gpu, gpus_per_node: int, assumed: bool, pricing: str | None = None,
@@ -661,12 +664,16 @@ def _plan_options(db, mode: str, gpus, nodes, pricing, overrides: Mapping[str, f
         held_by_kind = {n.gpu for n in db.nodes.values() if n.kind in kinds[m]}
         opts = hardware_options(db, gpus=gpu_list or None, node_kinds=kinds[m], generic=False)
         out += [(o, m) for o in opts if (o, m) not in out]
-        # GPUs not in a template of this mode's kinds: in the database's usual node, if priced per GPU (or asked)
+        # GPUs not in a template of this mode's kinds: in the database's usual node, if priced per GPU (or asked).
+        # [issue 17] A GPU a template of this mode holds gets the usual node too where it has a per-GPU offer (an H200
+        # rented per GPU-hour from a neocloud while the database's H200 cloud instance, AWS p5e, has no on-demand
+        # price): the offer is for that GPU in an HGX-class server, the usual node, not for the instance
         cand = gpu_list or list(db.gpus)
         for gid in cand:
-            if gid in held_by_kind:
+            per_gpu = any(p.node is None for p in db.prices_for(gpu=gid, kind=m))
+            if gid in held_by_kind and not per_gpu:
                 continue
-            priced = any(p.node is None for p in db.prices_for(gpu=gid, kind=m)) or gid in overridden
+            priced = per_gpu or gid in overridden
             if not priced and gid not in gpu_list:
                 continue
             cap = max([n.gpus_per_node for n in db.nodes.values() if n.gpu == gid] + [8])
@@ -1184,8 +1191,14 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
             reasons.append(f"{int(r['n_gpus']):,} GPUs at once are rarely available on demand: reserve the capacity "
                            "ahead (reserved instances or capacity blocks), at the price you reserve at")
         if bool(r["node_assumed"]):
-            reasons.append(f"no node template of the database holds {int(r['gpus_per_node'])} x {gpu.id}: the "
-                           f"{r['node']} template (its CPUs, fabric, NICs) stands in for the server you would build")
+            if r["mode"] == "cloud":  # [issue 17] a per-GPU offer: the provider's server is not in the database
+                reasons.append(f"priced per GPU-hour ({r.get('price_source') or 'a per-GPU offer'}), not as an "
+                               f"instance of the database: the {r['node']} template (its CPUs, fabric, NICs) stands in "
+                               f"for the provider's server; check its NVLink domain and network before renting")
+            else:
+                reasons.append(f"no node template of the database holds {int(r['gpus_per_node'])} x {gpu.id}: the "
+                               f"{r['node']} template (its CPUs, fabric, NICs) stands in for the server you would "
+                               "build")
     out["reasons"] = reasons
     return out
 

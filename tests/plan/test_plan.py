@@ -314,18 +314,21 @@ def test_a_price_override_plans_a_gpu_the_database_does_not_price(db):
     silently dropped unless --gpu named it too), and the plan names the data-centre GPUs it left out unpriced."""
     from gpusim.planning import unpriced_gpus
 
-    assert not [p for p in db.prices_for(gpu="b200", kind="cloud")]  # (the case: no cloud price for B200)
+    # the case: no cloud price for MI355X or GB300 (B200 and GB200 were the case until the 2026 prices; see
+    # tests/hwdb/test_prices_2026.py)
+    assert not [p for p in db.prices_for(gpu="mi355x", kind="cloud")]
+    assert not [p for p in db.prices_for(gpu="gb300", kind="cloud")]
     kw = dict(tokens=1e9, db=db, with_sensitivity=False, **SMALL)
     base = plan("gpt2", **kw)
-    assert "b200" not in set(base.table.gpu)
+    assert "mi355x" not in set(base.table.gpu)
     left = [a for a in base.assumptions if a.startswith("not planned, for lack of a dated cloud price")]
-    assert left and "b200" in left[0] and "gb200" in left[0] and "--price-override" in left[0]
-    quoted = plan("gpt2", price_overrides={"b200": 4.0}, **kw)
-    rows = quoted.table[quoted.table.gpu == "b200"]
-    assert len(rows) and (rows.price_source == "override b200").all()
+    assert left and "mi355x" in left[0] and "gb300" in left[0] and "--price-override" in left[0]
+    quoted = plan("gpt2", price_overrides={"mi355x": 4.0}, **kw)
+    rows = quoted.table[quoted.table.gpu == "mi355x"]
+    assert len(rows) and (rows.price_source == "override mi355x").all()
     assert np.allclose(rows.usd_per_gpu_hour[rows.feasible], 4.0)
     named = [a.split(": ", 1)[1].split(" (")[0].split(", ") for a in quoted.assumptions if a.startswith("not planned")]
-    assert named and "b200" not in named[0] and "gb200" in named[0]
+    assert named and "mi355x" not in named[0] and "gb300" in named[0]
     # a plan over chosen GPUs or nodes names nothing else
     assert unpriced_gpus(db, "cloud", set(), ["h100-sxm"], None) == ""
 

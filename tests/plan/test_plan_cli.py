@@ -109,12 +109,13 @@ def test_calibration_flag(capsys, tmp_path):
 
 
 def test_a_plan_where_nothing_runs_says_why_instead_of_failing(capsys):
-    # every GB200 configuration is refused (no cloud price, 8 GPUs asked of a 4-GPU tray): the rows keep the precision
-    # they were asked for ("auto"), which once raised KeyError: 'auto' in the checkpoint sizing (an internal error)
+    # every GB300 configuration is refused (no cloud price, 8 GPUs asked of a 4-GPU tray): the rows keep the precision
+    # they were asked for ("auto"), which once raised KeyError: 'auto' in the checkpoint sizing (an internal error).
+    # (GB200 was the case until it got a dated cloud price in 2026; GB300 has none.)
     code, out, err = run(capsys, "plan", "--model", "gpt3-125m", "--tokens", "1e10", "--deadline", "30d", "--gpu",
-                         "gb200", "--max-gpus", "16", "--seq-len", "2048", "--no-progress")
+                         "gb300", "--max-gpus", "16", "--seq-len", "2048", "--no-progress")
     assert code == 0, err
-    assert "No configuration can run this training" in out and "no cloud price for gb200" in out
+    assert "No configuration can run this training" in out and "no cloud price for gb300" in out
     assert "internal error" not in err
 
 
