@@ -331,6 +331,30 @@ def group_eff_frac(kinds, precision: str, params: ModelParams) -> np.ndarray:
 _PRECISION_FOR_KEY = {"fp32": "fp32", "tf32": "tf32", "fp16": "amp_fp16", "bf16": "amp_bf16", "fp8": "fp8"}
 
 
+def matmul_cap_frac(gpu: GPU, precision: str, params: ModelParams) -> float:
+    """[issue 17] What a data-parallel row's layer-group efficiencies are multiplied by so that its matmuls never run
+    faster than the GPU's own sustained matmul rate: ``min(1, sustained / (peak x matmul_eff_frac))``.
+
+    The data-parallel path runs the matmuls of real layers at ``matmul_eff_frac`` of the datasheet peak (0.70 for
+    16-bit: 7/8 of H100's and A100's best-shape ceilings, ModelParams' provenance). That fraction is below the
+    sustained rate on the GPUs it was set on (H100 SXM 705.5 of 989.5 TFLOP/s = 0.713, A100 0.869), but above it on
+    GPUs whose measured ceilings sit lower under their datasheet peaks (stas00/ml-engineering's MAMF and MSMF tables,
+    hwdb ``achievable_matmul_tflop_per_s`` and ``sustained_matmul_frac``): B200 1444.9 of 2250 = 0.642, GB200 0.603,
+    MI300X 0.498. There the rows ran faster than the GPU's best GEMM, which no training step does. The sustained rate
+    is the calibrated ceiling where a calibration measured one (ModelParams ``gemm_ceiling_flop_per_s``, as the
+    layout path takes it), else the database's; a GPU with neither is not capped. Hand-worked, MI300X bf16:
+    651.7 / (1307.4 x 0.70) = 0.712."""
+    from gpusim.strategy import base_precision
+
+    base = base_precision(precision)
+    key = PEAK_KEY[base]
+    peak = peak_for(gpu, base)
+    sustained = params.gemm_ceiling_flop_per_s.get(key) or gpu.training_matmul_flop_per_s(key)
+    if not sustained or not peak:
+        return 1.0
+    return float(min(1.0, sustained / (peak * params.eff(base))))
+
+
 def peak_for(gpu: GPU, precision: str) -> float:
     """Dense peak FLOP/s of the precision's matmuls. AMP fp16 on a GPU without a 16-bit matmul path
     faster than fp32 (Pascal) runs at the fp32 rate."""
@@ -526,6 +550,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "group_flop_per_sample": ga["fwd_flop_per_sample"], "group_bytes_per_sample": ga["fwd_bytes_per_sample"],
         "group_weight_bytes": ga["weight_bytes"], "group_count": ga["count"],
         "group_eff_frac": group_eff_frac(kinds, pr, params),
+        "matmul_cap_frac": matmul_cap_frac(hw.gpu, pr, params),  # [issue 17]
         "strategy": st.code, "micro_batch": float(st.per_gpu_batch), "accum": float(st.accum),
         "sync_every_micro": bool(st.sync_every_micro_batch),  # [issue 18]
         "checkpointing": st.activation_checkpointing, "cpu_offload": st.cpu_offload, "bucket_bytes": st.bucket_bytes,
@@ -916,6 +941,9 @@ ROW_FIELDS = ("strategy", "micro_batch", "accum", "checkpointing", "cpu_offload"
 
 
 STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepInputs))
+#: StepInputs fields of one GPU and precision together, which a sweep sets per (hardware row, precision) from its index
+#: arrays (``peak``, ``cap``), not per precision (:func:`precision_fields`)
+PER_HARDWARE_PRECISION = ("peak_flop_per_s", "matmul_cap_frac")
 
 
 @dataclass
@@ -995,7 +1023,7 @@ def precision_fields(wl, precisions: Sequence[str], hws: Sequence[Any], hw_field
         row = scenario_row(_ScnShim(p, optimizer, bucket_mib), rep, wl, params)
         d = {}
         for k in STEP_FIELDS:
-            if k in hw_fields or k in ROW_FIELDS or k == "peak_flop_per_s" or k not in row:
+            if k in hw_fields or k in ROW_FIELDS or k in PER_HARDWARE_PRECISION or k not in row:
                 continue  # (fields a data-parallel row leaves at their defaults: the LLM layout's)
             v = row[k]
             d[k] = v[None, :] if isinstance(v, np.ndarray) and v.ndim == 1 else np.asarray(v)
@@ -1032,6 +1060,8 @@ def table_inputs(idx: dict[str, np.ndarray], hw_arr: dict[str, np.ndarray], prec
     h = idx["h"]
     d: dict[str, Any] = {k: v[h] for k, v in hw_arr.items()}
     d["peak_flop_per_s"] = idx["peak"]
+    if "cap" in idx:  # [issue 17] per hardware row and precision, as the peak
+        d["matmul_cap_frac"] = idx["cap"]
     for k in ROW_FIELDS:
         d[k] = idx[k]
     d.update(prec)

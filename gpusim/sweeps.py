@@ -50,7 +50,7 @@ from gpusim.errors import GpusimError, ScenarioError
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
 from gpusim.params import DEFAULT_PARAMS, ModelParams
 from gpusim.rows import (AUTO_PRECISION_ORDER, ROW_FIELDS, STEP_FIELDS, HardwareTable, hardware_arrays,  # noqa: F401
-                         not_offered_reason, option_scenario, partial_population_ok, precision_fields,
+                         matmul_cap_frac, not_offered_reason, option_scenario, partial_population_ok, precision_fields,
                          resolve_hardware_table, resolve_precision, table_inputs)
 from gpusim.strategy import OPT_STATE_BYTES, PRECISION_ALIASES, STRATEGY_CODES, Strategy
 
@@ -366,7 +366,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
 
     # ---- precisions per hardware row ("auto" resolves per GPU) -------------------------------------
     prec_names: list[str] = []
-    hp_h, hp_p, hp_peak, hp_reason = [], [], [], []
+    hp_h, hp_p, hp_peak, hp_cap, hp_reason = [], [], [], [], []
     gpu_auto: dict[str, str | None] = {}
     for h in range(H):
         gpu = ht.gpu[h]
@@ -385,17 +385,20 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
                 prec_names.append(rp)
             try:
                 peak, why = peak_for(gpu, rp), None
+                cap = matmul_cap_frac(gpu, rp, params)  # [issue 17] never above the GPU's sustained matmul rate
             except ScenarioError as e:
-                peak, why = math.nan, str(e)
+                peak, cap, why = math.nan, 1.0, str(e)
             hp_h.append(h)
             hp_p.append(prec_names.index(rp))
             hp_peak.append(peak)
+            hp_cap.append(cap)
             hp_reason.append(why)
     # precision-major order: the rows of one precision are contiguous, so chunks are slices (no copies)
     order = np.lexsort((np.array(hp_h, dtype=np.int64), np.array(hp_p, dtype=np.int64)))
     hp_h = np.array(hp_h, dtype=np.int64)[order]
     hp_p = np.array(hp_p, dtype=np.int64)[order]
     hp_peak = np.array(hp_peak, dtype=np.float64)[order]
+    hp_cap = np.array(hp_cap, dtype=np.float64)[order]
     hp_reason = [hp_reason[i] for i in order]
     precf = precision_fields(wl, prec_names, ht.hw, tuple(hw_arr), optimizer, bucket_mib, params)
 
@@ -445,7 +448,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
 
     runnable_a = (reason_a == 0) & hw_resolved[a_h]
     ra = np.nonzero(runnable_a)[0]
-    idx_a = {"h": a_h[ra], "peak": hp_peak[a_hp[ra]], "strategy": s_codes[a_s[ra]],
+    idx_a = {"h": a_h[ra], "peak": hp_peak[a_hp[ra]], "cap": hp_cap[a_hp[ra]], "strategy": s_codes[a_s[ra]],
              "micro_batch": np.ones(len(ra)), "accum": np.ones(len(ra)), "checkpointing": ck_vals[a_c[ra]],
              "cpu_offload": off_vals[a_o[ra]], "num_workers": w_h[a_h[ra]]}
     pass1 = _evaluate_chunked(idx_a, hp_p[a_hp[ra]], prec_names, hw_arr, precf,
@@ -481,7 +484,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     sel = slice(None) if all_run else bi
     b_ab = b_a[sel]
     prec_b = hp_p[a_hp[b_a]]
-    idx_b = {"h": a_h[b_ab], "peak": hp_peak[a_hp[b_ab]], "strategy": s_codes[a_s[b_ab]],
+    idx_b = {"h": a_h[b_ab], "peak": hp_peak[a_hp[b_ab]], "cap": hp_cap[a_hp[b_ab]], "strategy": s_codes[a_s[b_ab]],
              "micro_batch": b_mb[sel], "accum": b_k[sel], "checkpointing": ck_vals[a_c[b_ab]],
              "cpu_offload": off_vals[a_o[b_ab]], "num_workers": w_h[a_h[b_ab]]}
     total = len(bi)
@@ -498,9 +501,9 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     single_step = np.full(N, np.nan)
     single_thr = np.full(N, np.nan)
     if baseline and total:
-        single_step, single_thr = _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi, b_mb,
-                                            b_k, w_h, s_codes, strategies, ck_vals, off_vals, prec_names, precf,
-                                            params, chunk_rows, db, N)
+        single_step, single_thr = _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_cap, hp_p, b_a, bi,
+                                            b_mb, b_k, w_h, s_codes, strategies, ck_vals, off_vals, prec_names,
+                                            precf, params, chunk_rows, db, N)
 
     # ---- feasibility -------------------------------------------------------------------------------------
     fits = res["fits_in_memory"]
@@ -589,8 +592,8 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
     return df
 
 
-def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi, b_mb, b_k, w_h, s_codes, strategies,
-              ck_vals, off_vals, prec_names, precf, params, chunk_rows, db, N):
+def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_cap, hp_p, b_a, bi, b_mb, b_k, w_h, s_codes,
+              strategies, ck_vals, off_vals, prec_names, precf, params, chunk_rows, db, N):
     """Step time and throughput of one GPU of each row's node at the same strategy (dp -> ddp, as simulate does),
     precision and batch: distinct rows only."""
     from gpusim.rows import hardware_row, resolve_hardware
@@ -628,7 +631,8 @@ def _baseline(wl, options, ht, a_h, a_s, a_c, a_o, a_hp, hp_peak, hp_p, b_a, bi,
     key = np.ravel_multi_index(parts, dims)
     first, inv = _first_and_inverse(key, int(np.prod(dims, dtype=np.float64)))
     fr = rows[first]
-    idx = {"h": o[first], "peak": hp_peak[hp[first]], "strategy": sc[first], "micro_batch": b_mb[fr],
+    idx = {"h": o[first], "peak": hp_peak[hp[first]], "cap": hp_cap[hp[first]], "strategy": sc[first],
+           "micro_batch": b_mb[fr],
            "accum": b_k[fr], "checkpointing": ck_vals[a_c[b_a[fr]]], "cpu_offload": off_vals[a_o[b_a[fr]]],
            "num_workers": w_h[a_h[b_a[fr]]]}
     out = _evaluate_chunked(idx, hp_p[hp[first]], prec_names, s_arr, precf, params,

@@ -149,6 +149,9 @@ class StepInputs:
     # LLM layout (gpusim.layout) and the transformer's shape; the defaults are the data-parallel case
     # NCCL's per-GPU cap on the LL protocol's bandwidth (llMaxBws)
     ll_max_busbw_bytes_per_s: np.ndarray = _one(np.inf)
+    # [issue 17] a data-parallel row's layer-group efficiencies times this (gpusim.rows.matmul_cap_frac): never above
+    # the GPU's own sustained matmul rate
+    matmul_cap_frac: np.ndarray = _one(1.0)
     # [issue 18] kernels of one optimizer step (the for-loop optimizer's per-tensor launches); NaN: ModelParams
     # optimizer_kernels (foreach / fused)
     opt_kernels: np.ndarray = _one(np.nan)
@@ -537,7 +540,8 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         z = np.zeros(np.broadcast_shapes(np.shape(b), np.shape(n)))
         mc = dict.fromkeys(("compute_s", "fwd_s", "bwd_s", "gpu_s", "cpu_dispatch_s", "roofline_s", "kernels"), z)
     else:
-        mc = micro_batch_compute(b, groups, inp.group_eff_frac, inp.peak_flop_per_s, inp.mem_bytes_per_s,
+        eff = np.asarray(inp.group_eff_frac) * np.asarray(inp.matmul_cap_frac, dtype=np.float64)[..., None]
+        mc = micro_batch_compute(b, groups, eff, inp.peak_flop_per_s, inp.mem_bytes_per_s,
                                  mem_eff_frac=p.mem_eff_frac, kernel_tail_s=p.kernel_tail_s,
                                  launch_cpu_s=p.launch_cpu_s, act_scale=inp.act_scale, weight_scale=weight_scale,
                                  recompute=inp.checkpointing, fwd_dispatch_mult=fwd_dispatch_mult,

@@ -323,8 +323,12 @@ def test_plan_page_recommends_and_draws():
     assert any("Bill of materials" in md.value for md in at.markdown)
     assert len(at.dataframe) >= 2
     # how far predictions of the recommendation's kind were from published runs (gpusim.track_record)
-    assert any(c.value.startswith("**Track record** of the recommended configuration's kind: published")
-               for c in at.caption)
+    # (over the whole database a B200 layout row wins at a neocloud's per-GPU price: a kind with no published run yet,
+    # which the caption says instead of a band)
+    lead = "**Track record** of the recommended configuration's kind: "
+    rec = [c.value for c in at.caption if c.value.startswith(lead)]
+    assert rec and (rec[0].startswith(lead + "published") or
+                    rec[0].startswith(lead + "none: gpusim's validation tables hold no published run of this kind"))
 
 
 @needs_plan
