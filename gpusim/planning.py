@@ -665,13 +665,14 @@ def _plan_options(db, mode: str, gpus, nodes, pricing, overrides: Mapping[str, f
         opts = hardware_options(db, gpus=gpu_list or None, node_kinds=kinds[m], generic=False)
         out += [(o, m) for o in opts if (o, m) not in out]
         # GPUs not in a template of this mode's kinds: in the database's usual node, if priced per GPU (or asked).
-        # [issue 17] A GPU a template of this mode holds gets the usual node too where it has a per-GPU offer (an H200
+        # [issue 17] In the cloud a GPU a template holds gets the usual node too where it has a per-GPU offer (an H200
         # rented per GPU-hour from a neocloud while the database's H200 cloud instance, AWS p5e, has no on-demand
-        # price): the offer is for that GPU in an HGX-class server, the usual node, not for the instance
+        # price): the offer is for that GPU in an HGX-class server, not for the instance. (A purchase template is
+        # priced from the GPU's price already, price_for: the usual node would repeat its rows.)
         cand = gpu_list or list(db.gpus)
         for gid in cand:
             per_gpu = any(p.node is None for p in db.prices_for(gpu=gid, kind=m))
-            if gid in held_by_kind and not per_gpu:
+            if gid in held_by_kind and not (per_gpu and m == "cloud"):
                 continue
             priced = per_gpu or gid in overridden
             if not priced and gid not in gpu_list:

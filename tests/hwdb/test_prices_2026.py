@@ -163,3 +163,12 @@ def test_offers_of_one_date_pick_the_cheaper_whatever_their_order(db):
     assert len({p.date for p in offers}) == 1 and len(offers) == 2
     for order in (offers, offers[::-1]):
         assert _pick(order, None).id == "lambda-b200-8x-on-demand-2026-09"
+
+
+def test_a_purchase_plan_does_not_repeat_a_templated_gpu_in_its_usual_node(db):
+    """B200's purchase templates (hgx-b200-8, dgx-b200) are priced from its street price already (price_for): the
+    per-GPU price must not add the same server again as an assumed node, whose rows would only repeat theirs."""
+    res = plan("gpt2", db=db, mode="purchase", gpus=["b200"], **{**SMALL, "max_gpus": 16})
+    t = res.table[res.table.feasible]
+    assert len(t) and not t.node_assumed.any(), set(t.node)
+    assert set(t.price_source) == {"b200-street-2024-10"}
