@@ -394,8 +394,13 @@ def why(res: dict, i: int, domain: int) -> str:
         bits.append(f"cp exchange exposes {o['cp_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
     if lay["ep"][i] > 1 and "ep_comm_exposed_s" in o:
         bits.append(f"the expert all-to-alls expose {o['ep_comm_exposed_s'][i] / o['step_s'][i]:.0%} of the step")
-    bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} free ({units.format_bytes(o['spare_bytes'][i])} "
-                f"beyond the {units.format_bytes(o['memory_headroom_bytes'][i])} headroom)")
+    if o["memory_headroom_bytes"][i] > 0:
+        bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} free "
+                    f"({units.format_bytes(o['spare_bytes'][i])} beyond the "
+                    f"{units.format_bytes(o['memory_headroom_bytes'][i])} headroom)")
+    else:  # [issue 17] one NCCL communicator, which the memory counted already holds: no further headroom
+        bits.append(f"fits with {units.format_bytes(o['headroom_bytes'][i])} free (its one NCCL communicator is in "
+                    "the memory counted)")
     return ", ".join(bits)
 
 

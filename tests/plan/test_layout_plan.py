@@ -146,3 +146,22 @@ def test_layout_scenario_reproduces_every_searched_layout_even_and_uneven(db):
         chosen = layout_scenario(scn, r)
         assert chosen.strategy.uneven_pp == (r in uneven)
         assert simulate(chosen, db=db).step_s == pytest.approx(r["step_s"], rel=1e-9), r
+
+
+def test_why_names_the_headroom_or_the_one_communicator(db):
+    """[issue 17] A layout with communicators beyond the first carries their memory as headroom and says so; a
+    data-parallel-only layout has one communicator, which the memory counted holds: it says that, not "0 B headroom"."""
+    from gpusim.search import search_layouts, why
+
+    scn = Scenario(model="llama2-7b", gpu="h100-sxm", gpus=8, nodes=1, kind="zero1", global_batch=64)
+    res = search_layouts(scn, db=db)
+    lay = res["layouts"]
+    dp_only = [i for i in res["order"] if lay["tp"][i] == lay["pp"][i] == lay["cp"][i] == 1]
+    split = [i for i in res["order"] if lay["tp"][i] > 1 or lay["pp"][i] > 1]
+    assert dp_only and split
+    for i in dp_only[:3]:
+        text = why(res, i, 8)
+        assert "its one NCCL communicator is in the memory counted" in text and "0 B headroom" not in text
+    for i in split[:3]:
+        text = why(res, i, 8)
+        assert "beyond the" in text and "headroom)" in text
