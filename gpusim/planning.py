@@ -364,8 +364,9 @@ def price_for(db, *, mode: str, node, gpu, gpus_per_node: int, assumed: bool, pr
                 return PriceInfo("cloud", usd_per_gpu_hour=float(ov[key]), source=f"override {key}", date="override")
         if nid:
             p = _pick(db.prices_for(node=nid, kind="cloud"), pricing)
-        else:
-            p = _pick([q for q in db.prices_for(gpu=gpu.id, kind="cloud") if q.node is None], pricing)
+        else:  # [issue 17] a per-GPU quote, or an offer for an instance of this many GPUs
+            offers = [q for q in db.prices_for(gpu=gpu.id, kind="cloud") if q.node is None]
+            p = _pick([q for q in offers if q.gpus in (1, gpus_per_node)] or offers, pricing)
         if p is None:
             what = nid or gpu.id
             return PriceInfo("cloud", note=f"no cloud price for {what} in the database (give --price-override "
@@ -678,8 +679,12 @@ def _plan_options(db, mode: str, gpus, nodes, pricing, overrides: Mapping[str, f
             if not priced and gid not in gpu_list:
                 continue
             cap = max([n.gpus_per_node for n in db.nodes.values() if n.gpu == gid] + [8])
+            # [issue 17] an offer quoted for a whole instance of n GPUs (CoreWeave's 4-GPU GB200 tray, Lambda's 8x
+            # B200) rents n GPUs at a time; a per-GPU quote (gpus 1), or the user's own price, any count
+            sizes = {p.gpus for p in db.prices_for(gpu=gid, kind=m) if p.node is None}
+            any_size = m != "cloud" or gid in overridden or not sizes or 1 in sizes
             for g in GENERIC_GPUS_PER_NODE:
-                if g <= cap:
+                if g <= cap and (any_size or g in sizes):
                     out.append((HardwareOption(gpu=gid, gpus_per_node=g, node=None), m))
     return out
 

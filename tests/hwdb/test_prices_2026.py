@@ -172,3 +172,15 @@ def test_a_purchase_plan_does_not_repeat_a_templated_gpu_in_its_usual_node(db):
     t = res.table[res.table.feasible]
     assert len(t) and not t.node_assumed.any(), set(t.node)
     assert set(t.price_source) == {"b200-street-2024-10"}
+
+
+def test_an_instance_offer_rents_whole_instances_a_per_gpu_quote_any_count(db, cloud_plan):
+    """CoreWeave quotes GB200 per 4-GPU tray and Lambda B200 per 8-GPU instance: a plan rents those sizes only (a
+    1-GPU "node" of an NVL72 rack cannot be rented, and was planned faster than a tray). Hyperstack and Nebius quote
+    B300 per GPU: any size."""
+    t = cloud_plan.table
+    sizes = {g: set(t[(t.gpu == g) & t.node_assumed].gpus_per_node) for g in ("gb200", "b200", "b300")}
+    assert sizes["gb200"] == {4} and sizes["b200"] == {8}, sizes
+    assert len(sizes["b300"]) > 1, sizes
+    info = price_for(db, mode="cloud", node=None, gpu=db.gpu("gb200"), gpus_per_node=4, assumed=True)
+    assert info.source == "coreweave-gb200-nvl72-on-demand-2026-09"
