@@ -20,6 +20,14 @@ NEW_CLOUD = {
     "nebius-hgx-b300-on-demand-2026-10": "b300",
     "crusoe-h200-on-demand-2026-09": "h200-sxm",
     "crusoe-mi300x-on-demand-2026-09": "mi300x",
+    # the same Lambda page's other shapes and the older GPUs beside the Blackwell ones, one provider and date
+    "lambda-b200-2x-on-demand-2026-09": "b200",
+    "lambda-b200-4x-on-demand-2026-09": "b200",
+    "lambda-h100-sxm-2x-on-demand-2026-09": "h100-sxm",
+    "lambda-h100-sxm-4x-on-demand-2026-09": "h100-sxm",
+    "lambda-h100-sxm-8x-on-demand-2026-09": "h100-sxm",
+    "lambda-a100-sxm4-80gb-8x-on-demand-2026-09": "a100-sxm4-80gb",
+    "lambda-a100-sxm4-40gb-8x-on-demand-2026-09": "a100-sxm4-40gb",
 }
 #: purchase entries added, id -> GPU (of the node, for a node price)
 NEW_PURCHASE = {
@@ -76,7 +84,7 @@ def test_new_cloud_price_is_a_plausible_per_gpu_offer(db, pid):
     p = db.prices[pid]
     assert p.kind == "cloud" and p.pricing == "on-demand" and p.provider
     assert p.node is None and p.gpu == NEW_CLOUD[pid], "a per-GPU offer: keyed by GPU, no instance template"
-    assert p.gpus in (1, 4, 8), "a per-GPU quote (1) or a whole 4- or 8-GPU instance"
+    assert p.gpus in (1, 2, 4, 8), "a per-GPU quote (1) or a whole 2-, 4- or 8-GPU instance"
     lo, hi = USD_PER_GPU_HOUR_BAND
     assert lo <= p.usd_per_gpu_hour <= hi, p.usd_per_gpu_hour
 
@@ -159,7 +167,7 @@ def test_offers_of_one_date_pick_the_cheaper_whatever_their_order(db):
     against 8.60), not whichever comes first in the file."""
     from gpusim.planning import _pick
 
-    offers = [p for p in db.prices_for(gpu="b200", kind="cloud") if p.node is None]
+    offers = [p for p in db.prices_for(gpu="b200", kind="cloud") if p.node is None and p.gpus == 8]
     assert len({p.date for p in offers}) == 1 and len(offers) == 2
     for order in (offers, offers[::-1]):
         assert _pick(order, None).id == "lambda-b200-8x-on-demand-2026-09"
@@ -177,10 +185,14 @@ def test_a_purchase_plan_does_not_repeat_a_templated_gpu_in_its_usual_node(db):
 def test_an_instance_offer_rents_whole_instances_a_per_gpu_quote_any_count(db, cloud_plan):
     """CoreWeave quotes GB200 per 4-GPU tray and Lambda B200 per 8-GPU instance: a plan rents those sizes only (a
     1-GPU "node" of an NVL72 rack cannot be rented, and was planned faster than a tray). Hyperstack and Nebius quote
-    B300 per GPU: any size."""
+    B300 per GPU: any size. Lambda's 2x and 4x B200 shapes rent 2 and 4."""
     t = cloud_plan.table
     sizes = {g: set(t[(t.gpu == g) & t.node_assumed].gpus_per_node) for g in ("gb200", "b200", "b300")}
-    assert sizes["gb200"] == {4} and sizes["b200"] == {8}, sizes
+    assert sizes["gb200"] == {4} and sizes["b200"] == {2, 4, 8}, sizes
     assert len(sizes["b300"]) > 1, sizes
     info = price_for(db, mode="cloud", node=None, gpu=db.gpu("gb200"), gpus_per_node=4, assumed=True)
     assert info.source == "coreweave-gb200-nvl72-on-demand-2026-09"
+    # each size at its own rate: Lambda's 2x and 4x B200 cost more per GPU than its 8x
+    for g, pid in ((2, "lambda-b200-2x-on-demand-2026-09"), (4, "lambda-b200-4x-on-demand-2026-09"),
+                   (8, "lambda-b200-8x-on-demand-2026-09")):
+        assert price_for(db, mode="cloud", node=None, gpu=db.gpu("b200"), gpus_per_node=g, assumed=True).source == pid

@@ -23,8 +23,7 @@ def test_plan_has_layout_rows_that_predict_reproduces(llm_plan, db):
     df = llm_plan.table
     lay = df[df["layout"].astype(str) != ""]
     assert len(lay) and lay["feasible"].any()
-    r = lay[lay["feasible"]].iloc[-1]
-    assert not r["node_assumed"]
+    r = lay[lay["feasible"] & ~lay["node_assumed"].astype(bool)].iloc[-1]  # (an instance template, not a stand-in)
     scn = Scenario(model="llama3-70b", node=str(r["node"]), gpus=int(r["n_gpus"]), nodes=int(r["nodes"]), kind="zero1",
                    tp=int(r["tp"]), pp=int(r["pp"]), vp=int(r["vp"]), cp=int(r["cp"]), per_gpu_batch=int(r["micro_batch"]),
                    global_batch=int(r["global_batch"]), recompute=str(r["recompute"]), uneven_pp=True)
