@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from gpusim import units
-from gpusim.errors import ScenarioError
+from gpusim.errors import GpusimError, ScenarioError
 from gpusim.rules import DEFAULT_MAX_IMAGES_PER_BATCH, DEFAULT_MAX_TOKENS_PER_BATCH, default_max_global_batch  # noqa: F401
 from gpusim.strategy import MASTER_BYTES, OPT_STATE_BYTES, WEIGHT_BYTES, base_precision
 
@@ -603,8 +603,8 @@ def recommendation_software_advice(config: Mapping[str, Any], workload, db, para
                / float(config["throughput_samples_per_s"]) - 1.0) > 0.01:
             return []
         return software_advice(scn, db=db, params=params)
-    except Exception:  # noqa: BLE001 - a configuration this rebuild cannot express: no advice rather than a wrong one
-        return []
+    except (GpusimError, ValueError, KeyError):  # a configuration this rebuild cannot express (pydantic's
+        return []                                  # ValidationError is a ValueError): no advice rather than a wrong one
 
 
 def _records(df) -> list[dict[str, Any]]:

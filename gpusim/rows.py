@@ -38,7 +38,7 @@ from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
 from gpusim.scenario import Hardware, Scenario, format_validation_error
 from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BYTES, OPT_FORLOOP_OPS_PER_TENSOR,
-                             PEAK_KEY, PRECISION_ALIASES, WEIGHT_BYTES, Strategy, opt_state_bytes,
+                             PEAK_KEY, WEIGHT_BYTES, Strategy, base_precision, opt_state_bytes,
                              opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
@@ -344,8 +344,6 @@ def matmul_cap_frac(gpu: GPU, precision: str, params: ModelParams) -> float:
     is the calibrated ceiling where a calibration measured one (ModelParams ``gemm_ceiling_flop_per_s``, as the
     layout path takes it), else the database's; a GPU with neither is not capped. Hand-worked, MI300X bf16:
     651.7 / (1307.4 x 0.70) = 0.712."""
-    from gpusim.strategy import base_precision
-
     base = base_precision(precision)
     key = PEAK_KEY[base]
     peak = peak_for(gpu, base)
@@ -358,7 +356,7 @@ def matmul_cap_frac(gpu: GPU, precision: str, params: ModelParams) -> float:
 def peak_for(gpu: GPU, precision: str) -> float:
     """Dense peak FLOP/s of the precision's matmuls. AMP fp16 on a GPU without a 16-bit matmul path
     faster than fp32 (Pascal) runs at the fp32 rate."""
-    precision = PRECISION_ALIASES.get(precision, (precision,))[0]  # [issue 17] fp8-cs, fp8-mx: their base precision
+    precision = base_precision(precision)  # [issue 17] fp8-cs, fp8-mx: their base precision
     key = PEAK_KEY[precision]
     if precision == "mxfp8" and not gpu.microscaling:  # (every path: the data-parallel one reads only this peak)
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {gpu.id} has "

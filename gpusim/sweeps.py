@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ from gpusim.params import DEFAULT_PARAMS, ModelParams
 from gpusim.rows import (AUTO_PRECISION_ORDER, ROW_FIELDS, STEP_FIELDS, HardwareTable, hardware_arrays,  # noqa: F401
                          matmul_cap_frac, not_offered_reason, option_scenario, partial_population_ok, precision_fields,
                          resolve_hardware_table, resolve_precision, table_inputs)
-from gpusim.strategy import OPT_STATE_BYTES, PRECISION_ALIASES, STRATEGY_CODES, Strategy
+from gpusim.strategy import OPT_STATE_BYTES, PRECISION_ALIASES, STRATEGY_CODES, Precision, Strategy
 
 #: the strategies a default sweep compares: DDP, the three ZeRO stages (ZeRO-3 = FSDP FULL_SHARD,
 #: ZeRO-2 = FSDP SHARD_GRAD_OP, which the model evaluates identically) and FSDP HYBRID_SHARD.
@@ -318,7 +319,7 @@ def sweep(model: str | None = None, *, workload=None, seq_len: int | None = None
         if s not in STRATEGY_CODES:
             raise ScenarioError(f"unknown strategy {s!r}; one of {', '.join(STRATEGY_CODES)}")
     precisions_in = [str(p) for p in _as_list(precisions)]
-    known = ("auto", "fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8", *PRECISION_ALIASES)
+    known = ("auto", *typing.get_args(Precision), *PRECISION_ALIASES)
     for p in precisions_in:  # [issue 17] the FP8 recipes' names (fp8-cs: current scaling) as predict takes them
         if p not in known:
             raise ScenarioError(f"unknown precision {p!r}; one of {', '.join(known)}")

@@ -78,3 +78,17 @@ def test_a_bf16_plan_is_told_what_fp8_would_add(capsys):
 def test_settings_given_leave_nothing_to_add():
     on = gpusim.plan(**JOB, moe_dispatcher="deepep", ep_overlap="1f1b", cuda_graph_scope=["full_iteration"])
     assert on.ok and "llm-moe-software" not in _by_id(on)
+
+
+def test_a_configuration_the_rebuild_cannot_express_gets_no_advice(planned):
+    """recommendation_software_advice gives no advice, rather than failing the plan, for a configuration it cannot
+    rebuild (here tp 5, which divides neither the heads nor the GPUs), and none for one that is not a layout."""
+    from gpusim.hwdb import load
+    from gpusim.planning import recommendation_software_advice
+    from gpusim.workload import get_workload
+
+    db, wl = load(), get_workload(JOB["model"])
+    c = dict(planned.recommendation["configuration"])
+    assert recommendation_software_advice(c, wl, db)  # (the recommendation itself has advice: test_... above)
+    assert recommendation_software_advice({**c, "tp": 5}, wl, db) == []
+    assert recommendation_software_advice({**c, "layout": ""}, wl, db) == []
