@@ -26,6 +26,9 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   measured with its own layout (``validation/runs_dense.csv`` and ``later_releases.csv``,
   :mod:`gpusim.validation_search`; the ratio ``gpusim validate`` reports, as measured speed / predicted speed).
   ``sweep`` prints it under a dense best layout beside the step-time band (``SweepResult.search_record``).
+  ``layout-search-moe`` the same for the published MoE recipes (``validation/runs_moe.csv`` and the later releases'
+  MoE rows, the expert-parallel degree searched too), under an MoE best layout; its ratio carries the MoE step-time
+  error (``llm-moe``) as well as the search's own choice.
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
@@ -73,12 +76,14 @@ BAND_KEYS: dict[str, str] = {
     "collectives": "published all-reduce and all-to-all sweeps across systems, sizes from 32 KiB",
     "layout-search": ("published vendor-tuned dense recipes against the layout search's best layout at their GPUs, "
                       "global batch and sequence"),
+    "layout-search-moe": ("published vendor-tuned MoE recipes against the layout search's best layout at their GPUs, "
+                          "global batch, sequence and MoE software"),
 }
 #: what each band's absolute error is measured on
 QUANTITY = {"llm-moe": "step time", "llm-dense-bf16": "step time", "llm-dense-fp8": "step time",
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
-            "collectives": "bus bandwidth", "layout-search": "MFU"}
+            "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU"}
 #: bands whose table holds no held-out row and whose rows the model's defaults were chosen with in view (README,
 #: Accuracy: "partly in-sample")
 IN_SAMPLE = ("data-parallel", "data-parallel-anchored", "single-gpu")
@@ -216,13 +221,14 @@ def _ratio(num, den) -> float:
     return float(num) / float(den) if den else math.nan
 
 
-def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=None) -> dict[str, Band]:
+def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=None,
+            searched_moe=None) -> dict[str, Band]:
     """Every band from the validation tables of this checkout (the model's defaults, no calibration): what
     ``gpusim validate`` measures, row by row. ``dp``, ``runs``, ``fsdp``, ``sweeps``: the results of
     :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
     :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``),
-    ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together;
-    None computes them. Bands whose table is missing (an installed package without the ``validation/`` folder) are
+    ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together,
+    ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows; None computes them. Bands whose table is missing (an installed package without the ``validation/`` folder) are
     left out."""
     from gpusim import validation as V
     from gpusim import validation_comm as VC
@@ -285,12 +291,20 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
         later = VR.later_releases_path()
         paths = VS.default_paths() + ([later] if later else [])
         searched = VS.run(paths, db=db) if paths else []
-    sel = [r for r in searched if r.best_step_s and r.measured_step_s]
-    # MFU: best predicted / measured = measured step / best step; speed ratio = best step / measured step
-    put(_band("layout-search", [(abs(r.measured_step_s / r.best_step_s - 1.0), r.best_step_s / r.measured_step_s,
-                                 r.holdout) for r in sel],
-              "validation/runs_dense.csv and later_releases.csv (gpusim.validation_search)",
-              _coverage([r.gpu for r in sel])))
+    if searched_moe is None:  # [issue 17] the same over the MoE recipes
+        from gpusim import validation_search as VS
+
+        later = VR.later_releases_path()
+        paths = VS.default_paths("moe") + ([later] if later else [])
+        searched_moe = VS.run(paths, db=db, kind="moe") if paths else []
+    for key, rows, table in (("layout-search", searched, "runs_dense.csv"), ("layout-search-moe", searched_moe,
+                                                                             "runs_moe.csv")):
+        sel = [r for r in rows if r.best_step_s and r.measured_step_s]
+        # MFU: best predicted / measured = measured step / best step; speed ratio = best step / measured step
+        put(_band(key, [(abs(r.measured_step_s / r.best_step_s - 1.0), r.best_step_s / r.measured_step_s,
+                         r.holdout) for r in sel],
+                  f"validation/{table} and later_releases.csv (gpusim.validation_search)",
+                  _coverage([r.gpu for r in sel])))
     return out
 
 
@@ -367,8 +381,17 @@ def is_moe(workload=None, ep: int = 1) -> bool:
 def search_band_applies(workload=None, ep: int = 1) -> bool:
     """[issue 17] Whether the ``layout-search`` band speaks for a layout search of ``workload``: a dense transformer
     (no experts, :func:`is_moe`, and no Mamba layers), what the tuned recipes behind the band are."""
+    return search_band_key(workload, ep) == "layout-search"
+
+
+def search_band_key(workload=None, ep: int = 1) -> str | None:
+    """[issue 17] The band of a layout search of ``workload`` (:data:`BAND_KEYS`): ``layout-search`` for a dense
+    transformer, ``layout-search-moe`` for a mixture-of-experts one (:func:`is_moe`), None without a transformer or
+    with Mamba layers (no hybrid recipe is behind either band)."""
     spec = getattr(workload, "transformer", None)
-    return spec is not None and not is_moe(workload, ep) and not getattr(spec, "n_mamba_layers", 0)
+    if spec is None or getattr(spec, "n_mamba_layers", 0):
+        return None
+    return "layout-search-moe" if is_moe(workload, ep) else "layout-search"
 
 
 def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind: str = "ddp", split: bool = False,

@@ -10,7 +10,10 @@ the tuned recipe measured with the same GPUs, batch and sequence:
 
 ``ratio = predicted MFU of the search's best layout / measured MFU of the recipe = measured step / best step``
 
-(both MFUs count gpusim's model FLOPs over the GPU's peak, which cancel). A ratio above 1 is the search promising more
+(both MFUs count gpusim's model FLOPs over the GPU's peak, which cancel). [issue 17] The mixture-of-experts runs
+(``validation/runs_moe.csv`` and the later releases' MoE rows; not the hybrid Mamba-Transformer ones) are searched the
+same way, the expert-parallel degree searched too and the run's MoE software kept as its notes state it, and reported
+apart: the issue's bar is for dense models, and an MoE ratio carries the MoE step-time error besides the search's own. A ratio above 1 is the search promising more
 than the vendor's tuned run reached; below 1, less (the search found nothing as fast as the recipe: the model charges
 the recipe's layout too much, or its memory model rejects it). Issue 17's bar: the median ratio within 0.95-1.08, and
 no best layout with less free memory than ``--memory-headroom`` (its ``spare`` below zero: the search admits only layouts
@@ -71,9 +74,24 @@ class SearchRow:
         return self.stated_step_s / self.best_step_s - 1.0
 
 
-def search_row(r: dict, *, db, params=None) -> SearchRow | None:
-    """The layout search for one published run (module docstring); None for a row that is not a dense step-time row
-    (mixture-of-experts, peak memory). Never raises for a bad row: it comes back with ``error`` set."""
+#: the kinds of published run the search is set against: dense transformers, and [issue 17] mixture-of-experts
+#: transformers (without Mamba mixers: hybrid models are reported by neither)
+KINDS = ("dense", "moe")
+
+
+def row_kind(regimes) -> str | None:
+    """Which of :data:`KINDS` a published step-time row of ``regimes`` (:func:`gpusim.validation_runs.regime`) is;
+    None for a peak-memory row or a hybrid Mamba-Transformer one."""
+    if "memory" in regimes or "hybrid" in regimes:
+        return None
+    return "moe" if "moe" in regimes else "dense"
+
+
+def search_row(r: dict, *, db, params=None, kind: str = "dense") -> SearchRow | None:
+    """The layout search for one published run (module docstring); None for a row that is not a step-time row of
+    ``kind`` (:data:`KINDS`, :func:`row_kind`: dense, or [issue 17] mixture-of-experts, where the search also
+    searches the expert-parallel degree and keeps the run's MoE software: its dispatcher, CUDA graphs, gradient
+    dtype, ... as its notes state them). Never raises for a bad row: it comes back with ``error`` set."""
     from gpusim import validation_runs as R
     from gpusim.errors import GpusimError
     from gpusim.scenario import Scenario
@@ -85,7 +103,9 @@ def search_row(r: dict, *, db, params=None) -> SearchRow | None:
         return SearchRow(run_id=r.get("run_id", ""), source_id=r.get("source_id", ""),
                          holdout=str(r.get("holdout")).strip() == "1", model=r.get("model", ""), gpu=r.get("gpu", ""),
                          gpus=0, precision=r.get("precision", ""), stated_layout="", error=f"unreadable row: {e}")
-    if stated.is_memory or "moe" in stated.regimes:
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    if row_kind(stated.regimes) != kind:
         return None
     out = SearchRow(run_id=stated.run_id, source_id=stated.source_id, holdout=stated.holdout, model=stated.model,
                     gpu=stated.gpu, gpus=stated.gpus, precision=stated.precision, stated_layout=stated.layout,
@@ -183,36 +203,38 @@ def run_table1(path=None, *, db=None, params=None) -> list[SearchRow]:
 
 
 def short_layout(lay: dict, i: int) -> str:
-    """``4/8/5/1 1 sel`` (tp/pp/vp/cp, micro-batch, recomputation; ``uneven`` for unequal stages): layout ``i`` in the
-    published runs' own notation (their table's ``tp/pp/vp/cp mb/gb`` column)."""
+    """``4/8/5/1 mb 1 rc selective`` (tp/pp/vp/cp, ``/ep`` where experts are split, micro-batch, recomputation;
+    ``uneven`` for unequal stages): layout ``i`` in the published runs' own notation (their table's
+    ``tp/pp/vp/cp(/ep) mb/gb`` column)."""
     from gpusim.search import RECOMPUTES
 
     rc = RECOMPUTES[lay["recompute"][i]]
-    text = (f"{lay['tp'][i]}/{lay['pp'][i]}/{lay['vp'][i]}/{lay['cp'][i]} mb {lay['micro_batch'][i]}"
-            + ("" if rc == "none" else f" rc {rc}"))
+    ep = int(lay["ep"][i]) if "ep" in lay else 1
+    text = (f"{lay['tp'][i]}/{lay['pp'][i]}/{lay['vp'][i]}/{lay['cp'][i]}" + (f"/{ep}" if ep > 1 else "")
+            + f" mb {lay['micro_batch'][i]}" + ("" if rc == "none" else f" rc {rc}"))
     return text + (" uneven" if "uneven" in lay and lay["uneven"][i] else "")
 
 
-def run(paths, *, db=None, params=None) -> list[SearchRow]:
-    """:func:`search_row` over every row of ``paths`` (the dense step-time rows)."""
+def run(paths, *, db=None, params=None, kind: str = "dense") -> list[SearchRow]:
+    """:func:`search_row` over every row of ``paths`` (the step-time rows of ``kind``: dense, or mixture-of-experts)."""
     from gpusim import validation_runs as R
     from gpusim.hwdb import load
 
     db = db or load()
     out = []
     for _file, r in R.read_rows(paths):
-        row = search_row(r, db=db, params=params)
+        row = search_row(r, db=db, params=params, kind=kind)
         if row is not None:
             out.append(row)
     return out
 
 
-def default_paths() -> list[Path]:
-    """The curated dense runs (``validation/runs_dense.csv``)."""
+def default_paths(kind: str = "dense") -> list[Path]:
+    """The curated runs of ``kind``: ``validation/runs_dense.csv``, or [issue 17] ``validation/runs_moe.csv``."""
     from gpusim import validation_runs as R
 
     d = R.default_dir()
-    p = d / "runs_dense.csv" if d else None
+    p = d / f"runs_{kind}.csv" if d else None
     return [p] if p and p.is_file() else []
 
 
@@ -302,27 +324,36 @@ TABLE_COLUMNS = ("run", "held", "model", "GPU", "GPUs", "prec", "recipe tp/pp/vp
 
 
 def print_section(rows: list[SearchRow], later: list[SearchRow], print_table, *, holdout_rows: bool = False,
-                  table1: list[SearchRow] | None = None) -> None:
-    """The table and summary ``gpusim validate`` prints."""
-    if not rows and not later and not table1:
-        return
-    if rows:
-        print_table(table_rows(rows, holdout_rows=holdout_rows), list(TABLE_COLUMNS),
-                    title="The layout search against the tuned recipes (dense runs of validation/runs_dense.csv): "
-                          "the best layout gpusim sweep finds at the run's GPUs, batch and sequence, its predicted "
-                          "MFU over the recipe's measured MFU (ratio > 1: the search promises more than the tuned run "
-                          "reached)",
+                  table1: list[SearchRow] | None = None, moe: list[SearchRow] | None = None,
+                  moe_later: list[SearchRow] | None = None) -> None:
+    """The tables and summaries ``gpusim validate`` prints (``moe``, ``moe_later``: [issue 17] the MoE runs')."""
+
+    def table(rs, title, heading):
+        print_table(table_rows(rs, holdout_rows=holdout_rows), list(TABLE_COLUMNS), title=title,
                     justify=["left", "left", "left", "left", "right", "left", "left", "left"] + ["right"] * 5)
-        print("layout search vs tuned recipes (dense published runs):")
-        for line in summary_lines(summarize(rows)):
-            print(line)
-    if later:
-        print("  the later releases' dense rows (validation/later_releases.csv, reported apart):")
-        for line in summary_lines(summarize(later), label="  "):
-            print(line)
-    if table1:
-        print("  Narayanan et al. SC'21 Table 1 (validation/llm_parallel.csv: GPT 1.7B-1T on 32-3072 A100, the authors' "
-              "layouts; looked at while the model was built):")
-        for line in summary_lines(summarize(table1), label="  "):
+        print(heading)
+        for line in summary_lines(summarize(rs)):
             print(line)
 
+    def apart(rs, heading):
+        print(heading)
+        for line in summary_lines(summarize(rs), label="  "):
+            print(line)
+
+    if rows:
+        table(rows, "The layout search against the tuned recipes (dense runs of validation/runs_dense.csv): the best "
+                    "layout gpusim sweep finds at the run's GPUs, batch and sequence, its predicted MFU over the "
+                    "recipe's measured MFU (ratio > 1: the search promises more than the tuned run reached)",
+              "layout search vs tuned recipes (dense published runs):")
+    if later:
+        apart(later, "  the later releases' dense rows (validation/later_releases.csv, reported apart):")
+    if table1:
+        apart(table1, "  Narayanan et al. SC'21 Table 1 (validation/llm_parallel.csv: GPT 1.7B-1T on 32-3072 A100, the "
+                      "authors' layouts; looked at while the model was built):")
+    if moe:
+        table(moe, "The layout search against the tuned MoE recipes (validation/runs_moe.csv, reported apart): the best "
+                   "layout gpusim sweep finds at the run's GPUs, batch, sequence and MoE software, expert parallelism "
+                   "searched too; the recipe columns are tp/pp/vp/cp/ep",
+              "layout search vs tuned recipes (published MoE runs: the ratio carries the MoE step-time error too):")
+    if moe_later:
+        apart(moe_later, "  the later releases' MoE rows (validation/later_releases.csv, reported apart):")

@@ -132,11 +132,12 @@ st.caption(f"tp {par['tp']} x cp {par.get('cp', 1)} x pp {par['pp']} (vp {par['v
            f"{r['micro_batch']} per step; pipeline bubble {bubble_frac:.0%} of the step; bottleneck: {res.bottleneck}")
 # how far such layouts' predictions were from published runs
 shell.result_track_record_caption(ctx, res, resolve_workload(chosen), res.tokens_per_s_per_gpu, "tokens/s per GPU")
-if cell is b and track_record.search_band_applies(resolve_workload(chosen), int(r["ep"])):
-    # [issue 17] what the search's best promised on published tuned dense recipes (gpusim sweep's "search record")
-    _sband = track_record.load().get("layout-search")
+_skey = track_record.search_band_key(resolve_workload(chosen), int(r["ep"]))
+if cell is b and _skey is not None:
+    # [issue 17] what the search's best promised on published tuned recipes of the kind (gpusim sweep's "search record")
+    _sband = track_record.load().get(_skey)
     _here = "" if _sband is None else "{:.1%} to {:.1%} MFU".format(*_sband.speed_range(res.mfu_frac))
-    shell.track_record_caption(_sband, "layout-search", calibrated=not shell.uses_default_model(ctx), here=_here,
+    shell.track_record_caption(_sband, _skey, calibrated=not shell.uses_default_model(ctx), here=_here,
                                lead="**Search record**")
 shell.chart(viz.breakdown_figure(res.breakdown_s, title="Where one training step goes (critical path)"),
             key="fig_par_breakdown")

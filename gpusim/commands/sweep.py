@@ -74,10 +74,11 @@ def sweep_result(args):
         band = track_record.load().get(key)
         record = track_record.record_for(band, key, calibrated=cal is not None, **(
             {} if band is None else {"throughput_range_tokens_per_s": band.speed_range(float(best["tokens_per_s"]))}))
-        if track_record.search_band_applies(resolve_workload(scn), int(best["ep"])):
-            # [issue 17] what the search's best promised on the tuned dense recipes (dense transformers only)
-            sband = track_record.load().get("layout-search")
-            search = track_record.record_for(sband, "layout-search", calibrated=cal is not None, **(
+        skey = track_record.search_band_key(resolve_workload(scn), int(best["ep"]))
+        if skey is not None:
+            # [issue 17] what the search's best promised on the tuned recipes of the kind (dense or MoE transformers)
+            sband = track_record.load().get(skey)
+            search = track_record.record_for(sband, skey, calibrated=cal is not None, **(
                 {} if sband is None else {"mfu_range_frac": sband.speed_range(float(best["mfu_frac"]))}))
     advice: list = []
     if best is not None:  # [issue 17] what FP8 and the MoE software settings would add to the best layout

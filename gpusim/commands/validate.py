@@ -59,15 +59,20 @@ def _later_results(args, db, params):
 
 def _search_results(args, db, params):
     """[issue 17] The layout search against the tuned recipes (gpusim.validation_search): the curated dense runs and,
-    apart, the later releases' dense rows; only with the project's own tables and the model's defaults."""
+    apart, the later releases' dense rows, Narayanan et al.'s Table 1, and the MoE runs with the later releases' MoE
+    rows apart; only with the project's own tables and the model's defaults."""
     from gpusim import validation_runs as R
     from gpusim import validation_search as VS
 
     if args.csv or getattr(args, "runs", None) is not None or (params is not None and callable(params)):
-        return [], [], []
+        return [], [], [], [], []
     later = R.later_releases_path()
-    return (VS.run(VS.default_paths(), db=db, params=params), (VS.run([later], db=db, params=params) if later else []),
-            VS.run_table1(db=db, params=params))
+
+    def of(paths, kind):
+        return VS.run(paths, db=db, params=params, kind=kind) if paths else []
+
+    return (of(VS.default_paths(), "dense"), of([later] if later else [], "dense"), VS.run_table1(db=db, params=params),
+            of(VS.default_paths("moe"), "moe"), of([later] if later else [], "moe"))
 
 
 def _ep_results(args, db, params):
@@ -134,7 +139,7 @@ def _fsdp_results(args, db, params):
     return VF.run(VF.default_csv(), db=db, params=params)
 
 
-def _track_record(args, db, results, runs, fsdp, sweeps, searched=None):
+def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None):
     """The model's track record per kind of prediction (gpusim.track_record) from the results just computed, where
     they are the project's own tables with the model's defaults (no user CSV, no calibration, no other run files):
     the bands ``predict``, ``sweep``, ``plan`` and ``comm`` print. None otherwise."""
@@ -142,7 +147,8 @@ def _track_record(args, db, results, runs, fsdp, sweeps, searched=None):
         return None
     from gpusim import track_record
 
-    return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps, searched=searched)
+    return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps, searched=searched,
+                                searched_moe=searched_moe)
 
 
 def print_track_record_table(record, print_table) -> None:
@@ -236,8 +242,9 @@ def cmd_validate(args) -> int:
     gemms = _gemm_results(args, db, params)
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
-    searched, searched_later, searched_t1 = _search_results(args, db, params)
-    record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later)
+    searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
+    record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
+                           searched_moe + searched_moe_later)
     ep_rows = _ep_results(args, db, params)
     attn_rows = _attention_results(args, db, params)
     if args.json:
@@ -270,7 +277,14 @@ def cmd_validate(args) -> int:
                                                          "rows": VS.to_dicts(searched_later,
                                                                              holdout_rows=args.show_holdout)},
                                       "narayanan_table1": {"summary": VS.summarize(searched_t1),
-                                                           "rows": VS.to_dicts(searched_t1)}}})
+                                                           "rows": VS.to_dicts(searched_t1)},
+                                      # [issue 17] the MoE runs, reported apart
+                                      "moe": {"summary": VS.summarize(searched_moe),
+                                              "rows": VS.to_dicts(searched_moe, holdout_rows=args.show_holdout),
+                                              "later_releases": {
+                                                  "summary": VS.summarize(searched_moe_later),
+                                                  "rows": VS.to_dicts(searched_moe_later,
+                                                                      holdout_rows=args.show_holdout)}}}})
         return 0
     table = []
     for g in summary["groups"]:
@@ -382,11 +396,11 @@ def cmd_validate(args) -> int:
                   f"median +{rep['median_spread_frac']:.1%}, p90 +{rep['p90_spread_frac']:.1%}: the settings a layout "
                   f"does not state (the container, CUDA graphs, the dispatcher ...) move a measurement this much; "
                   f"gpusim reads some of them from each row's notes, not all")
-    if searched or searched_later or searched_t1:
+    if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS
 
         VS.print_section(searched, searched_later, print_table, holdout_rows=getattr(args, "show_holdout", False),
-                         table1=searched_t1)
+                         table1=searched_t1, moe=searched_moe, moe_later=searched_moe_later)
     if record:
         print_track_record_table(record, print_table)
     if args.rows:

@@ -266,6 +266,9 @@ def test_parallelism_best_layout_with_uneven_stages_is_inspected_as_searched(que
     assert float(value.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-4)
     tile = metrics(at)["Tokens/s per GPU"]
     assert float(tile.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-3)
+    # [issue 17] the best layout's search record is of the recipes of its kind: MoE recipes for DeepSeek-V3
+    kind = "MoE" if query["model"] == "deepseek-v3" else "dense"
+    assert any(c.value.startswith(f"**Search record**: published vendor-tuned {kind} recipes") for c in at.caption)
 
 
 def test_fold_keeps_the_best_rows_each_cells_best_and_every_reason(db):

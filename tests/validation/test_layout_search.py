@@ -46,6 +46,42 @@ def test_moe_and_memory_rows_are_not_searched_and_a_bad_row_says_why():
     assert VS.search_row({**ROW, "metric": "peak_allocated_gib", "value": "60", "unit": "GiB"}, db=DB) is None
     bad = VS.search_row({**ROW, "gpu": "no-such-gpu"}, db=DB)
     assert bad.ratio is None and "no node template" in bad.error
+    assert VS.search_row(ROW, db=DB, kind="moe") is None  # a dense row is not an MoE one
+    with pytest.raises(ValueError, match="not one of dense, moe"):
+        VS.search_row(ROW, db=DB, kind="hybrid")
+
+
+# [issue 17] an MoE row shaped like a published run (Qwen3-30B-A3B MXFP8 on 8 GB200, ep 8, micro-batch 4, the flex
+# dispatcher; its figure is made up)
+MOE_ROW = {**ROW, "run_id": "t-gb200-q30", "model": "qwen3-30b-a3b", "gpu": "gb200", "gpus_per_node": "72", "ep": "8",
+           "micro_batch": "4", "global_batch": "512", "precision": "mxfp8", "value": "9.0",
+           "notes": "strategy=zero1; moe_dispatcher=deepep"}
+
+
+def test_an_moe_row_is_searched_over_the_expert_degree_with_its_software_kept():
+    """The MoE search keeps the row's MoE software (here the flex dispatcher) and searches ep with the other degrees:
+    the recipe's own layout (tp 1 pp 1, ep 8, micro-batch 4) is among the searched ones and fits, so the best is at
+    least as fast as the model's prediction of it, and the ratio is the measured step over the best step."""
+    stated = R.predict_row(MOE_ROW, db=DB)
+    assert stated.error == "" and "no fit" not in stated.chosen
+    row = VS.search_row(MOE_ROW, db=DB, kind="moe")
+    assert row.error == "" and row.best_layout and row.spare_bytes >= 0.0
+    assert row.best_step_s <= stated.step_s * (1 + 1e-12)
+    assert row.ratio == pytest.approx(9.0 / row.best_step_s, rel=1e-12)
+    assert VS.search_row(MOE_ROW, db=DB) is None  # not a dense row
+    # the search ran the row's dispatcher: with the default all-to-all its best is slower
+    a2a = VS.search_row({**MOE_ROW, "notes": "strategy=zero1"}, db=DB, kind="moe")
+    assert a2a.best_step_s > row.best_step_s
+
+
+def test_short_layout_names_the_expert_degree_where_experts_are_split():
+    import numpy as np
+
+    lay = {k: np.array([v]) for k, v in dict(tp=1, pp=2, vp=4, cp=1, ep=8, micro_batch=2, recompute=0,
+                                              uneven=False).items()}
+    assert VS.short_layout(lay, 0) == "1/2/4/1/8 mb 2"
+    lay["ep"] = np.array([1])
+    assert VS.short_layout(lay, 0) == "1/2/4/1 mb 2"
 
 
 def _row(ratio, spare, holdout=False, stated=None):
@@ -96,6 +132,16 @@ def test_validate_reports_the_search_on_every_dense_run(capsys):
     assert s["open"]["below_headroom"] == s["held_out"]["below_headroom"] == 0
     assert d["later_releases"]["summary"]["open"]["searched"] > 0
     assert all(r["hidden"] and r["ratio"] is None for r in rows if r["holdout"])
+    # [issue 17] every MoE run too (none hybrid), reported apart, with the same hiding and the headroom kept
+    with open(VS.default_paths("moe")[0], newline="") as fh:
+        moe = [r for r in csv.DictReader(fh) if VS.row_kind(R.regime(r)) == "moe"]
+    m = d["moe"]
+    assert {r["run_id"] for r in m["rows"]} == {r["run_id"] for r in moe}
+    assert all(r["error"] == "" and r["best_layout"] and r["spare_bytes"] >= 0 for r in m["rows"])
+    assert all(r["hidden"] and r["ratio"] is None for r in m["rows"] if r["holdout"])
+    assert m["summary"]["open"]["searched"] + m["summary"]["held_out"]["searched"] == len(moe)
+    later = m["later_releases"]["rows"]
+    assert later and not any("nemotron" in r["model"] for r in later)  # the hybrid Nano rows are in neither
 
 
 def test_narayanan_table1_rows_are_searched_with_the_software_of_2021():

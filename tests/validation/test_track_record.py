@@ -257,13 +257,17 @@ def test_sweep_reports_the_band_of_its_best_layout(capsys):
     assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
     out = capsys.readouterr().out
     assert "track record: published dense BF16 training runs" in out
-    # [issue 17] a dense sweep also says what the search's best promised on the tuned recipes; an MoE one does not
-    # (the band is of dense recipes)
+    # [issue 17] a sweep also says what the search's best promised on the tuned recipes of its kind: the dense
+    # recipes' band for a dense model, the MoE recipes' for an MoE one
     assert "search record: published vendor-tuned dense recipes" in out and "MFU for the best layout" in out
     assert dense.search_record["key"] == "layout-search" and "search_record" in dense.to_dict()
     lo, hi = dense.search_record["mfu_range_frac"]
     assert lo < dense.best["mfu_frac"] < hi
-    assert moe.search_record is None and "search_record" not in moe.to_dict()
+    assert moe.search_record["key"] == "layout-search-moe" and "search_record" in moe.to_dict()
+    lo, hi = moe.search_record["mfu_range_frac"]
+    assert lo < hi and lo < moe.best["mfu_frac"]
+    assert main(["sweep", "--model", "qwen3-30b-a3b", "--gpu", "gb200", "--gpus", "8", "--global-batch", "512"]) == 0
+    assert "search record: published vendor-tuned MoE recipes" in capsys.readouterr().out
 
 
 def test_the_layout_search_band_hand_worked():
@@ -278,12 +282,17 @@ def test_the_layout_search_band_hand_worked():
                          precision="bf16", stated_layout="1/1/1/1", best_step_s=best, measured_step_s=measured)
 
     searched = [row(1.0, 1.1, False), row(1.0, 0.95, False), row(1.0, 1.0, True), row(None, 1.0, False)]
-    b = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched)["layout-search"]
+    bands = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched, searched_moe=[])
+    b = bands["layout-search"]
     assert (b.rows, b.held_out_rows, b.quantity) == (3, 1, "MFU")
     assert b.median_abs_frac == pytest.approx(0.05)  # of 0.1, 0.05 and 0
     assert b.real_vs_predicted_speed_frac == pytest.approx(0.0)  # median speed ratio 1.0
     assert b.slower_frac == pytest.approx(1 / 3, abs=1e-4)  # (stored to four digits)
-    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[])) == set()
+    assert "layout-search-moe" not in bands
+    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[])) == set()
+    # [issue 17] the MoE recipes' rows make their own band by the same rule, apart from the dense one
+    moe = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=searched)
+    assert set(moe) == {"layout-search-moe"} and moe["layout-search-moe"].median_abs_frac == pytest.approx(0.05)
 
 
 def test_key_for_hand_cases():
@@ -350,7 +359,8 @@ def test_the_writer_refuses_a_path_it_cannot_write_with_a_message(capsys):
 
 
 def test_the_search_band_speaks_for_dense_transformers_only():
-    """[issue 17] The layout-search band is of dense transformer recipes: no MoE model, no hybrid Mamba model."""
+    """[issue 17] The layout-search band is of dense transformer recipes: no MoE model, no hybrid Mamba model; an MoE
+    transformer's search has the MoE recipes' band, a hybrid model's none."""
     from pathlib import Path
 
     from gpusim.workload import get_workload
@@ -361,3 +371,9 @@ def test_the_search_band_speaks_for_dense_transformers_only():
     assert not T.search_band_applies(get_workload("llama3-8b"), ep=2)
     assert not T.search_band_applies(get_workload(str(configs / "nemotron-h-8b.json")))
     assert not T.search_band_applies(None)
+    assert T.search_band_key(get_workload("llama3-8b")) == "layout-search"
+    assert T.search_band_key(get_workload("qwen3-30b-a3b")) == "layout-search-moe"
+    assert T.search_band_key(get_workload("llama3-8b"), ep=2) == "layout-search-moe"
+    assert T.search_band_key(get_workload(str(configs / "nemotron-3-nano-30b-a3b.json"))) is None
+    assert T.search_band_key(get_workload(str(configs / "nemotron-h-8b.json"))) is None
+    assert T.search_band_key(None) is None
