@@ -358,7 +358,7 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
         g = _gain(thr, by["llm-fp8"][1])
         if g >= FP8_GAIN_FRAC:
             mx = vs.precision == "mxfp8"
-            rec("llm-fp8", f"Training the layers' GEMMs in "
+            rec("llm-fp8", "Training the layers' GEMMs in "
                 + ("MXFP8 (1x32 block scales; --precision mxfp8)" if mx else
                    "FP8 with per-tensor scaling (--precision fp8: Transformer Engine's delayed scaling)")
                 + f" instead of BF16 is predicted {g:+.0%} on this layout, Transformer Engine's quantisation kernels "
@@ -626,6 +626,8 @@ def layer_lines(d: dict | None) -> list[str]:
 
     def parts(pas: str) -> str:
         named = [("attention core", d[f"attn_{pas}_s"])]
+        if d.get(f"mamba_{pas}_s", 0.0) > 0:  # [issue 17] a hybrid model's Mamba mixers
+            named.append(("Mamba mixers", d[f"mamba_{pas}_s"]))
         if d["moe_layer_frac"] > 0:
             fused = " (TE's fused grouped MLP)" if d.get("fused_mlp_flag", 0.0) > 0 else ""
             named.append((f"MoE experts{fused}", d[f"experts_{pas}_s"]))

@@ -32,6 +32,13 @@ the forward pass, as an MLP has:
   written. At Nemotron 3 Nano's shape that is about 92 KB per token against the 29 KB of the inputs and output
   alone. The kernels' own arithmetic efficiency has no published training measurement and keeps FlashAttention's.
 - **gate and norm**: ``y silu(z)`` and the gated RMSNorm by their bytes.
+- **layout copies** [issue 17]: Megatron-Core's training path (``MambaMixer._ssm_training``,
+  ``megatron/core/ssm/mamba_mixer.py`` @00bebb45b9b247b7c6a13d2f47f3b5beed3a335d) hands the fused kernel
+  ``rearrange(zxBCdt, "l b d -> b l d").contiguous()`` and takes its output back as
+  ``rearrange(y, "b l d -> l b d").contiguous()``: with more than one sequence per micro-batch each is a copy (read
+  and write) of the in_proj output (``2 d + 2 G N + nh`` per token) and of ``y`` (``d``); the backward pass copies
+  their gradients back the same way (:func:`layout_copy_bytes`). With one sequence the permutation moves a dimension
+  of size one and ``contiguous()`` copies nothing.
 
 Kept for the backward pass (16-bit unless said): the norm input, the in_proj input and output, the conv output, the
 scan output and the gate's inputs, the out_proj input. Not the chunk states: the fused kernel Megatron-Core calls
@@ -75,14 +82,24 @@ def ssd_forward_bytes(T, tp, e, *, d_inner, heads, groups, state, chunk):
     return _f(T) * per_token
 
 
-def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep) -> dict:
+def layout_copy_bytes(T, micro_batch, tp, e, *, width, d_inner):
+    """[issue 17] HBM bytes of the two layout copies around Megatron-Core's fused Mamba kernel in one pass, per rank
+    (module docstring): ``T (width + d) / tp`` values read and written, ``2 e`` bytes each, where the micro-batch
+    holds more than one sequence; 0 with one. Hand-worked, Nemotron 3 Nano (width 10,304, d 4,096), micro-batch 2,
+    bf16, tp 1: 14,400 x 4 = 57,600 bytes per token."""
+    many = _f(micro_batch) > 1.0
+    return np.where(many, _f(T) * (_f(width) + _f(d_inner)) / _f(tp) * 2.0 * _f(e), 0.0)
+
+
+def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep, micro_batch=1.0) -> dict:
     """Forward and backward seconds, kept bytes and forward model FLOPs per token of one Mamba mixer on one rank.
 
     ``x`` holds the row fields ``mamba_version``, ``mamba_d_inner``, ``mamba_state``, ``mamba_heads``,
     ``mamba_groups``, ``mamba_conv``, ``mamba_chunk``, ``mamba_dt_rank`` and ``mamba_flop_per_token`` (the mixer's
     forward FLOPs per token, :meth:`gpusim.workload.transformer.TransformerSpec.mamba_fwd_flop_per_token`); ``gemm``
     times one GEMM ``(m, n, k)``; ``T`` tokens per rank, ``e`` bytes per activation element, ``rep`` the share of
-    ``T h`` a rank holds (``1 / tp`` with sequence parallelism).
+    ``T h`` a rank holds (``1 / tp`` with sequence parallelism), ``micro_batch`` the sequences in ``T`` (Mamba-2's
+    layout copies, :func:`layout_copy_bytes`).
     """
     h = _f(x["d_model"])
     v2 = _f(x["mamba_version"]) == 2.0
@@ -112,8 +129,12 @@ def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep) -
     bwd_kernels = np.where(v2, SSD_BWD_KERNELS, SCAN_BWD_MULT)
     scan_s = scan_roof + fwd_kernels * p.kernel_tail_s
     gate_s = T * 5.0 * d / tp * e / mem_rate + 2.0 * p.kernel_tail_s
-    fwd = gf + conv_s + scan_s + gate_s
-    bwd = gb + 2.0 * conv_s + SCAN_BWD_MULT * scan_roof + bwd_kernels * p.kernel_tail_s + 2.0 * gate_s
+    # [issue 17] Megatron-Core's two layout copies around the fused kernel (Mamba-2 rows; a kernel each where they
+    # copy), the same again for the gradients in the backward pass
+    copy_b = np.where(v2, layout_copy_bytes(T, micro_batch, tp, e, width=width, d_inner=d), 0.0)
+    copy_s = copy_b / mem_rate + np.where(copy_b > 0, 2.0 * p.kernel_tail_s, 0.0)
+    fwd = gf + conv_s + scan_s + gate_s + copy_s
+    bwd = gb + 2.0 * conv_s + SCAN_BWD_MULT * scan_roof + bwd_kernels * p.kernel_tail_s + 2.0 * gate_s + copy_s
     keep = (T * h * rep * e * 2.0                                        # norm input, in_proj input
             + T * (width + conv_ch + 3.0 * d) / tp * e                     # in_proj out, conv out, y, gate, out_proj in
             + np.where(v2, 0.0, T * (R + 2.0 * N) / tp * e))

@@ -674,7 +674,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
                         + fa * qk_f)
         with np.errstate(divide="ignore", invalid="ignore"):  # rows without Mamba layers: zero shapes, masked below
             mam = HYB.mamba_layer_terms(x, p, gemm=gemm_lin, T=T, tp=tp, e=e, mem_rate=mem_rate, ceil_rate=ceil_rate,
-                                        rep=rep)
+                                        rep=rep, micro_batch=b)
     else:
         elem_bytes_f = (T * h * rep * (2.0 * 2.0 * e + 2.0 * (3.0 * e + drop))  # 2 norms, 2 bias-dropout-adds
                         + T * f / tp * e * (up + 1.0)  # activation function: read its inputs, write its output
@@ -828,6 +828,11 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
                    busiest=np.asarray(moe.get("busiest_load", 1.0)) * np.ones(np.shape(gpu_f)),
                    fused_mlp=(np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (fp8 == FP8.MX)
                               & (mfr > 0)) * np.ones(np.shape(gpu_f)))
+        # [issue 17] a hybrid model's Mamba mixers (projections, convolution, scan, gate and norm), averaged over the
+        # layers as the other parts are; zero for a transformer without them
+        zero = np.zeros(np.shape(gpu_f))
+        out.update(mamba_f=np.where(fm > 0, fm * mam["f_s"], 0.0) + zero if hyb else zero,
+                   mamba_b=np.where(fm > 0, fm * mam["b_s"], 0.0) + zero if hyb else zero)
     return out
 
 
@@ -838,7 +843,8 @@ LAYER_DETAIL_KEYS = {"gpu_f": "gpu_fwd_s", "gpu_b": "gpu_bwd_s", "cpu_f": "cpu_f
                      "experts_b": "experts_bwd_s", "route_f": "routing_fwd_s", "route_b": "routing_bwd_s",
                      "a2a": "a2a_s", "syncs": "host_sync_flag",
                      "fused_mlp": "fused_mlp_flag", "busiest": "ep_busiest_load", "tp_f": "tp_fwd_s",
-                     "tp_b": "tp_bwd_s", "cp_f": "cp_fwd_s", "cp_b": "cp_bwd_s", "ep_f": "ep_fwd_s", "ep_b": "ep_bwd_s"}
+                     "tp_b": "tp_bwd_s", "cp_f": "cp_fwd_s", "cp_b": "cp_bwd_s", "ep_f": "ep_fwd_s", "ep_b": "ep_bwd_s",
+                     "mamba_f": "mamba_fwd_s", "mamba_b": "mamba_bwd_s"}
 
 
 def layer_detail(x: dict, p) -> dict[str, float]:
@@ -847,6 +853,7 @@ def layer_detail(x: dict, p) -> dict[str, float]:
     backward time (``attn_*`` of it the attention core, ``experts_*`` the MoE layers' routed and shared experts with
     their permutations and casts, averaged over the layers, ``routing_*`` [issue 17] the MoE layers' token routing
     and permutation: router, (un)permutations and the dispatcher's small kernels, the last two inside ``experts_*``,
+    ``mamba_*`` [issue 17] a hybrid model's Mamba mixers, averaged over the layers (zero without them),
     ``recompute_bwd_s`` what the backward runs again),
     ``cpu_*`` the CPU's launches, ``layer_*`` the time the layer takes (the slower of the two, with the MoE
     dispatcher's host sync), ``moe_layer_frac`` the share of MoE layers, ``a2a_s`` one MoE all-to-all,

@@ -61,3 +61,60 @@ def test_a_hybrid_step_costs_more_with_the_intermediates_counted(db):
     finally:
         H.ssd_forward_bytes = real
     assert now > before
+
+
+def test_layout_copies_hand_worked_and_only_with_more_than_one_sequence():
+    """[issue 17] Megatron-Core's MambaMixer copies the in_proj output (``l b d -> b l d``) and the scan's output back
+    (``b l d -> l b d``) with ``contiguous()``: Nemotron 3 Nano's in_proj width 2 x 4096 + 2 x 8 x 128 + 64 = 10,304
+    and d 4,096, bf16, read and written: 14,400 x 4 = 57,600 bytes per token; a micro-batch of one sequence permutes
+    a dimension of size one and copies nothing; tensor parallelism splits both widths."""
+    import numpy as np
+
+    one = H.layout_copy_bytes(1, 2, 1, 2.0, width=10304, d_inner=4096)
+    assert one == pytest.approx(57600)
+    assert H.layout_copy_bytes(1000, 4, 2, 2.0, width=10304, d_inner=4096) == pytest.approx(1000 * 57600 / 2)
+    assert H.layout_copy_bytes(1000, 1, 1, 2.0, width=10304, d_inner=4096) == 0.0
+    assert np.all(H.layout_copy_bytes(np.array([8.0, 8.0]), np.array([1.0, 2.0]), 1.0, 2.0, width=1.0, d_inner=1.0)
+                  == np.array([0.0, 64.0]))
+
+
+def test_the_mixer_pays_the_copies_in_both_passes_at_hbm_speed():
+    """The same tokens as one or as two sequences: with two the forward and the backward each take the copies'
+    bytes over the memory rate and two launch tails more (a Mamba-1 mixer has no such copies)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    p = SimpleNamespace(kernel_tail_s=1e-6, flash_fwd_eff_frac=0.8)
+    x = dict(d_model=2688.0, mamba_version=2.0, mamba_d_inner=4096.0, mamba_state=128.0, mamba_heads=64.0,
+             mamba_groups=8.0, mamba_conv=4.0, mamba_chunk=128.0, mamba_dt_rank=0.0, mamba_flop_per_token=1e7)
+    kw = dict(gemm=lambda m, n, k: 0.0 * np.asarray(m), T=8192.0, tp=1.0, e=2.0, mem_rate=1e12, ceil_rate=1e15,
+              rep=1.0)
+    single, double = H.mamba_layer_terms(x, p, **kw), H.mamba_layer_terms(x, p, **kw, micro_batch=2.0)
+    extra = 8192 * 57600 / 1e12 + 2e-6
+    assert double["f_s"] - single["f_s"] == pytest.approx(extra)
+    assert double["b_s"] - single["b_s"] == pytest.approx(extra)
+    v1 = {**x, "mamba_version": 1.0, "mamba_dt_rank": 8.0}
+    assert H.mamba_layer_terms(v1, p, **kw, micro_batch=2.0)["f_s"] == pytest.approx(
+        H.mamba_layer_terms(v1, p, **kw)["f_s"])
+
+
+def test_predict_names_the_mamba_mixers_share_of_a_layer(db):
+    """[issue 17] gpusim predict's one-layer lines name a hybrid model's Mamba mixers (averaged over the layers, as
+    the attention core and the MoE experts are), and a transformer's do not."""
+    from pathlib import Path
+
+    from gpusim.diagnose import layer_lines
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    cfg = Path(__file__).resolve().parents[1] / "workload" / "configs" / "nemotron-3-nano-30b-a3b.json"
+    res = simulate(Scenario.create(model=str(cfg), gpu="gb300", gpus=8, nodes=2, ep=8, micro_batch=2, global_batch=64,
+                                   seq_len=8192, precision="mxfp8", kind="zero1"), db=db, recommend=False)
+    d = res.layer_s
+    assert 0 < d["mamba_fwd_s"] < d["gpu_fwd_s"] and 0 < d["mamba_bwd_s"] < d["gpu_bwd_s"]
+    assert "Mamba mixers" in "\n".join(layer_lines(d))
+    dense = simulate(Scenario.create(model="llama3-8b", gpu="h100-sxm", gpus=8, tp=2, micro_batch=1, global_batch=64,
+                                     seq_len=4096,
+                                     precision="bf16", kind="zero1"), db=db, recommend=False)
+    assert dense.layer_s["mamba_fwd_s"] == 0.0 and "Mamba" not in "\n".join(layer_lines(dense.layer_s))
