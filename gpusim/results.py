@@ -112,8 +112,9 @@ class SweepResult:
     versus_defaults: str = ""  # [issue 17] how the best differs from Megatron-LM's defaults and why
     track_record: dict | None = None  # the best layout's kind on published runs (track_record.record_for; its range
     # throughput_range_tokens_per_s is of all GPUs together)
-    # [issue 17] dense layouts: the layout search's best against published tuned recipes (track_record's
-    # "layout-search" band; its range mfu_range_frac is the best layout's MFU carried to where 80% of them landed)
+    # [issue 17] the layout search's best against published tuned recipes of its kind (track_record's "layout-search"
+    # band for a dense transformer, "layout-search-moe" for an MoE one, none for a hybrid; its range mfu_range_frac is
+    # the best layout's MFU carried to where 80% of them landed)
     search_record: dict | None = None
     # [issue 17] predict's advice for the best layout on the settings the search ran as given: FP8 training, and
     # Megatron-Core's MoE software settings for an MoE model (simulation.software_advice: dicts of id, message,
