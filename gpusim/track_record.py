@@ -228,8 +228,8 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
     :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
     :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``),
     ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together,
-    ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows; None computes them. Bands whose table is missing (an installed package without the ``validation/`` folder) are
-    left out."""
+    ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows; None computes them.
+    Bands whose table is missing (an installed package without the ``validation/`` folder) are left out."""
     from gpusim import validation as V
     from gpusim import validation_comm as VC
     from gpusim import validation_fsdp as VF
@@ -285,18 +285,15 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
                               for r in sel], "validation/nccl_sweeps.csv (gpusim.validation_comm)",
               _coverage([r.system for r in sel], "sweeps of", "systems")))
 
-    if searched is None:  # [issue 17] the layout search against the tuned recipes
+    def search(kind: str) -> list:  # [issue 17] the layout search against the tuned recipes of a kind
         from gpusim import validation_search as VS
 
         later = VR.later_releases_path()
-        paths = VS.default_paths() + ([later] if later else [])
-        searched = VS.run(paths, db=db) if paths else []
-    if searched_moe is None:  # [issue 17] the same over the MoE recipes
-        from gpusim import validation_search as VS
+        paths = VS.default_paths(kind) + ([later] if later else [])
+        return VS.run(paths, db=db, kind=kind) if paths else []
 
-        later = VR.later_releases_path()
-        paths = VS.default_paths("moe") + ([later] if later else [])
-        searched_moe = VS.run(paths, db=db, kind="moe") if paths else []
+    searched = search("dense") if searched is None else searched
+    searched_moe = search("moe") if searched_moe is None else searched_moe
     for key, rows, table in (("layout-search", searched, "runs_dense.csv"), ("layout-search-moe", searched_moe,
                                                                              "runs_moe.csv")):
         sel = [r for r in rows if r.best_step_s and r.measured_step_s]
