@@ -15,6 +15,9 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
 - ``llm-moe``, ``llm-dense-bf16``, ``llm-dense-fp8``, ``llm-dense-bf16-blackwell``, ``llm-dense-fp8-blackwell``:
   step time of the published training runs with their stated layouts (``validation/runs_*.csv``,
   :mod:`gpusim.validation_runs`, its regimes);
+- ``llm-hybrid`` [issue 17]: step time of the published hybrid Mamba-Transformer runs with their stated layouts, the
+  later releases' Nemotron 3 Nano rows (``validation/later_releases.csv``, the ``hybrid`` regime: no curated table
+  holds a hybrid run), the band a hybrid model's prediction gets whatever else it is (its MoE layers included);
 - ``fsdp``: MFU of llm-foundry's published FSDP benchmark tables (:mod:`gpusim.validation_fsdp`);
 - ``data-parallel``: throughput of the published multi-GPU data-parallel runs from the datasheet
   (``validation/measurements.csv``, :mod:`gpusim.validation`), ``data-parallel-anchored`` the same rows with the
@@ -65,6 +68,7 @@ BANDS_PATH = Path(__file__).with_name("data") / "track_record.json"
 #: the bands in the order ``gpusim validate``'s tables come, with what each covers (the label a report prints)
 BAND_KEYS: dict[str, str] = {
     "llm-moe": "published MoE training runs with their stated layouts",
+    "llm-hybrid": "published hybrid Mamba-Transformer training runs with their stated layouts (Nemotron 3 Nano)",
     "llm-dense-bf16": "published dense BF16 training runs with their stated layouts, not on Blackwell",
     "llm-dense-fp8": "published dense FP8 training runs with their stated layouts, not on Blackwell",
     "llm-dense-bf16-blackwell": "published dense BF16 training runs with their stated layouts on Blackwell",
@@ -80,7 +84,7 @@ BAND_KEYS: dict[str, str] = {
                           "global batch, sequence and MoE software"),
 }
 #: what each band's absolute error is measured on
-QUANTITY = {"llm-moe": "step time", "llm-dense-bf16": "step time", "llm-dense-fp8": "step time",
+QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time", "llm-dense-fp8": "step time",
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
             "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU"}
@@ -222,13 +226,14 @@ def _ratio(num, den) -> float:
 
 
 def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=None,
-            searched_moe=None) -> dict[str, Band]:
+            searched_moe=None, later=None) -> dict[str, Band]:
     """Every band from the validation tables of this checkout (the model's defaults, no calibration): what
     ``gpusim validate`` measures, row by row. ``dp``, ``runs``, ``fsdp``, ``sweeps``: the results of
     :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
     :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``),
     ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together,
-    ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows; None computes them.
+    ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows, ``later`` [issue 17]
+    :func:`gpusim.validation_runs.run` over the later releases (their hybrid rows); None computes them.
     Bands whose table is missing (an installed package without the ``validation/`` folder) are left out."""
     from gpusim import validation as V
     from gpusim import validation_comm as VC
@@ -245,12 +250,20 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
 
     if runs is None:
         runs = VR.run(db=db) if VR.default_paths() else []
-    for key in ("llm-moe", "llm-dense-bf16", "llm-dense-fp8", "llm-dense-bf16-blackwell", "llm-dense-fp8-blackwell"):
+    if later is None:  # [issue 17] the later releases: their hybrid rows are the only hybrid runs
+        path = VR.later_releases_path()
+        later = VR.run([path], db=db) if path else []
+    for key, rows, source in (("llm-moe", runs, "validation/runs_*.csv"),
+                              ("llm-hybrid", later, "validation/later_releases.csv"),
+                              ("llm-dense-bf16", runs, "validation/runs_*.csv"),
+                              ("llm-dense-fp8", runs, "validation/runs_*.csv"),
+                              ("llm-dense-bf16-blackwell", runs, "validation/runs_*.csv"),
+                              ("llm-dense-fp8-blackwell", runs, "validation/runs_*.csv")):
         regime = key.removeprefix("llm-")
-        sel = [r for r in runs if regime in r.regimes and not r.is_memory and r.signed_frac is not None]
+        sel = [r for r in rows if regime in r.regimes and not r.is_memory and r.signed_frac is not None]
         # step time: speed ratio = predicted step / measured step
-        put(_band(key, [(r.ape, 1.0 + r.signed_frac, r.holdout) for r in sel],
-                  "validation/runs_*.csv (gpusim.validation_runs)", _coverage([r.gpu for r in sel])))
+        put(_band(key, [(r.ape, 1.0 + r.signed_frac, r.holdout) for r in sel], f"{source} (gpusim.validation_runs)",
+                  _coverage([r.gpu for r in sel])))
 
     if fsdp is None:
         fsdp_csv = VF.default_csv()
@@ -375,6 +388,12 @@ def is_moe(workload=None, ep: int = 1) -> bool:
     return bool(getattr(getattr(workload, "transformer", None), "n_experts", 0)) or int(ep or 1) > 1
 
 
+def is_hybrid(workload=None) -> bool:
+    """[issue 17] Whether a prediction is of a hybrid Mamba-Transformer model (as :func:`gpusim.validation_runs.regime`
+    counts the published runs: the model has Mamba mixers)."""
+    return bool(getattr(getattr(workload, "transformer", None), "n_mamba_layers", 0))
+
+
 def search_band_applies(workload=None, ep: int = 1) -> bool:
     """[issue 17] Whether the ``layout-search`` band speaks for a layout search of ``workload``: a dense transformer
     (no experts, :func:`is_moe`, and no Mamba layers), what the tuned recipes behind the band are."""
@@ -392,11 +411,12 @@ def search_band_key(workload=None, ep: int = 1) -> str | None:
 
 
 def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind: str = "ddp", split: bool = False,
-            anchored: bool = False) -> str | None:
+            anchored: bool = False, hybrid: bool = False) -> str | None:
     """Which band a prediction belongs to (:data:`BAND_KEYS`), from what it is; None where none applies (one GPU
     whose throughput the user gave: the prediction is that measurement).
 
-    A mixture-of-experts model (``moe``: :func:`is_moe`) is ``llm-moe`` however it is parallelised (the published MoE
+    [issue 17] A hybrid Mamba-Transformer model (``hybrid``: :func:`is_hybrid`) is ``llm-hybrid`` whatever else it is
+    (the published hybrid runs are MoE LLM layouts too, and no other band's rows hold a Mamba mixer). A mixture-of-experts model (``moe``: :func:`is_moe`) is ``llm-moe`` however it is parallelised (the published MoE
     runs are all of that kind). Sharded data parallelism (FSDP FULL_SHARD or HYBRID_SHARD, ZeRO-3) without tensor,
     pipeline, context or expert parallelism (``split``) is ``fsdp`` (llm-foundry's tables run it with and without
     activation checkpointing, which puts it on the per-GEMM path too). An LLM layout (``llm``: ``Strategy.is_llm``,
@@ -407,6 +427,8 @@ def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind
 
     if n_gpus <= 1 and anchored:
         return None
+    if hybrid:
+        return "llm-hybrid"
     if moe:
         return "llm-moe"
     if kind in _SHARDED and not split:
@@ -429,7 +451,7 @@ def band_key(result, workload=None) -> str | None:
     return key_for(llm=bool(result.memory_per_stage_bytes), precision=st.get("precision", ""), moe=moe,
                    gpu=sc.get("gpu_resolved", ""), n_gpus=result.n_gpus, kind=st.get("kind", "ddp"),
                    split=any(par.get(k, 1) > 1 for k in ("tp", "pp", "cp", "ep")),
-                   anchored=bool(sc.get("baseline_throughput")))
+                   anchored=bool(sc.get("baseline_throughput")), hybrid=is_hybrid(workload))
 
 
 def configuration_key(config: dict, workload=None) -> str | None:
@@ -440,7 +462,7 @@ def configuration_key(config: dict, workload=None) -> str | None:
     return key_for(llm=bool(config.get("layout")), moe=is_moe(workload, deg["ep"]),
                    precision=str(config.get("precision", "")), gpu=str(config.get("gpu", "")),
                    n_gpus=int(config.get("n_gpus") or 1), kind=str(config.get("strategy", "ddp")),
-                   split=any(v > 1 for v in deg.values()))
+                   split=any(v > 1 for v in deg.values()), hybrid=is_hybrid(workload))
 
 
 def band_for_configuration(config: dict, workload=None) -> Band | None:

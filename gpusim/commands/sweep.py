@@ -70,7 +70,8 @@ def sweep_result(args):
 
         key = track_record.key_for(llm=True, moe=track_record.is_moe(resolve_workload(scn), int(best["ep"])),
                                    precision=scn.strategy.precision, gpu=hw.gpu.id, n_gpus=scn.gpus,
-                                   kind=scn.strategy.kind, split=True)
+                                   kind=scn.strategy.kind, split=True,
+                                   hybrid=track_record.is_hybrid(resolve_workload(scn)))
         band = track_record.load().get(key)
         record = track_record.record_for(band, key, calibrated=cal is not None, **(
             {} if band is None else {"throughput_range_tokens_per_s": band.speed_range(float(best["tokens_per_s"]))}))

@@ -139,7 +139,7 @@ def _fsdp_results(args, db, params):
     return VF.run(VF.default_csv(), db=db, params=params)
 
 
-def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None):
+def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None, later=None):
     """The model's track record per kind of prediction (gpusim.track_record) from the results just computed, where
     they are the project's own tables with the model's defaults (no user CSV, no calibration, no other run files):
     the bands ``predict``, ``sweep``, ``plan`` and ``comm`` print. None otherwise."""
@@ -148,7 +148,7 @@ def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched
     from gpusim import track_record
 
     return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps, searched=searched,
-                                searched_moe=searched_moe)
+                                searched_moe=searched_moe, later=later)
 
 
 def print_track_record_table(record, print_table) -> None:
@@ -244,7 +244,7 @@ def cmd_validate(args) -> int:
     later = _later_results(args, db, params)
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
-                           searched_moe + searched_moe_later)
+                           searched_moe + searched_moe_later, later)
     ep_rows = _ep_results(args, db, params)
     attn_rows = _attention_results(args, db, params)
     if args.json:

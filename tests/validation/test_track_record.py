@@ -282,16 +282,16 @@ def test_the_layout_search_band_hand_worked():
                          precision="bf16", stated_layout="1/1/1/1", best_step_s=best, measured_step_s=measured)
 
     searched = [row(1.0, 1.1, False), row(1.0, 0.95, False), row(1.0, 1.0, True), row(None, 1.0, False)]
-    bands = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched, searched_moe=[])
+    bands = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched, searched_moe=[], later=[])
     b = bands["layout-search"]
     assert (b.rows, b.held_out_rows, b.quantity) == (3, 1, "MFU")
     assert b.median_abs_frac == pytest.approx(0.05)  # of 0.1, 0.05 and 0
     assert b.real_vs_predicted_speed_frac == pytest.approx(0.0)  # median speed ratio 1.0
     assert b.slower_frac == pytest.approx(1 / 3, abs=1e-4)  # (stored to four digits)
     assert "layout-search-moe" not in bands
-    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[])) == set()
+    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=[])) == set()
     # [issue 17] the MoE recipes' rows make their own band by the same rule, apart from the dense one
-    moe = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=searched)
+    moe = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=searched, later=[])
     assert set(moe) == {"layout-search-moe"} and moe["layout-search-moe"].median_abs_frac == pytest.approx(0.05)
 
 
@@ -377,3 +377,47 @@ def test_the_search_band_speaks_for_dense_transformers_only():
     assert T.search_band_key(get_workload(str(configs / "nemotron-3-nano-30b-a3b.json"))) is None
     assert T.search_band_key(get_workload(str(configs / "nemotron-h-8b.json"))) is None
     assert T.search_band_key(None) is None
+
+
+def test_a_hybrid_model_gets_the_hybrid_band_whatever_else_it_is():
+    """[issue 17] A hybrid Mamba-Transformer model's prediction is judged by the published hybrid runs (the later
+    releases' Nemotron 3 Nano rows), not by the MoE or dense runs, on any path; the band is built from the later
+    releases' hybrid rows alone, by the same rule as the others (hand-worked: errors 0.2 and 0.3 and 0.1 held out,
+    all measured slower)."""
+    from pathlib import Path
+
+    from gpusim.validation_runs import RunRow
+    from gpusim.workload import get_workload
+
+    k = T.key_for
+    assert k(llm=True, moe=True, precision="mxfp8", gpu="gb200", n_gpus=8, hybrid=True) == "llm-hybrid"
+    assert k(llm=False, moe=False, precision="bf16", gpu="h100-sxm", n_gpus=8, hybrid=True) == "llm-hybrid"
+    assert k(llm=True, moe=True, precision="mxfp8", gpu="gb200", n_gpus=8) == "llm-moe"
+    configs = Path(__file__).parents[1] / "workload" / "configs"
+    assert T.is_hybrid(get_workload(str(configs / "nemotron-3-nano-30b-a3b.json")))
+    assert not T.is_hybrid(get_workload("qwen3-30b-a3b")) and not T.is_hybrid(None)
+
+    def row(signed, held, regimes=("moe", "blackwell", "hybrid")):
+        r = RunRow(run_id="r", source_id="s", file="f", holdout=held, model="m", gpu="gb200", gpus=8, layout="",
+                   precision="mxfp8", metric="step_time_s", measured=1.0, regimes=regimes, predicted=1.0 + signed,
+                   step_s=1.0 + signed, measured_step_s=1.0)
+        return r
+
+    later = [row(-0.2, False), row(-0.3, False), row(-0.1, True), row(-0.5, False, ("moe", "blackwell"))]
+    b = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=later)
+    assert set(b) == {"llm-hybrid"} and b["llm-hybrid"].rows == 3 and b["llm-hybrid"].held_out_rows == 1
+    assert b["llm-hybrid"].median_abs_frac == pytest.approx(0.2)
+    assert b["llm-hybrid"].slower_frac == pytest.approx(1.0)
+
+
+def test_predict_of_a_hybrid_model_prints_the_hybrid_band(capsys):
+    from pathlib import Path
+
+    from gpusim.cli import main
+
+    cfg = Path(__file__).parents[1] / "workload" / "configs" / "nemotron-3-nano-30b-a3b.json"
+    assert main(["predict", "--model", str(cfg), "--gpu", "b200", "--gpus", "8", "--ep", "8", "--micro-batch", "2",
+                 "--global-batch", "512", "--seq-len", "8192", "--precision", "mxfp8"]) == 0
+    out = capsys.readouterr().out
+    assert "track record: published hybrid Mamba-Transformer training runs" in out
+    assert "published MoE training runs" not in out
