@@ -16,7 +16,9 @@ sequence of ``s`` tokens and a global batch of ``B`` sequences), the rules Megat
   (``gpusim predict`` takes even splits only); ``vp > 1`` (interleaved 1F1B) needs ``pp > 1`` and a number of
   micro-batches that is a multiple of ``pp``;
 - ``dp = n / (tp cp pp)``; ``micro_batch x dp`` divides ``B``; ``n_micro = B / (micro_batch dp)``;
-- recomputation ``none``, ``selective`` or ``full``;
+- recomputation ``none``, ``selective`` or ``full``, and [issue 17] for a mixture-of-experts model the modules its
+  tuned recipes recompute instead (:data:`MODULE_RECOMPUTES`: the norms and the experts' activation function, and
+  MLA's up-projections where the model has them), unless the scenario names its own modules;
 - memory: the fullest stage fits in the GPU (evaluated by the model, the same code as ``gpusim predict``).
 
 A layout's reason is the first rule it breaks, in the order above. The best layout is the feasible one with the
@@ -40,7 +42,7 @@ from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
 from gpusim.rules import (R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, cli_flags,  # [issue 17]
                           mamba_layout_bad, offload_layout_bad)
-from gpusim.strategy import Strategy
+from gpusim.strategy import MODULE_SET_RECOMPUTES, Strategy
 
 
 def _mask_model_rules(lay: dict, spec, offload_layers: int = 0) -> dict:
@@ -54,7 +56,15 @@ def _mask_model_rules(lay: dict, spec, offload_layers: int = 0) -> dict:
         lay["reason"] = np.where(bad, R_OFFLOAD, lay["reason"])
     return lay
 
-RECOMPUTES = ("none", "selective", "full")
+RECOMPUTES = ("none", "selective", "full", *MODULE_SET_RECOMPUTES)
+#: [issue 17] the recomputations of :data:`RECOMPUTES` past ``full``: Megatron-Core's selective recomputation of the
+#: named modules (``--recompute-granularity selective --recompute-modules ...``, without ``core_attn``), the sets the
+#: MoE performance recipes run (Megatron-Bridge ``scripts/performance/utils/overrides.py`` @00538e26
+#: ``_set_recompute_overrides``; Qwen3 and GPT-OSS recipes ``layernorm moe_act``, DeepSeek-V3 ``mla_up_proj`` with
+#: them, the recipe notes of ``validation/runs_moe.csv``). A layout's name spells the modules, and ``gpusim predict
+#: --recompute layernorm+moe_act`` (the same as ``--recompute none --recompute-modules layernorm moe_act``,
+#: :data:`gpusim.strategy.MODULE_SET_RECOMPUTES`) reproduces it
+MODULE_RECOMPUTES = RECOMPUTES[3:]
 #: layouts per model call. A call costs about 3 ms whatever its rows (groupings, the per-distinct evaluations of
 #: gpusim.model.distinct, a few hundred numpy calls), then about 0.6 us per row; the model works in blocks of
 #: gpusim.model.step.BLOCK_ROWS (65,536) rows, so a larger chunk only adds a concatenation. Measured with
@@ -76,19 +86,6 @@ def chunks(n: int, rows: int = CHUNK_ROWS) -> list[slice]:
 MICRO_BATCHES = (1, 2, 4, 8)
 #: largest context-parallel degree tried (Llama 3 used cp 16 at 128k tokens)
 MAX_CP = 32
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _divisors(n: int) -> list[int]:
@@ -162,7 +159,7 @@ class Pins:
 
 def enumerate_layouts(*, n_gpus: int, domain: int, n_layers: int, n_heads: int, n_kv_heads: int, seq_len: int,
                       global_batch: int, flash: bool, pins: Pins = Pins(), micro_batches=MICRO_BATCHES,
-                      recomputes=RECOMPUTES, n_experts: int = 0, cp_a2a: bool = False,
+                      recomputes=RECOMPUTES[:3], n_experts: int = 0, cp_a2a: bool = False,
                       cp_a2a_p2p: bool = False, block: int | None = None) -> dict[str, np.ndarray]:
     """Every candidate layout as integer arrays ``tp, cp, pp, vp, dp, micro_batch, n_micro, recompute, layers,
     reason`` (``layers``: the layers charged to the model, padded for uneven stages; ``reason`` an index into
@@ -254,16 +251,41 @@ def with_layouts(inp, lay: dict[str, np.ndarray], model_layers: float):
     f = np.float64
     return inp.replace(tp=lay["tp"].astype(f), pp=lay["pp"].astype(f), vp=lay["vp"].astype(f), cp=lay["cp"].astype(f),
                        ep=lay["ep"].astype(f), micro_batch=lay["micro_batch"].astype(f),
-                       accum=lay["n_micro"].astype(f), sp=lay["tp"] > 1, recompute=lay["recompute"],
+                       accum=lay["n_micro"].astype(f), sp=lay["tp"] > 1,
+                       **recompute_fields(lay["recompute"], inp),
                        n_layers=lay["layers"].astype(f), model_layers=np.asarray([model_layers]),
                        llm=np.asarray([True]))
 
 
+def recompute_fields(codes, inp) -> dict[str, np.ndarray]:
+    """[issue 17] The model's recomputation fields for :data:`RECOMPUTES` indices ``codes``: the granularity code
+    (a module set runs with none, gpusim.model.llm's NONE) and the module flags, each set by the code or already by
+    ``inp`` (the scenario's own ``--recompute-modules``)."""
+    codes = np.asarray(codes)
+    mod = codes >= len(RECOMPUTES) - len(MODULE_RECOMPUTES)
+    mla = codes == RECOMPUTES.index("layernorm+moe_act+mla_up_proj")
+    return {"recompute": np.where(mod, 0, codes),
+            "recompute_norms": np.asarray(inp.recompute_norms, dtype=bool) | mod,
+            "recompute_moe_act": np.asarray(inp.recompute_moe_act, dtype=bool) | mod,
+            "recompute_mla_up": np.asarray(inp.recompute_mla_up, dtype=bool) | mla}
+
+
+def search_recomputes(spec, strategy) -> tuple[str, ...]:
+    """[issue 17] The recomputations a search tries for ``spec``: none, selective and full, and for a
+    mixture-of-experts model its recipes' module set (:data:`MODULE_RECOMPUTES`, MLA's up-projections with it where
+    the model has them) unless ``strategy`` names modules of its own (then those ride on every layout)."""
+    out = RECOMPUTES[:3]
+    if getattr(spec, "n_experts", 0) and not strategy.recompute_modules:
+        out += (MODULE_RECOMPUTES[1] if getattr(spec, "mla", False) else MODULE_RECOMPUTES[0],)
+    return out
+
+
 def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, global_batch: int | None = None,
-                   micro_batches=MICRO_BATCHES, recomputes=RECOMPUTES) -> dict[str, Any]:
+                   micro_batches=MICRO_BATCHES, recomputes=None) -> dict[str, Any]:
     """Every layout of ``scenario``'s workload on its hardware and GPU count. Returns ``{"layouts": arrays,
     "out": model outputs (NaN where a rule failed), "feasible", "reason": strings, "best": index or None,
-    "order": feasible indices best first, "n": layouts}``. ``global_batch`` defaults to the scenario's."""
+    "order": feasible indices best first, "n": layouts}``. ``global_batch`` defaults to the scenario's;
+    ``recomputes`` (names of :data:`RECOMPUTES`) to :func:`search_recomputes`."""
     from gpusim.hwdb import load
     from gpusim.model.step import evaluate
     from gpusim.params import DEFAULT_PARAMS
@@ -289,7 +311,8 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
                             n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
                             global_batch=gb, flash=bool(spec.flash_attention), pins=pins,
-                            micro_batches=micro_batches, recomputes=recomputes,
+                            micro_batches=micro_batches,
+                            recomputes=recomputes or search_recomputes(spec, scenario.strategy),
                             cp_a2a=(pins.cp_comm or scenario.strategy.cp_comm) == "a2a",
                             cp_a2a_p2p=(pins.cp_comm or scenario.strategy.cp_comm) == "a2a+p2p",
                             block=allocation_block(hw))
@@ -520,8 +543,11 @@ def layout_scenario(scenario, row, **changes):
 
     tp, pp, vp = int(row["tp"]), int(row["pp"]), int(row["vp"])
     n_layers = int(transformer_of(resolve_workload(scenario)).n_layers)
+    rc = str(row["recompute"])
+    # [issue 17] a module set (MODULE_RECOMPUTES) is Megatron-Core's selective recomputation of those modules
+    mods = {"recompute": "none", "recompute_modules": tuple(rc.split("+"))} if rc in MODULE_RECOMPUTES else {}
     return scenario.with_changes(**{"tp": tp, "cp": int(row["cp"]), "pp": pp, "vp": vp, "ep": int(row.get("ep") or 1),
-                                    "per_gpu_batch": int(row["micro_batch"]), "recompute": str(row["recompute"]),
+                                    "per_gpu_batch": int(row["micro_batch"]), "recompute": rc, **mods,
                                     "sp": tp > 1, "uneven_pp": bool(padded_layers(n_layers, pp, vp) != n_layers),
                                     **changes})
 
@@ -532,8 +558,6 @@ def layout_scenario(scenario, row, **changes):
 
 #: columns the plan table gains for layout rows (empty / 0 for the data-parallel rows of gpusim.sweep)
 LAYOUT_COLUMNS = ("layout", "tp", "cp", "pp", "vp", "ep", "recompute", "pp_bubble_frac", "layout_why")
-
-
 
 
 def _varying_fields(inp) -> dict[str, np.ndarray]:
@@ -651,6 +675,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
                 full = enumerate_layouts(n_gpus=n, domain=dom, n_layers=spec.n_layers, n_heads=spec.n_heads,
                                          n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                                          n_experts=int(getattr(spec, "n_experts", 0) or 0),
+                                         recomputes=search_recomputes(spec, Strategy()),  # [issue 17]
                                          global_batch=global_batch, flash=bool(spec.flash_attention), pins=pins,
                                          cp_a2a=pins.cp_comm == "a2a", cp_a2a_p2p=pins.cp_comm == "a2a+p2p",
                                          block=block)
@@ -743,7 +768,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
         one = stack_rows([{**base_rows[h], "n_gpus": 1.0, "n_nodes": 1.0} for h in with_best])
         one = one.replace(tp=np.ones(len(bi)), pp=np.ones(len(bi)), vp=np.ones(len(bi)), cp=np.ones(len(bi)),
                           micro_batch=lay["micro_batch"][bi].astype(np.float64), accum=np.ones(len(bi)),
-                          sp=np.zeros(len(bi), dtype=bool), recompute=lay["recompute"][bi],
+                          sp=np.zeros(len(bi), dtype=bool), **recompute_fields(lay["recompute"][bi], one),
                           n_layers=np.full(len(bi), float(spec.n_layers)),
                           model_layers=np.full(len(bi), float(spec.n_layers)), llm=np.ones(len(bi), dtype=bool))
         one = one.replace(ep_overlap=np.zeros(len(bi)))  # [issue 12] (one GPU: no pipeline, no all-to-all)

@@ -6,6 +6,7 @@ Options are ``Literal`` names at the edge (files, CLI, app) and integer codes in
 
 from __future__ import annotations
 
+import typing
 from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -76,6 +77,12 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "m
   GEMMs, the activation function and, with sequence parallelism, its all-gather and reduce-scatter. Mixture-of-experts
   layers are not affected (Megatron-Core's ``moe`` module is their counterpart, not modelled).
 """
+
+#: [issue 17] recomputations named by a module set, ``+``-joined (``recompute="layernorm+moe_act"``): Megatron-Core's
+#: selective recomputation of those modules, what the MoE performance recipes run; the layout search tries these
+#: (gpusim.search.MODULE_RECOMPUTES) and names its layouts by them, and a Strategy reads such a name as
+#: ``recompute="none"`` (``"selective"`` with ``core_attn``) with those ``recompute_modules``
+MODULE_SET_RECOMPUTES = ("layernorm+moe_act", "layernorm+moe_act+mla_up_proj")
 
 #: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")
 Attention = Literal["flash", "flash2", "triton", "unfused"]
@@ -342,6 +349,13 @@ class Strategy(FiniteModel):
             data = dict(data)
             scopes = data["cuda_graph_scope"]
             data["cuda_graph_scope"] = tuple(dict.fromkeys([scopes] if isinstance(scopes, str) else scopes))
+        rc = data.get("recompute") if isinstance(data, dict) else None
+        if isinstance(rc, str) and "+" in rc:  # [issue 17] a module set by name (MODULE_SET_RECOMPUTES)
+            names = tuple(m for m in rc.split("+") if m)
+            if names and all(m in typing.get_args(RecomputeModule) for m in names):
+                data = dict(data)
+                data["recompute"] = "selective" if "core_attn" in names else "none"
+                data["recompute_modules"] = tuple(data.get("recompute_modules") or ()) + names
         mods = data.get("recompute_modules") if isinstance(data, dict) else None
         if mods is not None:  # [issue 12] core_attn is gpusim's selective recomputation
             data = dict(data)

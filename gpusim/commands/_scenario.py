@@ -155,8 +155,11 @@ def add_layout_args(p) -> None:
                    help="sequence parallelism (default: on when tp > 1)")
     g.add_argument("--global-batch", type=strategy_type("global_batch"), help="sequences per optimizer step: accumulation = global / "
                                                     "(micro-batch x dp)")
-    g.add_argument("--recompute", choices=("none", "selective", "full"),
-                   help="activation recomputation (selective = attention core only)")
+    from gpusim.strategy import MODULE_SET_RECOMPUTES
+
+    g.add_argument("--recompute", choices=("none", "selective", "full", *MODULE_SET_RECOMPUTES),
+                   help="activation recomputation (selective = attention core only; a '+'-joined module set, as the "
+                        "layout search names its layouts, = none with those --recompute-modules)")
     g.add_argument("--force-tp", action="store_true", help="allow tp beyond one NVLink domain")
     # [issue 12] context parallelism
     g.add_argument("--cp", type=strategy_type("cp"), help="context-parallel degree: the sequence split over cp ranks (default 1)")

@@ -1,0 +1,106 @@
+"""[issue 17] The layout search tries the recomputed modules the MoE recipes run (Megatron-Core's selective
+recomputation of the norms and the experts' activation, MLA's up-projections with them): gpusim.search
+MODULE_RECOMPUTES, search_recomputes, recompute_fields and layout_scenario."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpusim import search as S
+from gpusim.hwdb import load
+from gpusim.scenario import Scenario
+from gpusim.simulation import simulate
+from gpusim.strategy import Strategy
+from gpusim.workload import get_workload
+
+DB = load()
+
+
+def test_which_recomputations_a_search_tries():
+    spec = lambda m: get_workload(m).transformer  # noqa: E731
+    assert S.search_recomputes(spec("llama3-8b"), Strategy()) == ("none", "selective", "full")
+    assert S.search_recomputes(spec("qwen3-30b-a3b"), Strategy()) == ("none", "selective", "full",
+                                                                      "layernorm+moe_act")
+    assert S.search_recomputes(spec("deepseek-v3"), Strategy()) == ("none", "selective", "full",
+                                                                    "layernorm+moe_act+mla_up_proj")
+    # modules the user names ride on every layout: no module set of the search's own beside them
+    assert S.search_recomputes(spec("qwen3-30b-a3b"), Strategy(recompute="none", recompute_modules=("moe_act",))) \
+        == ("none", "selective", "full")
+
+
+def test_recompute_fields_hand_worked():
+    """Codes 0-4 (none, selective, full, the two module sets): a module set runs at granularity none with its flags;
+    flags the scenario already sets stay set."""
+    class Inp:
+        recompute_norms = np.array([False])
+        recompute_moe_act = np.array([False])
+        recompute_mla_up = np.array([False])
+
+    f = S.recompute_fields(np.arange(5), Inp())
+    assert f["recompute"].tolist() == [0, 1, 2, 0, 0]
+    assert f["recompute_norms"].tolist() == [False, False, False, True, True]
+    assert f["recompute_moe_act"].tolist() == [False, False, False, True, True]
+    assert f["recompute_mla_up"].tolist() == [False, False, False, False, True]
+    Inp.recompute_mla_up = np.array([True])
+    assert S.recompute_fields(np.arange(5), Inp())["recompute_mla_up"].all()
+
+
+def _qwen235():
+    return Scenario.create(model="qwen3-235b-a22b", gpu="h100-sxm", gpus=256, nodes=32, precision="bf16", kind="zero1",
+                           global_batch=2048, seq_len=4096, recompute="none", per_gpu_batch=1)
+
+
+def test_a_module_layout_is_what_predict_gives_and_the_search_finds_it_where_it_pays():
+    """Qwen3-235B-A22B on 256 H100: its recipes recompute the norms and the experts' activation, which lets layouts
+    fit without recomputing whole layers. The search's best with the module set is faster than the best without it,
+    and simulating its layout with --recompute none --recompute-modules layernorm moe_act (layout_scenario) gives the
+    search's own figure."""
+    scn = _qwen235()
+    res = S.search_layouts(scn, db=DB)
+    rows = S.search_table(res, top=1)
+    best = rows[0]
+    assert best["recompute"] == "layernorm+moe_act"
+    plain = S.search_layouts(scn, db=DB, recomputes=("none", "selective", "full"))
+    assert best["tokens_per_s"] > S.search_table(plain, top=1)[0]["tokens_per_s"]
+    again = S.layout_scenario(scn, best, global_batch=2048)
+    assert again.strategy.recompute == "none" and again.strategy.recompute_modules == ("layernorm", "moe_act")
+    sim = simulate(again, db=DB, recommend=False)
+    assert sim.step_s == pytest.approx(best["step_s"], rel=1e-9)
+    assert sim.memory_per_gpu_bytes == pytest.approx(best["memory_per_gpu_bytes"], rel=1e-9)
+
+
+def test_a_dense_model_is_searched_as_before():
+    scn = Scenario.create(model="llama3-8b", gpu="h100-sxm", gpus=8, precision="bf16", kind="zero1", global_batch=64,
+                          seq_len=4096, recompute="none", per_gpu_batch=1)
+    res = S.search_layouts(scn, db=DB)
+    assert set(np.unique(res["layouts"]["recompute"]).tolist()) <= {0, 1, 2}
+
+
+def test_a_module_set_name_reads_as_those_modules():
+    """The search's names for a module set are accepted wherever a recomputation is (the Python API, the CLI's
+    --recompute): none with those modules, selective where core_attn is one; an unknown name is refused."""
+    s = Strategy(recompute="layernorm+moe_act")
+    assert (s.recompute, s.recompute_modules) == ("none", ("layernorm", "moe_act"))
+    s = Strategy(recompute="core_attn+moe_act")
+    assert (s.recompute, s.recompute_modules) == ("selective", ("moe_act",))
+    with pytest.raises(ValueError):
+        Strategy(recompute="layernorm+warp_drive")
+    import gpusim
+
+    job = dict(model="qwen3-30b-a3b", gpu="h100-sxm", gpus=8, ep=8, micro_batch=1, global_batch=64, seq_len=4096)
+    by_name = gpusim.predict(**job, recompute="layernorm+moe_act")
+    by_flags = gpusim.predict(**job, recompute="none", recompute_modules=["layernorm", "moe_act"])
+    assert by_name.step_s == by_flags.step_s and by_name.memory_per_gpu_bytes == by_flags.memory_per_gpu_bytes
+
+
+def test_the_cli_takes_a_module_set_and_refuses_an_unknown_one(capsys):
+    from gpusim.cli import main
+
+    argv = ["predict", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "8", "--ep", "8", "--micro-batch",
+            "1", "--global-batch", "64", "--seq-len", "4096"]
+    assert main(argv + ["--recompute", "layernorm+moe_act"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(argv + ["--recompute", "layernorm+warp_drive"])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
