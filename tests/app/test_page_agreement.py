@@ -271,6 +271,19 @@ def test_parallelism_best_layout_with_uneven_stages_is_inspected_as_searched(que
     assert any(c.value.startswith(f"**Search record**: published vendor-tuned {kind} recipes") for c in at.caption)
 
 
+def test_parallelism_inspects_a_module_recompute_layout_as_searched():
+    """[issue 17] An MoE model's best layout recomputes its recipes' modules (Qwen3-235B-A22B on 256 H100: the norms
+    and the experts' activation); the page's table names it so and the inspected layout is that layout, simulating
+    to the table's figure."""
+    at = run_app("parallelism", {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "gpus": "256", "nodes": "32",
+                                 "precision": "bf16", "par_gb": "2048"}, timeout=180)
+    no_trouble(at)
+    first = _table(at).iloc[0]
+    assert first["recompute"] == "layernorm+moe_act"
+    tile = metrics(at)["Tokens/s per GPU"]
+    assert float(tile.replace(",", "")) == pytest.approx(first["tokens/s per GPU"], rel=5e-3)
+
+
 def test_fold_keeps_the_best_rows_each_cells_best_and_every_reason(db):
     """best_layouts.fold (what the page keeps of a search) against the search's full table."""
     from collections import Counter
