@@ -276,7 +276,7 @@ def search_recomputes(spec, strategy) -> tuple[str, ...]:
     the model has them) unless ``strategy`` names modules of its own (then those ride on every layout)."""
     out = RECOMPUTES[:3]
     if getattr(spec, "n_experts", 0) and not strategy.recompute_modules:
-        out += (MODULE_RECOMPUTES[1] if getattr(spec, "mla", False) else MODULE_RECOMPUTES[0],)
+        out += ("layernorm+moe_act+mla_up_proj" if getattr(spec, "mla", False) else "layernorm+moe_act",)
     return out
 
 
@@ -543,11 +543,9 @@ def layout_scenario(scenario, row, **changes):
 
     tp, pp, vp = int(row["tp"]), int(row["pp"]), int(row["vp"])
     n_layers = int(transformer_of(resolve_workload(scenario)).n_layers)
-    rc = str(row["recompute"])
-    # [issue 17] a module set (MODULE_RECOMPUTES) is Megatron-Core's selective recomputation of those modules
-    mods = {"recompute": "none", "recompute_modules": tuple(rc.split("+"))} if rc in MODULE_RECOMPUTES else {}
+    # ([issue 17] a module set, MODULE_RECOMPUTES, is a recomputation by name: Strategy reads it as its modules)
     return scenario.with_changes(**{"tp": tp, "cp": int(row["cp"]), "pp": pp, "vp": vp, "ep": int(row.get("ep") or 1),
-                                    "per_gpu_batch": int(row["micro_batch"]), "recompute": rc, **mods,
+                                    "per_gpu_batch": int(row["micro_batch"]), "recompute": str(row["recompute"]),
                                     "sp": tp > 1, "uneven_pp": bool(padded_layers(n_layers, pp, vp) != n_layers),
                                     **changes})
 
