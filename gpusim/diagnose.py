@@ -24,7 +24,7 @@ LOW_EFFICIENCY_FRAC = 0.75
 #: broke down beyond it (layer-wise rules such as LARS, You et al. 2017, go further)
 LINEAR_LR_MAX_GLOBAL_BATCH = 8192
 #: what a recommendation acts on, by id: consistency with the bottleneck is checked against this (a property test)
-ADDRESSES = {"use-ddp": "communication", "more-workers": "data-loading", "pin-memory": "data-loading",
+ADDRESSES = {"use-ddp": "communication", "moe-layout": "compute", "more-workers": "data-loading", "pin-memory": "data-loading",
              "fabric-pcie-switch": "communication", "fabric-nvlink": "communication",
              "enable-p2p": "communication",  # [issue 18]
              "faster-network": "communication", "grad-accumulation": "communication", "fit-memory": "memory",
@@ -46,6 +46,8 @@ def _pow2_at_most(x: float) -> int:
 
 
 _MEMORY_VARIANTS = ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload")
+#: [issue 17] the strategy kinds the LLM layout path runs (Strategy refuses dp and fsdp-hybrid there)
+LAYOUT_KINDS = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op")
 _NVLINK_WIRINGS = ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
 
 
@@ -128,6 +130,9 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
             add("amp", precision="amp_bf16")
         elif hw.gpu.dense_tflop_per_s.fp16:
             add("amp", precision="amp_fp16")
+    if getattr(getattr(wl, "transformer", None), "n_experts", 0) and st.kind in LAYOUT_KINDS:
+        # [issue 17] an MoE model on the data-parallel path: the same configuration where the expert layer is modelled
+        add("moe-layout", recompute="full" if st.activation_checkpointing else "none", activation_checkpointing=False)
     return v
 
 
@@ -478,6 +483,17 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
             _memory_advice(res, hw, st, variants, rec)
         return recs
 
+    if "moe-layout" in by:  # [issue 17]
+        vr = by["moe-layout"][1]
+        g = _gain(thr, vr)
+        flag = "--recompute full" if st.activation_checkpointing else "--recompute none"
+        rec("moe-layout", f"This mixture-of-experts model is predicted on the data-parallel path, which runs its experts "
+                          f"as dense GEMMs of the active parameters: no router, token permutation, grouped-GEMM "
+                          f"shapes, per-expert launches or host sync. The layout path models Megatron-Core's expert "
+                          f"layer (the published MoE runs of gpusim's track record are predicted there) and predicts "
+                          f"the same configuration at {units.format_duration(float(vr['step_s']))} per step "
+                          f"({g:+.0%} throughput): give {flag}, or --ep to split the experts, to predict it there.",
+            g, {"recompute": by["moe-layout"][0].strategy.recompute}, "medium" if abs(g) >= 0.05 else "info")
     if "ddp" in by:
         g = _gain(thr, by["ddp"][1])
         rec("use-ddp", f"DataParallel drives all {hw.n_gpus} GPUs from one Python process and reduces every "
