@@ -24,7 +24,8 @@ LOW_EFFICIENCY_FRAC = 0.75
 #: broke down beyond it (layer-wise rules such as LARS, You et al. 2017, go further)
 LINEAR_LR_MAX_GLOBAL_BATCH = 8192
 #: what a recommendation acts on, by id: consistency with the bottleneck is checked against this (a property test)
-ADDRESSES = {"use-ddp": "communication", "moe-layout": "compute", "more-workers": "data-loading", "pin-memory": "data-loading",
+ADDRESSES = {"use-ddp": "communication", "moe-layout": "compute",  # [issue 17]
+             "more-workers": "data-loading", "pin-memory": "data-loading",
              "fabric-pcie-switch": "communication", "fabric-nvlink": "communication",
              "enable-p2p": "communication",  # [issue 18]
              "faster-network": "communication", "grad-accumulation": "communication", "fit-memory": "memory",
@@ -487,10 +488,10 @@ def recommendations(scn, hw, wl, res, variants) -> list[dict]:
         vr = by["moe-layout"][1]
         g = _gain(thr, vr)
         flag = "--recompute full" if st.activation_checkpointing else "--recompute none"
-        rec("moe-layout", f"This mixture-of-experts model is predicted on the data-parallel path, which runs its experts "
-                          f"as dense GEMMs of the active parameters: no router, token permutation, grouped-GEMM "
-                          f"shapes, per-expert launches or host sync. The layout path models Megatron-Core's expert "
-                          f"layer (the published MoE runs of gpusim's track record are predicted there) and predicts "
+        rec("moe-layout", "This mixture-of-experts model is predicted on the data-parallel path, which runs its "
+                          "experts as dense GEMMs of the active parameters: no router, token permutation, grouped-GEMM "
+                          "shapes, per-expert launches or host sync. The layout path models Megatron-Core's expert "
+                          "layer (the published MoE runs of gpusim's track record are predicted there) and predicts "
                           f"the same configuration at {units.format_duration(float(vr['step_s']))} per step "
                           f"({g:+.0%} throughput): give {flag}, or --ep to split the experts, to predict it there.",
             g, {"recompute": by["moe-layout"][0].strategy.recompute}, "medium" if abs(g) >= 0.05 else "info")

@@ -84,7 +84,8 @@ BAND_KEYS: dict[str, str] = {
                           "global batch, sequence and MoE software"),
 }
 #: what each band's absolute error is measured on
-QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time", "llm-dense-fp8": "step time",
+QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time",
+            "llm-dense-fp8": "step time",
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
             "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU"}
@@ -416,7 +417,8 @@ def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind
     whose throughput the user gave: the prediction is that measurement).
 
     [issue 17] A hybrid Mamba-Transformer model (``hybrid``: :func:`is_hybrid`) is ``llm-hybrid`` whatever else it is
-    (the published hybrid runs are MoE LLM layouts too, and no other band's rows hold a Mamba mixer). A mixture-of-experts model (``moe``: :func:`is_moe`) is ``llm-moe`` however it is parallelised (the published MoE
+    (the published hybrid runs are MoE LLM layouts too, and no other band's rows hold a Mamba mixer). A
+    mixture-of-experts model (``moe``: :func:`is_moe`) is ``llm-moe`` however it is parallelised (the published MoE
     runs are all of that kind). Sharded data parallelism (FSDP FULL_SHARD or HYBRID_SHARD, ZeRO-3) without tensor,
     pipeline, context or expert parallelism (``split``) is ``fsdp`` (llm-foundry's tables run it with and without
     activation checkpointing, which puts it on the per-GEMM path too). An LLM layout (``llm``: ``Strategy.is_llm``,

@@ -10,15 +10,17 @@ the tuned recipe measured with the same GPUs, batch and sequence:
 
 ``ratio = predicted MFU of the search's best layout / measured MFU of the recipe = measured step / best step``
 
-(both MFUs count gpusim's model FLOPs over the GPU's peak, which cancel). [issue 17] The mixture-of-experts runs
-(``validation/runs_moe.csv`` and the later releases' MoE rows; not the hybrid Mamba-Transformer ones) are searched the
-same way, the expert-parallel degree searched too and the run's MoE software kept as its notes state it, and reported
-apart: the issue's bar is for dense models, and an MoE ratio carries the MoE step-time error besides the search's own. A ratio above 1 is the search promising more
+(both MFUs count gpusim's model FLOPs over the GPU's peak, which cancel). A ratio above 1 is the search promising more
 than the vendor's tuned run reached; below 1, less (the search found nothing as fast as the recipe: the model charges
 the recipe's layout too much, or its memory model rejects it). Issue 17's bar: the median ratio within 0.95-1.08, and
 no best layout with less free memory than ``--memory-headroom`` (its ``spare`` below zero: the search admits only layouts
 that fit with it, so this holds by construction and the report gives the room left); the held-out rows are
 reported apart, with their ratios hidden unless asked for (a ratio gives away the measured step).
+
+[issue 17] The mixture-of-experts runs (``validation/runs_moe.csv`` and the later releases' MoE rows; not the hybrid
+Mamba-Transformer ones) are searched the same way, the expert-parallel degree searched too and the run's MoE software
+kept as its notes state it, and reported apart: the bar is for dense models, and an MoE ratio carries the MoE
+step-time error of the stated layouts besides the search's own choice.
 
 Pure reporting: nothing is tuned against it.
 """
@@ -97,14 +99,14 @@ def search_row(r: dict, *, db, params=None, kind: str = "dense") -> SearchRow | 
     from gpusim.scenario import Scenario
     from gpusim.search import search_layouts
 
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
     try:
         stated = R.predict_row(r, db=db, params=params)
     except (KeyError, ValueError) as e:  # a figure or a degree that does not parse
         return SearchRow(run_id=r.get("run_id", ""), source_id=r.get("source_id", ""),
                          holdout=str(r.get("holdout")).strip() == "1", model=r.get("model", ""), gpu=r.get("gpu", ""),
                          gpus=0, precision=r.get("precision", ""), stated_layout="", error=f"unreadable row: {e}")
-    if kind not in KINDS:
-        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
     if row_kind(stated.regimes) != kind:
         return None
     out = SearchRow(run_id=stated.run_id, source_id=stated.source_id, holdout=stated.holdout, model=stated.model,
@@ -351,9 +353,9 @@ def print_section(rows: list[SearchRow], later: list[SearchRow], print_table, *,
         apart(table1, "  Narayanan et al. SC'21 Table 1 (validation/llm_parallel.csv: GPT 1.7B-1T on 32-3072 A100, the "
                       "authors' layouts; looked at while the model was built):")
     if moe:
-        table(moe, "The layout search against the tuned MoE recipes (validation/runs_moe.csv, reported apart): the best "
-                   "layout gpusim sweep finds at the run's GPUs, batch, sequence and MoE software, expert parallelism "
-                   "searched too; the recipe columns are tp/pp/vp/cp/ep",
+        table(moe, "The layout search against the tuned MoE recipes (validation/runs_moe.csv, reported apart): the "
+                   "best layout gpusim sweep finds at the run's GPUs, batch, sequence and MoE software, expert "
+                   "parallelism searched too; the recipe columns are tp/pp/vp/cp/ep",
               "layout search vs tuned recipes (published MoE runs: the ratio carries the MoE step-time error too):")
     if moe_later:
         apart(moe_later, "  the later releases' MoE rows (validation/later_releases.csv, reported apart):")
