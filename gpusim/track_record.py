@@ -395,12 +395,6 @@ def is_hybrid(workload=None) -> bool:
     return bool(getattr(getattr(workload, "transformer", None), "n_mamba_layers", 0))
 
 
-def search_band_applies(workload=None, ep: int = 1) -> bool:
-    """[issue 17] Whether the ``layout-search`` band speaks for a layout search of ``workload``: a dense transformer
-    (no experts, :func:`is_moe`, and no Mamba layers), what the tuned recipes behind the band are."""
-    return search_band_key(workload, ep) == "layout-search"
-
-
 def search_band_key(workload=None, ep: int = 1) -> str | None:
     """[issue 17] The band of a layout search of ``workload`` (:data:`BAND_KEYS`): ``layout-search`` for a dense
     transformer, ``layout-search-moe`` for a mixture-of-experts one (:func:`is_moe`), None without a transformer or

@@ -18,7 +18,7 @@ if importlib.util.find_spec("gpusim.planning") is None:
             icon=":material/hourglass_empty:")
     st.stop()
 
-from gpusim.app_pages.state import workload_from_state
+from gpusim.app_pages.state import PRECISIONS, workload_from_state
 from gpusim.errors import GpusimError
 from gpusim.workload import get_workload
 
@@ -26,8 +26,9 @@ ctx = shell.context()
 db = shell.get_db()  # plans are over database hardware (a calibrated machine's own links never transfer)
 state = ctx.state
 BIND = shell.BIND
-#: the precisions the page offers (gpusim plan's --precision; "auto" resolves per GPU)
-PLAN_PRECISIONS = ("auto", "amp_bf16", "bf16", "fp8", "fp8-cs", "mxfp8", "amp_fp16", "tf32", "fp32")
+#: the precisions the page offers: the planner's (strategy.Precision), "auto" (resolved per GPU) and FP8 with current
+#: scaling by gpusim plan's --precision name for it
+PLAN_PRECISIONS = ("auto", *PRECISIONS, "fp8-cs")
 
 with shell.guard("cannot read the workload"):
     custom = workload_from_state(state)

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_plan_page_recommends_a_layout_for_an_llm():
-    # (one GPU model: over the whole database a data-parallel MI300X row at a neocloud's per-GPU price now wins)
+    # (one GPU model: over the whole database the plan picks among the 2026-priced GPUs, whose winner may change)
     at = run_app("plan", {"model": "llama2-7b", "deadline_d": "14", "budget_usd": "100000", "plan_gpus": "h100-sxm"},
                  timeout=120)
     no_trouble(at)
