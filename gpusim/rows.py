@@ -32,7 +32,7 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
                                  nccl_nvswitch_busbw)
 from gpusim.model.graphs import scope_mask
-from gpusim.model.llm import FLASH_BWD_FLOP_MULT, HOPPER, attention_tile_frac, causal_rate_frac
+from gpusim.model.llm import CE_CODES, FLASH_BWD_FLOP_MULT, HOPPER, attention_tile_frac, causal_rate_frac
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -628,6 +628,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
         "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
+        "ce_code": float(CE_CODES[st.cross_entropy]),  # [issue 17] the loss's cross entropy
         "tp_comm_overlap": st.tp_comm_overlap,  # [issue 17]
         "pp_p2p_overlap": np.nan if st.pp_p2p_overlap is None else float(st.pp_p2p_overlap),  # [issue 17]
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),

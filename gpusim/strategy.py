@@ -90,6 +90,8 @@ Attention = Literal["flash", "flash2", "triton", "unfused"]
 CudaGraphScope = Literal["attn", "mlp", "moe_router", "moe_preprocess", "moe", "full_iteration"]
 #: [issue 17] the context-parallel exchange (Strategy.cp_comm; the CLI's --cp-comm; gpusim.model.context)
 CpComm = Literal["ring", "all-gather", "a2a", "a2a+p2p"]
+#: [issue 17] the vocabulary-parallel cross entropy the loss runs (gpusim.model.llm.CROSS_ENTROPY_BYTES)
+CrossEntropy = Literal["te", "native", "unfused"]
 
 #: Megatron-LM's mixed-precision optimizer step reads and writes more than the inner Adam kernel (bytes per
 #: parameter, MixedPrecisionOptimizer.step in megatron/core/optimizer/optimizer.py): zeroing the fp32 main-gradient
@@ -293,6 +295,13 @@ class Strategy(FiniteModel):
         default="ring", description="context-parallel exchange: ring attention (point to point, overlapped), "
         "all-gather (Llama 3), a2a (DeepSpeed-Ulysses: all-to-alls over the heads; Transformer Engine cp_comm_type "
         "a2a) or a2a+p2p (Ulysses inside each NVLink domain, ring attention across them; TE's hierarchical type)")
+    cross_entropy: CrossEntropy = Field(
+        default="te", description="[issue 17] LLM layouts: the loss's vocabulary-parallel cross entropy "
+        "(gpusim.model.llm.CROSS_ENTROPY_BYTES): te (Transformer Engine's Triton kernels, Megatron "
+        "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te: the bf16 logits read twice and overwritten by "
+        "their gradient, 6 bytes per logit, no fp32 copy; what tuned recipes select), native (Megatron-Core's fused "
+        "version, the impl's default and Megatron-Bridge's unless a recipe picks te: an fp32 copy, 40 bytes) or "
+        "unfused (Megatron-LM without --cross-entropy-loss-fusion: 52 bytes)")
     grad_accum_fusion: bool = Field(default=True, description="LLM layouts: weight gradients accumulated into the "
                                                               "fp32 main gradients inside the GEMM (Megatron "
                                                               "--gradient-accumulation-fusion) rather than by a "

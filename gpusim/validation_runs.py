@@ -23,7 +23,9 @@ predicted as it ran:
   [issue 17] ``overlap_p2p_comm=0|1`` (a run that states whether its interleaved schedule overlapped the sends between
   stages; without it, Megatron-Core's default: on with vp > 1): Scenario ``pp_p2p_overlap``. [issue 17]
   ``cp_comm=p2p|all_gather|a2a|a2a+p2p`` (the context-parallel exchange a run's source states, Transformer Engine's
-  ``cp_comm_type`` names; without it, the ring): Scenario ``cp_comm``.
+  ``cp_comm_type`` names; without it, the ring): Scenario ``cp_comm``. [issue 17] ``cross_entropy=te|native|unfused``
+  (the loss's cross entropy the recipe runs; without it, gpusim's default te, what tuned recipes select): Scenario
+  ``cross_entropy``.
   [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
   several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
   (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
@@ -75,7 +77,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpusim import units
-from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CpComm, CudaGraphScope, RecomputeModule
+from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CpComm, CrossEntropy, CudaGraphScope, RecomputeModule
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
            "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
@@ -96,7 +98,8 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "ep_overlap", "moe_dispatcher", "cpu_offloading_num_layers", "overlap_p2p_comm",
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
-               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm")  # [issue 17]
+               "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
+               "cross_entropy")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -369,6 +372,11 @@ def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
     for key in ("ep_overlap", "moe_dispatcher"):
         if key in opts:
             base[key] = opts[key]
+    if "cross_entropy" in opts:  # [issue 17] the loss's cross entropy the recipe runs (Strategy.cross_entropy)
+        if opts["cross_entropy"] not in typing.get_args(CrossEntropy):
+            out.error = f"cross_entropy={opts['cross_entropy']!r} in the notes is not te, native or unfused"
+            return None
+        base["cross_entropy"] = opts["cross_entropy"]
     if "cp_comm" in opts:  # [issue 17] the context-parallel exchange the source states (TE's cp_comm_type names)
         cp_kind = {"p2p": "ring", "all_gather": "all-gather"}.get(opts["cp_comm"], opts["cp_comm"])
         if cp_kind not in typing.get_args(CpComm):

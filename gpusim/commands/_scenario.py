@@ -31,6 +31,7 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     w.add_argument("--seq-len", type=scenario_type("seq_len"),
                    help="sequence length for sequence models (one sample = one sequence)")
     add_attention_arg(w)
+    add_cross_entropy_arg(w)
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
     h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
@@ -103,6 +104,20 @@ def add_attention_arg(g) -> None:
                         "FlashAttention of 2022-23, e.g. MPT attn_impl triton), or unfused (Q K^T, softmax and A V "
                         "apart, the s x s scores kept, as Megatron-LM ran before FlashAttention); default the model's "
                         "(a config.json's _attn_implementation: eager = unfused; else flash)")
+
+
+def add_cross_entropy_arg(g) -> None:
+    """[issue 17] ``--cross-entropy te|native|unfused`` (Strategy.cross_entropy)."""
+    from typing import get_args
+
+    from gpusim.strategy import CrossEntropy
+
+    g.add_argument("--cross-entropy", dest="cross_entropy", choices=get_args(CrossEntropy),
+                   help="LLM layouts: the loss's vocabulary-parallel cross entropy: te (Transformer Engine's kernels, "
+                        "--cross-entropy-fusion-impl te: 6 bytes per logit, no fp32 copy; the default, what tuned "
+                        "recipes select), native (Megatron-Core's fused version, Megatron-Bridge's default: 40 bytes "
+                        "and an fp32 copy of the logits) or unfused (Megatron-LM without --cross-entropy-loss-fusion: "
+                        "52 bytes); it matters for large vocabularies and small hidden sizes")
 
 
 def parse_headroom(text: str) -> dict:
@@ -321,7 +336,9 @@ def scenario_kwargs(args) -> dict:
         optimizer=args.optimizer, optimizer_impl=getattr(args, "optimizer_impl", "foreach"),
         activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
         bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory,
-        attention=getattr(args, "attention", None), **(getattr(args, "memory_headroom", None) or {}))
+        attention=getattr(args, "attention", None),
+        **({"cross_entropy": args.cross_entropy} if getattr(args, "cross_entropy", None) else {}),
+        **(getattr(args, "memory_headroom", None) or {}))
 
 
 def resolve(args):

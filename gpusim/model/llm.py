@@ -198,6 +198,38 @@ def attention_tile_frac(seq_len, window, block_tokens, *, chunked=False, window_
     return float(1.0 - window_layer_frac + window_layer_frac * ratio)
 
 
+#: [issue 17] the loss's vocabulary-parallel cross entropy, by implementation: ``(bytes moved per logit, forward and
+#: backward; bytes per logit held at the loss)``. Counted from the kernels:
+#:
+#: - ``te``: Transformer Engine's Triton kernels (``transformer_engine/pytorch/triton/cross_entropy.py`` @02965d2e;
+#:   Megatron ``--cross-entropy-loss-fusion --cross-entropy-fusion-impl te``): the forward's online softmax reads the
+#:   bf16 logits once (2; the loss kernel reads one logit per row), the backward reads them and overwrites them with
+#:   their gradient (2 + 2): 6 bytes; the bf16 logits are the only copy held (2).
+#: - ``native``: Megatron-Core's fused version (``megatron/core/fusions/fused_cross_entropy.py``, the default impl of
+#:   ``--cross-entropy-loss-fusion``; Megatron-Bridge's ``GPTModelProvider`` turns the fusion on and leaves the impl at
+#:   native unless a recipe picks te): the fp32 copy with its row maximum (read 2, write 4), exp in place (4 + 4), the
+#:   row sum (4), the division in place (4 + 4): 26 forward; the gradient scaled in place (4 + 4) and cast back to
+#:   bf16 (4 + 2): 14 backward; 40 bytes. The bf16 logits and the fp32 copy are held together (2 + 4).
+#: - ``unfused``: Megatron-Core's ``VocabParallelCrossEntropy`` (``megatron/core/tensor_parallel/cross_entropy.py``;
+#:   Megatron-LM without the fusion flag): the cast (2 + 4), the maximum (4), subtracting it in place (4 + 4), exp in
+#:   place (4 + 4), the sum (4), the division (4 + 4): 38 forward; the backward's scaling (4 + 4) and autograd's cast
+#:   of the gradient to bf16 (4 + 2): 14; 52 bytes, held 2 + 4.
+CROSS_ENTROPY_BYTES = {"te": (6.0, 2.0), "native": (40.0, 6.0), "unfused": (52.0, 6.0)}
+CE_CODES = {"te": 0, "native": 1, "unfused": 2}
+
+
+def cross_entropy_bytes(code):
+    """[issue 17] ``(bytes moved, bytes held)`` per logit of the loss's cross entropy for an implementation code
+    (:data:`CE_CODES`; :data:`CROSS_ENTROPY_BYTES` has the counts). Hand-worked: 16,384 tokens x 201,088 logits,
+    native: 40 x 3.29e9 = 1.32e11 bytes, 26 ms at 5 TB/s; te 6 x 3.29e9 = 1.98e10 bytes."""
+    c = np.asarray(code, dtype=np.float64)
+    moved = np.select([c == 1, c == 2], [CROSS_ENTROPY_BYTES["native"][0], CROSS_ENTROPY_BYTES["unfused"][0]],
+                      CROSS_ENTROPY_BYTES["te"][0])
+    held = np.select([c == 1, c == 2], [CROSS_ENTROPY_BYTES["native"][1], CROSS_ENTROPY_BYTES["unfused"][1]],
+                     CROSS_ENTROPY_BYTES["te"][1])
+    return moved, held
+
+
 def head_dim_rate_frac(d_head, flash2, p):
     """[issue 17] ``(forward, backward)`` rate of a fused attention kernel at head dimension ``d_head`` against its
     rate at 128: 1 from 128 up, ``flash_hdim64_*_frac`` (the native kernel) or ``flash2_hdim64_*_frac``
@@ -943,7 +975,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     accum_bytes = unfused * (e + 2.0 * main_b)  # [issue 17] read and write the main gradient at its width
 
     # ---- stages: embedding on the first, LM head and loss on the last ------------------------------
-    loss_bytes = 3.0 * T * V / tp * 4.0  # fp32 logits: softmax and cross-entropy forward and backward
+    ce_moved, ce_held = cross_entropy_bytes(x.get("ce_code", 0.0))  # [issue 17] the loss's implementation
+    loss_bytes = ce_moved * T * V / tp  # softmax and cross entropy over the logits, forward and backward
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + main_b) / mem_rate  # gather rows; backward scatter-adds into the main gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
@@ -1041,9 +1074,10 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     act_first = (resident * kept * in_flight * interleave + recompute_buf) * frag
     # the micro-batch's logits in the loss: [issue 17] Megatron-Core's vocab-parallel cross entropy
     # (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy.calculate_logits_max:
-    # ``vocab_parallel_logits = vocab_parallel_logits.float()``, the fused version alike) makes an fp32 copy while the
-    # output layer's bf16 logits are still held by the model's forward: 2 + 4 bytes per logit at the loss
-    logits = (2.0 + 4.0) * T * V / tp
+    # ``vocab_parallel_logits = vocab_parallel_logits.float()``, the fused native version alike) makes an fp32 copy
+    # while the output layer's bf16 logits are still held by the model's forward: 2 + 4 bytes per logit at the loss;
+    # Transformer Engine's kernels work in the bf16 logits themselves: 2 (CROSS_ENTROPY_BYTES)
+    logits = ce_held * T * V / tp
     act_last = np.where(multi_stage, (resident * kept + recompute_buf + logits) * frag, act_first + logits * frag)
 
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers

@@ -192,6 +192,7 @@ class StepInputs:
     ceiling_flop_per_s: np.ndarray = _one(np.nan)  # measured best-shape matmul rate; NaN: a fraction of the peak
     sm_count: np.ndarray = _one()
     grad_accum_fusion: np.ndarray = _one(True)  # weight gradients accumulated in the GEMM (Megatron's default)
+    ce_code: np.ndarray = _one(0.0)  # [issue 17] the loss's cross entropy: llm.CE_CODES (0 te, 1 native, 2 unfused)
     gemm_serial_epilogue: np.ndarray = _one(False)  # the GPU's GEMM kernels run the epilogue after the main loop
     tp_async_bwd: np.ndarray = _one(True)  # backward TP collectives beside the gradient GEMMs (Megatron's default)
     tp_comm_overlap: np.ndarray = _one(False)  # [issue 17] TE userbuffers: TP collectives split beside their GEMMs
@@ -759,7 +760,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     """The arrays :func:`gpusim.model.llm.llm_terms` reads."""
     names = ("n_layers", "d_model", "n_heads", "q_dim", "kv_dim", "ff_dim", "ffn_mats", "vocab", "seq_len", "tp", "pp",
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "qk_norm", "untied", "layer_params",
-             "embed_params", "grad_accum_fusion", "grad_bytes_per_param", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
+             "embed_params", "grad_accum_fusion", "ce_code", "grad_bytes_per_param", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "host_cpu", "cp", "cp_kind", "ep", "expert_tp",
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_expert_skew_frac", "moe_expert_bias", "moe_glu_clamp", "moe_router_padding", "moe_fused_mlp",

@@ -238,3 +238,22 @@ def test_the_cp_exchange_a_source_states_reaches_the_scenario():
     assert ag.step_s > ring.step_s  # the gather is exposed; the ring hides under the attention
     bad = R.predict_row(dict(row, notes="cp_comm=ulysses"), db=db)
     assert "cp_comm" in bad.error and bad.step_s is None
+
+
+def test_the_cross_entropy_a_recipe_runs_reaches_the_scenario():
+    """[issue 17] cross_entropy= (te, native, unfused) in a row's notes predicts with that loss implementation; a row
+    without it takes gpusim's default (te); a bad value is the row's error."""
+    from gpusim.hwdb import load
+
+    db = load()
+    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "llama3-8b", "gpu": "h100-sxm",
+           "gpus": "8", "gpus_per_node": "8", "tp": "1", "pp": "1", "vp": "", "cp": "1", "ep": "", "etp": "",
+           "micro_batch": "1", "global_batch": "64", "seq_len": "8192", "precision": "bf16", "recompute": "",
+           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    plain = R.predict_row(row, db=db)
+    te = R.predict_row(dict(row, notes="cross_entropy=te"), db=db)
+    native = R.predict_row(dict(row, notes="the provider's default (cross_entropy=native)."), db=db)
+    assert not plain.error and not native.error and te.step_s == pytest.approx(plain.step_s)
+    assert native.step_s > plain.step_s
+    bad = R.predict_row(dict(row, notes="cross_entropy=liger"), db=db)
+    assert "cross_entropy" in bad.error and bad.step_s is None
