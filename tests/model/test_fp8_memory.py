@@ -161,9 +161,11 @@ def test_cli_flags(capsys):
     w = {k: v["memory_breakdown_bytes"]["weights"] for k, v in out.items()}
     assert w["bf16_weights"] == pytest.approx(2.0 * w["default"], rel=1e-9)  # 2 + 2 against the FP8 2 per parameter
     a = {k: v["memory_breakdown_bytes"]["activations"] for k, v in out.items()}
-    # pp 1: the one stage also holds the logits at the loss (the bf16 output and its fp32 copy: 6 T V bytes, +10%
-    # fragmentation); 7 of its 32 layers leave the GPU
-    logits = 6.0 * 8192 * 128256 * 1.1
+    # pp 1: the one stage also holds the logits at the loss (the default te cross entropy keeps the bf16 logits
+    # alone: 2 T V bytes, +10% fragmentation; gpusim.model.llm.CROSS_ENTROPY_BYTES); 7 of its 32 layers leave the GPU
+    from gpusim.model.llm import CROSS_ENTROPY_BYTES
+
+    logits = CROSS_ENTROPY_BYTES["te"][1] * 8192 * 128256 * 1.1
     assert a["offload"] - logits == pytest.approx((a["default"] - logits) * 25.0 / 32.0, rel=1e-9)
 
 
