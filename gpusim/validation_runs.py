@@ -86,7 +86,7 @@ METRICS = ("step_time_s", "tokens_per_s_per_gpu", "model_tflop_per_s_per_gpu", "
 #: [issue 17] metrics of the GPU memory a run held, not of its speed (module docstring, *Peak memory*)
 MEMORY_METRICS = ("peak_allocated_gib",)
 #: the hwdb node template each published system ran on (the DGX/HGX board or the NVL72 rack's compute tray)
-NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "dgx-h200", "b200": "dgx-b200", "b300": "dgx-b300",
+NODE_FOR_GPU = {"h100-sxm": "dgx-h100", "h200-sxm": "hgx-h200-8", "b200": "dgx-b200", "b300": "dgx-b300",
                 "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "a100-sxm4-80gb": "dgx-a100-80gb",
                 "h800-sxm": "hgx-h800-8"}
 BLACKWELL = ("b200", "b300", "gb200", "gb300")

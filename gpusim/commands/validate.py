@@ -95,6 +95,16 @@ def _attention_results(args, db, params):
     return VA.run(db=db, params=params)
 
 
+def _attention_cudnn_results(args, db, params):
+    """[issue 17] cuDNN's fused-attention training benchmark (gpusim.validation_attention.run_cudnn); only with the
+    project's own tables and the model's defaults."""
+    from gpusim import validation_attention as VA
+
+    if args.csv or (params is not None and callable(params)):
+        return []
+    return VA.run_cudnn(db=db, params=params)
+
+
 def _llm_results(args, db, params):
     """The LLM-layout rows (Korthikanti Table 5, Narayanan Table 1) with gpusim's errors."""
     from gpusim import validation_llm as V
@@ -247,6 +257,7 @@ def cmd_validate(args) -> int:
                            searched_moe + searched_moe_later, later)
     ep_rows = _ep_results(args, db, params)
     attn_rows = _attention_results(args, db, params)
+    kernel_rows = _attention_cudnn_results(args, db, params)
     if args.json:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
@@ -271,6 +282,9 @@ def cmd_validate(args) -> int:
                     "repeated_layouts": R.repeated_layouts(list(runs) + list(later)),  # [stop 42]
                     "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
                     "attention_rates": {"summary": VA.summarize(attn_rows), "rows": VA.to_dicts(attn_rows)},
+                    "attention_kernels": {"summary": VA.summarize_cudnn(kernel_rows),  # [issue 17]
+                                          "rows": [d for d in VA.cudnn_to_dicts(kernel_rows)
+                                                   if args.show_holdout or not d["holdout"]]},
                     "layout_search": {"summary": VS.summarize(searched),
                                       "rows": VS.to_dicts(searched, holdout_rows=args.show_holdout),
                                       "later_releases": {"summary": VS.summarize(searched_later),
@@ -352,6 +366,10 @@ def cmd_validate(args) -> int:
         from gpusim.validation_attention import print_section as print_attention
 
         print_attention(attn_rows, print_table, fmt_pct)
+    if kernel_rows:
+        from gpusim.validation_attention import print_cudnn_section
+
+        print_cudnn_section(kernel_rows, print_table, fmt_pct, show_holdout=args.show_holdout)
     worst = worst_rows(results, "anchored", args.worst)
     if worst:
         print("worst anchored rows:")
