@@ -175,6 +175,50 @@ def causal_rate_frac(seq_len, family, p):
     return fwd, bwd
 
 
+def query_block_overhead_tiles(family, p):
+    """[issue 17] ``(forward, backward)`` fixed work of one query block of a fused attention kernel, in tiles: loading
+    its queries, finishing the softmax's running statistics and writing its output (forward; the backward's
+    ``dQ`` write and row terms), paid once per block of ``B`` queries however many key tiles it visits. A causal call
+    of ``n = s / B`` blocks a side visits ``T = n (n + 1) / 2`` tiles and pays ``T + c n`` tile-times, so its rate
+    against a long sequence's falls as ``T / (T + c n)``; ``c`` follows from two points of the kernel family's
+    published causal table (ModelParams ``flash_causal_*_rate_frac`` at 1K and 16K tokens, their ratio ``rho``):
+    ``c = T1 T2 (1 - rho) / (rho T2 n1 - T1 n2)`` (0 where the table does not fall). Hand-worked (``B = 128``,
+    Blackwell forward, 501 / 872: ``rho = 0.5745``, ``n = 8`` and 128, ``T = 36`` and 8256): ``c = 36 x 8256 x 0.4255
+    / (0.5745 x 8256 x 8 - 36 x 128) = 3.79`` tiles; Hopper forward (423 / 616) 2.28; both backward tables 1.60.
+    The rest of the table agrees within 4% (Blackwell at 4K: 0.861 against 770 / 872 = 0.883). A sliding window keeps
+    the per-block work and drops most tiles, which is why its kernel runs far below the causal rate
+    (:func:`window_time_frac`)."""
+    B = float(p.flash_block_tokens)
+    n1, n2 = 1024.0 / B, 16384.0 / B
+    t1, t2 = n1 * (n1 + 1.0) / 2.0, n2 * (n2 + 1.0) / 2.0
+    points = np.log2(np.asarray(p.flash_causal_seq_tokens, dtype=np.float64))
+    fam = np.asarray(family, dtype=np.int64)
+    out = []
+    for table in (p.flash_causal_fwd_rate_frac, p.flash_causal_bwd_rate_frac):
+        c = np.zeros(np.shape(fam))
+        for code, key in CAUSAL_FAMILY_KEYS.items():
+            r1, r2 = np.interp([10.0, 14.0], points, table[key])
+            rho = r1 / r2
+            val = max(0.0, t1 * t2 * (1.0 - rho) / (rho * t2 * n1 - t1 * n2)) if rho < 1.0 else 0.0
+            c = np.where(fam == code, val, c)
+        out.append(c)
+    return out[0], out[1]
+
+
+def window_time_frac(share, tiles_frac, qblock_per_tile, overhead_tiles):
+    """[issue 17] A layer-averaged fused attention call's time with a sliding window (or chunks) on a ``share`` of the
+    layers, against a plain causal call's at the same length: a windowed layer pays ``T_w + c n`` tile-times where
+    the causal one pays ``T_c + c n`` (:func:`query_block_overhead_tiles`; ``tiles_frac = T_w / T_c``,
+    ``qblock_per_tile = n / T_c``), so ``1 - share + share (tiles_frac + c q) / (1 + c q)``: more than the tile
+    fraction (:func:`attention_tile_frac`) alone, most where the window is short. Hand-worked: 4096 tokens, a 128-key
+    window (63 of 528 tiles, ``q = 32 / 528``), ``c = 3.79``: ``(0.1193 + 0.2297) / 1.2297 = 0.284`` of the causal
+    call, 2.4x the tile fraction's 0.119 (cuDNN's benchmark on GB200: 2.35x gpusim's time before this,
+    ``validation/attention_cudnn.csv``)."""
+    sh, tf, q = _f(share), _f(tiles_frac), _f(qblock_per_tile)
+    c = _f(overhead_tiles)
+    return 1.0 - sh + sh * (tf + c * q) / (1.0 + c * q)
+
+
 def attention_tile_frac(seq_len, window, block_tokens, *, chunked=False, window_layer_frac=1.0) -> float:
     """[issue 17] Work of a fused attention kernel with a sliding window (or chunks) of ``window`` keys on a share
     ``window_layer_frac`` of the attention layers, as a fraction of its work with a plain causal mask over
@@ -671,9 +715,13 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # The causal kernel's own rate at the length each call sees (s / cp: context parallelism splits the queries) against
     # its unmasked long-sequence rate (causal_rate_frac: the diagonal tiles computed whole, the blocks' unequal work,
     # short sequences' fixed costs), by kernel family (the row's attn_fa2 / attn_blackwell; Hopper's native otherwise)
-    win = _f(x.get("attn_tile_frac", 1.0))
     fam = np.where(np.asarray(x.get("attn_fa2", False), dtype=bool), FA2,
                    np.where(np.asarray(x.get("attn_blackwell", False), dtype=bool), BLACKWELL, HOPPER))
+    # [issue 17] ... with each query block's fixed work, which a window keeps (window_time_frac)
+    c_f, c_b = query_block_overhead_tiles(fam, p)
+    share, tiles_frac, qpt = (_f(x.get(k, d)) for k, d in (("attn_win_share", 0.0), ("attn_win_tiles_frac", 1.0),
+                                                            ("attn_qblock_per_tile", 0.0)))
+    win_f, win_b = window_time_frac(share, tiles_frac, qpt, c_f), window_time_frac(share, tiles_frac, qpt, c_b)
     # ([issue 17] Ulysses, cp_comm a2a: each call sees the whole sequence for 1 / cp of the heads; a2a+p2p its NVLink
     # domain's share of it; the cp group, ranks tp apart, in the job's NVLink-domain allocation blocks:
     # gpusim.model.placement)
@@ -684,8 +732,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
             else CTX.attention_call_tokens(s, cp, kind, CTX.hier_inner_ranks(cp, tp, block)))
     cr_f, cr_b = causal_rate_frac(seen, fam, p)
     hd_f, hd_b = head_dim_rate_frac(q / a, x.get("attn_fa2", False), p)  # [issue 17] thin heads run slower
-    flash_f = win * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
-    flash_b = (win * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop
+    flash_f = win_f * slow_f * 0.5 * attn_flop / (ceil_rate * p.flash_fwd_eff_frac * hd_f * cr_f) + p.kernel_tail_s
+    flash_b = (win_b * slow_b * FLASH_BWD_FLOP_MULT * 0.5 * attn_flop
                / (ceil_rate * p.flash_bwd_eff_frac * hd_b * cr_b) + p.kernel_tail_s)
     score_bytes = heads_local * s * s * (2.0 * e + drop * (2.0 * e + 1.0))  # fused softmax, dropout
     attn_f = np.where(flash, flash_f, bmm + score_bytes / mem_rate)

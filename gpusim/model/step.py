@@ -183,6 +183,9 @@ class StepInputs:
     attn_blackwell: np.ndarray = _one(False)  # [issue 17] Blackwell's native kernel (llm.causal_rate_frac)
     attn_bwd_slow: np.ndarray = _one(1.0)
     attn_tile_frac: np.ndarray = _one(1.0)  # [issue 17] sliding-window / chunked attention: llm.attention_tile_frac
+    attn_win_share: np.ndarray = _one(0.0)  # [issue 17] the windowed layers' share, their tiles and query blocks
+    attn_win_tiles_frac: np.ndarray = _one(1.0)  # against a causal call's (llm.window_time_frac)
+    attn_qblock_per_tile: np.ndarray = _one(0.0)
     attn_key_frac: np.ndarray = _one(1.0)  # [issue 17] keys per query the MFU counts / seq_len (rows.window_fields)
     rope: np.ndarray = _one(False)
     qk_norm: np.ndarray = _one(False)  # [issue 17] per-head q/k RMSNorms (Qwen3, OLMo 2, Gemma 3): llm.qk_norm_bytes
@@ -768,7 +771,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
-             "attn_tile_frac", "attn_key_frac", "cuda_graphs", "fp8_retranspose_bytes")  # [issue 12], [issue 17], [issue 18]
+             "attn_tile_frac", "attn_win_share", "attn_win_tiles_frac", "attn_qblock_per_tile", "attn_key_frac", "cuda_graphs", "fp8_retranspose_bytes")  # [issue 12], [issue 17], [issue 18]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none

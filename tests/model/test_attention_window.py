@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from gpusim.model.llm import HOPPER, attention_tile_frac, causal_rate_frac
+from gpusim.model.llm import HOPPER, attention_tile_frac, causal_rate_frac, query_block_overhead_tiles
 from gpusim.params import DEFAULT_PARAMS
 from gpusim.simulation import Scenario, build_inputs, simulate
 
@@ -68,10 +68,11 @@ def _without_window(workload):
                              int(workload.tokens_per_sample))
 
 
-def test_the_step_charges_the_windowed_tiles_only(db):
+def test_the_step_charges_the_windowed_tiles_and_every_query_block_s_work(db):
     """Mistral 7B (a 4096-key window on every layer) at 8192 tokens on one GPU: the compute difference against the
-    same model without its window is every layer's flash forward and backward time times (1 - the tile fraction),
-    by the closed form of gpusim.model.llm."""
+    same model without its window is every layer's flash forward and backward time times (1 - the window's time
+    fraction): its tiles plus each query block's fixed work, against the causal call's (gpusim.model.llm
+    window_time_frac with query_block_overhead_tiles of H100's kernel), by the closed form of gpusim.model.llm."""
     from gpusim.workload import get_workload
 
     p = DEFAULT_PARAMS
@@ -91,7 +92,15 @@ def test_the_step_charges_the_windowed_tiles_only(db):
     f, b = causal_rate_frac(s, HOPPER, DEFAULT_PARAMS)  # the causal kernel's rate at 8192 tokens (H100's native kernel)
     fwd_s = 0.5 * attn_flop / (ceiling * p.flash_fwd_eff_frac * f)
     bwd_s = 2.5 * 0.5 * attn_flop / (ceiling * p.flash_bwd_eff_frac * b)
-    expected = spec.n_layers * (1.0 - frac) * (fwd_s + bwd_s)
+    n = 8192 / p.flash_block_tokens
+    causal_tiles = n * (n + 1) / 2
+    assert row["attn_win_tiles_frac"] == pytest.approx(frac) and row["attn_qblock_per_tile"] == pytest.approx(
+        n / causal_tiles)
+    c_f, c_b = (float(c) for c in query_block_overhead_tiles(HOPPER, p))
+    wf = (frac + c_f * n / causal_tiles) / (1 + c_f * n / causal_tiles)
+    wb = (frac + c_b * n / causal_tiles) / (1 + c_b * n / causal_tiles)
+    assert frac < wb < wf < 1.0  # the blocks' fixed work keeps more of the time than the tiles alone
+    expected = spec.n_layers * ((1.0 - wf) * fwd_s + (1.0 - wb) * bwd_s)
     got = float(full.breakdown_s["compute_s"]) - float(windowed.breakdown_s["compute_s"])
     assert got == pytest.approx(expected, rel=1e-6)
     said = [a for a in windowed.assumptions if a.startswith("sliding-window attention")]
@@ -232,3 +241,27 @@ def test_both_paths_count_the_same_model_flops(db, model, seq):
     llm = simulate(Scenario.create(**common, tp=1, pp=1, recompute="none"), db=db, recommend=False)
     dp = simulate(Scenario.create(**common), db=db, recommend=False)
     assert llm.mfu_frac * llm.step_s == pytest.approx(dp.mfu_frac * dp.step_s, rel=1e-12)
+
+
+def test_a_query_block_s_fixed_work_follows_from_the_causal_tables():
+    """The closed form of query_block_overhead_tiles on its docstring's hand-worked cases (B = 128): Blackwell's forward
+    table (501 at 1K, 872 at 16K) gives c = 36 x 8256 x (1 - rho) / (rho x 8256 x 8 - 36 x 128) = 3.79 tiles, Hopper's
+    forward 2.28, both backward tables 1.60; the model it implies, T / (T + c n), reproduces the rest of Blackwell's
+    forward table within 4%; a window's time fraction on the docstring's 4096-token case is 0.284."""
+    import numpy as np
+
+    from gpusim.model.llm import BLACKWELL, window_time_frac
+
+    p = DEFAULT_PARAMS
+    c_f, c_b = query_block_overhead_tiles(np.array([HOPPER, BLACKWELL]), p)
+    rho = 501.0 / 872.0
+    assert c_f[1] == pytest.approx(36 * 8256 * (1 - rho) / (rho * 8256 * 8 - 36 * 128), rel=1e-9)
+    assert c_f[1] == pytest.approx(3.79, abs=0.01) and c_f[0] == pytest.approx(2.28, abs=0.01)
+    assert c_b[0] == pytest.approx(1.60, abs=0.01) and c_b[1] == pytest.approx(c_b[0])
+    for s, table in ((2048, 657.0), (4096, 770.0), (8192, 838.0)):
+        n = s / 128
+        t = n * (n + 1) / 2
+        implied = (t / (t + c_f[1] * n)) / (8256 / (8256 + c_f[1] * 128))
+        assert implied == pytest.approx(table / 872.0, rel=0.04), s
+    assert window_time_frac(1.0, 63 / 528, 32 / 528, 3.79) == pytest.approx(0.284, abs=0.001)
+    assert window_time_frac(0.0, 63 / 528, 32 / 528, 3.79) == 1.0  # no windowed layer: the causal call
