@@ -33,7 +33,7 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  nccl_nvswitch_busbw)
 from gpusim.model.graphs import scope_mask
 from gpusim.model.llm import (CE_CODES, FLASH_BWD_FLOP_MULT, HOPPER, _kernel_tiles, attention_tile_frac,
-                              causal_rate_frac)
+                              causal_rate_frac, query_block_overhead_tiles, window_time_frac)
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -280,14 +280,21 @@ def attention_kernel_frac(workload, seq_len, params: ModelParams, family: int | 
     the blocks' unequal work, a short sequence's fixed costs: :func:`gpusim.model.llm.causal_rate_frac` of the GPU's
     kernel ``family``, Hopper's native kernel by default), forward and backward weighted by their FLOPs (1 : 2.5),
     divides the work as the per-GEMM path's rate does. Hand-worked (Hopper, ``s = 8192``, no window): forward 602 /
-    648, backward 559 / 561 x 531.6 / 553.9: 3.5 / (1 / 0.9290 + 2.5 / 0.9563) = 0.9483, so 0.5 / 0.9483 = 0.527."""
+    648, backward 559 / 561 x 531.6 / 553.9: 3.5 / (1 / 0.9290 + 2.5 / 0.9563) = 0.9483, so 0.5 / 0.9483 = 0.527.
+    [issue 17] A window's layers pay their tiles and each query block's fixed work, forward and backward apart
+    (:func:`gpusim.model.llm.window_time_frac`), as the layout path charges them."""
     spec = transformer_of(workload)
     if spec is None or not spec.flash_attention or spec.head != "lm" or spec.mem_len or not spec.n_attn_layers:
         return 1.0
+    fam = HOPPER if family is None else family
     w = window_fields(spec, seq_len, params)
-    f, b = causal_rate_frac(float(seq_len), HOPPER if family is None else family, params)
-    rate = (1.0 + FLASH_BWD_FLOP_MULT) / (1.0 / float(f) + FLASH_BWD_FLOP_MULT / float(b))
-    return float(0.5 / rate * w.get("attn_tile_frac", 1.0) / w.get("attn_key_frac", 1.0))
+    f, b = causal_rate_frac(float(seq_len), fam, params)
+    c_f, c_b = query_block_overhead_tiles(fam, params)
+    args = [w.get(k, d) for k, d in (("attn_win_share", 0.0), ("attn_win_tiles_frac", 1.0),
+                                     ("attn_qblock_per_tile", 0.0))]
+    wf, wb = float(window_time_frac(*args, c_f)), float(window_time_frac(*args, c_b))
+    per_flop = (wf / float(f) + FLASH_BWD_FLOP_MULT * wb / float(b)) / (1.0 + FLASH_BWD_FLOP_MULT)
+    return float(0.5 * per_flop / w.get("attn_key_frac", 1.0))
 
 
 def roofline_by_kind(workload, attn_kernel_frac: float = 1.0) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:

@@ -208,14 +208,17 @@ def test_kernel_fraction_hand_worked_and_where_it_does_not_apply():
     # bidirectional encoders visit every tile; an unfused kernel computes the full score matrix
     assert attention_kernel_frac(get_workload("bert-large"), 512, p) == 1.0
     assert attention_kernel_frac(apply_attention(get_workload("llama3-8b", seq_len=512), "unfused"), 512, p) == 1.0
-    # Mistral 7B at 8192 tokens, a 4096-key window on every layer: counted 4096 keys per query; the kernel visits
-    # the window's tiles: (tiles of the window) x 128^2 / (8192 x 4096)
+    # Mistral 7B at 8192 tokens, a 4096-key window on every layer: counted 4096 keys per query (half the causal
+    # count); the kernel visits the window's tiles and pays each of its 64 query blocks' fixed work, c_f forward and
+    # c_b backward tiles (gpusim.model.llm.window_time_frac), against the causal call's tiles and blocks
     wl = get_workload("mistral-7b", seq_len=8192)
     n, c = 64, 32
     tiles = sum(min(m, c) + 1 for m in range(n))  # query block m visits blocks max(0, m - 32) .. m
-    rate = 3.5 / (1 / (602 / 648) + 2.5 / (559 / 561 * 531.6 / 553.9))  # the causal kernel's rate at 8192 tokens
     causal_tiles = 64 * 65 / 2
-    assert attention_kernel_frac(wl, 8192, p) == pytest.approx(0.5 / rate * (tiles / causal_tiles) * 2)
+    c_f, c_b = (float(v) for v in query_block_overhead_tiles(HOPPER, p))
+    wf, wb = ((tiles + k * n) / (causal_tiles + k * n) for k in (c_f, c_b))
+    f, b = 602 / 648, 559 / 561 * 531.6 / 553.9  # the causal kernel's rates at 8192 tokens
+    assert attention_kernel_frac(wl, 8192, p) == pytest.approx(0.5 * (wf / f + 2.5 * wb / b) / 3.5 * 2)
 
 
 @pytest.mark.parametrize("window", [0, -5, 3.5, True, "128"])
