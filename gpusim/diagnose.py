@@ -148,6 +148,9 @@ GRAPHS_GAIN_FRAC = 0.03
 #: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
+#: [issue 17] the least predicted gain of Transformer Engine's cross entropy over the layout's (a what-if of one
+#: Megatron flag: below it the loss is a small part of the step)
+CROSS_ENTROPY_GAIN_FRAC = 0.01
 _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
 #: [stop 38] the least predicted gain of Megatron-Core's MoE software settings (flex dispatcher, EP overlap, fused
 #: grouped MLP, full-iteration CUDA graphs, together) worth a recommendation
@@ -205,6 +208,8 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         # microscaling formats (Blackwell), else per-tensor scaling (--precision fp8: delayed scaling, the recipe
         # every command takes; current scaling, NVIDIA's newer Hopper recipes' "FP8-CS", is predict's fp8-cs)
         add("llm-fp8", precision="mxfp8" if hw.gpu.microscaling else "fp8")
+    if st.cross_entropy != "te":  # [issue 17] the loss's cross entropy (gpusim.model.llm.CROSS_ENTROPY_BYTES)
+        add("llm-cross-entropy", cross_entropy="te")
     if hw.n_gpus > 1 and not hw.p2p and hw.topology in _NVLINK_WIRINGS:  # [issue 18] NCCL_P2P_DISABLE on NVLink
         add("p2p", p2p=True)
     if st.ep > 1:  # [stop 38] Megatron-Core's MoE software settings, one at a time and together
@@ -255,6 +260,7 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
               "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
               "llm-graphs": True, "llm-router-padding": True, "llm-fp8": True,  # [issue 17] said only where they gain
+              "llm-cross-entropy": True,  # [issue 17]
               "p2p": True,  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
               # [stop 38] MoE software settings: said only where together they gain
               "llm-moe-flex": True, "llm-moe-ep-overlap": True, "llm-moe-fused-mlp": True, "llm-moe-stack": True}
@@ -334,6 +340,16 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                          f"graphs and static expert buffers (Qwen3-235B on 128 GB200, Megatron-LM PR "
                                          f"#5728). Measure with and without --cuda-graph-scope before ruling them out.",
                 g, {"cuda_graph_scope": ["full_iteration"]}, "info")
+    if "llm-cross-entropy" in by:  # [issue 17] the loss's passes over the logits
+        g = _gain(thr, by["llm-cross-entropy"][1])
+        if g >= CROSS_ENTROPY_GAIN_FRAC:
+            rec("llm-cross-entropy", f"The loss runs {st.cross_entropy} cross entropy over the logits "
+                                     f"({'an fp32 copy and ' if st.cross_entropy in ('native', 'unfused') else ''}"
+                                     f"several passes of the vocabulary per token): Transformer Engine's kernels "
+                                     f"(Megatron --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, gpusim "
+                                     f"--cross-entropy te) read the bf16 logits twice and write their gradient in "
+                                     f"place, predicted {g:+.0%}; a large vocabulary over a small hidden size gains "
+                                     f"most.", g, {"cross_entropy": "te"}, "medium" if g >= 0.03 else "info")
     if "llm-router-padding" in by:  # [issue 17] the experts' FP8 row padding copies
         g = _gain(thr, by["llm-router-padding"][1])
         if g >= PADDING_GAIN_FRAC:

@@ -61,3 +61,22 @@ def test_the_cli_takes_the_implementation_and_refuses_an_unknown_one(capsys):
     with pytest.raises(SystemExit) as e:
         main(argv + ["--cross-entropy", "fused"])
     assert e.value.code == 2 and "invalid choice: 'fused'" in capsys.readouterr().err
+
+
+def test_a_costly_cross_entropy_is_advised_with_its_own_what_if():
+    """GPT-OSS-120B at pp 4 on 64 H100 (201,088 logits per token on the last stage) with Megatron-Core's native cross
+    entropy: predict advises Transformer Engine's (llm-cross-entropy) at the gain its own what-if predicts; with te
+    there is nothing to advise."""
+    db = load()
+    kw = dict(workload=get_workload("gpt-oss-120b"), gpu="h100-sxm", node="dgx-h100", gpus=64, nodes=8, pp=4, ep=8,
+              kind="zero1", precision="bf16", micro_batch=1, global_batch=1280, seq_len=4096)
+
+    def recs(**over):
+        return {r["id"]: r for r in simulate(Scenario.create(**{**kw, **over}), db=db).recommendations}
+
+    got = recs(cross_entropy="native")["llm-cross-entropy"]
+    nat = simulate(Scenario.create(**kw, cross_entropy="native"), db=db, recommend=False)
+    te = simulate(Scenario.create(**kw, cross_entropy="te"), db=db, recommend=False)
+    assert got["gain_frac"] == pytest.approx(te.throughput_samples_per_s / nat.throughput_samples_per_s - 1, abs=1e-3)
+    assert got["gain_frac"] > 0.03 and got["change"] == {"cross_entropy": "te"} and "--cross-entropy te" in got["message"]
+    assert "llm-cross-entropy" not in recs(cross_entropy="te")
