@@ -32,8 +32,8 @@ from gpusim.model.fabric import (NETWORK_PATH, PATH_CODES, TOPOLOGY_CODES, eff_t
                                  inter_node_busbw, intra_node_busbw, nccl_nvlink_gbyte_per_s_per_link,
                                  nccl_nvswitch_busbw)
 from gpusim.model.graphs import scope_mask
-from gpusim.model.llm import (CE_CODES, FLASH_BWD_FLOP_MULT, HOPPER, _kernel_tiles, attention_tile_frac,
-                              causal_rate_frac, query_block_overhead_tiles, window_time_frac)
+from gpusim.model.llm import (CE_CODES, FLASH_BWD_FLOP_MULT, HOPPER, attention_tile_frac, causal_rate_frac,
+                              kernel_tiles, query_block_overhead_tiles, window_time_frac)
 from gpusim.model.step import StepInputs
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
@@ -841,9 +841,9 @@ def window_fields(spec, seq_len, params: ModelParams) -> dict:
         out["attn_tile_frac"] = attention_tile_frac(float(seq_len), float(w), params.flash_block_tokens,
                                                     chunked=bool(spec.attention_chunked), window_layer_frac=share)
         # [issue 17] the windowed layers' tiles and query blocks against a causal call's (llm.window_time_frac)
-        causal = _kernel_tiles(float(seq_len), None, params.flash_block_tokens, False)
+        causal = kernel_tiles(float(seq_len), None, params.flash_block_tokens, False)
         out["attn_win_share"] = share
-        out["attn_win_tiles_frac"] = _kernel_tiles(float(seq_len), float(w), params.flash_block_tokens,
+        out["attn_win_tiles_frac"] = kernel_tiles(float(seq_len), float(w), params.flash_block_tokens,
                                                    bool(spec.attention_chunked)) / causal
         out["attn_qblock_per_tile"] = math.ceil(float(seq_len) / params.flash_block_tokens) / causal
     return out

@@ -133,7 +133,7 @@ def pp_p2p_exposed_s(p2p_s, regather_s, pp, vp, n_micro, overlap, *, chunk_fwd_s
     return np.where(pp > 1, np.where(np.asarray(overlap, dtype=bool), overlapped, plain), 0.0)
 
 
-def _kernel_tiles(seq_len: float, window: float | None, block: float, chunked: bool) -> float:
+def kernel_tiles(seq_len: float, window: float | None, block: float, chunked: bool) -> float:
     """Query x key tiles a fused attention kernel visits for one head of one causal sequence (see
     :func:`attention_tile_frac`)."""
     n = int(math.ceil(seq_len / block))
@@ -238,7 +238,7 @@ def attention_tile_frac(seq_len, window, block_tokens, *, chunked=False, window_
     s, B = float(seq_len), float(block_tokens)
     if not window or float(window) >= s or window_layer_frac <= 0.0:
         return 1.0
-    ratio = _kernel_tiles(s, float(window), B, chunked) / _kernel_tiles(s, None, B, False)
+    ratio = kernel_tiles(s, float(window), B, chunked) / kernel_tiles(s, None, B, False)
     return float(1.0 - window_layer_frac + window_layer_frac * ratio)
 
 
