@@ -138,6 +138,11 @@ MIN_REGIME_SIZES = 3
 SLOW_PAIR_FRAC = 0.7
 #: interval level and its two-sided normal quantile
 LEVEL = 0.9
+#: the largest log-space spread an interval gives one direction of a fitted block: a factor of ten either way. A
+#: direction the records barely inform (a pseudo-inverse's huge variance: a parameter that changes no residual, such
+#: as a microsecond overhead next to millisecond steps) would otherwise perturb its parameters by factors like
+#: exp(700), which overflow and mean nothing; the interval says which parameters were held to this.
+INTERVAL_LOG_SD_CAP = math.log(10.0)
 _Z = 1.6448536269514722
 #: 90th percentile of a standard normal variable
 _Z90 = 1.2815515655446004
@@ -1587,6 +1592,7 @@ class Calibration:
         s0 = step(self.values)
         var = 0.0
         contrib = {}
+        capped: set[str] = set()
         for block, names, cov in self._cov:
             if cov is None or not all(n in self.values for n in names):
                 continue
@@ -1597,6 +1603,10 @@ class Calibration:
                 if lam[k] <= 1e-14:
                     continue
                 d = np.sqrt(lam[k]) * vec[:, k]
+                widest = float(np.max(np.abs(d)))
+                if widest > INTERVAL_LOG_SD_CAP:  # a direction the records do not determine: held to the cap
+                    capped.update(n for n, dn in zip(names, d) if abs(dn) > INTERVAL_LOG_SD_CAP)
+                    d = d * (INTERVAL_LOG_SD_CAP / widest)
                 hi = dict(self.values)
                 lo = dict(self.values)
                 for n, dn in zip(names, d):
@@ -1618,6 +1628,10 @@ class Calibration:
         if not contrib:
             out["note"] = ("no fitted parameter of this calibration applies to this hardware: the interval has no "
                            "width from the fit")
+        elif capped:
+            out["note"] = (f"the calibration's records barely determine {', '.join(sorted(capped))}: their spread in "
+                           f"this interval is held to a factor of ten either way, so the interval may be too narrow "
+                           f"where they matter (add records that vary them to `gpusim fit`)")
         return out
 
     # ---- files ----------------------------------------------------------------------------------

@@ -128,6 +128,8 @@ def print_report(res, interval=None) -> None:
     t.add_row("throughput", tput)
     if no_interval:
         t.add_row("interval", f"none: {no_interval}")
+    elif interval and interval.get("note"):  # an interval with a caveat (a parameter the records barely determine)
+        t.add_row("interval", interval["note"])
     if res.speedup == res.speedup:
         t.add_row("speedup", f"{res.speedup:.3g}x over one GPU ({res.single_gpu_throughput_samples_per_s:,.4g} "
                              f"samples/s); scaling efficiency {res.scaling_efficiency_frac:.0%}")

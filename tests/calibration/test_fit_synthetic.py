@@ -412,6 +412,37 @@ def test_interval_brackets_the_prediction(gpu_cal, cpu_cal, db):
     assert not iv["applies"] and iv["step_s"][0] == pytest.approx(iv["step_s"][1]) and "note" in iv
 
 
+@pytest.mark.timeout(120)
+def test_a_direction_the_records_do_not_determine_is_held_to_the_cap_and_named(gpu_cal, db):
+    """A fit whose records barely inform a parameter (CI's CPU calibration once gave compute.step_overhead_s a log
+    standard deviation of 718: the pseudo-inverse of a nearly singular J^T J) made the interval's sigma points
+    exp(718), an OverflowError. The spread along such a direction is held to a factor of ten
+    (calibration.INTERVAL_LOG_SD_CAP) and the interval says which parameter it held."""
+    import copy
+
+    from gpusim.simulation import Scenario
+
+    kw, params, xdb = gpu_cal.apply(dict(SCN), db)
+    scn = Scenario.create(**{k: v for k, v in kw.items() if v is not None})
+    cal = copy.copy(gpu_cal)
+    blocks = []
+    for block, names, cov in gpu_cal._cov:
+        if cov is not None and "compute.step_overhead_s" in names:
+            cov = np.array(cov, float)
+            i = names.index("compute.step_overhead_s")
+            cov[i, :], cov[:, i] = 0.0, 0.0
+            cov[i, i] = 718.0**2
+        blocks.append((block, names, cov))
+    assert any("compute.step_overhead_s" in names for _, names, _ in blocks)
+    cal._cov = blocks
+    iv = cal.interval(scn, xdb)
+    lo, hi = iv["step_s"]
+    res = simulate(scn, db=xdb, params=params, recommend=False)
+    assert math.isfinite(lo) and math.isfinite(hi) and lo < res.step_s < hi
+    assert "compute.step_overhead_s" in iv["note"] and "factor of ten" in iv["note"]
+    assert "note" not in gpu_cal.interval(scn, xdb)  # the fit as it came: nothing held
+
+
 @pytest.mark.timeout(180)
 def test_cli_predict_with_a_calibration_that_does_not_transfer_prints_no_interval(cpu_cal, tmp_path, capsys):
     """[issue 20] a CPU calibration used with --gpu h100-sxm said it does not transfer, then printed a zero-width
