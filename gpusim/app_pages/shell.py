@@ -35,6 +35,7 @@ from gpusim.app_pages import analysis as A
 from gpusim.app_pages.state import (
     ATTENTION_CHOICES,
     CALIBRATED,
+    CROSS_ENTROPY_CHOICES,
     DEFAULTS,
     DISPATCHER_CHOICES,
     EP_OVERLAP_CHOICES,
@@ -473,6 +474,18 @@ def _attention_select() -> str:
                              "fsdp-grad-op)")
 
 
+def _cross_entropy_select() -> str:
+    """[issue 17] The loss's cross entropy (the CLI's ``--cross-entropy``), for language models (a vocabulary-wide
+    loss; encoders and classifiers keep the default)."""
+    return st.selectbox("Loss cross entropy", offer("ce", CROSS_ENTROPY_CHOICES), key="ce", bind=BIND,
+                        help="te: Transformer Engine's kernels (Megatron --cross-entropy-fusion-impl te): the bf16 "
+                             "logits read twice and overwritten by their gradient, no fp32 copy (what tuned recipes "
+                             "select); native: Megatron-Core's fused version, Megatron-Bridge's default (an fp32 copy "
+                             "of the logits, 40 bytes per logit); unfused: Megatron-LM without "
+                             "--cross-entropy-loss-fusion (52 bytes). It matters for large vocabularies over small "
+                             "hidden sizes (LLM layouts)")
+
+
 def sidebar() -> Context:
     """Render the scenario widgets (bound to the URL) and build the Scenario once."""
     db = get_db()
@@ -495,6 +508,8 @@ def sidebar() -> Context:
                         spec = getattr(workload_from_state({**DEFAULTS, **s}), "transformer", None)
                     except GpusimError:  # said where the scenario is built
                         spec = None
+                    if getattr(spec, "head", None) == "lm":  # a language model's loss over its vocabulary
+                        s["ce"] = _cross_entropy_select()
                     s["graphs"] = _graphs_select(bool(getattr(spec, "n_experts", 0)))
                     if getattr(spec, "n_experts", 0):
                         _moe_selects(s)
@@ -519,6 +534,8 @@ def sidebar() -> Context:
                                f"{_flop(wl.fwd_flop_per_sample)} forward per {wl.sample_unit}")
                     if getattr(wl, "transformer", None) is not None:
                         s["attn"] = _attention_select()
+                        if wl.transformer.head == "lm":  # a language model's loss over its vocabulary
+                            s["ce"] = _cross_entropy_select()
                         s["graphs"] = _graphs_select(bool(getattr(wl.transformer, "n_experts", 0)))
                         if getattr(wl.transformer, "n_experts", 0):
                             _moe_selects(s)

@@ -23,6 +23,8 @@ OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)  # [issue 18] the CLI
 #: [issue 17] the sidebar's attention-kernel choices: "auto" (the model's own: a config.json's
 #: _attn_implementation, else the GPU's native fused kernel) and every Strategy.attention value
 ATTENTION_CHOICES: tuple[str, ...] = ("auto", *get_args(Attention))
+#: [issue 17] the sidebar's cross-entropy choices (the CLI's --cross-entropy; Strategy.cross_entropy)
+CROSS_ENTROPY_CHOICES: tuple[str, ...] = get_args(Strategy.model_fields["cross_entropy"].annotation)
 #: [issue 17] the sidebar's CUDA-graph choices (the CLI's --cuda-graph-scope, space-separated as on the command line): the sets
 #: Megatron-Bridge's recipes use, for dense and for MoE transformers ("eager": no graphs)
 GRAPH_CHOICES_DENSE: tuple[str, ...] = ("eager", "attn", "attn mlp", "full_iteration")
@@ -46,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "config": None,             # config.json: the uploaded config as a dict (session only, not in the URL)
     "attn": "auto",             # attention kernel (Strategy.attention); "auto": the model's own
     "graphs": "eager",          # CUDA-graph scopes (Strategy.cuda_graph_scope), space-separated; "eager": none
+    "ce": _SF["cross_entropy"].default,  # [issue 17] the loss's cross entropy (Strategy.cross_entropy)
     "dispatcher": "alltoall",   # MoE models: token dispatcher (Strategy.moe_dispatcher)
     "ep_ov": "none",            # MoE models: all-to-all overlap (Strategy.ep_overlap)
     "fused_mlp": False,         # MoE models: TE's fused grouped MLP (Strategy.moe_fused_mlp)
@@ -130,6 +133,8 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
             kw["seq_len"] = int(s["seq"])
     if s.get("attn") and s["attn"] != "auto":  # [issue 17] the attention kernel, as the CLI's --attention
         kw["attention"] = s["attn"]
+    if s.get("ce") and s["ce"] != DEFAULTS["ce"]:  # [issue 17] as the CLI's --cross-entropy
+        kw["cross_entropy"] = s["ce"]
     if s.get("graphs") and s["graphs"] != "eager":  # [issue 17] as the CLI's --cuda-graph-scope
         kw["cuda_graph_scope"] = [g for g in str(s["graphs"]).split() if g]
     # [issue 17] the MoE options, as the CLI's --moe-dispatcher, --ep-overlap and --moe-fused-mlp (MoE models only:

@@ -423,6 +423,27 @@ def test_step_cuda_graphs_are_an_input_for_transformers_only():
     assert "graphs" not in [s.key for s in cnn.selectbox]
 
 
+def test_step_cross_entropy_is_an_input_for_transformers_only():
+    """[issue 17] The sidebar's loss cross entropy reaches the prediction as the CLI's --cross-entropy does: GPT-3 125M
+    (50,257 logits per token over a 768-wide model) on an LLM layout (CUDA graphs put it there) is slower with
+    Megatron-Core's native cross entropy than with Transformer Engine's, the default; a CNN and an encoder (BERT's
+    question-answering head) offer no such choice."""
+    query = {"model": "gpt3-125m", "gpu": "gb200", "gpus": "8", "nodes": "2", "batch": "1", "seq": "2048",
+             "strategy": "zero1", "precision": "bf16", "graphs": "full_iteration"}
+    at = run_app("step", query)
+    no_trouble(at)
+    box = at.selectbox(key="ce")
+    assert box.value == "te" and set(box.options) == {"te", "native", "unfused"}
+    te = parse_ms(metrics(at)["Step time"])
+    box.set_value("native").run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) > 1.02 * te
+    for other in ("resnet50", "bert-large"):
+        at = run_app("step", {"model": other})
+        no_trouble(at)
+        assert "ce" not in [s.key for s in at.selectbox], other
+
+
 def test_step_moe_options_are_inputs_for_moe_models_only():
     """[issue 17] The sidebar's MoE options reach the prediction as the CLI's --moe-fused-mlp / --moe-dispatcher /
     --ep-overlap do: Qwen3-30B-A3B in MXFP8 on B200 is faster with TE's fused grouped MLP; on H100 the same URL says
