@@ -201,10 +201,10 @@ def predict_cudnn(r: dict, *, db, params=None) -> KernelRow:
     try:
         wl = get_workload(model, seq_len=out.seq_len)
         spec = wl.transformer
-        d_model = spec.d_head or spec.d_model // spec.n_heads
-        if (spec.n_heads, d_model, spec.attention_window) != (heads, d_head, window):
-            out.error = (f"{model} has {spec.n_heads} heads of {d_model} (window {spec.attention_window}), the row "
-                         f"{heads} of {d_head} (window {window})")
+        model_d_head = spec.d_head or spec.d_model // spec.n_heads
+        if (spec.n_heads, model_d_head, spec.attention_window) != (heads, d_head, window):
+            out.error = (f"{model} has {spec.n_heads} heads of {model_d_head} (window {spec.attention_window}), "
+                         f"the row {heads} of {d_head} (window {window})")
             return out
         sc = Scenario.create(workload=wl, node=node, gpus=1, nodes=1, kind="zero1", precision="bf16",
                              recompute="none", micro_batch=batch, global_batch=batch,

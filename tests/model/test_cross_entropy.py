@@ -47,7 +47,9 @@ def test_the_loss_costs_its_implementation_s_bytes_and_memory():
 
 def test_the_default_is_transformer_engine_s_and_a_bad_name_is_refused():
     assert Strategy().cross_entropy == "te"
-    with pytest.raises(Exception):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="cross_entropy"):
         Strategy(cross_entropy="fused")
 
 

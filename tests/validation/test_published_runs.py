@@ -220,6 +220,15 @@ def test_a_tflops_row_converts_with_the_count_of_the_framework_that_logged_it():
     assert "flop_count" in bad.error and bad.step_s is None
 
 
+def _run_row(**over) -> dict:
+    """A runs-table row on H100 SXM in bf16 stated by step time, with the fields ``over`` gives."""
+    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "", "gpu": "h100-sxm",
+           "gpus": "8", "gpus_per_node": "8", "tp": "1", "pp": "1", "vp": "", "cp": "1", "ep": "", "etp": "",
+           "micro_batch": "1", "global_batch": "8", "seq_len": "4096", "precision": "bf16", "recompute": "",
+           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    return {**row, **over}
+
+
 def test_the_cp_exchange_a_source_states_reaches_the_scenario():
     """[issue 17] cp_comm= (Transformer Engine's cp_comm_type names: p2p, all_gather, a2a, a2a+p2p) in a row's notes
     predicts as the Scenario with that exchange (the Llama 3 cp16 row: the paper's all-gather); a bad value is the
@@ -227,10 +236,7 @@ def test_the_cp_exchange_a_source_states_reaches_the_scenario():
     from gpusim.hwdb import load
 
     db = load()
-    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "llama3-70b", "gpu": "h100-sxm",
-           "gpus": "64", "gpus_per_node": "8", "tp": "8", "pp": "2", "vp": "", "cp": "4", "ep": "", "etp": "",
-           "micro_batch": "1", "global_batch": "16", "seq_len": "32768", "precision": "bf16", "recompute": "",
-           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    row = _run_row(model="llama3-70b", gpus="64", tp="8", pp="2", cp="4", global_batch="16", seq_len="32768")
     ring = R.predict_row(row, db=db)
     ag = R.predict_row(dict(row, notes="the paper's CP (cp_comm=all_gather)."), db=db)
     p2p = R.predict_row(dict(row, notes="cp_comm=p2p"), db=db)
@@ -246,10 +252,7 @@ def test_the_cross_entropy_a_recipe_runs_reaches_the_scenario():
     from gpusim.hwdb import load
 
     db = load()
-    row = {"run_id": "t", "source_id": "T", "source": "test", "holdout": "0", "model": "llama3-8b", "gpu": "h100-sxm",
-           "gpus": "8", "gpus_per_node": "8", "tp": "1", "pp": "1", "vp": "", "cp": "1", "ep": "", "etp": "",
-           "micro_batch": "1", "global_batch": "64", "seq_len": "8192", "precision": "bf16", "recompute": "",
-           "metric": "step_time_s", "value": "10", "unit": "s", "notes": ""}
+    row = _run_row(model="llama3-8b", gpus="8", tp="1", pp="1", cp="1", global_batch="64", seq_len="8192")
     plain = R.predict_row(row, db=db)
     te = R.predict_row(dict(row, notes="cross_entropy=te"), db=db)
     native = R.predict_row(dict(row, notes="the provider's default (cross_entropy=native)."), db=db)
