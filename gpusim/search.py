@@ -122,6 +122,8 @@ class Pins:
     cuda_graph_scope: tuple[str, ...] | None = None
     # [issue 17] the context-parallel exchange of the layouts with cp > 1 (Strategy.cp_comm; None: the scenario's)
     cp_comm: str | None = None
+    # [issue 17] the loss's cross entropy of every layout (Strategy.cross_entropy; None: the scenario's, te)
+    cross_entropy: str | None = None
 
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
@@ -653,6 +655,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
             from gpusim.model.context import CP_KINDS
 
             base_rows[h]["cp_kind"] = float(CP_KINDS[pins.cp_comm])
+        if pins.cross_entropy:  # [issue 17] the loss's cross entropy (gpusim.model.llm.CROSS_ENTROPY_BYTES)
+            from gpusim.model.llm import CE_CODES
+
+            base_rows[h]["ce_code"] = float(CE_CODES[pins.cross_entropy])
         prec[h] = pr
     # ---- every layout of every hardware row ------------------------------------------------------------
     # Enumerated once per (GPUs, NVLink domain); the lower bound of the states once per enumeration and the base-row

@@ -154,21 +154,22 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
 
 #: [issue 17] the advice ``sweep`` and ``plan`` carry for their best layout and recommendation: settings they rank
 #: under as given (the precision, Megatron-Core's MoE software settings) that would move the answer
-SOFTWARE_ADVICE_IDS = ("llm-fp8", "llm-moe-software")
+SOFTWARE_ADVICE_IDS = ("llm-fp8", "llm-moe-software", "llm-cross-entropy")
 
 
 def software_advice(scenario: Scenario, *, db=None, params: ModelParams | None = None) -> list[dict]:
     """[issue 17] :func:`simulate`'s advice on the settings ``sweep`` and ``plan`` rank under as given
     (:data:`SOFTWARE_ADVICE_IDS`: :mod:`gpusim.diagnose`'s ``llm-fp8``, FP8 training where the GPU has FP8 tensor
     cores, and ``llm-moe-software``, Megatron-Core's MoE software settings: the flex dispatcher, the EP all-to-all
-    overlap, the fused grouped MLP, full-iteration CUDA graphs), each with its predicted gain; empty where neither
-    has anything to add."""
+    overlap, the fused grouped MLP, full-iteration CUDA graphs, and [issue 17] ``llm-cross-entropy``, Transformer
+    Engine's loss where a layout was given another), each with its predicted gain; empty where none has anything to
+    add."""
     found = simulate(scenario, db=db, params=params, recommend=True)
     return [r for r in found.recommendations if r["id"] in SOFTWARE_ADVICE_IDS]
 
 
 #: how ``sweep`` and ``plan`` name each kind of advice they print
-SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-moe-software": "MoE software"}
+SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-moe-software": "MoE software", "llm-cross-entropy": "Loss cross entropy"}
 
 
 def _variant_rows(scn: Scenario, variants, rows, wl, db, params: ModelParams, hw_cache: dict) -> list:

@@ -47,9 +47,10 @@ def register(sub) -> None:
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50, or the "
                    "path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=scenario_type("seq_len"), help="sequence length for sequence models")
-    from gpusim.commands._scenario import add_attention_arg, add_headroom_arg
+    from gpusim.commands._scenario import add_attention_arg, add_cross_entropy_arg, add_headroom_arg
 
     add_attention_arg(w)  # [issue 17]
+    add_cross_entropy_arg(w)  # [issue 17] the LLM layouts' loss (a pin of the layout search)
     add_headroom_arg(w)
     amount = w.add_mutually_exclusive_group(required=True)
     amount.add_argument("--tokens", type=_plan("tokens", units.parse_count),
@@ -236,7 +237,7 @@ def plan_result(args):
         kw["num_workers"] = args.workers
     from gpusim.commands._scenario import MOE_OPTIONS
 
-    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep", "cp_comm", *MOE_OPTIONS)
+    pins = {k: getattr(args, k) for k in ("tp", "pp", "vp", "cp", "ep", "cp_comm", "cross_entropy", *MOE_OPTIONS)
             if getattr(args, k, None) is not None}
     if getattr(args, "cuda_graph_scope", None):  # [issue 17]
         pins["cuda_graph_scope"] = tuple(dict.fromkeys(args.cuda_graph_scope))

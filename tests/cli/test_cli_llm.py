@@ -264,3 +264,22 @@ def test_plan_searches_layouts_under_the_cp_exchange_asked_for(capsys):
     assert same and all(a != pytest.approx(b, rel=1e-9) for a, b in same)
     with pytest.raises(SystemExit):
         run(capsys, *args, "--cp-comm", "ulysses")
+
+
+def test_plan_searches_layouts_under_the_cross_entropy_asked_for(capsys):
+    """[issue 17] plan --cross-entropy native: every LLM layout is timed with Megatron-Core's native loss (the same
+    layout is slower than under the default te, whose 6 bytes per logit are the fewest), the answer says what te
+    would gain on the recommendation, as predict / sweep / compare do; an unknown loss is argparse's error."""
+    args = ["plan", "--model", "llama3-8b", "--tokens", "1e9", "--gpu", "h100-sxm", "--max-gpus", "16", "--json"]
+    code, out, _ = run(capsys, *args, "--cross-entropy", "native")
+    assert code == 0
+    native = json.loads(out)
+    assert native["inputs"]["layout_pins"] == {"cross_entropy": "native"}
+    te = {(r["node"], r["n_gpus"], r["layout"]): r["step_s"]
+          for r in json.loads(run(capsys, *args)[1])["configurations"] if r.get("layout")}
+    same = [(r["step_s"], te[(r["node"], r["n_gpus"], r["layout"])]) for r in native["configurations"]
+            if r.get("layout") and (r["node"], r["n_gpus"], r["layout"]) in te]
+    assert same and all(a > b for a, b in same), same[:3]
+    assert [a["id"] for a in native["recommendation"]["software_advice"]].count("llm-cross-entropy") == 1
+    with pytest.raises(SystemExit):
+        run(capsys, *args, "--cross-entropy", "fused")
