@@ -30,7 +30,9 @@ the forward pass, as an MLP has:
   fp32 and written again in 16-bit by state_passing, read by chunk_scan) and the ``C B^T`` blocks (``G Q`` values
   per token, fp32, written by bmm_chunk and read by chunk_scan), besides ``x``, ``B``, ``C`` read twice and ``y``
   written. At Nemotron 3 Nano's shape that is about 92 KB per token against the 29 KB of the inputs and output
-  alone. The kernels' own arithmetic efficiency has no published training measurement and keeps FlashAttention's.
+  alone. The kernels' own arithmetic efficiency has no published training measurement and keeps FlashAttention's;
+  [issue 17] their bytes move at :data:`SSD_TRITON_HBM_FRAC` of the roofline, as a published H100 benchmark of the
+  Triton kernels shows (forward; the backward is taken to match).
 - **gate and norm**: ``y silu(z)`` and the gated RMSNorm by their bytes.
 - **layout copies** [issue 17]: Megatron-Core's training path (``MambaMixer._ssm_training``,
   ``megatron/core/ssm/mamba_mixer.py`` @00bebb45b9b247b7c6a13d2f47f3b5beed3a335d) hands the fused kernel
@@ -60,6 +62,19 @@ SCAN_BWD_MULT = 2.0
 #: eleven of its own, without counting the small PyTorch operations beside them)
 SSD_FWD_KERNELS = 5.0
 SSD_BWD_KERNELS = 15.0
+#: [issue 17] the share of gpusim's HBM roofline (:func:`ssd_forward_bytes` at ``mem_eff_frac`` of the bandwidth)
+#: that Mamba-2's multi-kernel Triton SSD reaches. Published: vLLM PR #27299 (comment of 2025-10-25, "supporting
+#: performance results on single H100", the "Original" column: vLLM's copy of mamba_ssm's five SSD kernels) gives
+#: 1.262e7, 1.292e7 and 1.180e7 tokens/s for 8,192, 16,384 and 32,768 tokens at 128 heads of 64, one group, state 128
+#: (granite-4.0-h-small's shape, its chunk of 256), i.e. 57,344 tokens in 4,694 us, 81.9 ns per token. gpusim's
+#: roofline there: 105,728 bytes per token over 3.35 TB/s x 0.70 = 45.1 ns (the FLOPs, 8.45 MFLOP per token, take 15 ns
+#: at FlashAttention's efficiency, so the bytes bind): 45.1 / 81.9 = 0.55. The same table's single fused kernel (its
+#: "Fused" column, 2.27e7 tokens/s at 32,768) reaches the roofline: the intermediates and the kernels' own latency, not
+#: the bandwidth, cost the difference. Taken for the backward kernels too (no published figure) and on every GPU (the
+#: table is H100's); Megatron-LM PR #5829's CuTe DSL SSD (1.44x the Triton SSD on Blackwell) is not what the stored
+#: Megatron-Bridge recipes run. Smaller calls (1,024-4,096 tokens: 0.29-0.34 ms each) are launch-bound in that
+#: benchmark, which the kernels' tails (:data:`SSD_FWD_KERNELS`) do not claim to model.
+SSD_TRITON_HBM_FRAC = 45.1 / 81.9
 
 
 def _f(a):
@@ -124,7 +139,9 @@ def mamba_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, ceil_rate, rep, m
     scan_flop = T / tp * (_f(x["mamba_flop_per_token"]) - proj_flop - 2.0 * K * conv_ch)
     ssd = ssd_forward_bytes(T, tp, e, d_inner=d, heads=nh, groups=G, state=N, chunk=x["mamba_chunk"])
     scan_bytes = np.where(v2, ssd, T * (4.0 * d + 2.0 * N) / tp * e)
-    scan_roof = np.maximum(scan_flop / (ceil_rate * p.flash_fwd_eff_frac), scan_bytes / mem_rate)
+    # [issue 17] Mamba-2's Triton SSD reaches SSD_TRITON_HBM_FRAC of its bytes' roofline (Mamba-1: one fused kernel)
+    scan_roof = np.maximum(scan_flop / (ceil_rate * p.flash_fwd_eff_frac),
+                           scan_bytes / (mem_rate * np.where(v2, SSD_TRITON_HBM_FRAC, 1.0)))
     fwd_kernels = np.where(v2, SSD_FWD_KERNELS, 1.0)
     bwd_kernels = np.where(v2, SSD_BWD_KERNELS, SCAN_BWD_MULT)
     scan_s = scan_roof + fwd_kernels * p.kernel_tail_s

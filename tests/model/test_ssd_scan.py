@@ -118,3 +118,42 @@ def test_predict_names_the_mamba_mixers_share_of_a_layer(db):
                                      seq_len=4096,
                                      precision="bf16", kind="zero1"), db=db, recommend=False)
     assert dense.layer_s["mamba_fwd_s"] == 0.0 and "Mamba" not in "\n".join(layer_lines(dense.layer_s))
+
+
+def test_triton_ssd_share_of_its_roofline_from_the_published_h100_figures(db):
+    """[issue 17] SSD_TRITON_HBM_FRAC, recomputed: vLLM PR #27299's "Original" H100 column at 128 heads of 64, one
+    group, state 128, chunk 256 (1.262e7, 1.292e7, 1.180e7 tokens/s at 8,192, 16,384, 32,768 tokens) against the
+    roofline of 105,728 bytes per token over the H100's HBM at mem_eff_frac."""
+    from gpusim.params import DEFAULT_PARAMS
+
+    per_token = H.ssd_forward_bytes(1, 1, 2.0, d_inner=8192, heads=128, groups=1, state=128, chunk=256)
+    assert per_token == pytest.approx(3 * 8192 * 2 + 4 * 128 * 2 + 128 * 34 + 128 * 64 * 128 / 256 * 12 + 8 * 256)
+    assert per_token == pytest.approx(105728)
+    roof_s = per_token / (db.gpu("h100-sxm").memory_gbyte_per_s * 1e9 * DEFAULT_PARAMS.mem_eff_frac)
+    tokens = (8192, 16384, 32768)
+    measured_s = sum(t / r for t, r in zip(tokens, (1.262327e7, 1.292440e7, 1.180002e7))) / sum(tokens)
+    assert roof_s / measured_s == pytest.approx(H.SSD_TRITON_HBM_FRAC, rel=0.01)
+
+
+def test_mamba2_scan_bytes_move_at_the_triton_share_and_mamba1_at_the_roofline():
+    """The forward pass on T tokens less its launch tails: conv1d and gate at the memory rate, the SSD's bytes at
+    SSD_TRITON_HBM_FRAC of it (bytes bind: the FLOPs' rate is set far above); the backward takes the scan twice."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    p = SimpleNamespace(kernel_tail_s=1e-6, flash_fwd_eff_frac=0.8)
+    x = dict(d_model=2688.0, mamba_version=2.0, mamba_d_inner=4096.0, mamba_state=128.0, mamba_heads=64.0,
+             mamba_groups=8.0, mamba_conv=4.0, mamba_chunk=128.0, mamba_dt_rank=0.0, mamba_flop_per_token=1e7)
+    kw = dict(gemm=lambda m, n, k: 0.0 * np.asarray(m), tp=1.0, e=2.0, mem_rate=1e12, ceil_rate=1e18, rep=1.0)
+    T = 8192.0
+    conv = T * (4096 + 2 * 8 * 128) * 2 * 2.0 / 1e12
+    gate = T * 5 * 4096 * 2.0 / 1e12
+    ssd = H.ssd_forward_bytes(T, 1, 2.0, d_inner=4096, heads=64, groups=8, state=128, chunk=128) / 1e12
+    f = H.mamba_layer_terms(x, p, T=T, **kw)["f_s"] - H.mamba_layer_terms(x, p, T=0.0, **kw)["f_s"]
+    assert f == pytest.approx(conv + gate + ssd / H.SSD_TRITON_HBM_FRAC)
+    b = H.mamba_layer_terms(x, p, T=T, **kw)["b_s"] - H.mamba_layer_terms(x, p, T=0.0, **kw)["b_s"]
+    assert b == pytest.approx(2 * conv + 2 * gate + 2 * ssd / H.SSD_TRITON_HBM_FRAC)
+    v1 = {**x, "mamba_version": 1.0, "mamba_dt_rank": 8.0}
+    f1 = H.mamba_layer_terms(v1, p, T=T, **kw)["f_s"] - H.mamba_layer_terms(v1, p, T=0.0, **kw)["f_s"]
+    assert f1 == pytest.approx(T * 4096 * 2 * 2.0 / 1e12 + gate + T * (4 * 4096 + 2 * 128) * 2.0 / 1e12)
