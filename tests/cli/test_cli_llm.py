@@ -283,3 +283,13 @@ def test_plan_searches_layouts_under_the_cross_entropy_asked_for(capsys):
     assert [a["id"] for a in native["recommendation"]["software_advice"]].count("llm-cross-entropy") == 1
     with pytest.raises(SystemExit):
         run(capsys, *args, "--cross-entropy", "fused")
+
+
+def test_sweep_says_what_te_would_gain_on_its_best_layout():
+    """[issue 17] sweep --cross-entropy native: its best layout's advice names Transformer Engine's loss (the same
+    advice plan gives), and the default te has nothing of that kind to say."""
+    import gpusim
+
+    kw = dict(model="llama3-8b", gpu="h100-sxm", gpus=8, global_batch=128, seq_len=8192)
+    assert "llm-cross-entropy" in [a["id"] for a in gpusim.sweep(**kw, cross_entropy="native").software_advice]
+    assert "llm-cross-entropy" not in [a["id"] for a in gpusim.sweep(**kw).software_advice]
