@@ -169,7 +169,8 @@ def software_advice(scenario: Scenario, *, db=None, params: ModelParams | None =
 
 
 #: how ``sweep`` and ``plan`` name each kind of advice they print
-SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-moe-software": "MoE software", "llm-cross-entropy": "Loss cross entropy"}
+SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-moe-software": "MoE software",
+                          "llm-cross-entropy": "Loss cross entropy"}
 
 
 def _variant_rows(scn: Scenario, variants, rows, wl, db, params: ModelParams, hw_cache: dict) -> list:

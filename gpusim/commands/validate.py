@@ -140,6 +140,16 @@ def _gemm_results(args, db, params):
     return VG.run(choice or VG.default_csv(), db=db, params=params)
 
 
+def _grouped_results(args, db, params):
+    """[issue 17] The experts' grouped GEMM against published grouped-GEMM benchmarks (gpusim.validation_grouped);
+    only with the project's own tables and the model's defaults."""
+    from gpusim import validation_grouped as VGG
+
+    if args.csv or (params is not None and callable(params)):
+        return []
+    return VGG.run(db=db, params=params)
+
+
 def _fsdp_results(args, db, params):
     """[issue 18] llm-foundry's published FSDP benchmark rows (gpusim.validation_fsdp); skipped with a given --csv."""
     from gpusim import validation_fsdp as VF
@@ -250,6 +260,7 @@ def cmd_validate(args) -> int:
     sweeps = _sweep_results(args, db, params)  # [issue 18] collectives across systems
     runs = _runs_results(args, db, params)
     gemms = _gemm_results(args, db, params)
+    grouped = _grouped_results(args, db, params)  # [issue 17]
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
@@ -262,6 +273,7 @@ def cmd_validate(args) -> int:
         from gpusim import validation_comm as VC
         from gpusim import validation_fsdp as VF
         from gpusim import validation_gemm as VG
+        from gpusim import validation_grouped as VGG
         from gpusim import validation_llm as V
         from gpusim import validation_runs as R
         from gpusim import validation_attention as VA
@@ -272,6 +284,7 @@ def cmd_validate(args) -> int:
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
                     "nccl_sweeps": {"summary": VC.summarize(sweeps), "rows": VC.to_dicts(sweeps)},
                     "te_gemm_profile": {"summary": VG.summarize(gemms), "rows": VG.to_dicts(gemms)},
+                    "grouped_gemm": {"summary": VGG.summarize(grouped), "rows": VGG.to_dicts(grouped)},
                     "fsdp_runs": {"summary": VF.summarize(fsdp),
                                   "rows": VF.to_dicts(fsdp, holdout_rows=args.show_holdout)},
                     "published_runs": {"summary": R.summarize(runs),
@@ -388,6 +401,10 @@ def cmd_validate(args) -> int:
         from gpusim.validation_gemm import print_section as print_gemms
 
         print_gemms(gemms, print_table, fmt_pct)
+    if grouped:
+        from gpusim.validation_grouped import print_section as print_grouped
+
+        print_grouped(grouped, print_table, fmt_pct)
     if fsdp:
         from gpusim.validation_fsdp import print_section as print_fsdp
 
