@@ -153,7 +153,8 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
 
 
 #: [issue 17] the advice ``sweep`` and ``plan`` carry for their best layout and recommendation: settings they rank
-#: under as given (the precision, Megatron-Core's MoE software settings) that would move the answer
+#: under as given (the precision, Megatron-Core's MoE software settings, the loss's cross entropy) that would move the
+#: answer
 SOFTWARE_ADVICE_IDS = ("llm-fp8", "llm-moe-software", "llm-cross-entropy")
 
 
