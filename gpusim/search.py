@@ -125,6 +125,17 @@ class Pins:
     # [issue 17] the loss's cross entropy of every layout (Strategy.cross_entropy; None: the scenario's, te)
     cross_entropy: str | None = None
 
+    def __post_init__(self):
+        """The named settings must be ones the model knows (the CLI's choices check them first; this guards the
+        Python API, which builds Pins directly)."""
+        from gpusim.model.context import CP_KINDS
+        from gpusim.model.llm import CE_CODES
+
+        for name, value, known in (("cross_entropy", self.cross_entropy, CE_CODES),
+                                   ("cp_comm", self.cp_comm, CP_KINDS)):
+            if value is not None and value not in known:
+                raise ScenarioError(f"{name} {value!r} is not one of {', '.join(known)}")
+
     def moe_options(self) -> dict:
         """The MoE options set here, as Strategy fields."""
         return {k: v for k in MOE_PIN_FIELDS

@@ -293,3 +293,16 @@ def test_sweep_says_what_te_would_gain_on_its_best_layout():
     kw = dict(model="llama3-8b", gpu="h100-sxm", gpus=8, global_batch=128, seq_len=8192)
     assert "llm-cross-entropy" in [a["id"] for a in gpusim.sweep(**kw, cross_entropy="native").software_advice]
     assert "llm-cross-entropy" not in [a["id"] for a in gpusim.sweep(**kw).software_advice]
+
+
+def test_layout_pins_built_by_hand_refuse_an_unknown_setting():
+    """[issue 17] gpusim.search.Pins, which the Python API builds directly, names a bad loss or context-parallel
+    exchange in a ScenarioError instead of failing later inside the search."""
+    from gpusim.errors import ScenarioError
+    from gpusim.search import Pins
+
+    with pytest.raises(ScenarioError, match="cross_entropy 'fused' is not one of te, native, unfused"):
+        Pins(cross_entropy="fused")
+    with pytest.raises(ScenarioError, match="cp_comm 'ulysses'"):
+        Pins(cp_comm="ulysses")
+    assert Pins(cross_entropy="native", cp_comm="a2a").cross_entropy == "native"
