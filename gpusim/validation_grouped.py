@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpusim import units
 from gpusim.errors import GpusimError
 
 COLUMNS = ("row_id", "source_id", "source", "gpu", "dtype", "implementation", "version", "groups", "m", "n", "k",
@@ -30,8 +31,15 @@ IMPLEMENTATIONS = ("te-multistream",)
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0}
 
 
-def default_csv() -> Path:
-    return Path(__file__).resolve().parent.parent / "validation" / "grouped_gemm.csv"
+#: the table's file name in the runs tables' folder (gpusim.validation_runs.table_csv)
+FILE = "grouped_gemm.csv"
+
+
+def default_csv() -> Path | None:
+    """``validation/grouped_gemm.csv`` (the runs tables' folder, ``$GPUSIM_RUNS_DIR`` where set), or None."""
+    from gpusim import validation_runs as R
+
+    return R.table_csv(FILE)
 
 
 @dataclass
@@ -43,16 +51,17 @@ class GroupedRow:
     m: float
     n: float
     k: float
-    measured_tflop_per_s: float
-    predicted_tflop_per_s: float | None = None
+    measured_flop_per_s: float
+    predicted_flop_per_s: float | None = None
     error: str = ""
 
     @property
     def signed_frac(self) -> float | None:
-        """Predicted time over measured, less one (> 0: predicted slower), as the other kernel tables report."""
-        if self.predicted_tflop_per_s is None:
+        """Predicted time over measured, less one (= measured rate / predicted rate - 1; > 0: predicted slower), as
+        the other kernel tables report."""
+        if self.predicted_flop_per_s is None:
             return None
-        return self.measured_tflop_per_s / self.predicted_tflop_per_s - 1.0
+        return self.measured_flop_per_s / self.predicted_flop_per_s - 1.0
 
 
 def load_rows(path: str | os.PathLike) -> list[dict]:
@@ -82,20 +91,24 @@ def grouped_forward_s(gpu, groups, m, n, k, *, elem_bytes: float = 2.0, params=N
 
 
 def run(path=None, *, db=None, params=None) -> list[GroupedRow]:
-    """Every row of the CSV with the model's prediction (a bad row comes back with ``error`` set)."""
+    """Every row of the CSV with the model's prediction (a bad row comes back with ``error`` set); no rows where the
+    table is not there (a ``$GPUSIM_RUNS_DIR`` without it, an installed package without ``validation/``)."""
     from gpusim.hwdb import load
 
+    path = path or default_csv()
+    if path is None:
+        return []
     db = db or load()
     results = []
-    for r in load_rows(path or default_csv()):
+    for r in load_rows(path):
         row = GroupedRow(row_id=r["row_id"], gpu=r["gpu"], version=r["version"], groups=0, m=float("nan"),
-                         n=float("nan"), k=float("nan"), measured_tflop_per_s=float("nan"))
+                         n=float("nan"), k=float("nan"), measured_flop_per_s=float("nan"))
         results.append(row)
         try:
             try:
                 row.groups = int(r["groups"])
                 row.m, row.n, row.k = (float(r[c]) for c in ("m", "n", "k"))
-                row.measured_tflop_per_s = float(r["measured_tflop_per_s"])
+                row.measured_flop_per_s = float(r["measured_tflop_per_s"]) * units.TERA  # the table's TFLOP/s
             except ValueError:
                 raise GpusimError(f"groups, m, n, k and measured_tflop_per_s must be numbers (got {r['groups']!r}, "
                                   f"{r['m']!r}, {r['n']!r}, {r['k']!r}, {r['measured_tflop_per_s']!r})")
@@ -106,7 +119,7 @@ def run(path=None, *, db=None, params=None) -> list[GroupedRow]:
                 raise GpusimError(f"groups {row.groups} and m, n, k must be positive")
             t = grouped_forward_s(db.gpu(row.gpu), row.groups, row.m, row.n, row.k,
                                   elem_bytes=DTYPE_BYTES[r["dtype"]], params=params)
-            row.predicted_tflop_per_s = 2.0 * row.groups * row.m * row.n * row.k / t / 1e12
+            row.predicted_flop_per_s = 2.0 * row.groups * row.m * row.n * row.k / t
         except (GpusimError, KeyError) as e:
             row.error = str(e)
     return results
@@ -136,8 +149,8 @@ def print_section(results: list[GroupedRow], print_table, fmt_pct) -> None:
     """The ``gpusim validate`` section: every row, then the summary."""
     if not results:
         return
-    rows = [[r.gpu, r.version, f"{r.groups} x ({r.m:.0f}, {r.n:.0f}, {r.k:.0f})", f"{r.measured_tflop_per_s:.0f}",
-             "" if r.predicted_tflop_per_s is None else f"{r.predicted_tflop_per_s:.0f}",
+    rows = [[r.gpu, r.version, f"{r.groups} x ({r.m:.0f}, {r.n:.0f}, {r.k:.0f})",
+             f"{r.measured_flop_per_s / units.TERA:.0f}", "" if r.predicted_flop_per_s is None else f"{r.predicted_flop_per_s / units.TERA:.0f}",
              "" if r.signed_frac is None else f"{r.signed_frac:+.0%}"] for r in results]
     print_table(rows, ["GPU", "TE", "groups x (m, n, k)", "measured TFLOP/s", "gpusim TFLOP/s", "error"],
                 title="the experts' grouped GEMM, Transformer Engine's multi-stream path, forward "

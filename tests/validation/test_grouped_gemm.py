@@ -19,15 +19,16 @@ def test_every_row_is_predicted_and_the_throughput_follows_from_the_model_time(d
     from gpusim.params import DEFAULT_PARAMS as p
 
     rows = VGG.run(db=db)
-    assert rows and all(not r.error and r.predicted_tflop_per_s for r in rows)
+    assert rows and all(not r.error and r.predicted_flop_per_s for r in rows)
     h100 = db.gpu("h100-sxm")
     one = gemm_time_s(2048, 768, 2048, h100.training_matmul_flop_per_s("bf16"), h100.memory_bytes_per_s,
                       float(h100.sm_count), elem_bytes=2.0, k_half=p.gemm_k_half_steps, mem_eff_frac=p.mem_eff_frac,
                       kernel_tail_s=p.kernel_tail_s, batch=4.0,
                       serial_epilogue=h100.architecture not in p.gemm_epilogue_overlap_archs)
     g16 = next(r for r in rows if r.groups == 16 and r.version == "2.7")
-    assert g16.predicted_tflop_per_s == pytest.approx(2 * 16 * 2048 * 768 * 2048 / (4 * float(one)) / 1e12)
-    assert g16.signed_frac == pytest.approx(g16.measured_tflop_per_s / g16.predicted_tflop_per_s - 1.0)
+    assert g16.predicted_flop_per_s == pytest.approx(2 * 16 * 2048 * 768 * 2048 / (4 * float(one)))
+    assert g16.measured_flop_per_s == pytest.approx(553.945e12)  # the table's TFLOP/s in SI
+    assert g16.signed_frac == pytest.approx(g16.measured_flop_per_s / g16.predicted_flop_per_s - 1.0)
 
 
 def test_fewer_tokens_per_expert_run_slower_per_flop(db):
@@ -57,6 +58,12 @@ def test_a_bad_row_is_reported_not_raised(db, tmp_path):
     out = VGG.run(path, db=db)
     assert "cutlass" in out[0].error and "numbers" in out[1].error and not out[2].error
     assert VGG.summarize(out)["errors"] == [rows[0]["row_id"], rows[1]["row_id"]]
+
+
+def test_a_runs_folder_without_the_table_gives_no_rows(db, tmp_path, monkeypatch):
+    """$GPUSIM_RUNS_DIR names the folder of the validation tables: one without this table gives no rows, no error."""
+    monkeypatch.setenv("GPUSIM_RUNS_DIR", str(tmp_path))
+    assert VGG.default_csv() is None and VGG.run(db=db) == []
 
 
 def test_a_file_without_the_columns_is_a_clear_error(tmp_path):
