@@ -150,7 +150,8 @@ def print_section(results: list[GroupedRow], print_table, fmt_pct) -> None:
     if not results:
         return
     rows = [[r.gpu, r.version, f"{r.groups} x ({r.m:.0f}, {r.n:.0f}, {r.k:.0f})",
-             f"{r.measured_flop_per_s / units.TERA:.0f}", "" if r.predicted_flop_per_s is None else f"{r.predicted_flop_per_s / units.TERA:.0f}",
+             f"{r.measured_flop_per_s / units.TERA:.0f}",
+             "" if r.predicted_flop_per_s is None else f"{r.predicted_flop_per_s / units.TERA:.0f}",
              "" if r.signed_frac is None else f"{r.signed_frac:+.0%}"] for r in results]
     print_table(rows, ["GPU", "TE", "groups x (m, n, k)", "measured TFLOP/s", "gpusim TFLOP/s", "error"],
                 title="the experts' grouped GEMM, Transformer Engine's multi-stream path, forward "
