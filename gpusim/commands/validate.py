@@ -57,6 +57,16 @@ def _later_results(args, db, params):
     return R.run([path], db=db, params=params) if path else []
 
 
+def _ab_results(args, runs, later, db):
+    """[issue 17] The published A/B comparisons among the runs tables' rows (gpusim.validation_ab): no new
+    simulation, the rows' own predictions."""
+    from gpusim import validation_ab as VAB
+    from gpusim import validation_runs as R
+
+    paths = list(getattr(args, "runs", None) or R.default_paths()) + ([R.later_releases_path()] if later else [])
+    return VAB.run(list(runs or []) + list(later or []), paths=paths, db=db)
+
+
 def _search_results(args, db, params):
     """[issue 17] The layout search against the tuned recipes (gpusim.validation_search): the curated dense runs and,
     apart, the later releases' dense rows, Narayanan et al.'s Table 1, and the MoE runs with the later releases' MoE
@@ -263,6 +273,7 @@ def cmd_validate(args) -> int:
     grouped = _grouped_results(args, db, params)  # [issue 17]
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
+    ab = _ab_results(args, runs, later, db)  # [issue 17]
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
                            searched_moe + searched_moe_later, later)
@@ -279,6 +290,7 @@ def cmd_validate(args) -> int:
         from gpusim import validation_attention as VA
         from gpusim import validation_ep as VE
         from gpusim import validation_search as VS
+        from gpusim import validation_ab as VAB
 
         print_json({**summary, "rows": [asdict(r) for r in results],
                     "llm_parallel": {"summary": V.summarize(llm), "rows": V.to_dicts(llm)},
@@ -293,6 +305,8 @@ def cmd_validate(args) -> int:
                     "later_releases": {"summary": R.summarize(later),
                                        "rows": R.to_dicts(later, holdout_rows=args.show_holdout)},
                     "repeated_layouts": R.repeated_layouts(list(runs) + list(later)),  # [stop 42]
+                    "ab_effects": {"summary": VAB.summarize(ab),  # [issue 17]
+                                   "rows": VAB.to_dicts(ab, holdout_rows=args.show_holdout)},
                     "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
                     "attention_rates": {"summary": VA.summarize(attn_rows), "rows": VA.to_dicts(attn_rows)},
                     "attention_kernels": {"summary": VA.summarize_cudnn(kernel_rows),  # [issue 17]
@@ -431,6 +445,10 @@ def cmd_validate(args) -> int:
                   f"median +{rep['median_spread_frac']:.1%}, p90 +{rep['p90_spread_frac']:.1%}: the settings a layout "
                   f"does not state (the container, CUDA graphs, the dispatcher ...) move a measurement this much; "
                   f"gpusim reads some of them from each row's notes, not all")
+    if ab:  # [issue 17] what one setting does, measured against gpusim, whatever error both rows share
+        from gpusim.validation_ab import print_section as print_ab
+
+        print_ab(ab, print_table, fmt_pct, holdout_rows=getattr(args, "show_holdout", False))
     if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS
 

@@ -32,7 +32,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bulk", ("gpusim.sweeps", "gpusim.search", "gpusim.planning", "gpusim.parallelism", "gpusim.comparison",
               "gpusim.measurement", "gpusim.validation", "gpusim.validation_llm", "gpusim.validation_comm",
               "gpusim.validation_gemm", "gpusim.validation_runs", "gpusim.validation_fsdp", "gpusim.validation_search", "gpusim.validation_ep", "gpusim.validation_attention",
-              "gpusim.validation_grouped",
+              "gpusim.validation_grouped", "gpusim.validation_ab",
               "gpusim.calibration", "gpusim.track_record")),
     ("front", ("gpusim", "gpusim.__main__", "gpusim.cli", "gpusim.api", "gpusim.results", "gpusim.viz",
                "gpusim.commands", "gpusim.commands.*",

@@ -1,0 +1,237 @@
+"""[issue 17] Published A/B comparisons: what one software setting does to a step, measured against what gpusim says.
+
+A row of the published-runs tables (``validation/runs_*.csv``, ``validation/later_releases.csv``) carries the error of
+everything gpusim gets wrong about its run at once. Two rows of one source (the same ``source_id``: one publication, one
+container) that state the same model, GPU, GPU count, degrees, micro-batch, global batch and sequence, and whose
+scenarios differ in one setting (or two, named together: :data:`MAX_SETTINGS`), isolate that setting: the precision (BF16 / FP8 / MXFP8 and its scaling
+recipe), the MoE dispatcher, the expert-parallel overlap, the CUDA-graph scope, the recomputation, the router, ...
+The measured speed-up ``t_A / t_B - 1`` (``A``: the slower run) is then compared with gpusim's ``p_A / p_B - 1`` for
+the same two scenarios. A mechanism that is right moves the prediction as far as the measurement moved, whatever the
+absolute error both rows share (issue 17 item 2: "The FP8/BF16 step-time ratio is a number the model must get right per
+GPU generation").
+
+Pairs are found, not listed: every pair of step-time rows of one source whose scenarios (:func:`scenario_key`, built
+from :func:`gpusim.validation_runs.row_setup`, the settings each row's notes state) agree on the layout and differ in
+the fields of one or two settings (:data:`SETTINGS`) is a pair. A pair with a held-out row is held out: only its summary is
+printed. Nothing in gpusim was set from these pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+#: the scenario fields that make the layout: a pair agrees on all of them
+LAYOUT_FIELDS = ("model", "node", "gpus", "nodes", "kind", "tp", "pp", "vp", "cp", "ep", "expert_tp", "micro_batch",
+                 "global_batch", "seq_len", "uneven_pp")
+#: the settings a pair may differ in, each with the scenario fields it moves together (the precision and its FP8
+#: recipe are one setting; the stated recomputation and its modules are another)
+SETTINGS = {
+    "precision": ("precision", "fp8_recipe"),
+    "recompute": ("recompute", "recompute_modules"),
+    "cuda graphs": ("cuda_graph_scope",),
+    "dispatcher": ("moe_dispatcher",),
+    "EP overlap": ("ep_overlap",),
+    "router": ("router",),
+    "fused expert MLP": ("moe_fused_mlp",),
+    "attention": ("flash_attention",),
+    "gradient dtype": ("grad_dtype",),
+    "FP8 activations": ("fp8_activations",),
+    "FP8 transpose cache": ("fp8_transpose_cache",),
+    "router padding": ("moe_router_padding",),
+    "TP overlap": ("tp_comm_overlap",),
+    "cross entropy": ("cross_entropy",),
+    "capacity factor": ("moe_capacity_factor",),
+    "activation offload": ("activation_offload_layers",),
+    "CP exchange": ("cp_comm",),
+    "PP overlap": ("pp_p2p_overlap",),
+    "optimizer state dtype": ("opt_state_dtype",),
+}
+_FIELD_SETTING = {f: name for name, fields in SETTINGS.items() for f in fields}
+#: the most settings a pair may differ in: two runs that change two settings at once (FP8 and the CUDA graphs that
+#: came with it) still test the two mechanisms together; the table names both
+MAX_SETTINGS = 2
+#: a measured speed-up smaller than this is "no change" for the direction check (run-to-run noise of the tables)
+NOISE_FRAC = 0.03
+
+
+def scenario_key(row: dict, setup) -> dict:
+    """The fields a pair is matched on: the layout (:data:`LAYOUT_FIELDS`) and every setting's fields, from a row of
+    the runs tables and its :class:`gpusim.validation_runs.RowSetup`. A field the row does not state is absent."""
+    key = {k: v for k, v in setup.base.items() if k != "workload"}
+    key["model"] = row["model"]
+    key["recompute"] = setup.stated_rc or ""
+    if setup.spec is not None:
+        key["flash_attention"] = bool(setup.spec.flash_attention)
+    if "router" in setup.opts:
+        key["router"] = setup.opts["router"]
+    return key
+
+
+def differing_settings(a: dict, b: dict) -> set[str] | None:
+    """The settings (:data:`SETTINGS` names) in which two scenario keys differ, or None where they differ in the layout
+    or in a field no setting names (not a clean A/B pair)."""
+    out = set()
+    for f in set(a) | set(b):
+        if a.get(f) == b.get(f):
+            continue
+        if f in LAYOUT_FIELDS or f not in _FIELD_SETTING:
+            return None
+        out.add(_FIELD_SETTING[f])
+    return out
+
+
+@dataclass
+class AbPair:
+    setting: str
+    source_id: str
+    model: str
+    gpu: str
+    gpus: int
+    layout: str
+    slow_run: str  # A: the run measured slower
+    fast_run: str  # B
+    slow_value: str  # the setting's value in A and in B, as the scenarios hold it
+    fast_value: str
+    holdout: bool
+    measured_speedup_frac: float  # t_A / t_B - 1 >= 0
+    predicted_speedup_frac: float  # gpusim's p_A / p_B - 1 (< 0: gpusim says B is the slower)
+
+    @property
+    def error_frac(self) -> float:
+        """Predicted speed-up minus measured (fractions; > 0: gpusim credits the setting with more than it gave)."""
+        return self.predicted_speedup_frac - self.measured_speedup_frac
+
+    @property
+    def direction_ok(self) -> bool | None:
+        """Whether gpusim has the faster run faster; None where the measured speed-up is within :data:`NOISE_FRAC`."""
+        if self.measured_speedup_frac < NOISE_FRAC:
+            return None
+        return self.predicted_speedup_frac > 0.0
+
+
+def _value(key: dict, setting: str) -> str:
+    """The value of one setting (or of each of a compound's, joined with ``; ``) in a scenario key."""
+    out = []
+    for name in setting.split(" + "):
+        vals = [key.get(f) for f in SETTINGS[name]]
+        shown = ["+".join(v) if isinstance(v, tuple) else str(v) for v in vals if v not in (None, "", ())]
+        out.append(" ".join(shown) or "default")
+    return "; ".join(out)
+
+
+def pairs(items) -> list[AbPair]:
+    """The A/B pairs of ``items``: ``(RunRow, scenario key)`` of step-time rows, predicted or not (rows without a
+    prediction or a measured step are skipped). Pure: the key of each row comes from :func:`scenario_key`."""
+    usable = [(r, k) for r, k in items if not r.is_memory and r.step_s and r.measured_step_s]
+    out = []
+    for i, (ra, ka) in enumerate(usable):
+        for rb, kb in usable[i + 1:]:
+            if ra.source_id != rb.source_id:
+                continue
+            diff = differing_settings(ka, kb)
+            if not diff or len(diff) > MAX_SETTINGS:
+                continue
+            setting = " + ".join(sorted(diff))
+            (slow, ks), (fast, kf) = sorted([(ra, ka), (rb, kb)], key=lambda x: -x[0].measured_step_s)
+            out.append(AbPair(setting=setting, source_id=ra.source_id, model=str(ra.model).rsplit("/", 1)[-1],
+                              gpu=ra.gpu, gpus=ra.gpus, layout=ra.layout, slow_run=slow.run_id, fast_run=fast.run_id,
+                              slow_value=_value(ks, setting), fast_value=_value(kf, setting),
+                              holdout=ra.holdout or rb.holdout,
+                              measured_speedup_frac=slow.measured_step_s / fast.measured_step_s - 1.0,
+                              predicted_speedup_frac=slow.step_s / fast.step_s - 1.0))
+    return out
+
+
+def run(results, *, paths=None, db=None) -> list[AbPair]:
+    """The A/B pairs among ``results`` (:class:`gpusim.validation_runs.RunRow` of the runs tables ``paths``, default
+    every ``validation/runs_*.csv`` and the later releases, as ``gpusim validate`` predicted them): each row's scenario
+    is rebuilt from its table's row (no new simulation)."""
+    from gpusim import validation_runs as R
+    from gpusim.hwdb import load
+
+    if not results:
+        return []
+    db = db or load()
+    paths = [*R.default_paths(), R.later_releases_path()] if paths is None else paths
+    by_file = {}
+    for f, row in R.read_rows([p for p in paths if p is not None]):
+        by_file[(f, row["run_id"])] = row
+    items = []
+    for r in results:
+        row = by_file.get((r.file, r.run_id))
+        if row is None or r.error:
+            continue
+        scratch = R.RunRow(run_id=r.run_id, source_id=r.source_id, file=r.file, holdout=r.holdout, model=r.model,
+                           gpu=r.gpu, gpus=r.gpus, layout=r.layout, precision=r.precision, metric=r.metric,
+                           measured=r.measured, regimes=r.regimes)
+        setup = R.row_setup(row, scratch, db)
+        if setup is not None:
+            items.append((r, scenario_key(row, setup)))
+    return pairs(items)
+
+
+def _median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return math.nan
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def summarize(ab: list[AbPair]) -> dict:
+    """Per part (open, held out) and per setting: pairs, the median absolute error of the speed-up (fraction points),
+    the median measured and predicted speed-ups, and how many pairs whose measured speed-up exceeds
+    :data:`NOISE_FRAC` gpusim orders the same way."""
+    def block(ps):
+        judged = [p.direction_ok for p in ps if p.direction_ok is not None]
+        return {"pairs": len(ps), "median_abs_error_frac": _median([abs(p.error_frac) for p in ps]),
+                "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in ps]),
+                "median_predicted_speedup_frac": _median([p.predicted_speedup_frac for p in ps]),
+                "direction_judged": len(judged), "direction_right": sum(judged)}
+
+    out = {}
+    for part, held in (("open", False), ("held_out", True)):
+        ps = [p for p in ab if p.holdout == held]
+        out[part] = {"all": block(ps), "settings": {s: block([p for p in ps if p.setting == s])
+                                                    for s in sorted({p.setting for p in ps})}}
+    return out
+
+
+def to_dicts(ab: list[AbPair], *, holdout_rows: bool = False) -> list[dict]:
+    """One dict per pair; a held-out pair's runs, values and speed-ups only with ``holdout_rows``."""
+    out = []
+    for p in ab:
+        d = {**asdict(p), "error_frac": p.error_frac, "direction_ok": p.direction_ok}
+        if p.holdout and not holdout_rows:
+            d = {k: d[k] for k in ("setting", "source_id", "model", "gpu", "gpus", "layout", "holdout")}
+        out.append(d)
+    return out
+
+
+def print_section(ab: list[AbPair], print_table, fmt_pct, *, holdout_rows: bool = False) -> None:
+    """The A/B table (open pairs; held-out ones with ``holdout_rows``) and its summary lines."""
+    if not ab:
+        return
+    shown = [p for p in ab if holdout_rows or not p.holdout]
+    table = [[p.setting, p.source_id, p.model[:18], p.gpu, p.gpus, p.layout, "yes" if p.holdout else "",
+              f"{p.slow_value} -> {p.fast_value}", f"{p.measured_speedup_frac:+.1%}",
+              f"{p.predicted_speedup_frac:+.1%}", f"{p.error_frac * 100:+.1f}"]
+             for p in sorted(shown, key=lambda p: (p.setting, p.source_id, p.model, p.gpu))]
+    print_table(table, ["setting", "source", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "held",
+                        "slower -> faster run", "measured speed-up", "gpusim speed-up", "error (pts)"],
+                title="Published A/B comparisons (two runs of one source, one layout, one setting changed): the "
+                      "speed-up the change gave, measured and as gpusim predicts it",
+                justify=["left"] * 4 + ["right", "left", "left", "left"] + ["right"] * 3)
+    s = summarize(ab)
+    for part, label in (("open", "open"), ("held_out", "held-out")):
+        a = s[part]["all"]
+        if not a["pairs"]:
+            continue
+        per = ", ".join(f"{name} {v['pairs']}" + ("" if part == "held_out" else
+                                                   f" (median error {v['median_abs_error_frac'] * 100:.1f} pts)")
+                        for name, v in s[part]["settings"].items())
+        print(f"A/B pairs, {label}: {a['pairs']}; speed-up error median {a['median_abs_error_frac'] * 100:.1f} points "
+              f"(measured median {a['median_measured_speedup_frac']:+.1%}, gpusim {a['median_predicted_speedup_frac']:+.1%}); "
+              f"faster run ordered right in {a['direction_right']} of {a['direction_judged']} pairs whose measured "
+              f"speed-up exceeds {NOISE_FRAC:.0%}; by setting: {per} (not used to set anything)")

@@ -1,0 +1,99 @@
+"""[issue 17] Published A/B comparisons (gpusim.validation_ab): two runs of one source, one layout, one or two
+settings changed; the speed-up the change gave against gpusim's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpusim import validation_ab as VAB
+from gpusim import validation_runs as R
+
+
+def _row(run_id, measured_s, predicted_s, *, source="S", holdout=False, metric="step_time_s"):
+    return R.RunRow(run_id=run_id, source_id=source, file="runs_x.csv", holdout=holdout, model="m", gpu="b200",
+                    gpus=8, layout="1/1/1/1 1/8", precision="bf16", metric=metric, measured=measured_s,
+                    regimes=(), step_s=predicted_s, measured_step_s=measured_s)
+
+
+LAYOUT = {"model": "m", "node": "dgx-b200", "gpus": 8, "nodes": 1, "kind": "zero1", "tp": 1, "pp": 1, "vp": 1,
+          "cp": 1, "ep": 8, "expert_tp": 1, "micro_batch": 1, "global_batch": 8, "seq_len": 4096,
+          "uneven_pp": False, "recompute": ""}
+
+
+def test_settings_are_told_apart_from_the_layout():
+    bf16 = {**LAYOUT, "precision": "bf16"}
+    fp8 = {**LAYOUT, "precision": "fp8", "fp8_recipe": "current"}
+    assert VAB.differing_settings(bf16, fp8) == {"precision"}  # the precision and its recipe: one setting
+    assert VAB.differing_settings(bf16, {**bf16, "tp": 2}) is None  # another layout: no pair
+    assert VAB.differing_settings(bf16, {**bf16, "made_up_field": 1}) is None  # a field no setting names: no pair
+    graphs = {**fp8, "cuda_graph_scope": ("full_iteration",)}
+    assert VAB.differing_settings(bf16, graphs) == {"precision", "cuda graphs"}
+    assert VAB.differing_settings(bf16, dict(bf16)) == set()
+
+
+def test_a_pair_is_oriented_slow_to_fast_with_both_speedups():
+    """Hand-worked: measured 12 s (bf16) against 10 s (fp8): +20%; gpusim 11 s against 10 s: +10%; error -10 points."""
+    a, b = _row("a", 12.0, 11.0), _row("b", 10.0, 10.0)
+    ka, kb = {**LAYOUT, "precision": "bf16"}, {**LAYOUT, "precision": "fp8", "fp8_recipe": "current"}
+    (p,) = VAB.pairs([(b, kb), (a, ka)])
+    assert (p.slow_run, p.fast_run, p.setting) == ("a", "b", "precision")
+    assert (p.slow_value, p.fast_value) == ("bf16", "fp8 current")
+    assert p.measured_speedup_frac == pytest.approx(0.20)
+    assert p.predicted_speedup_frac == pytest.approx(0.10)
+    assert p.error_frac == pytest.approx(-0.10) and p.direction_ok is True
+    # gpusim has the other run faster: the direction is wrong
+    (q,) = VAB.pairs([(_row("a", 12.0, 9.0), ka), (b, kb)])
+    assert q.direction_ok is False and q.predicted_speedup_frac == pytest.approx(-0.10)
+    # a measured change inside the noise is not judged
+    (n,) = VAB.pairs([(_row("a", 10.2, 9.0), ka), (b, kb)])
+    assert n.direction_ok is None
+
+
+def test_only_rows_of_one_source_with_few_changes_pair():
+    k0 = {**LAYOUT, "precision": "bf16"}
+    k3 = {**LAYOUT, "precision": "fp8", "cuda_graph_scope": ("full_iteration",), "moe_dispatcher": "deepep"}
+    assert VAB.pairs([(_row("a", 12.0, 11.0, source="S1"), k0), (_row("b", 10.0, 10.0, source="S2"), k3)]) == []
+    assert VAB.pairs([(_row("a", 12.0, 11.0), k0), (_row("b", 10.0, 10.0), k3)]) == []  # three settings at once
+    assert VAB.pairs([(_row("a", 12.0, 11.0), k0), (_row("b", 10.0, 10.0), dict(k0))]) == []  # nothing changed
+    mem = _row("b", 10.0, 10.0, metric="peak_allocated_gib")
+    assert VAB.pairs([(_row("a", 12.0, 11.0), k0), (mem, {**k0, "precision": "fp8"})]) == []
+
+
+def test_a_held_out_row_holds_its_pair_out_and_hides_its_figures():
+    k0, k1 = {**LAYOUT, "precision": "bf16"}, {**LAYOUT, "precision": "mxfp8"}
+    ab = VAB.pairs([(_row("a", 12.0, 11.0, holdout=True), k0), (_row("b", 10.0, 10.0), k1)])
+    assert ab[0].holdout
+    (hidden,) = VAB.to_dicts(ab)
+    assert "measured_speedup_frac" not in hidden and "slow_run" not in hidden and hidden["setting"] == "precision"
+    (shown,) = VAB.to_dicts(ab, holdout_rows=True)
+    assert shown["measured_speedup_frac"] == pytest.approx(0.2)
+    s = VAB.summarize(ab)
+    assert s["open"]["all"]["pairs"] == 0 and s["held_out"]["all"]["pairs"] == 1
+
+
+def test_the_project_tables_give_pairs_that_differ_in_their_settings_only(db):
+    """Every pair found in the runs tables shares its source and layout; the DeepSeek-V3 BF16 / MXFP8 pair of the 25.11
+    table on 256 GB300 is among them, its speed-up the two rows' measured steps."""
+    runs = R.run(db=db) + R.run([R.later_releases_path()], db=db)
+    ab = VAB.run(runs, db=db)
+    assert ab and all(1 <= len(p.setting.split(" + ")) <= VAB.MAX_SETTINGS for p in ab)
+    by_id = {r.run_id: r for r in runs}
+    for p in ab:
+        a, b = by_id[p.slow_run], by_id[p.fast_run]
+        assert (a.source_id, a.model, a.gpu, a.gpus, a.layout) == (b.source_id, b.model, b.gpu, b.gpus, b.layout)
+        assert a.measured_step_s >= b.measured_step_s
+    dsv3 = next(p for p in ab if {p.slow_run, p.fast_run} == {"mb2511-gb300-dsv3-bf16", "mb2511-gb300-dsv3-mx"})
+    assert dsv3.setting == "precision" and dsv3.slow_value == "bf16"
+    assert dsv3.measured_speedup_frac == pytest.approx(
+        by_id["mb2511-gb300-dsv3-bf16"].measured_step_s / by_id["mb2511-gb300-dsv3-mx"].measured_step_s - 1.0)
+
+
+def test_validate_prints_and_carries_the_pairs(capsys):
+    from gpusim.cli import main
+
+    assert main(["validate", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["ab_effects"]
+    assert d["summary"]["open"]["all"]["pairs"] == sum(not r["holdout"] for r in d["rows"]) > 0
+    assert all("measured_speedup_frac" not in r for r in d["rows"] if r["holdout"])
