@@ -57,8 +57,19 @@ NOISE_FRAC = 0.03
 
 def scenario_key(row: dict, setup) -> dict:
     """The fields a pair is matched on: the layout (:data:`LAYOUT_FIELDS`) and every setting's fields, from a row of
-    the runs tables and its :class:`gpusim.validation_runs.RowSetup`. A field the row does not state is absent."""
-    key = {k: v for k, v in setup.base.items() if k != "workload"}
+    the runs tables and its :class:`gpusim.validation_runs.RowSetup`. A setting the row does not state, or states at
+    its default (:class:`gpusim.strategy.Strategy`'s: ``ep_overlap=none`` is no overlap), is absent."""
+    from gpusim.strategy import Strategy
+
+    defaults = {n: f.default for n, f in Strategy.model_fields.items() if n not in LAYOUT_FIELDS}
+
+    def is_default(k, v) -> bool:
+        if k not in defaults:
+            return False
+        d = defaults[k]
+        return v == d or (v in (None, ()) and d in (None, ()))
+
+    key = {k: v for k, v in setup.base.items() if k != "workload" and not is_default(k, v)}
     key["model"] = row["model"]
     key["recompute"] = setup.stated_rc or ""
     if setup.spec is not None:

@@ -97,3 +97,25 @@ def test_validate_prints_and_carries_the_pairs(capsys):
     d = json.loads(capsys.readouterr().out)["ab_effects"]
     assert d["summary"]["open"]["all"]["pairs"] == sum(not r["holdout"] for r in d["rows"]) > 0
     assert all("measured_speedup_frac" not in r for r in d["rows"] if r["holdout"])
+
+
+def test_a_setting_stated_at_its_default_is_no_difference(db):
+    """``ep_overlap=none`` (or ``grad_reduce_in_fp32=1``) in one row's notes and nothing in the other's is the same
+    scenario: Strategy's defaults."""
+    import csv
+    import re
+
+    with open(R.later_releases_path()) as f:
+        row = next(r for r in csv.DictReader(f) if r["holdout"] != "1" and r["precision"] == "bf16")
+    bare = re.sub(r"\b(ep_overlap|grad_reduce_in_fp32)=\w+", "", row["notes"])
+    stated, plain = {**row, "notes": bare + " ep_overlap=none grad_reduce_in_fp32=1"}, {**row, "notes": bare}
+
+    def key(r):
+        out = R.RunRow(run_id=r["run_id"], source_id="", file="", holdout=False, model=r["model"], gpu=r["gpu"],
+                       gpus=0, layout="", precision="", metric="", measured=0.0, regimes=())
+        return VAB.scenario_key(r, R.row_setup(r, out, db))
+
+    assert "ep_overlap" not in key(stated) and "grad_dtype" not in key(stated)
+    assert VAB.differing_settings(key(stated), key(plain)) == set()
+    overlapped = {**row, "notes": bare + " ep_overlap=1f1b"}
+    assert VAB.differing_settings(key(overlapped), key(plain)) == {"EP overlap"}
