@@ -14,11 +14,18 @@ Pairs are found, not listed: every pair of step-time rows of one source whose sc
 from :func:`gpusim.validation_runs.row_setup`, the settings each row's notes state) agree on the layout and differ in
 the fields of one or two settings (:data:`SETTINGS`) is a pair. A pair with a held-out row is held out: only its summary is
 printed. Nothing in gpusim was set from these pairs.
+
+**Release steps** [stop 47] (:func:`release_steps`): the Megatron-Bridge performance tables measured many layouts in
+release after release. Each layout's step from one release table to the next is a comparison of the same kind with
+the container changed as well: where the rows state no setting differently, the measured change is the container's
+alone (gpusim predicts none), the spread any row's error inherits; where the newer recipe turned a setting on, gpusim's
+speed-up from the settings alone is set against the measured one.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 
 #: the scenario fields that make the layout: a pair agrees on all of them
@@ -154,10 +161,10 @@ def pairs(items) -> list[AbPair]:
     return out
 
 
-def run(results, *, paths=None, db=None) -> list[AbPair]:
-    """The A/B pairs among ``results`` (:class:`gpusim.validation_runs.RunRow` of the runs tables ``paths``, default
-    every ``validation/runs_*.csv`` and the later releases, as ``gpusim validate`` predicted them): each row's scenario
-    is rebuilt from its table's row (no new simulation)."""
+def scenario_items(results, *, paths=None, db=None) -> list[tuple]:
+    """``(RunRow, scenario key)`` of every predicted row of ``results`` (:class:`gpusim.validation_runs.RunRow` of the
+    runs tables ``paths``, default every ``validation/runs_*.csv`` and the later releases, as ``gpusim validate``
+    predicted them): each row's scenario is rebuilt from its table's row (no new simulation)."""
     from gpusim import validation_runs as R
     from gpusim.hwdb import load
 
@@ -179,7 +186,142 @@ def run(results, *, paths=None, db=None) -> list[AbPair]:
         setup = R.row_setup(row, scratch, db)
         if setup is not None:
             items.append((r, scenario_key(row, setup)))
-    return pairs(items)
+    return items
+
+
+def run(results, *, paths=None, db=None) -> list[AbPair]:
+    """The A/B pairs among ``results`` (:func:`scenario_items`)."""
+    return pairs(scenario_items(results, paths=paths, db=db))
+
+
+# ---- [stop 47] one layout from one Megatron-Bridge release to the next -------------------------------------------
+
+#: the Megatron-Bridge performance tables, one ``source_id`` per release: ``MBRIDGE_2509`` (25.09) ...
+#: ``MBRIDGE_260801`` (26.08.01)
+_RELEASE = re.compile(r"^MBRIDGE_(\d{4})(\d{2})?$")
+
+
+def release_order(source_id: str) -> tuple[int, int] | None:
+    """``(YYMM, patch)`` of a Megatron-Bridge release table's ``source_id`` (``MBRIDGE_260401`` -> ``(2604, 1)``), or
+    None for any other source."""
+    m = _RELEASE.match(source_id or "")
+    return None if m is None else (int(m.group(1)), int(m.group(2) or 0))
+
+
+def _release_name(order: tuple[int, int]) -> str:
+    yymm, patch = order
+    return f"{yymm // 100}.{yymm % 100:02d}" + (f".{patch:02d}" if patch else "")
+
+
+@dataclass
+class ReleaseStep:
+    model: str
+    gpu: str
+    gpus: int
+    layout: str
+    precision: str
+    older_run: str
+    newer_run: str
+    older_release: str
+    newer_release: str
+    settings: str  # the settings the newer release's row states differently ("": the container alone)
+    holdout: bool
+    measured_speedup_frac: float  # t_older / t_newer - 1 (< 0: the newer release ran slower)
+    predicted_speedup_frac: float  # gpusim's p_older / p_newer - 1: 0 where no stated setting changed
+
+    @property
+    def error_frac(self) -> float:
+        return self.predicted_speedup_frac - self.measured_speedup_frac
+
+
+def release_steps(items) -> list[ReleaseStep]:
+    """Each layout's step from one Megatron-Bridge release table to the next that measured it: rows of two release
+    sources (:func:`release_order`) with the same model, stated layout and precision, consecutive in release order,
+    whose scenarios differ in nothing but settings (:func:`differing_settings`, any number of them). The measured
+    speed-up carries the container's change too; gpusim's carries only the settings the rows state, so a step with no
+    stated change measures the container alone (gpusim: 0)."""
+    groups: dict[tuple, list] = {}
+    for r, k in items:
+        order = release_order(r.source_id)
+        if order is None or r.is_memory or not r.step_s or not r.measured_step_s:
+            continue
+        layout = tuple(k.get(f) for f in LAYOUT_FIELDS) + (k.get("precision"), k.get("fp8_recipe"))
+        groups.setdefault(layout, []).append((order, r, k))
+    out = []
+    for rows in groups.values():
+        rows.sort(key=lambda x: x[0])
+        for (oa, ra, ka), (ob, rb, kb) in zip(rows, rows[1:]):
+            if oa == ob:
+                continue
+            diff = differing_settings(ka, kb)
+            if diff is None:
+                continue
+            out.append(ReleaseStep(model=str(ra.model).rsplit("/", 1)[-1], gpu=ra.gpu, gpus=ra.gpus, layout=ra.layout,
+                                   precision=ra.precision, older_run=ra.run_id, newer_run=rb.run_id,
+                                   older_release=_release_name(oa), newer_release=_release_name(ob),
+                                   settings=" + ".join(sorted(diff)), holdout=ra.holdout or rb.holdout,
+                                   measured_speedup_frac=ra.measured_step_s / rb.measured_step_s - 1.0,
+                                   predicted_speedup_frac=ra.step_s / rb.step_s - 1.0))
+    return out
+
+
+def summarize_releases(steps: list[ReleaseStep]) -> dict:
+    """Per part (open, held out): the steps that changed no stated setting (the container alone: the median and
+    90th percentile of the measured change's size, gpusim 0) and those that did (median measured and predicted
+    speed-ups, median absolute error in fraction points)."""
+    out = {}
+    for part, held in (("open", False), ("held_out", True)):
+        ps = [p for p in steps if p.holdout == held]
+        same, moved = [p for p in ps if not p.settings], [p for p in ps if p.settings]
+        sizes = sorted(abs(p.measured_speedup_frac) for p in same)
+        out[part] = {
+            "container_only": {"steps": len(same), "median_abs_change_frac": _median(sizes),
+                               "p90_abs_change_frac": sizes[min(len(sizes) - 1, int(0.9 * len(sizes)))]
+                               if sizes else math.nan},
+            "settings_changed": {"steps": len(moved),
+                                 "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in moved]),
+                                 "median_predicted_speedup_frac": _median([p.predicted_speedup_frac for p in moved]),
+                                 "median_abs_error_frac": _median([abs(p.error_frac) for p in moved])}}
+    return out
+
+
+def releases_to_dicts(steps: list[ReleaseStep], *, holdout_rows: bool = False) -> list[dict]:
+    """One dict per step; a held-out step's runs and speed-ups only with ``holdout_rows``."""
+    out = []
+    for p in steps:
+        d = {**asdict(p), "error_frac": p.error_frac}
+        if p.holdout and not holdout_rows:
+            d = {k: d[k] for k in ("model", "gpu", "gpus", "layout", "precision", "older_release", "newer_release",
+                                   "settings", "holdout")}
+        out.append(d)
+    return out
+
+
+def print_releases(steps: list[ReleaseStep], print_table, *, holdout_rows: bool = False) -> None:
+    """The release steps that changed a stated setting (open; held-out ones with ``holdout_rows``) and the summary."""
+    if not steps:
+        return
+    shown = [p for p in steps if p.settings and (holdout_rows or not p.holdout)]
+    table = [[p.model[:18], p.gpu, p.gpus, p.layout, p.precision, "yes" if p.holdout else "",
+              f"{p.older_release} -> {p.newer_release}", p.settings, f"{p.measured_speedup_frac:+.1%}",
+              f"{p.predicted_speedup_frac:+.1%}", f"{p.error_frac * 100:+.1f}"]
+             for p in sorted(shown, key=lambda p: (p.model, p.gpu, p.layout, p.older_release))]
+    if table:
+        print_table(table, ["model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "prec", "held", "releases",
+                            "settings changed", "measured speed-up", "gpusim speed-up", "error (pts)"],
+                    title="One layout from one Megatron-Bridge release to the next, where the newer recipe changed a "
+                          "stated setting: the speed-up measured (container and settings) and gpusim's (settings)",
+                    justify=["left", "left", "right", "left", "left", "left", "left", "left"] + ["right"] * 3)
+    s = summarize_releases(steps)
+    for part, label in (("open", "open"), ("held_out", "held-out")):
+        c, m = s[part]["container_only"], s[part]["settings_changed"]
+        if not (c["steps"] or m["steps"]):
+            continue
+        print(f"release to release, {label}: {c['steps']} steps with no stated setting changed (the container alone: "
+              f"measured change median {c['median_abs_change_frac']:.1%}, p90 {c['p90_abs_change_frac']:.1%}; gpusim "
+              f"0) and {m['steps']} with settings changed (measured speed-up median "
+              f"{m['median_measured_speedup_frac']:+.1%}, gpusim {m['median_predicted_speedup_frac']:+.1%}, error "
+              f"median {m['median_abs_error_frac'] * 100:.1f} points)")
 
 
 def _median(xs):

@@ -58,13 +58,14 @@ def _later_results(args, db, params):
 
 
 def _ab_results(args, runs, later, db):
-    """[issue 17] The published A/B comparisons among the runs tables' rows (gpusim.validation_ab): no new
-    simulation, the rows' own predictions."""
+    """[issue 17] The published A/B comparisons among the runs tables' rows and each layout's steps from one
+    Megatron-Bridge release to the next (gpusim.validation_ab): no new simulation, the rows' own predictions."""
     from gpusim import validation_ab as VAB
     from gpusim import validation_runs as R
 
     paths = list(getattr(args, "runs", None) or R.default_paths()) + ([R.later_releases_path()] if later else [])
-    return VAB.run(list(runs or []) + list(later or []), paths=paths, db=db)
+    items = VAB.scenario_items(list(runs or []) + list(later or []), paths=paths, db=db)
+    return VAB.pairs(items), VAB.release_steps(items)
 
 
 def _search_results(args, db, params):
@@ -273,7 +274,7 @@ def cmd_validate(args) -> int:
     grouped = _grouped_results(args, db, params)  # [issue 17]
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
-    ab = _ab_results(args, runs, later, db)  # [issue 17]
+    ab, steps = _ab_results(args, runs, later, db)  # [issue 17]
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
                            searched_moe + searched_moe_later, later)
@@ -306,7 +307,10 @@ def cmd_validate(args) -> int:
                                        "rows": R.to_dicts(later, holdout_rows=args.show_holdout)},
                     "repeated_layouts": R.repeated_layouts(list(runs) + list(later)),  # [stop 42]
                     "ab_effects": {"summary": VAB.summarize(ab),  # [issue 17]
-                                   "rows": VAB.to_dicts(ab, holdout_rows=args.show_holdout)},
+                                   "rows": VAB.to_dicts(ab, holdout_rows=args.show_holdout),
+                                   "release_steps": {"summary": VAB.summarize_releases(steps),
+                                                     "rows": VAB.releases_to_dicts(
+                                                         steps, holdout_rows=args.show_holdout)}},
                     "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
                     "attention_rates": {"summary": VA.summarize(attn_rows), "rows": VA.to_dicts(attn_rows)},
                     "attention_kernels": {"summary": VA.summarize_cudnn(kernel_rows),  # [issue 17]
@@ -445,10 +449,12 @@ def cmd_validate(args) -> int:
                   f"median +{rep['median_spread_frac']:.1%}, p90 +{rep['p90_spread_frac']:.1%}: the settings a layout "
                   f"does not state (the container, CUDA graphs, the dispatcher ...) move a measurement this much; "
                   f"gpusim reads some of them from each row's notes, not all")
-    if ab:  # [issue 17] what one setting does, measured against gpusim, whatever error both rows share
+    if ab or steps:  # [issue 17] what one setting does, measured against gpusim, whatever error both rows share
+        from gpusim.validation_ab import print_releases
         from gpusim.validation_ab import print_section as print_ab
 
         print_ab(ab, print_table, fmt_pct, holdout_rows=getattr(args, "show_holdout", False))
+        print_releases(steps, print_table, holdout_rows=getattr(args, "show_holdout", False))
     if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS
 

@@ -97,6 +97,10 @@ def test_validate_prints_and_carries_the_pairs(capsys):
     d = json.loads(capsys.readouterr().out)["ab_effects"]
     assert d["summary"]["open"]["all"]["pairs"] == sum(not r["holdout"] for r in d["rows"]) > 0
     assert all("measured_speedup_frac" not in r for r in d["rows"] if r["holdout"])
+    steps = d["release_steps"]
+    s = steps["summary"]["open"]
+    assert s["container_only"]["steps"] + s["settings_changed"]["steps"] == sum(not r["holdout"] for r in steps["rows"])
+    assert all("measured_speedup_frac" not in r for r in steps["rows"] if r["holdout"])
 
 
 def test_a_setting_stated_at_its_default_is_no_difference(db):
@@ -119,3 +123,35 @@ def test_a_setting_stated_at_its_default_is_no_difference(db):
     assert VAB.differing_settings(key(stated), key(plain)) == set()
     overlapped = {**row, "notes": bare + " ep_overlap=1f1b"}
     assert VAB.differing_settings(key(overlapped), key(plain)) == {"EP overlap"}
+
+
+def test_release_order_reads_the_megatron_bridge_table_ids():
+    assert VAB.release_order("MBRIDGE_2602") == (2602, 0) and VAB.release_order("MBRIDGE_260401") == (2604, 1)
+    assert VAB.release_order("MBRIDGE_CARD") is None and VAB.release_order("MLM_PR_5728") is None
+
+
+def test_release_steps_chain_consecutive_releases_of_one_layout():
+    """Three releases of one layout give two steps, oldest first: 26.02 -> 26.02.01 with nothing stated differently
+    (the container alone: gpusim 0), 26.02.01 -> 26.04 with the dispatcher changed; hand-worked speed-ups."""
+    k = {**LAYOUT, "precision": "mxfp8"}
+    rows = [(_row("c", 9.0, 8.0, source="MBRIDGE_2604"), {**k, "moe_dispatcher": "deepep"}),
+            (_row("a", 10.0, 10.0, source="MBRIDGE_2602"), k),
+            (_row("b", 9.5, 10.0, source="MBRIDGE_260201"), dict(k)),
+            (_row("x", 5.0, 5.0, source="MBRIDGE_CARD"), k)]  # not a release table: ignored
+    first, second = sorted(VAB.release_steps(rows), key=lambda s: s.older_release)
+    assert (first.older_release, first.newer_release, first.settings) == ("26.02", "26.02.01", "")
+    assert first.measured_speedup_frac == pytest.approx(10.0 / 9.5 - 1.0) and first.predicted_speedup_frac == 0.0
+    assert (second.older_run, second.newer_run, second.settings) == ("b", "c", "dispatcher")
+    assert second.measured_speedup_frac == pytest.approx(9.5 / 9.0 - 1.0)
+    assert second.predicted_speedup_frac == pytest.approx(10.0 / 8.0 - 1.0)
+    s = VAB.summarize_releases([first, second])["open"]
+    assert s["container_only"]["steps"] == 1 and s["settings_changed"]["steps"] == 1
+    assert s["settings_changed"]["median_abs_error_frac"] == pytest.approx(abs(0.25 - (9.5 / 9.0 - 1.0)))
+
+
+def test_a_release_step_with_a_held_out_row_hides_its_figures():
+    k = {**LAYOUT, "precision": "bf16"}
+    steps = VAB.release_steps([(_row("a", 10.0, 10.0, source="MBRIDGE_2602", holdout=True), k),
+                               (_row("b", 9.0, 10.0, source="MBRIDGE_2604"), k)])
+    (d,) = VAB.releases_to_dicts(steps)
+    assert d["holdout"] and "measured_speedup_frac" not in d and "older_run" not in d
