@@ -28,6 +28,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 #: the scenario fields that make the layout: a pair agrees on all of them
 LAYOUT_FIELDS = ("model", "node", "gpus", "nodes", "kind", "tp", "pp", "vp", "cp", "ep", "expert_tp", "micro_batch",
                  "global_batch", "seq_len", "uneven_pp")
@@ -273,11 +275,10 @@ def summarize_releases(steps: list[ReleaseStep]) -> dict:
     for part, held in (("open", False), ("held_out", True)):
         ps = [p for p in steps if p.holdout == held]
         same, moved = [p for p in ps if not p.settings], [p for p in ps if p.settings]
-        sizes = sorted(abs(p.measured_speedup_frac) for p in same)
+        sizes = [abs(p.measured_speedup_frac) for p in same]
         out[part] = {
             "container_only": {"steps": len(same), "median_abs_change_frac": _median(sizes),
-                               "p90_abs_change_frac": sizes[min(len(sizes) - 1, int(0.9 * len(sizes)))]
-                               if sizes else math.nan},
+                               "p90_abs_change_frac": float(np.quantile(sizes, 0.9)) if sizes else math.nan},
             "settings_changed": {"steps": len(moved),
                                  "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in moved]),
                                  "median_predicted_speedup_frac": _median([p.predicted_speedup_frac for p in moved]),
@@ -335,7 +336,7 @@ def _median(xs):
 def summarize(ab: list[AbPair]) -> dict:
     """Per part (open, held out) and per setting: pairs, the median absolute error of the speed-up (fraction points),
     the median measured and predicted speed-ups, and how many pairs whose measured speed-up exceeds
-    :data:`NOISE_FRAC` gpusim orders the same way."""
+    :data:`NOISE_FRAC` gpusim orders the same way (held-out settings: their pair counts only)."""
     def block(ps):
         judged = [p.direction_ok for p in ps if p.direction_ok is not None]
         return {"pairs": len(ps), "median_abs_error_frac": _median([abs(p.error_frac) for p in ps]),
@@ -346,8 +347,9 @@ def summarize(ab: list[AbPair]) -> dict:
     out = {}
     for part, held in (("open", False), ("held_out", True)):
         ps = [p for p in ab if p.holdout == held]
-        out[part] = {"all": block(ps), "settings": {s: block([p for p in ps if p.setting == s])
-                                                    for s in sorted({p.setting for p in ps})}}
+        per = {s: [p for p in ps if p.setting == s] for s in sorted({p.setting for p in ps})}
+        # a held-out setting's figures would be one pair's own where it has one: its count only
+        out[part] = {"all": block(ps), "settings": {s: {"pairs": len(v)} if held else block(v) for s, v in per.items()}}
     return out
 
 
@@ -362,7 +364,7 @@ def to_dicts(ab: list[AbPair], *, holdout_rows: bool = False) -> list[dict]:
     return out
 
 
-def print_section(ab: list[AbPair], print_table, fmt_pct, *, holdout_rows: bool = False) -> None:
+def print_section(ab: list[AbPair], print_table, *, holdout_rows: bool = False) -> None:
     """The A/B table (open pairs; held-out ones with ``holdout_rows``) and its summary lines."""
     if not ab:
         return

@@ -453,7 +453,7 @@ def cmd_validate(args) -> int:
         from gpusim.validation_ab import print_releases
         from gpusim.validation_ab import print_section as print_ab
 
-        print_ab(ab, print_table, fmt_pct, holdout_rows=getattr(args, "show_holdout", False))
+        print_ab(ab, print_table, holdout_rows=getattr(args, "show_holdout", False))
         print_releases(steps, print_table, holdout_rows=getattr(args, "show_holdout", False))
     if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS

@@ -71,6 +71,7 @@ def test_a_held_out_row_holds_its_pair_out_and_hides_its_figures():
     assert shown["measured_speedup_frac"] == pytest.approx(0.2)
     s = VAB.summarize(ab)
     assert s["open"]["all"]["pairs"] == 0 and s["held_out"]["all"]["pairs"] == 1
+    assert s["held_out"]["settings"] == {"precision": {"pairs": 1}}  # one pair's own figures would show: a count
 
 
 def test_the_project_tables_give_pairs_that_differ_in_their_settings_only(db):
