@@ -131,12 +131,19 @@ class AbPair:
 
 
 def _value(key: dict, setting: str) -> str:
-    """The value of one setting (or of each of a compound's, joined with ``; ``) in a scenario key."""
+    """The value of one setting (or of each of a compound's, joined with ``; ``) in a scenario key; a field the key
+    leaves out shows :class:`gpusim.strategy.Strategy`'s default where it names one (``alltoall``), else ``none``."""
+    from gpusim.strategy import Strategy
+
+    def shown(f):
+        v = key.get(f)
+        if v in (None, "", ()) and f in Strategy.model_fields and f != "fp8_recipe":
+            v = Strategy.model_fields[f].default
+        return "+".join(v) if isinstance(v, tuple) else ("" if v in (None, "", ()) else str(v))
+
     out = []
     for name in setting.split(" + "):
-        vals = [key.get(f) for f in SETTINGS[name]]
-        shown = ["+".join(v) if isinstance(v, tuple) else str(v) for v in vals if v not in (None, "", ())]
-        out.append(" ".join(shown) or "default")
+        out.append(" ".join(t for t in (shown(f) for f in SETTINGS[name]) if t) or "none")
     return "; ".join(out)
 
 
@@ -194,6 +201,59 @@ def scenario_items(results, *, paths=None, db=None) -> list[tuple]:
 def run(results, *, paths=None, db=None) -> list[AbPair]:
     """The A/B pairs among ``results`` (:func:`scenario_items`)."""
     return pairs(scenario_items(results, paths=paths, db=db))
+
+
+# ---- [stop 47] comparisons published as two figures of one setup ---------------------------------------------------
+
+#: ``validation/ab_published.csv``: a source's A/B comparison given as two figures of one setup (the same layout and
+#: settings, ``notes_common``, but for ``a_notes`` / ``b_notes``), where the source states no run of its own to enter
+#: as a row of the runs tables (TFLOP/s only, an unstated container): only the ratio of the two figures is compared
+PUBLISHED_FILE = "ab_published.csv"
+PUBLISHED_COLUMNS = ("pair_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp",
+                     "vp", "cp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute",
+                     "metric", "unit", "notes_common", "a_notes", "a_value", "b_notes", "b_value", "notes")
+
+
+def published_pairs(path=None, *, db=None) -> tuple[list[AbPair], list[str]]:
+    """``(pairs, errors)`` of ``validation/ab_published.csv`` (or ``path``; no file, nothing): each row's two sides
+    become two rows of the runs tables' schema (``run_id`` = ``pair_id/a``, ``/b``; the notes ``notes_common`` and the
+    side's own), predicted by :func:`gpusim.validation_runs.predict_row` and paired as :func:`pairs` pairs the tables'
+    rows. A row whose sides cannot be predicted, or differ in the layout or in more than :data:`MAX_SETTINGS` settings,
+    is an error naming the row, not an exception."""
+    from gpusim import validation_runs as R
+    from gpusim.hwdb import load
+
+    path = R.table_csv(PUBLISHED_FILE) if path is None else path
+    if path is None:
+        return [], []
+    rows = [r for _, r in R.read_rows([path], columns=PUBLISHED_COLUMNS, id_column="pair_id")]
+    db = db or load()
+    out, errors = [], []
+    for r in rows:
+        items = []
+        for side in ("a", "b"):
+            row = {c: r.get(c, "") for c in R.COLUMNS if c in r}
+            row.update(run_id=f"{r['pair_id']}/{side}", value=r[f"{side}_value"],
+                       notes=f"{r['notes_common']} {r[f'{side}_notes']}")
+            try:
+                pred = R.predict_row(row, file=PUBLISHED_FILE, db=db)
+            except (ValueError, KeyError) as e:  # a value that is not a number, a column left empty
+                errors.append(f"{r['pair_id']}: side {side}: {e}")
+                break
+            setup = R.row_setup(row, R.RunRow(run_id="", source_id="", file="", holdout=False, model=r["model"],
+                                              gpu=r["gpu"], gpus=0, layout="", precision="", metric="", measured=0.0,
+                                              regimes=()), db)
+            if pred.error or setup is None:
+                errors.append(f"{r['pair_id']}: side {side}: {pred.error or 'not predicted'}")
+                break
+            items.append((pred, scenario_key(row, setup)))
+        else:
+            found = pairs(items)
+            if not found:
+                errors.append(f"{r['pair_id']}: its two sides differ in nothing gpusim models, in the layout or in "
+                              f"more than {MAX_SETTINGS} settings")
+            out += found
+    return out, errors
 
 
 # ---- [stop 47] one layout from one Megatron-Bridge release to the next -------------------------------------------

@@ -501,20 +501,21 @@ def allocated_bytes(res, params=None) -> float:
     return float(m["weights"] + m["gradients"] + m["optimizer"] + m["buffers"] + m["activations"] / (1.0 + frag))
 
 
-def read_rows(paths) -> list[tuple[str, dict]]:
-    """``(file name, row dict)`` of every row of ``paths``; a file whose header is not the schema raises
-    :class:`~gpusim.errors.GpusimError` naming the missing columns."""
+def read_rows(paths, *, columns=COLUMNS, id_column: str = "run_id") -> list[tuple[str, dict]]:
+    """``(file name, row dict)`` of every row of ``paths`` with an ``id_column``; a file whose header lacks one of
+    ``columns`` (default the runs tables' schema) raises :class:`~gpusim.errors.GpusimError` naming the missing
+    columns."""
     from gpusim.errors import GpusimError
 
     out = []
     for p in paths:
         with open(p, newline="") as fh:
             rd = csv.DictReader(fh)
-            missing = [c for c in COLUMNS if c not in (rd.fieldnames or ())]
+            missing = [c for c in columns if c not in (rd.fieldnames or ())]
             if missing:
                 raise GpusimError(f"{p}: missing column(s) {', '.join(missing)}; the schema is "
-                                  f"{', '.join(COLUMNS)} (validation/README.md)")
-            out += [(Path(p).name, row) for row in rd if (row.get("run_id") or "").strip()]
+                                  f"{', '.join(columns)} (validation/README.md)")
+            out += [(Path(p).name, row) for row in rd if (row.get(id_column) or "").strip()]
     return out
 
 

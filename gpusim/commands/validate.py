@@ -65,7 +65,9 @@ def _ab_results(args, runs, later, db):
 
     paths = list(getattr(args, "runs", None) or R.default_paths()) + ([R.later_releases_path()] if later else [])
     items = VAB.scenario_items(list(runs or []) + list(later or []), paths=paths, db=db)
-    return VAB.pairs(items), VAB.release_steps(items)
+    # the comparisons published as two figures (validation/ab_published.csv), with the project's own tables only
+    published, errors = VAB.published_pairs(db=db) if later else ([], [])
+    return VAB.pairs(items) + published, VAB.release_steps(items), errors
 
 
 def _search_results(args, db, params):
@@ -274,7 +276,7 @@ def cmd_validate(args) -> int:
     grouped = _grouped_results(args, db, params)  # [issue 17]
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
-    ab, steps = _ab_results(args, runs, later, db)  # [issue 17]
+    ab, steps, ab_errors = _ab_results(args, runs, later, db)  # [issue 17]
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
                            searched_moe + searched_moe_later, later)
@@ -308,6 +310,7 @@ def cmd_validate(args) -> int:
                     "repeated_layouts": R.repeated_layouts(list(runs) + list(later)),  # [stop 42]
                     "ab_effects": {"summary": VAB.summarize(ab),  # [issue 17]
                                    "rows": VAB.to_dicts(ab, holdout_rows=args.show_holdout),
+                                   "errors": ab_errors,
                                    "release_steps": {"summary": VAB.summarize_releases(steps),
                                                      "rows": VAB.releases_to_dicts(
                                                          steps, holdout_rows=args.show_holdout)}},
@@ -454,6 +457,8 @@ def cmd_validate(args) -> int:
         from gpusim.validation_ab import print_section as print_ab
 
         print_ab(ab, print_table, holdout_rows=getattr(args, "show_holdout", False))
+        for err in ab_errors:
+            print(f"validation/ab_published.csv: not compared: {err}")
         print_releases(steps, print_table, holdout_rows=getattr(args, "show_holdout", False))
     if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS

@@ -156,3 +156,37 @@ def test_a_release_step_with_a_held_out_row_hides_its_figures():
                                (_row("b", 9.0, 10.0, source="MBRIDGE_2604"), k)])
     (d,) = VAB.releases_to_dicts(steps)
     assert d["holdout"] and "measured_speedup_frac" not in d and "older_run" not in d
+
+
+def test_published_comparisons_pair_their_two_figures(db):
+    """validation/ab_published.csv: Megatron-Bridge PR #3561's dispatcher comparison, GPT-OSS-120B on 64 GB200: the
+    all-to-all run's 423.6 TFLOP/s against HybridEP's 406.6 is a 4.18% speed-up over HybridEP."""
+    ab, errors = VAB.published_pairs(db=db)
+    assert not errors
+    bf16 = next(p for p in ab if p.slow_run == "pr3561-gb200-oss-bf16-dispatcher/b")
+    assert bf16.setting == "dispatcher" and (bf16.slow_value, bf16.fast_value) == ("deepep", "alltoall")
+    assert bf16.measured_speedup_frac == pytest.approx(423.6 / 406.6 - 1.0)
+    assert bf16.source_id == "MBRIDGE_PR_3561" and not bf16.holdout
+
+
+def test_a_bad_published_row_is_an_error_not_an_exception(db, tmp_path):
+    import csv
+
+    from gpusim.errors import GpusimError
+
+    with open(R.table_csv(VAB.PUBLISHED_FILE), newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[0]["b_value"] = "fast"
+    rows[1]["b_notes"] = rows[1]["a_notes"]  # the two sides the same: nothing to compare
+    path = tmp_path / "ab.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=VAB.PUBLISHED_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    ab, errors = VAB.published_pairs(path, db=db)
+    assert ab == [] and len(errors) == 2
+    assert errors[0].startswith(rows[0]["pair_id"]) and "differ in nothing" in errors[1]
+    bad = tmp_path / "short.csv"
+    bad.write_text("pair_id,model\nx,gpt-oss-120b\n")
+    with pytest.raises(GpusimError, match="a_value"):
+        VAB.published_pairs(bad, db=db)
