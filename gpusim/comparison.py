@@ -178,14 +178,27 @@ def signed(x: float) -> str:
     return ("+" if x >= 0 else "-") + sig(abs(x))
 
 
+def is_number(v: Any) -> bool:
+    """A finite int or float, not a bool: a figure that can be compared (an LLM layout's one-GPU speedup is NaN)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def relative_change(ref: Any, v: Any) -> str:
+    """``+21%``: ``v`` against ``ref``; empty where either is not a number (:func:`is_number`) or ``ref`` is 0."""
+    return f"{v / ref - 1:+.0%}" if is_number(ref) and is_number(v) and ref else ""
+
+
 def format_figure(unit: str, v: Any) -> str:
-    """One cell of the side-by-side table (units of :data:`FIGURES`)."""
+    """One cell of the side-by-side table (units of :data:`FIGURES`); a figure that is not a number (NaN: no
+    one-GPU run to compare with) shows as ``-``."""
     from gpusim import units
 
     if isinstance(v, bool):
         return "yes" if v else "NO"
     if isinstance(v, str) or v is None:
         return str(v)
+    if not math.isfinite(v):
+        return "-"
     return {"s": units.format_duration, "bytes": units.format_bytes, "frac": lambda x: f"{x:.0%}",
             "x": lambda x: f"{x:.3g}x"}.get(unit, sig)(v)
 

@@ -4,7 +4,7 @@ change that explains most of the difference (gpusim.comparison: every change eva
 import streamlit as st
 
 from gpusim.app_pages import shell
-from gpusim.comparison import change_text, compare, figures_for, format_figure
+from gpusim.comparison import change_text, compare, figures_for, format_figure, relative_change
 
 PIN_KEY = "_pinned_scenario"
 
@@ -49,7 +49,7 @@ if not rows:
 figs = []
 for key, label, unit, higher in figures_for(res):
     a, b = res[0][key], res[1][key]
-    rel = (f"{b / a - 1:+.0%}" if isinstance(a, (int, float)) and not isinstance(a, bool) and a else "")
+    rel = relative_change(a, b)
     figs.append({"": label, "pinned": format_figure(unit, a), "current": format_figure(unit, b), "change": rel})
 left, right = st.columns([1, 1.4])
 with left:

@@ -161,7 +161,7 @@ def print_comparison(out: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from gpusim.comparison import change_text, figures_for, format_figure, is_llm, signed
+    from gpusim.comparison import change_text, figures_for, format_figure, is_llm, is_number, relative_change, signed
 
     con = Console(width=max(110, Console().width), highlight=False)
     names, results, flats = out["names"], out["results"], out["inputs"]
@@ -181,10 +181,10 @@ def print_comparison(out: dict) -> None:
         for i, r in enumerate(results):
             v, v0 = r[key], results[0][key]
             text = format_figure(unit, v)
-            if i and higher is not None and v != v0 and isinstance(v, (int, float)):
+            if i and higher is not None and v != v0 and (isinstance(v, bool) or is_number(v) and is_number(v0)):
                 better = (v > v0) == higher
-                rel = f" ({v / v0 - 1:+.0%})" if isinstance(v0, (int, float)) and v0 and not isinstance(v, bool) else ""
-                text = f"[{'green' if better else 'red'}]{text}{rel}[/]"
+                rel = relative_change(v0, v) if not isinstance(v, bool) else ""
+                text = f"[{'green' if better else 'red'}]{text}{f' ({rel})' if rel else ''}[/]"
             elif i and higher is None and v != v0:
                 text = f"[yellow]{text}[/]"
             cells.append(text)

@@ -59,3 +59,18 @@ def test_gpus_and_nodes_change_together():
     b = a.with_changes(gpus=16, nodes=2)
     out = compare([a, b])
     assert [list(c["inputs"]) for c in out["gaps"][0]["changes"]] == [["gpus", "nodes"]]
+
+
+def test_a_figure_that_is_not_a_number_shows_as_a_dash(capsys):
+    """An LLM layout has no one-GPU run to compare with: its speedup and scaling efficiency are NaN, shown as '-'
+    with no relative change (it used to read 'nanx (+nan%)')."""
+    from gpusim.comparison import format_figure, relative_change
+
+    assert format_figure("x", float("nan")) == "-" and format_figure("frac", float("inf")) == "-"
+    assert relative_change(float("nan"), 2.0) == "" and relative_change(2.0, 3.0) == "+50%"
+    assert relative_change(0.0, 3.0) == "" and relative_change(True, False) == ""
+    llm = ["--model", "qwen3-30b-a3b", "--gpu", "gb200", "--gpus", "8", "--ep", "8", "--precision", "mxfp8",
+           "--global-batch", "512", "--per-gpu-batch", "4", "--seq-len", "4096"]
+    assert main(["compare", *llm, "--vs", "--moe-dispatcher", "deepep"]) == 0
+    out = capsys.readouterr().out
+    assert "nanx" not in out and "nan%" not in out and "speedup" in out
