@@ -99,8 +99,11 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
     ``differs`` (input keys that differ anywhere), and ``gaps``: for each scenario after the first, its
     throughput ratio to the reference and ``changes``: ``[{"inputs": {key: [ref, other]}, "alone_samples_per_s",
     "effect_samples_per_s", "share_of_gap_frac", "note"}]`` sorted by effect, ``explains_most`` (the first), and
-    ``interaction_samples_per_s`` (the part of the gap no single change explains).
+    ``interaction_samples_per_s`` (the part of the gap no single change explains), ``track_record`` [stop 47]
+    (:func:`gpusim.track_record.what_if_record`: the published A/B comparisons' band, its range carried to the
+    throughput ratio, where the scenarios are LLM layouts that differ in software settings only).
     """
+    from gpusim import track_record as TR
     from gpusim.hwdb import load
     from gpusim.simulation import Scenario, simulate
 
@@ -163,7 +166,13 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
                                                   and ref_res.tokens_per_s_per_gpu is not None else None),
                      "mfu_frac": [ref_res.mfu_frac, res.mfu_frac], "changes": rows,
                      "explains_most": rows[0] if rows and rows[0]["effect_samples_per_s"] is not None else None,
-                     "interaction_samples_per_s": gap - explained})
+                     "interaction_samples_per_s": gap - explained,
+                     # [stop 47] how far such a change's predicted speed-up was from published A/B comparisons
+                     "track_record": TR.what_if_record(
+                         [k for k in flats[0] if flat.get(k) != flats[0][k]],
+                         llm=bool(ref_res.memory_per_stage_bytes and res.memory_per_stage_bytes),
+                         ratio=res.throughput_samples_per_s / ref_thr,
+                         calibrated=any(x is not None for x in plist))})
     return {"names": names, "results": [r.to_dict() for r in results], "inputs": flats, "differs": differs,
             "gaps": gaps}
 

@@ -32,6 +32,10 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   ``layout-search-moe`` the same for the published MoE recipes (``validation/runs_moe.csv`` and the later releases'
   MoE rows, the expert-parallel degree searched too), under an MoE best layout; its ratio carries the MoE step-time
   error (``llm-moe``) as well as the search's own choice.
+- ``what-if`` [stop 47]: what ``gpusim compare`` says a change of software settings at one layout is worth: the
+  speed-up of the published A/B pairs (:mod:`gpusim.validation_ab`: two runs of one source and stated layout whose
+  settings differ, and the comparisons published as two figures), as measured ratio / predicted ratio. ``compare``
+  prints it under an LLM comparison that changes settings only (:data:`WHAT_IF_FIELDS`).
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
@@ -82,13 +86,15 @@ BAND_KEYS: dict[str, str] = {
                       "global batch and sequence"),
     "layout-search-moe": ("published vendor-tuned MoE recipes against the layout search's best layout at their GPUs, "
                           "global batch, sequence and MoE software"),
+    "what-if": ("published A/B comparisons of software settings (two runs of one source and layout, one or two "
+                "settings changed)"),
 }
 #: what each band's absolute error is measured on
 QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time",
             "llm-dense-fp8": "step time",
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
-            "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU"}
+            "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU", "what-if": "speed-up"}
 #: bands whose table holds no held-out row and whose rows the model's defaults were chosen with in view (README,
 #: Accuracy: "partly in-sample")
 IN_SAMPLE = ("data-parallel", "data-parallel-anchored", "single-gpu")
@@ -227,14 +233,15 @@ def _ratio(num, den) -> float:
 
 
 def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=None,
-            searched_moe=None, later=None) -> dict[str, Band]:
+            searched_moe=None, later=None, ab=None) -> dict[str, Band]:
     """Every band from the validation tables of this checkout (the model's defaults, no calibration): what
     ``gpusim validate`` measures, row by row. ``dp``, ``runs``, ``fsdp``, ``sweeps``: the results of
     :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
     :func:`gpusim.validation_comm.run` on the default tables where the caller has them already (``gpusim validate``),
     ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together,
     ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows, ``later`` [issue 17]
-    :func:`gpusim.validation_runs.run` over the later releases (their hybrid rows); None computes them.
+    :func:`gpusim.validation_runs.run` over the later releases (their hybrid rows), ``ab`` [stop 47] the A/B pairs
+    (:func:`gpusim.validation_ab.run` over both and the published pairs); None computes them.
     Bands whose table is missing (an installed package without the ``validation/`` folder) are left out."""
     from gpusim import validation as V
     from gpusim import validation_comm as VC
@@ -316,6 +323,16 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
                          r.holdout) for r in sel],
                   f"validation/{table} and later_releases.csv (gpusim.validation_search)",
                   _coverage([r.gpu for r in sel])))
+
+    if ab is None:  # [stop 47] the A/B pairs of the runs tables and the comparisons published as two figures
+        from gpusim import validation_ab as VAB
+
+        ab = VAB.run(list(runs) + list(later), db=db) + VAB.published_pairs(db=db)[0]
+    # a change's speed-up: speed ratio = measured (1 + speed-up) / predicted (1 + speed-up)
+    put(_band("what-if", [(abs((1.0 + p.predicted_speedup_frac) / (1.0 + p.measured_speedup_frac) - 1.0),
+                           (1.0 + p.measured_speedup_frac) / (1.0 + p.predicted_speedup_frac), p.holdout) for p in ab],
+              "validation/runs_*.csv, later_releases.csv and ab_published.csv (gpusim.validation_ab)",
+              _coverage([p.gpu for p in ab])))
     return out
 
 
@@ -471,6 +488,31 @@ def band_for(result, workload=None) -> Band | None:
     """The packaged band of a StepResult's kind (:func:`band_key`; None where none applies or the file has none)."""
     key = band_key(result, workload)
     return None if key is None else load().get(key)
+
+
+#: [stop 47] the scenario inputs (``gpusim.comparison.flatten`` keys) a ``what-if`` comparison may change: the software
+#: settings the published A/B pairs change at one layout (:data:`gpusim.validation_ab.SETTINGS`'s fields)
+WHAT_IF_FIELDS = frozenset(f"strategy.{f}" for f in (
+    "precision", "fp8_recipe", "recompute", "recompute_modules", "cuda_graph_scope", "moe_dispatcher", "ep_overlap",
+    "moe_fused_mlp", "grad_dtype", "fp8_activations", "fp8_transpose_cache", "moe_router_padding", "tp_comm_overlap",
+    "cross_entropy", "moe_capacity_factor", "activation_offload_layers", "cp_comm", "pp_p2p_overlap",
+    "opt_state_dtype", "moe_imbalance_frac", "moe_expert_skew_frac"))
+
+
+def what_if_record(changed: list[str], *, llm: bool, ratio: float, calibrated: bool = False) -> dict:
+    """The ``track_record`` of one ``gpusim compare`` gap: the ``what-if`` band with its 80% range carried to the
+    predicted throughput ``ratio`` where the comparison is of LLM layouts and ``changed`` (the inputs that differ)
+    are all software settings (:data:`WHAT_IF_FIELDS`); else ``{"key": "what-if", "reason": ...}`` saying why no
+    band applies."""
+    other = sorted(k.removeprefix("strategy.") for k in changed if k not in WHAT_IF_FIELDS)
+    if not llm:
+        return {"key": "what-if", "reason": "none: the published A/B comparisons are of LLM layouts; this is not one"}
+    if other:
+        return {"key": "what-if", "reason": f"none: the published A/B comparisons change software settings at one "
+                                            f"layout; this comparison changes {', '.join(other)}"}
+    band = load().get("what-if")
+    return record_for(band, "what-if", calibrated=calibrated,
+                      ratio=band.speed_range(ratio) if band else (ratio, ratio))
 
 
 def none_reason(key: str | None) -> str:

@@ -5,6 +5,7 @@ import streamlit as st
 
 from gpusim.app_pages import shell
 from gpusim.comparison import change_text, compare, figures_for, format_figure, relative_change
+from gpusim.track_record import report_line
 
 PIN_KEY = "_pinned_scenario"
 
@@ -79,4 +80,9 @@ if top is not None and len(g["changes"]) > 1:
                 + (f"{frac:.0%}" if frac is not None else "a part")
                 + f"; the changes together add {g['interaction_samples_per_s']:+,.4g} samples/s beyond the sum of "
                 "their separate effects (they interact).", icon=":material/insights:")
+rec = g.get("track_record")
+if rec and "reason" not in rec:  # [stop 47] how far such a change's speed-up was from published A/B comparisons
+    lo, hi = rec.get("ratio") or (None, None)
+    here = f"current at x{lo:.2f} to x{hi:.2f} the pinned speed" if lo is not None else None
+    st.caption("Track record: " + shell.ui_text(report_line(rec, here=here)))
 shell.downloads("gpusim-compare", json_obj=out)

@@ -162,6 +162,7 @@ def print_comparison(out: dict) -> None:
     from rich.table import Table
 
     from gpusim.comparison import change_text, figures_for, format_figure, is_llm, is_number, relative_change, signed
+    from gpusim.track_record import report_line
 
     con = Console(width=max(110, Console().width), highlight=False)
     names, results, flats = out["names"], out["results"], out["inputs"]
@@ -222,3 +223,8 @@ def print_comparison(out: dict) -> None:
                      else f"{signed(g['interaction_samples_per_s'])} samples/s")
             con.print(f"  -> [bold]{change_text(g['explains_most'])}[/] explains most of the gap; the changes "
                       f"together add {joint} beyond the sum of their separate effects")
+        rec = g.get("track_record")
+        if rec and "reason" not in rec:  # [stop 47] the published A/B comparisons' band (track_record.what_if_record)
+            lo, hi = rec.get("ratio") or (None, None)
+            here = f"{g['name']} at x{lo:.2f} to x{hi:.2f} {g['reference']}'s speed" if lo is not None else None
+            con.print(f"  track record: {report_line(rec, here=here)}", markup=False)

@@ -172,7 +172,7 @@ def _fsdp_results(args, db, params):
     return VF.run(VF.default_csv(), db=db, params=params)
 
 
-def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None, later=None):
+def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None, later=None, ab=None):
     """The model's track record per kind of prediction (gpusim.track_record) from the results just computed, where
     they are the project's own tables with the model's defaults (no user CSV, no calibration, no other run files):
     the bands ``predict``, ``sweep``, ``plan`` and ``comm`` print. None otherwise."""
@@ -181,7 +181,7 @@ def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched
     from gpusim import track_record
 
     return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps, searched=searched,
-                                searched_moe=searched_moe, later=later)
+                                searched_moe=searched_moe, later=later, ab=ab)
 
 
 def print_track_record_table(record, print_table) -> None:
@@ -279,7 +279,7 @@ def cmd_validate(args) -> int:
     ab, steps, ab_errors = _ab_results(args, runs, later, db)  # [issue 17]
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
-                           searched_moe + searched_moe_later, later)
+                           searched_moe + searched_moe_later, later, ab)
     ep_rows = _ep_results(args, db, params)
     attn_rows = _attention_results(args, db, params)
     kernel_rows = _attention_cudnn_results(args, db, params)

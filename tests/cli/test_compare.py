@@ -74,3 +74,31 @@ def test_a_figure_that_is_not_a_number_shows_as_a_dash(capsys):
     assert main(["compare", *llm, "--vs", "--moe-dispatcher", "deepep"]) == 0
     out = capsys.readouterr().out
     assert "nanx" not in out and "nan%" not in out and "speedup" in out
+
+
+LLM = ["--model", "qwen3-30b-a3b", "--gpu", "gb200", "--gpus", "8", "--ep", "8", "--precision", "mxfp8",
+       "--global-batch", "512", "--per-gpu-batch", "4", "--seq-len", "4096"]
+
+
+def test_a_settings_change_carries_the_published_ab_track_record(capsys):
+    """[stop 47] An LLM comparison that changes software settings only carries the what-if band (the published A/B
+    pairs), its 80% range carried to the predicted throughput ratio; the CLI prints it."""
+    from gpusim import track_record as TR
+
+    assert main(["compare", *LLM, "--vs", "--moe-dispatcher", "deepep", "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)["gaps"][0]
+    rec, band = g["track_record"], TR.load()["what-if"]
+    assert rec["key"] == "what-if" and rec["rows"] == band.rows
+    if band.has_range:
+        assert rec["ratio"] == pytest.approx(list(band.speed_range(g["throughput_ratio"])))
+    assert main(["compare", *LLM, "--vs", "--moe-dispatcher", "deepep"]) == 0
+    assert "track record: published A/B comparisons" in capsys.readouterr().out
+
+
+def test_a_layout_change_or_a_non_llm_comparison_says_why_it_has_no_ab_record(capsys):
+    assert main(["compare", *LLM, "--vs", "--ep", "4", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)["gaps"][0]["track_record"]
+    assert rec["key"] == "what-if" and "changes ep" in rec["reason"]
+    assert main(["compare", *BASE, "--vs", "--inter", "ib-hdr-200", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)["gaps"][0]["track_record"]
+    assert "LLM layouts" in rec["reason"]

@@ -282,16 +282,16 @@ def test_the_layout_search_band_hand_worked():
                          precision="bf16", stated_layout="1/1/1/1", best_step_s=best, measured_step_s=measured)
 
     searched = [row(1.0, 1.1, False), row(1.0, 0.95, False), row(1.0, 1.0, True), row(None, 1.0, False)]
-    bands = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched, searched_moe=[], later=[])
+    bands = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=searched, searched_moe=[], later=[], ab=[])
     b = bands["layout-search"]
     assert (b.rows, b.held_out_rows, b.quantity) == (3, 1, "MFU")
     assert b.median_abs_frac == pytest.approx(0.05)  # of 0.1, 0.05 and 0
     assert b.real_vs_predicted_speed_frac == pytest.approx(0.0)  # median speed ratio 1.0
     assert b.slower_frac == pytest.approx(1 / 3, abs=1e-4)  # (stored to four digits)
     assert "layout-search-moe" not in bands
-    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=[])) == set()
+    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=[], ab=[])) == set()
     # [issue 17] the MoE recipes' rows make their own band by the same rule, apart from the dense one
-    moe = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=searched, later=[])
+    moe = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=searched, later=[], ab=[])
     assert set(moe) == {"layout-search-moe"} and moe["layout-search-moe"].median_abs_frac == pytest.approx(0.05)
 
 
@@ -399,7 +399,7 @@ def test_a_hybrid_model_gets_the_hybrid_band_whatever_else_it_is():
         return r
 
     later = [row(-0.2, False), row(-0.3, False), row(-0.1, True), row(-0.5, False, ("moe", "blackwell"))]
-    b = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=later)
+    b = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=later, ab=[])
     assert set(b) == {"llm-hybrid"} and b["llm-hybrid"].rows == 3 and b["llm-hybrid"].held_out_rows == 1
     assert b["llm-hybrid"].median_abs_frac == pytest.approx(0.2)
     assert b["llm-hybrid"].slower_frac == pytest.approx(1.0)
@@ -416,3 +416,21 @@ def test_predict_of_a_hybrid_model_prints_the_hybrid_band(capsys):
     out = capsys.readouterr().out
     assert "track record: published hybrid Mamba-Transformer training runs" in out
     assert "published MoE training runs" not in out
+
+
+def test_the_what_if_band_hand_worked():
+    """[stop 47] The A/B pairs' band: a pair measured +20% and predicted +10% has a speed ratio 1.2 / 1.1 and an
+    error |1.1 / 1.2 - 1| = 8.33%; one measured +10% and predicted +10%: 1.0 and 0."""
+    from gpusim.validation_ab import AbPair
+
+    def pair(measured, predicted, held=False):
+        return AbPair(setting="precision", source_id="s", model="m", gpu="b200", gpus=8, layout="", slow_run="a",
+                      fast_run="b", slow_value="bf16", fast_value="mxfp8", holdout=held,
+                      measured_speedup_frac=measured, predicted_speedup_frac=predicted)
+
+    b = T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=[],
+                  ab=[pair(0.2, 0.1), pair(0.1, 0.1, held=True)])["what-if"]
+    assert (b.rows, b.held_out_rows, b.quantity) == (2, 1, "speed-up")
+    assert b.median_abs_frac == pytest.approx((1.0 - 1.1 / 1.2) / 2, abs=1e-4)
+    assert b.real_vs_predicted_speed_frac == pytest.approx((1.2 / 1.1 + 1.0) / 2 - 1.0, abs=1e-4)
+    assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=[], ab=[])) == set()
