@@ -147,11 +147,10 @@ def _value(key: dict, setting: str) -> str:
     return "; ".join(out)
 
 
-def pairs(items) -> list[AbPair]:
-    """The A/B pairs of ``items``: ``(RunRow, scenario key)`` of step-time rows, predicted or not (rows without a
-    prediction or a measured step are skipped). Pure: the key of each row comes from :func:`scenario_key`."""
-    usable = [(r, k) for r, k in items if not r.is_memory and r.step_s and r.measured_step_s]
-    out = []
+def _matched(usable, measure):
+    """``(setting, (A, key A), (B, key B))`` for every two of ``usable`` (``(RunRow, scenario key)``) of one source
+    whose scenarios differ in one or two settings (:func:`differing_settings`), ``A`` the one with the larger
+    ``measure`` (its step, or the memory it held)."""
     for i, (ra, ka) in enumerate(usable):
         for rb, kb in usable[i + 1:]:
             if ra.source_id != rb.source_id:
@@ -159,15 +158,114 @@ def pairs(items) -> list[AbPair]:
             diff = differing_settings(ka, kb)
             if not diff or len(diff) > MAX_SETTINGS:
                 continue
-            setting = " + ".join(sorted(diff))
-            (slow, ks), (fast, kf) = sorted([(ra, ka), (rb, kb)], key=lambda x: -x[0].measured_step_s)
-            out.append(AbPair(setting=setting, source_id=ra.source_id, model=str(ra.model).rsplit("/", 1)[-1],
-                              gpu=ra.gpu, gpus=ra.gpus, layout=ra.layout, slow_run=slow.run_id, fast_run=fast.run_id,
-                              slow_value=_value(ks, setting), fast_value=_value(kf, setting),
-                              holdout=ra.holdout or rb.holdout,
-                              measured_speedup_frac=slow.measured_step_s / fast.measured_step_s - 1.0,
-                              predicted_speedup_frac=slow.step_s / fast.step_s - 1.0))
+            a, b = sorted([(ra, ka), (rb, kb)], key=lambda x: -measure(x[0]))
+            yield " + ".join(sorted(diff)), a, b
+
+
+def pairs(items) -> list[AbPair]:
+    """The A/B pairs of ``items``: ``(RunRow, scenario key)`` of step-time rows, predicted or not (rows without a
+    prediction or a measured step are skipped). Pure: the key of each row comes from :func:`scenario_key`."""
+    usable = [(r, k) for r, k in items if not r.is_memory and r.step_s and r.measured_step_s]
+    return [AbPair(setting=setting, source_id=slow.source_id, model=str(slow.model).rsplit("/", 1)[-1], gpu=slow.gpu,
+                   gpus=slow.gpus, layout=slow.layout, slow_run=slow.run_id, fast_run=fast.run_id,
+                   slow_value=_value(ks, setting), fast_value=_value(kf, setting), holdout=slow.holdout or fast.holdout,
+                   measured_speedup_frac=slow.measured_step_s / fast.measured_step_s - 1.0,
+                   predicted_speedup_frac=slow.step_s / fast.step_s - 1.0)
+            for setting, (slow, ks), (fast, kf) in _matched(usable, lambda r: r.measured_step_s)]
+
+
+# ---- [stop 47] what one setting does to a run's peak memory -------------------------------------------------------
+
+#: a measured saving smaller than this is "no change" for the direction check (the cards print GiB to 0.1-0.01)
+MEMORY_NOISE_BYTES = 0.25 * 1024.0**3
+
+
+@dataclass
+class AbMemoryPair:
+    setting: str
+    source_id: str
+    model: str
+    gpu: str
+    gpus: int
+    layout: str
+    more_run: str  # A: the run that held more memory
+    less_run: str  # B
+    more_value: str  # the setting's value in A and in B
+    less_value: str
+    holdout: bool
+    measured_saving_bytes: float  # A's peak allocated memory less B's, as measured (>= 0)
+    predicted_saving_bytes: float  # the same of gpusim's predictions of the two (< 0: gpusim says B holds more)
+
+    @property
+    def error_bytes(self) -> float:
+        """Predicted saving minus measured (> 0: gpusim credits the setting with more memory than it saved)."""
+        return self.predicted_saving_bytes - self.measured_saving_bytes
+
+    @property
+    def direction_ok(self) -> bool | None:
+        """Whether gpusim has the run that held less memory lower; None within :data:`MEMORY_NOISE_BYTES`."""
+        if self.measured_saving_bytes < MEMORY_NOISE_BYTES:
+            return None
+        return self.predicted_saving_bytes > 0.0
+
+
+def memory_pairs(items) -> list[AbMemoryPair]:
+    """The A/B pairs of the peak-memory rows (``validation/runs_memory.csv``) among ``items`` (``(RunRow, scenario
+    key)``), by the rule of :func:`pairs`: what one or two settings (recomputed modules, above all) do to the peak
+    memory a run held, measured against gpusim's allocated bytes for the two scenarios."""
+    from gpusim import units
+
+    usable = [(r, k) for r, k in items if r.is_memory and r.predicted is not None and r.measured]
+    return [AbMemoryPair(setting=setting, source_id=more.source_id, model=str(more.model).rsplit("/", 1)[-1],
+                         gpu=more.gpu, gpus=more.gpus, layout=more.layout, more_run=more.run_id, less_run=less.run_id,
+                         more_value=_value(km, setting), less_value=_value(kl, setting),
+                         holdout=more.holdout or less.holdout,
+                         measured_saving_bytes=(more.measured - less.measured) * units.GIB,
+                         predicted_saving_bytes=(more.predicted - less.predicted) * units.GIB)
+            for setting, (more, km), (less, kl) in _matched(usable, lambda r: r.measured)]
+
+
+def summarize_memory(ab: list[AbMemoryPair]) -> dict:
+    """Per part (open, held out): pairs, the median absolute error of the saving (bytes), the median measured and
+    predicted savings, and how many pairs whose measured saving exceeds :data:`MEMORY_NOISE_BYTES` gpusim orders
+    the same way."""
+    out = {}
+    for part, held in (("open", False), ("held_out", True)):
+        ps = [p for p in ab if p.holdout == held]
+        judged = [p.direction_ok for p in ps if p.direction_ok is not None]
+        out[part] = {"pairs": len(ps), "median_abs_error_bytes": _median([abs(p.error_bytes) for p in ps]),
+                     "median_measured_saving_bytes": _median([p.measured_saving_bytes for p in ps]),
+                     "median_predicted_saving_bytes": _median([p.predicted_saving_bytes for p in ps]),
+                     "direction_judged": len(judged), "direction_right": sum(judged)}
     return out
+
+
+def print_memory(ab: list[AbMemoryPair], print_table, *, holdout_rows: bool = False) -> None:
+    """The peak-memory pairs (open; held-out ones with ``holdout_rows``) and the summary."""
+    if not ab:
+        return
+    gib = 1024.0**3
+    shown = [p for p in ab if holdout_rows or not p.holdout]
+    table = [[p.setting, p.model[:18], p.gpu, p.gpus, p.layout, "yes" if p.holdout else "",
+              f"{p.more_value} -> {p.less_value}", f"{p.measured_saving_bytes / gib:+.2f}",
+              f"{p.predicted_saving_bytes / gib:+.2f}", f"{p.error_bytes / gib:+.2f}"]
+             for p in sorted(shown, key=lambda p: (p.model, p.setting, p.more_run))]
+    if table:
+        print_table(table, ["setting", "model", "GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "held",
+                            "more -> less memory", "measured saving GiB", "gpusim GiB", "error GiB"],
+                    title="Peak memory, one setting changed (validation/runs_memory.csv pairs): the memory the change "
+                          "saved, measured and as gpusim predicts it",
+                    justify=["left", "left", "left", "right", "left", "left", "left"] + ["right"] * 3)
+    s = summarize_memory(ab)
+    for part, label in (("open", "open"), ("held_out", "held-out")):
+        a = s[part]
+        if not a["pairs"]:
+            continue
+        print(f"peak-memory A/B pairs, {label}: {a['pairs']}; the saving's error median "
+              f"{a['median_abs_error_bytes'] / gib:.2f} GiB (measured median {a['median_measured_saving_bytes'] / gib:.2f} "
+              f"GiB, gpusim {a['median_predicted_saving_bytes'] / gib:.2f}); the run that held less ordered right in "
+              f"{a['direction_right']} of {a['direction_judged']} pairs whose saving exceeds "
+              f"{MEMORY_NOISE_BYTES / gib:.2f} GiB (not used to set anything)")
 
 
 def scenario_items(results, *, paths=None, db=None) -> list[tuple]:
@@ -413,11 +511,13 @@ def summarize(ab: list[AbPair]) -> dict:
     return out
 
 
-def to_dicts(ab: list[AbPair], *, holdout_rows: bool = False) -> list[dict]:
-    """One dict per pair; a held-out pair's runs, values and speed-ups only with ``holdout_rows``."""
+def to_dicts(ab: list, *, holdout_rows: bool = False) -> list[dict]:
+    """One dict per pair (:class:`AbPair` or :class:`AbMemoryPair`); a held-out pair's runs, values, speed-ups or
+    savings only with ``holdout_rows``."""
     out = []
     for p in ab:
-        d = {**asdict(p), "error_frac": p.error_frac, "direction_ok": p.direction_ok}
+        err = {"error_bytes": p.error_bytes} if isinstance(p, AbMemoryPair) else {"error_frac": p.error_frac}
+        d = {**asdict(p), **err, "direction_ok": p.direction_ok}
         if p.holdout and not holdout_rows:
             d = {k: d[k] for k in ("setting", "source_id", "model", "gpu", "gpus", "layout", "holdout")}
         out.append(d)

@@ -67,7 +67,7 @@ def _ab_results(args, runs, later, db):
     items = VAB.scenario_items(list(runs or []) + list(later or []), paths=paths, db=db)
     # the comparisons published as two figures (validation/ab_published.csv), with the project's own tables only
     published, errors = VAB.published_pairs(db=db) if later else ([], [])
-    return VAB.pairs(items) + published, VAB.release_steps(items), errors
+    return VAB.pairs(items) + published, VAB.release_steps(items), errors, VAB.memory_pairs(items)
 
 
 def _search_results(args, db, params):
@@ -276,7 +276,7 @@ def cmd_validate(args) -> int:
     grouped = _grouped_results(args, db, params)  # [issue 17]
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
-    ab, steps, ab_errors = _ab_results(args, runs, later, db)  # [issue 17]
+    ab, steps, ab_errors, ab_memory = _ab_results(args, runs, later, db)  # [issue 17]
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
                            searched_moe + searched_moe_later, later, ab)
@@ -311,6 +311,9 @@ def cmd_validate(args) -> int:
                     "ab_effects": {"summary": VAB.summarize(ab),  # [issue 17]
                                    "rows": VAB.to_dicts(ab, holdout_rows=args.show_holdout),
                                    "errors": ab_errors,
+                                   "memory": {"summary": VAB.summarize_memory(ab_memory),
+                                              "rows": VAB.to_dicts(ab_memory,
+                                                                          holdout_rows=args.show_holdout)},
                                    "release_steps": {"summary": VAB.summarize_releases(steps),
                                                      "rows": VAB.releases_to_dicts(
                                                          steps, holdout_rows=args.show_holdout)}},
@@ -452,14 +455,15 @@ def cmd_validate(args) -> int:
                   f"median +{rep['median_spread_frac']:.1%}, p90 +{rep['p90_spread_frac']:.1%}: the settings a layout "
                   f"does not state (the container, CUDA graphs, the dispatcher ...) move a measurement this much; "
                   f"gpusim reads some of them from each row's notes, not all")
-    if ab or steps:  # [issue 17] what one setting does, measured against gpusim, whatever error both rows share
-        from gpusim.validation_ab import print_releases
+    if ab or steps or ab_memory:  # [issue 17] what one setting does, measured against gpusim, whatever error both rows share
+        from gpusim.validation_ab import print_memory, print_releases
         from gpusim.validation_ab import print_section as print_ab
 
         print_ab(ab, print_table, holdout_rows=getattr(args, "show_holdout", False))
         for err in ab_errors:
             print(f"validation/ab_published.csv: not compared: {err}")
         print_releases(steps, print_table, holdout_rows=getattr(args, "show_holdout", False))
+        print_memory(ab_memory, print_table, holdout_rows=getattr(args, "show_holdout", False))
     if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS
 

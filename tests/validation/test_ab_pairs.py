@@ -102,6 +102,9 @@ def test_validate_prints_and_carries_the_pairs(capsys):
     s = steps["summary"]["open"]
     assert s["container_only"]["steps"] + s["settings_changed"]["steps"] == sum(not r["holdout"] for r in steps["rows"])
     assert all("measured_speedup_frac" not in r for r in steps["rows"] if r["holdout"])
+    mem = d["memory"]
+    assert mem["summary"]["open"]["pairs"] == sum(not r["holdout"] for r in mem["rows"]) > 0
+    assert all("measured_saving_bytes" not in r for r in mem["rows"] if r["holdout"])
 
 
 def test_a_setting_stated_at_its_default_is_no_difference(db):
@@ -190,3 +193,36 @@ def test_a_bad_published_row_is_an_error_not_an_exception(db, tmp_path):
     bad.write_text("pair_id,model\nx,gpt-oss-120b\n")
     with pytest.raises(GpusimError, match="a_value"):
         VAB.published_pairs(bad, db=db)
+
+
+def _mem_row(run_id, measured_gib, predicted_gib, *, holdout=False):
+    return R.RunRow(run_id=run_id, source_id="S", file="runs_memory.csv", holdout=holdout, model="m", gpu="h100-sxm",
+                    gpus=32, layout="4/4/5/1 1/32", precision="fp8", metric="peak_allocated_gib",
+                    measured=measured_gib, regimes=("memory",), predicted=predicted_gib)
+
+
+def test_memory_pairs_set_the_measured_saving_against_gpusims():
+    """Hand-worked: recomputing the MLP saved 59.6 - 55.6 = 4.0 GiB as measured; gpusim's two predictions 50 and 40
+    GiB say 10: +6 GiB of error. Step-time rows are not memory pairs."""
+    from gpusim import units
+
+    k0 = {**LAYOUT, "recompute": "selective", "recompute_modules": ("core_attn",)}
+    k1 = {**LAYOUT, "recompute": "selective", "recompute_modules": ("mlp", "core_attn")}
+    (p,) = VAB.memory_pairs([(_mem_row("a", 59.6, 50.0), k0), (_mem_row("b", 55.6, 40.0), k1),
+                             (_row("c", 10.0, 9.0), k0)])
+    assert (p.setting, p.more_run, p.less_run) == ("recompute", "a", "b")
+    assert p.measured_saving_bytes == pytest.approx(4.0 * units.GIB)
+    assert p.error_bytes == pytest.approx(6.0 * units.GIB) and p.direction_ok is True
+    (q,) = VAB.memory_pairs([(_mem_row("a", 59.6, 50.0), k0), (_mem_row("b", 59.5, 40.0, holdout=True), k1)])
+    assert q.direction_ok is None and q.holdout  # 0.1 GiB: within the noise
+    (d,) = VAB.to_dicts([q])
+    assert "measured_saving_bytes" not in d and VAB.summarize_memory([q])["held_out"]["pairs"] == 1
+
+
+def test_the_memory_table_gives_pairs_of_one_layout(db):
+    runs = R.run(db=db)
+    pairs = VAB.memory_pairs(VAB.scenario_items(runs, db=db))
+    by_id = {r.run_id: r for r in runs}
+    assert pairs and all(by_id[p.more_run].layout == by_id[p.less_run].layout for p in pairs)
+    mlp = next(p for p in pairs if {p.more_run, p.less_run} == {"msk-l70sft-tp4pp4vp5", "ark-l70sft-rc-mlp-attn"})
+    assert mlp.setting == "recompute" and mlp.measured_saving_bytes > 0
