@@ -114,6 +114,7 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
     names = list(names) if names else [chr(ord("A") + i) if i < 26 else f"S{i}" for i in range(len(scns))]
     plist = list(params_each) if params_each is not None else [params] * len(scns)
     results = [simulate(s, db=db, params=p) for s, p in zip(scns, plist)]
+    as_dicts = [r.to_dict() for r in results]
     flats = [flatten(s) for s in scns]
     differs = [k for k in flats[0] if any(f.get(k) != flats[0][k] for f in flats[1:])]
     ref, ref_res, ref_params = scns[0], results[0], plist[0]
@@ -170,10 +171,10 @@ def compare(scenarios: Sequence[Any], *, names: Sequence[str] | None = None, db=
                      # [stop 47] how far such a change's predicted speed-up was from published A/B comparisons
                      "track_record": TR.what_if_record(
                          [k for k in flats[0] if flat.get(k) != flats[0][k]],
-                         llm=bool(ref_res.memory_per_stage_bytes and res.memory_per_stage_bytes),
+                         llm=is_llm(as_dicts[0]) and is_llm(as_dicts[i]),
                          ratio=res.throughput_samples_per_s / ref_thr,
                          calibrated=any(x is not None for x in plist))})
-    return {"names": names, "results": [r.to_dict() for r in results], "inputs": flats, "differs": differs,
+    return {"names": names, "results": as_dicts, "inputs": flats, "differs": differs,
             "gaps": gaps}
 
 

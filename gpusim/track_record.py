@@ -35,7 +35,7 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
 - ``what-if`` [stop 47]: what ``gpusim compare`` says a change of software settings at one layout is worth: the
   speed-up of the published A/B pairs (:mod:`gpusim.validation_ab`: two runs of one source and stated layout whose
   settings differ, and the comparisons published as two figures), as measured ratio / predicted ratio. ``compare``
-  prints it under an LLM comparison that changes settings only (:data:`WHAT_IF_FIELDS`).
+  prints it under an LLM comparison that changes settings only (:func:`what_if_fields`).
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
@@ -490,21 +490,24 @@ def band_for(result, workload=None) -> Band | None:
     return None if key is None else load().get(key)
 
 
-#: [stop 47] the scenario inputs (``gpusim.comparison.flatten`` keys) a ``what-if`` comparison may change: the software
-#: settings the published A/B pairs change at one layout (:data:`gpusim.validation_ab.SETTINGS`'s fields)
-WHAT_IF_FIELDS = frozenset(f"strategy.{f}" for f in (
-    "precision", "fp8_recipe", "recompute", "recompute_modules", "cuda_graph_scope", "moe_dispatcher", "ep_overlap",
-    "moe_fused_mlp", "grad_dtype", "fp8_activations", "fp8_transpose_cache", "moe_router_padding", "tp_comm_overlap",
-    "cross_entropy", "moe_capacity_factor", "activation_offload_layers", "cp_comm", "pp_p2p_overlap",
-    "opt_state_dtype", "moe_imbalance_frac", "moe_expert_skew_frac"))
+def what_if_fields() -> frozenset[str]:
+    """[stop 47] The scenario inputs (``gpusim.comparison.flatten`` keys) a ``what-if`` comparison may change: the
+    Strategy fields of the settings the published A/B pairs change at one layout (:data:`gpusim.validation_ab.SETTINGS`;
+    their ``router``, force-balanced or not, is the scenario's routing imbalance and skew)."""
+    from gpusim.strategy import Strategy
+    from gpusim.validation_ab import SETTINGS
+
+    fields = {f for group in SETTINGS.values() for f in group} | {"moe_imbalance_frac", "moe_expert_skew_frac"}
+    return frozenset(f"strategy.{f}" for f in fields if f in Strategy.model_fields)
 
 
 def what_if_record(changed: list[str], *, llm: bool, ratio: float, calibrated: bool = False) -> dict:
     """The ``track_record`` of one ``gpusim compare`` gap: the ``what-if`` band with its 80% range carried to the
     predicted throughput ``ratio`` where the comparison is of LLM layouts and ``changed`` (the inputs that differ)
-    are all software settings (:data:`WHAT_IF_FIELDS`); else ``{"key": "what-if", "reason": ...}`` saying why no
+    are all software settings (:func:`what_if_fields`); else ``{"key": "what-if", "reason": ...}`` saying why no
     band applies."""
-    other = sorted(k.removeprefix("strategy.") for k in changed if k not in WHAT_IF_FIELDS)
+    allowed = what_if_fields()
+    other = sorted(k.removeprefix("strategy.") for k in changed if k not in allowed)
     if not llm:
         return {"key": "what-if", "reason": "none: the published A/B comparisons are of LLM layouts; this is not one"}
     if other:
@@ -512,7 +515,7 @@ def what_if_record(changed: list[str], *, llm: bool, ratio: float, calibrated: b
                                             f"layout; this comparison changes {', '.join(other)}"}
     band = load().get("what-if")
     return record_for(band, "what-if", calibrated=calibrated,
-                      ratio=band.speed_range(ratio) if band else (ratio, ratio))
+                      throughput_ratio_range=band.speed_range(ratio) if band else (ratio, ratio))
 
 
 def none_reason(key: str | None) -> str:

@@ -3,8 +3,9 @@
 A row of the published-runs tables (``validation/runs_*.csv``, ``validation/later_releases.csv``) carries the error of
 everything gpusim gets wrong about its run at once. Two rows of one source (the same ``source_id``: one publication, one
 container) that state the same model, GPU, GPU count, degrees, micro-batch, global batch and sequence, and whose
-scenarios differ in one setting (or two, named together: :data:`MAX_SETTINGS`), isolate that setting: the precision (BF16 / FP8 / MXFP8 and its scaling
-recipe), the MoE dispatcher, the expert-parallel overlap, the CUDA-graph scope, the recomputation, the router, ...
+scenarios differ in one setting (or two, named together: :data:`MAX_SETTINGS`), isolate that setting: the precision
+(BF16 / FP8 / MXFP8 and its scaling recipe), the MoE dispatcher, the expert-parallel overlap, the CUDA-graph scope,
+the recomputation, the router, ...
 The measured speed-up ``t_A / t_B - 1`` (``A``: the slower run) is then compared with gpusim's ``p_A / p_B - 1`` for
 the same two scenarios. A mechanism that is right moves the prediction as far as the measurement moved, whatever the
 absolute error both rows share (issue 17 item 2: "The FP8/BF16 step-time ratio is a number the model must get right per
@@ -12,8 +13,10 @@ GPU generation").
 
 Pairs are found, not listed: every pair of step-time rows of one source whose scenarios (:func:`scenario_key`, built
 from :func:`gpusim.validation_runs.row_setup`, the settings each row's notes state) agree on the layout and differ in
-the fields of one or two settings (:data:`SETTINGS`) is a pair. A pair with a held-out row is held out: only its summary is
-printed. Nothing in gpusim was set from these pairs.
+the fields of one or two settings (:data:`SETTINGS`) is a pair. A pair with a held-out row is held out: only its
+summary is printed. Nothing in gpusim was set from these pairs. The peak-memory rows pair by the same rule
+(:func:`memory_pairs`), the comparisons published as two figures come from ``validation/ab_published.csv``
+(:func:`published_pairs`).
 
 **Release steps** [stop 47] (:func:`release_steps`): the Megatron-Bridge performance tables measured many layouts in
 release after release. Each layout's step from one release table to the next is a comparison of the same kind with
@@ -262,7 +265,8 @@ def print_memory(ab: list[AbMemoryPair], print_table, *, holdout_rows: bool = Fa
         if not a["pairs"]:
             continue
         print(f"peak-memory A/B pairs, {label}: {a['pairs']}; the saving's error median "
-              f"{a['median_abs_error_bytes'] / gib:.2f} GiB (measured median {a['median_measured_saving_bytes'] / gib:.2f} "
+              f"{a['median_abs_error_bytes'] / gib:.2f} GiB (measured median "
+              f"{a['median_measured_saving_bytes'] / gib:.2f} "
               f"GiB, gpusim {a['median_predicted_saving_bytes'] / gib:.2f}); the run that held less ordered right in "
               f"{a['direction_right']} of {a['direction_judged']} pairs whose saving exceeds "
               f"{MEMORY_NOISE_BYTES / gib:.2f} GiB (not used to set anything)")
@@ -547,6 +551,7 @@ def print_section(ab: list[AbPair], print_table, *, holdout_rows: bool = False) 
                                                    f" (median error {v['median_abs_error_frac'] * 100:.1f} pts)")
                         for name, v in s[part]["settings"].items())
         print(f"A/B pairs, {label}: {a['pairs']}; speed-up error median {a['median_abs_error_frac'] * 100:.1f} points "
-              f"(measured median {a['median_measured_speedup_frac']:+.1%}, gpusim {a['median_predicted_speedup_frac']:+.1%}); "
+              f"(measured median {a['median_measured_speedup_frac']:+.1%}, "
+              f"gpusim {a['median_predicted_speedup_frac']:+.1%}); "
               f"faster run ordered right in {a['direction_right']} of {a['direction_judged']} pairs whose measured "
               f"speed-up exceeds {NOISE_FRAC:.0%}; by setting: {per} (not used to set anything)")

@@ -82,7 +82,7 @@ if top is not None and len(g["changes"]) > 1:
                 "their separate effects (they interact).", icon=":material/insights:")
 rec = g.get("track_record")
 if rec and "reason" not in rec:  # [stop 47] how far such a change's speed-up was from published A/B comparisons
-    lo, hi = rec.get("ratio") or (None, None)
+    lo, hi = rec.get("throughput_ratio_range") or (None, None)
     here = f"current at x{lo:.2f} to x{hi:.2f} the pinned speed" if lo is not None else None
     st.caption("Track record: " + shell.ui_text(report_line(rec, here=here)))
 shell.downloads("gpusim-compare", json_obj=out)

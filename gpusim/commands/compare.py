@@ -225,6 +225,6 @@ def print_comparison(out: dict) -> None:
                       f"together add {joint} beyond the sum of their separate effects")
         rec = g.get("track_record")
         if rec and "reason" not in rec:  # [stop 47] the published A/B comparisons' band (track_record.what_if_record)
-            lo, hi = rec.get("ratio") or (None, None)
+            lo, hi = rec.get("throughput_ratio_range") or (None, None)
             here = f"{g['name']} at x{lo:.2f} to x{hi:.2f} {g['reference']}'s speed" if lo is not None else None
             con.print(f"  track record: {report_line(rec, here=here)}", markup=False)

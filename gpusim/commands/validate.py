@@ -455,7 +455,7 @@ def cmd_validate(args) -> int:
                   f"median +{rep['median_spread_frac']:.1%}, p90 +{rep['p90_spread_frac']:.1%}: the settings a layout "
                   f"does not state (the container, CUDA graphs, the dispatcher ...) move a measurement this much; "
                   f"gpusim reads some of them from each row's notes, not all")
-    if ab or steps or ab_memory:  # [issue 17] what one setting does, measured against gpusim, whatever error both rows share
+    if ab or steps or ab_memory:  # [issue 17] what one setting does, whatever error both rows of a pair share
         from gpusim.validation_ab import print_memory, print_releases
         from gpusim.validation_ab import print_section as print_ab
 

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("moe_gap", ROOT / "tools" / "moe_gap.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (its dataclass looks its module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_tool_reads_open_moe_rows_only_and_signs_the_gap_as_the_error(db):
+def test_the_tool_reads_open_moe_rows_only_and_signs_the_gap_as_the_error(db, load_tool):
     from gpusim import validation_runs as V
 
-    rows = _tool().gaps(db)
+    rows = load_tool("moe_gap").gaps(db)
     held = set()
     for path in [*V.default_paths(), V.later_releases_path()]:
         with open(path, newline="") as f:

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("twin_settings", ROOT / "tools" / "twin_settings.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_open_rows_only_and_nothing_taken_changes_nothing(db):
+def test_open_rows_only_and_nothing_taken_changes_nothing(db, load_tool):
     from gpusim import validation_runs as V
 
-    rows = _tool().twins(db)
+    rows = load_tool("twin_settings").twins(db)
     held = set()
     for path in [*V.default_paths(), V.later_releases_path()]:
         with open(path, newline="") as f:
