@@ -798,6 +798,7 @@ def moe_fields(spec, strategy) -> dict:
             "moe_n_groups": float(groups or 1), "moe_topk_groups": float(limit) if limit else float("inf"),
             "moe_frac": spec.n_moe_layers / spec.n_layers, "n_experts": float(spec.n_experts),
             "top_k": float(spec.top_k), "expert_ff_dim": float(spec.expert_ff_dim),
+            "moe_latent_dim": float(spec.moe_latent_dim or 0),  # [stop 48] LatentMoE
             "shared_ff_dim": float(spec.shared_ff_dim), "moe_capacity": float("nan") if cap is None else float(cap),
             "moe_imbalance_frac": _imbalance_frac(spec, strategy),
             "moe_expert_skew_frac": float("nan") if getattr(strategy, "moe_expert_skew_frac", None) is None

@@ -444,7 +444,7 @@ def sorts_chunks(dispatcher, ep, local_experts):
     return (np.asarray(dispatcher) == ALLTOALL) & (_f(ep) > 1) & (_f(local_experts) > 1)
 
 
-def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
+def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp, hx=None):
     """``(forward, backward)`` bytes of the FP8 quantisations an MoE layer makes against the dense FFN's (per rank and
     micro-batch; zero without FP8).
 
@@ -465,10 +465,11 @@ def expert_cast_bytes(mode, *, T, recv_tokens, h, f, fe, fs, up, tp, etp):
     per, norm, act = FP8.cast_bytes_per_elem(code), FP8.norm_fused_bytes_per_elem(code), FP8.act_fused_bytes_per_elem(code)
     r, T = _f(recv_tokens), _f(T)
     h, f, fe, fs, up, tp, etp = (_f(v) for v in (h, f, fe, fs, up, tp, etp))
+    hx = h if hx is None else _f(hx)  # [stop 48] the experts' input and output width (LatentMoE's latent)
     shared = fs > 0
-    fwd = (r * (h + fe / etp) * per + T * fs / tp * act
+    fwd = (r * (hx + fe / etp) * per + T * fs / tp * act
            - T * f / tp * act - np.where(shared, 0.0, T * h * norm))
-    bwd = (r * (h + fe * up / etp) * per + T * fs * up / tp * act
+    bwd = (r * (hx + fe * up / etp) * per + T * fs * up / tp * act
            - T * f * up / tp * act - np.where(shared, 0.0, T * h * per))
     on = code > 0
     return np.where(on, fwd, 0.0), np.where(on, bwd, 0.0)
@@ -566,8 +567,9 @@ def moe_params_per_rank(x: dict, tp):
     h, E = _f(x["d_model"]), _f(x["n_experts"])
     ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
     mats = _f(x["ffn_mats"])
-    expert_rank = E / ep * h * _f(x["expert_ff_dim"]) * mats / etp
-    moe_rank = h * E + h * _f(x["shared_ff_dim"]) * mats / tp + expert_rank
+    lat = _f(x.get("moe_latent_dim", 0.0))  # [stop 48] LatentMoE: experts at the latent width, two projections
+    expert_rank = E / ep * np.where(lat > 0, lat, h) * _f(x["expert_ff_dim"]) * mats / etp
+    moe_rank = h * E + h * _f(x["shared_ff_dim"]) * mats / tp + expert_rank + 2.0 * h * lat
     return moe_frac * (moe_rank - h * _f(x["ff_dim"]) * mats / tp), moe_frac * expert_rank
 
 
@@ -589,6 +591,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     h = _f(x["d_model"])
     E, k = _f(x["n_experts"]), _f(x["top_k"])
     fe, fs, fd = _f(x["expert_ff_dim"]), _f(x["shared_ff_dim"]), _f(x["ff_dim"])
+    # [stop 48] LatentMoE: the router reads the full width h; the dispatched tokens, the experts' inputs and outputs,
+    # their permutations, all-to-alls and FP8 copies are ``lat`` wide (hx below)
+    lat = _f(x.get("moe_latent_dim", 0.0))
+    hx = np.where(lat > 0, lat, h)
     up = _f(x["ffn_mats"]) - 1.0
     ep, etp = _f(x.get("ep", 1.0)), _f(x.get("expert_tp", 1.0))
 
@@ -621,8 +627,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     tpe = tokens_per_expert(n_tok, k, E, ep, etp) * load
     local = E / ep
     rounds, conc = grouped_gemm_rounds(local)  # TE's grouped GEMM: per-expert cuBLAS GEMMs on 4 streams
-    x_up_f, x_up_b = linear(tpe, fe * up / etp, h, conc)
-    x_dn_f, x_dn_b = linear(tpe, h, fe / etp, conc)
+    x_up_f, x_up_b = linear(tpe, fe * up / etp, hx, conc)
+    x_dn_f, x_dn_b = linear(tpe, hx, fe / etp, conc)
     x_up_f, x_up_b, x_dn_f, x_dn_b = (rounds * t for t in (x_up_f, x_up_b, x_dn_f, x_dn_b))
     routed_tokens = tpe * local
     # [issue 17] the dispatcher's (un)permutations as Megatron-Core runs them (permutation_bytes), the same bytes
@@ -630,7 +636,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     dispatcher = np.asarray(x.get("moe_dispatcher", ALLTOALL))
     # [issue 17] the flex dispatcher moves one row per (token, EP rank holding one of its experts)
     hit = expected_distinct_ranks(k, E, ep, x.get("moe_topk_groups", np.inf), x.get("moe_n_groups", 1.0))
-    perm_bytes = permutation_bytes(n_tok, routed_tokens, k, h, e,
+    perm_bytes = permutation_bytes(n_tok, routed_tokens, k, hx, e,
                                    sort_chunks=sorts_chunks(dispatcher, ep, local), dispatcher=dispatcher,
                                    ranks_hit=hit * load)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
@@ -641,7 +647,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     fused = np.asarray(x.get("moe_fused_mlp", False), dtype=bool) & (fp8_code == FP8.MX)
     if np.any(fused):
         both = FP8.cast_bytes_per_elem(fp8_code) - e  # the row- and column-wise FP8 copies and scales, written
-        fz_f, fz_b = fused_mlp_terms(gemm, tpe=tpe, local=local, h=h, fe=fe / etp, up=up, e=e, both=both,
+        fz_f, fz_b = fused_mlp_terms(gemm, tpe=tpe, local=local, h=hx, fe=fe / etp, up=up, e=e, both=both,
                                      w_out=w_out, w_src=w_src)
         x_up_f = np.where(fused, fz_f, x_up_f)
         x_dn_f = np.where(fused, 0.0, x_dn_f)
@@ -655,7 +661,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # gradient in its GEMMs' epilogues and the other two by one kernel over all experts each
     if np.any(fp8_code > 0):
         cast_f, cast_b = expert_cast_bytes(fp8_code, T=T, recv_tokens=routed_tokens, h=h, f=fd, fe=fe, fs=fs, up=up,
-                                           tp=tp, etp=etp)
+                                           tp=tp, etp=etp, hx=hx)
         if np.any(fused):
             per = FP8.cast_bytes_per_elem(fp8_code)
             cast_f = cast_f - np.where(fused, routed_tokens * fe / etp * per, 0.0)
@@ -668,7 +674,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         # captured, sync-free layer cannot; its recipes pad in the router or the fused dispatch instead)
         pads = ((fp8_code > 0) & (dispatcher == ALLTOALL) & ~GRAPHS.sync_free(_f(x.get("cuda_graphs", 0.0)))
                 & ~np.asarray(x.get("moe_router_padding", False), dtype=bool))
-        pad_f, pad_b, pad_k = fp8_padding_bytes(routed_tokens, h, e, pads)
+        pad_f, pad_b, pad_k = fp8_padding_bytes(routed_tokens, hx, e, pads)
         experts_f = experts_f + pad_f / mem_rate + pad_k * p.kernel_tail_s
         experts_b = experts_b + pad_b / mem_rate + pad_k * p.kernel_tail_s
     # [issue 17] the experts' output bias (times the routing probability, per expert) and the GLU clamp, eager kernels
@@ -679,7 +685,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         extra_f_ops = extra_b_ops = pad_k
     if np.any(bias_on | clamp_on):
         xb_f, xb_b, clamp_f, extra_keep, xk_f, xk_b = expert_extra_bytes(
-            routed_tokens, h, fe / etp, local, e, bias=bias_on, clamp=clamp_on, fused=fused)
+            routed_tokens, hx, fe / etp, local, e, bias=bias_on, clamp=clamp_on, fused=fused)
         experts_f = experts_f + xb_f / mem_rate + xk_f * p.kernel_tail_s
         experts_b = experts_b + xb_b / mem_rate + xk_b * p.kernel_tail_s
         extra_f_ops, extra_b_ops = extra_f_ops + xk_f, extra_b_ops + xk_b
@@ -690,8 +696,19 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     has_shared = fs > 0
     shared_f = np.where(has_shared, s_up_f + s_dn_f + s_act, 0.0)
     shared_b = np.where(has_shared, s_up_b + s_dn_b + 2.0 * s_act, 0.0)
-    moe_f = router_f + experts_f + shared_f
-    moe_b = router_b + experts_b + shared_b
+    # [stop 48] LatentMoE's projections on the rank's tokens (weights replicated): fc1_latent_proj h -> lat before the
+    # dispatch, fc2_latent_proj lat -> h after the combine (a linear layer's forward and backward each)
+    has_lat = lat > 0
+    if np.any(has_lat):
+        l1_f, l1_b = linear(n_tok, lat, h)
+        l2_f, l2_b = linear(n_tok, h, lat)
+        lat_f, lat_b = np.where(has_lat, l1_f + l2_f, 0.0), np.where(has_lat, l1_b + l2_b, 0.0)
+        extra_f_ops = extra_f_ops + np.where(has_lat, 2.0, 0.0)
+        extra_b_ops = extra_b_ops + np.where(has_lat, 4.0, 0.0)
+    else:
+        lat_f = lat_b = 0.0
+    moe_f = router_f + experts_f + shared_f + lat_f
+    moe_b = router_b + experts_b + shared_b + lat_b
     # all-to-all dispatch + combine (forward), the same backward (their gradients); expert-TP gathers and scatters
     # the tokens. What the busiest rank receives (dispatch) and sends (combine) is ``load`` times the mean.
     a2a_nodes, a2a_inter = a2a_fabric(ep, etp, domain, _f(x["gpus_per_node"]) * _f(x["n_nodes"]), g,
@@ -705,10 +722,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     rows = np.where(flex, hit, k)  # [issue 17] rows per token: DeepEP / HybridEP send a token once per rank it reaches
 
     def one_a2a(elem):
-        flat = coll(C.ALL_TO_ALL, a2a_bytes_per_layer(n_tok, rows, h, elem) * load, ep, a2a_nodes, a2a_inter)
+        flat = coll(C.ALL_TO_ALL, a2a_bytes_per_layer(n_tok, rows, hx, elem) * load, ep, a2a_nodes, a2a_inter)
         if not np.any(hier):
             return flat
-        tree, _, _ = hierarchical_dispatch_s(coll, tokens=n_tok * load, top_k=k, n_experts=E, d_model=h,
+        tree, _, _ = hierarchical_dispatch_s(coll, tokens=n_tok * load, top_k=k, n_experts=E, d_model=hx,
                                              elem_bytes=elem, ep=ep, n_nodes=a2a_nodes,
                                              max_nodes=max_nodes, nic_bytes_per_s=a2a_inter / (ep / a2a_nodes),
                                              ranks_hit=hit)
@@ -718,8 +735,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     a2a_dispatch = np.where(fp8_disp, one_a2a(e_disp), a2a_combine) if np.any(fp8_disp) else a2a_combine
     a2a = 0.5 * (a2a_dispatch + a2a_combine)
     etp_nodes = np.maximum(1.0, etp / domain)
-    etp_comm = np.where(etp > 1, coll(C.REDUCE_SCATTER, routed_tokens * h * e, etp, etp_nodes)  # outputs
-                        + coll(C.ALL_GATHER, routed_tokens * h * e, etp, etp_nodes), 0.0)  # inputs
+    etp_comm = np.where(etp > 1, coll(C.REDUCE_SCATTER, routed_tokens * hx * e, etp, etp_nodes)  # outputs
+                        + coll(C.ALL_GATHER, routed_tokens * hx * e, etp, etp_nodes), 0.0)  # inputs
     hidden = 1.0 - p.ep_a2a_overlap_frac
     ep_f = (2.0 * a2a + etp_comm) * hidden
     ep_b = (2.0 * a2a + etp_comm) * hidden
@@ -739,7 +756,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f
     # [issue 17] the part of the layer after the sync: its GPU time and its CPU launches (synced_forward_s)
-    post_gpu_f = experts_f + shared_f
+    post_gpu_f = experts_f + shared_f + (np.where(has_lat, l2_f, 0.0) if np.any(has_lat) else 0.0)
     post_cpu_f = cpu_f - pre_cpu_f
     delta_params, expert_params = moe_params_per_rank(x, tp)
     # activations kept for backward: the dense FFN's against router scores, the dispatched tokens (fc1's input, once:
@@ -748,8 +765,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # all-to-all backward need only the routing map and the splits), their probabilities (fp32), the expert
     # activations and the shared experts'
     dense_keep = T / tp * e * fd * (up + 1.0)
-    moe_keep = (n_tok * E * 4.0 + routed_tokens * (h * e + 4.0) + routed_tokens * e * fe / etp * (up + 1.0)
-                + T / tp * e * fs * (up + 1.0))
+    moe_keep = (n_tok * E * 4.0 + routed_tokens * (hx * e + 4.0) + routed_tokens * e * fe / etp * (up + 1.0)
+                + T / tp * e * fs * (up + 1.0) + n_tok * lat * e)  # [stop 48] fc2_latent_proj's input
     delta_act = moe_frac * (moe_keep - dense_keep)
     delta_f, delta_b = moe_frac * (moe_f - dense_f), moe_frac * (moe_b - dense_b)
     # [issue 12] memory saving (gpusim.model.llm.activation_bytes_per_layer): with the FP8 activation cache the
@@ -765,7 +782,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     if np.any(fp8_act) or np.any(moe_act):
         c = FP8.act_cache_bytes(fp8_mode, fp8_act, e)
         fe_local = fe / etp
-        moe_saved = (routed_tokens * h * (e - c) + routed_tokens * fe_local * ((e - c) * up + np.where(moe_act, e, e - c))
+        moe_saved = (routed_tokens * hx * (e - c) + routed_tokens * fe_local * ((e - c) * up + np.where(moe_act, e, e - c))
                      + T / tp * fs * (e - c) * (up + 1.0))
         dense_saved = T / tp * fd * (e - c) * (up + 1.0)
         delta_act = delta_act - moe_frac * (moe_saved - dense_saved)
@@ -783,7 +800,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     if np.any(te_mode > 0):
         delta_act = delta_act + moe_frac * FP8.te_moe_saved_input_delta_bytes(
             te_mode, routed_tokens=routed_tokens, tokens=T / tp, h=h, fe_local=fe / etp, fs=fs, elem_bytes=e,
-            moe_act=moe_act)
+            moe_act=moe_act, hx=hx)
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
@@ -810,5 +827,7 @@ def moe_flop_delta_per_token(x: dict):
     h = _f(x["d_model"])
     mats = _f(x["ffn_mats"])
     k, E = _f(x["top_k"]), _f(x["n_experts"])
-    moe = 2.0 * h * E + 2.0 * h * mats * (k * _f(x["expert_ff_dim"]) + _f(x["shared_ff_dim"]))
+    lat = _f(x.get("moe_latent_dim", 0.0))  # [stop 48] LatentMoE: experts at the latent width, two projections
+    moe = (2.0 * h * E + 2.0 * mats * (k * np.where(lat > 0, lat, h) * _f(x["expert_ff_dim"])
+                                       + h * _f(x["shared_ff_dim"])) + 4.0 * h * lat)
     return moe_frac * (moe - 2.0 * h * mats * _f(x["ff_dim"]))

@@ -230,7 +230,8 @@ def te_saved_input_delta_bytes(mode, *, tokens, h, o_in, f, tp, sp, elem_bytes, 
     return np.where(code > 0, _f(attn_frac) * attn + _f(dense_ffn_frac) * ffn, 0.0)
 
 
-def te_moe_saved_input_delta_bytes(mode, *, routed_tokens, tokens, h, fe_local, fs, elem_bytes, moe_act=False):
+def te_moe_saved_input_delta_bytes(mode, *, routed_tokens, tokens, h, fe_local, fs, elem_bytes, moe_act=False,
+                                   hx=None):
     """[issue 17] Change of one MoE layer's saved activations (bytes, one micro-batch) when its experts run in FP8
     under Transformer Engine, against the 16-bit accounting of :func:`gpusim.model.experts.moe_layer_terms`, with
     ``c`` = :func:`te_saved_input_bytes` and ``e`` the 16-bit element size. Megatron-Core's ``TEGroupedMLP``
@@ -247,7 +248,8 @@ def te_moe_saved_input_delta_bytes(mode, *, routed_tokens, tokens, h, fe_local, 
       fc1 keeps an FP8 copy of the norm output, ``+ tokens h c``, beside the 16-bit one the router's gating GEMM keeps.
 
     Hand-worked: per-tensor FP8 (c 1), e 2, 32,768 routed copies of h 7168 into experts of 2048, 4096 tokens, a shared
-    expert of 2048: ``-32768 (7168 + 2048) + 4096 (7168 - 2048) = -281 MB``. Zero without FP8."""
+    expert of 2048: ``-32768 (7168 + 2048) + 4096 (7168 - 2048) = -281 MB``. Zero without FP8. ``hx``: the routed
+    experts' input width where it is not ``h`` ([stop 48] LatentMoE's latent)."""
     code = np.asarray(mode, dtype=np.int64)
     if not np.any(code > 0):
         return 0.0
@@ -256,7 +258,8 @@ def te_moe_saved_input_delta_bytes(mode, *, routed_tokens, tokens, h, fe_local, 
     R, T = _f(routed_tokens), _f(tokens)
     fc2 = np.where(np.asarray(moe_act, dtype=bool), 0.0, R * _f(fe_local) * (c - e))
     shared = np.where(_f(fs) > 0, T * (_f(h) * c + _f(fs) * (c - e)), 0.0)
-    return np.where(code > 0, R * _f(h) * (c - e) + fc2 + shared, 0.0)
+    hr = _f(h) if hx is None else _f(hx)
+    return np.where(code > 0, R * hr * (c - e) + fc2 + shared, 0.0)
 
 
 def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0, transpose_cache=True):

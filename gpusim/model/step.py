@@ -226,6 +226,7 @@ class StepInputs:
     n_experts: np.ndarray = _one(0.0)
     top_k: np.ndarray = _one(0.0)
     expert_ff_dim: np.ndarray = _one(0.0)
+    moe_latent_dim: np.ndarray = _one(0.0)  # [stop 48] LatentMoE's expert width (0: d_model)
     shared_ff_dim: np.ndarray = _one(0.0)
     moe_capacity: np.ndarray = _one(np.nan)  # capacity factor (experts padded to it); NaN: dropless
     moe_imbalance_frac: np.ndarray = _one(np.nan)  # busiest EP rank / mean - 1; NaN: from routing statistics
@@ -765,7 +766,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "vp", "micro_batch", "sp", "recompute", "flash", "dropout", "rope", "qk_norm", "untied", "layer_params",
              "embed_params", "grad_accum_fusion", "ce_code", "grad_bytes_per_param", "gemm_serial_epilogue", "tp_async_bwd", "tp_comm_overlap", "pp_p2p_overlap", "act_scale", "mem_bytes_per_s", "sm_count", "n_nodes", "intra_busbw_bytes_per_s",
              "intra_hop_s", "inter_busbw_bytes_per_s", "inter_hop_s", "nvls", "ll_max_busbw_bytes_per_s", "ll128", "host_cpu", "cp", "cp_kind", "ep", "expert_tp",
-             "moe_frac", "n_experts", "top_k", "expert_ff_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
+             "moe_frac", "n_experts", "top_k", "expert_ff_dim", "moe_latent_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_expert_skew_frac", "moe_expert_bias", "moe_glu_clamp", "moe_router_padding", "moe_fused_mlp",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
              "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "fp8_act", "mla_q_lora", "mla_kv_lora",

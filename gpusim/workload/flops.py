@@ -38,7 +38,9 @@ def _matmul_weights_per_token(spec: TransformerSpec) -> float:
     n_mm = 3 if spec.gated_ffn else 2
     dense_ffn = n_mm * h * spec.ff_dim
     # model FLOPs count the routed tokens only: capacity padding is work the hardware does, not the model's
-    moe_ffn = (n_mm * h * (spec.top_k * spec.expert_ff_dim + spec.shared_ff_dim)
+    # [stop 48] LatentMoE: the routed experts at the latent width, and its two projections h <-> l
+    moe_ffn = (n_mm * (spec.top_k * spec.expert_io_dim * spec.expert_ff_dim + h * spec.shared_ff_dim)
+               + 2 * h * float(spec.moe_latent_dim or 0)
                + h * spec.n_experts + (h if spec.shared_expert_gate and spec.n_shared_experts else 0.0))
     L_moe = spec.n_moe_layers
     head = h * spec.padded_vocab if spec.head == "lm" else 0.0
@@ -105,8 +107,9 @@ def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[s
         core = qd * s / 2 * 2
     L_moe = spec.n_moe_layers
     L_ffn = spec.n_ffn_layers
-    mlp = h * (spec.ff_dim * ffn_mult * (L_ffn - L_moe)
-               + (spec.expert_ff_dim * spec.top_k * ffn_mult + spec.shared_ff_dim * ffn_mult) * L_moe)
+    mlp = (h * spec.ff_dim * ffn_mult * (L_ffn - L_moe)
+           + (spec.expert_io_dim * spec.expert_ff_dim * spec.top_k * ffn_mult + h * spec.shared_ff_dim * ffn_mult
+              + 2 * h * float(spec.moe_latent_dim or 0)) * L_moe)
     logit = h * spec.padded_vocab
     megatron = 6 * (mlp + n_attn * (proj + core) + logit)
     if spec.n_mamba_layers:

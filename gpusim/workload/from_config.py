@@ -491,8 +491,9 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     ``M`` a Mamba-2 mixer, ``*`` attention, ``-`` an MLP (squared ReLU, not gated), ``E`` a mixture-of-experts block
     (Nemotron 3 Nano: ``n_routed_experts`` experts of ``moe_intermediate_size``, top ``num_experts_per_tok``, plus
     ``n_shared_experts`` of ``moe_shared_expert_intermediate_size``; squared-ReLU experts like the MLP; sigmoid router
-    with a score-correction bias; transformers' ``NemotronHConfig`` / ``NemotronHMOE``); one RMSNorm per block; the
-    attention has no position embedding (Nemotron-H report, arXiv 2504.03624, section 2.1)."""
+    with a score-correction bias; transformers' ``NemotronHConfig`` / ``NemotronHMOE``; [stop 48] Nemotron 3 Super's
+    ``moe_latent_size``: LatentMoE, :attr:`gpusim.workload.transformer.TransformerSpec.moe_latent_dim`); one RMSNorm
+    per block; the attention has no position embedding (Nemotron-H report, arXiv 2504.03624, section 2.1)."""
     L = c.int("num_hidden_layers")
     h = c.int("hidden_size")
     pattern = c.str("hybrid_override_pattern")
@@ -529,6 +530,14 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
         groups = c.opt_int("n_group")
         if groups and groups > 1:
             spec.update(moe_n_groups=groups, moe_topk_groups=c.int("topk_group"))
+        latent = c.opt_int("moe_latent_size")  # [stop 48] LatentMoE (Nemotron 3 Super / Ultra)
+        if latent:
+            if latent > h:
+                raise c._fail("moe_latent_size", f"LatentMoE's expert width must not exceed hidden_size={h} "
+                              f"(got {latent})")
+            spec["moe_latent_dim"] = latent
+    if c.int("num_nextn_predict_layers", 0, minimum=0, why="no multi-token prediction module"):
+        c.assumptions.append("num_nextn_predict_layers: the multi-token-prediction layers are not counted")
     c.assumptions.append("no rotary or other position embedding in the attention layers (Nemotron-H)")
     return spec
 

@@ -75,6 +75,11 @@ class TransformerSpec:
     n_shared_experts, shared_expert_d_ff : always-on shared experts and the width of each (default
         ``expert_d_ff``; DeepSeek-V2/V3, Qwen2-MoE).
     shared_expert_gate : a sigmoid gate ``h -> 1`` on the shared expert output (Qwen2-MoE).
+    moe_latent_dim : [stop 48] LatentMoE (Nemotron 3 Super / Ultra, ``moe_latent_size``): the routed experts work in a
+        latent width ``l < d_model``: the router reads the full hidden state, ``fc1_latent_proj`` ``h -> l`` projects
+        the token before the dispatch, each expert maps ``l -> expert_d_ff -> l``, the combined result is projected
+        back by ``fc2_latent_proj`` ``l -> h``; the shared experts keep the full width (transformers'
+        ``NemotronHMoE``). None: the experts read and write ``d_model``.
     first_k_dense, moe_layer_freq : layer ``i`` is an MoE layer when ``i >= first_k_dense`` and
         ``i % moe_layer_freq == 0`` (DeepSeek's ``first_k_dense_replace``/``moe_layer_freq``, Megatron's
         ``--moe-layer-freq``); the others use a dense FFN of width ``d_ff``.
@@ -180,6 +185,7 @@ class TransformerSpec:
     moe_layer_freq: int = 1
     dense_layers: tuple[int, ...] = ()
     router_bias: bool = False
+    moe_latent_dim: int | None = None
     moe_capacity_factor: float | None = None
     moe_imbalance_frac: float | None = None
     moe_n_groups: int | None = None
@@ -230,6 +236,12 @@ class TransformerSpec:
         if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or int(w) != w or w < 1):
             raise ScenarioError(f"attention_window (the keys a query may see) must be a positive integer or None for "
                                 f"full attention (got {w!r})")
+        lat = self.moe_latent_dim
+        if lat is not None and (isinstance(lat, bool) or int(lat) != lat or not 1 <= lat <= self.d_model
+                                or not self.n_experts):
+            raise ScenarioError(f"moe_latent_dim (LatentMoE's expert width) must be an integer between 1 and d_model="
+                                f"{self.d_model} on a mixture-of-experts model, or None (got {lat!r}, n_experts="
+                                f"{self.n_experts})")
         if self.moe_capacity_factor is not None and not self.moe_capacity_factor > 0:
             raise ScenarioError(f"moe_capacity_factor must be > 0 or None (got {self.moe_capacity_factor})")
         if self.glu_clamp is not None and (not self.glu_clamp > 0 or not self.gated_ffn):  # [issue 17]
@@ -476,14 +488,32 @@ class TransformerSpec:
             return 0.0
         return self._ffn_params(self.shared_ff_dim) + (float(self.d_model) if self.shared_expert_gate else 0.0)
 
+    @property
+    def expert_io_dim(self) -> float:
+        """[stop 48] The width a routed expert reads and writes: the LatentMoE latent, else ``d_model``."""
+        return float(self.moe_latent_dim or self.d_model)
+
     def expert_params(self) -> float:
-        """One routed expert."""
-        return self._ffn_params(self.expert_ff_dim)
+        """One routed expert (``expert_io_dim -> expert_d_ff -> expert_io_dim``)."""
+        h, f = self.expert_io_dim, self.expert_ff_dim
+        bias = self.bias if self.mlp_bias is None else self.mlp_bias
+        if self.gated_ffn:
+            return 3 * h * f + ((2 * f + h) if bias else 0.0)
+        return 2 * h * f + ((f + h) if bias else 0.0)
+
+    def latent_proj_params(self) -> float:
+        """[stop 48] LatentMoE's ``fc1_latent_proj`` and ``fc2_latent_proj`` of one MoE layer (0 without a latent)."""
+        if not self.moe_latent_dim:
+            return 0.0
+        bias = self.bias if self.mlp_bias is None else self.mlp_bias
+        h, lat = float(self.d_model), float(self.moe_latent_dim)
+        return 2 * h * lat + ((lat + h) if bias else 0.0)
 
     def moe_params(self, active: bool = False) -> float:
-        """One MoE layer's FFN: router + routed experts (all, or the ``top_k`` a token uses) + shared."""
+        """One MoE layer's FFN: router + routed experts (all, or the ``top_k`` a token uses) + shared + LatentMoE's
+        projections."""
         n = self.top_k if active else self.n_experts
-        return self.router_params() + n * self.expert_params() + self.shared_params()
+        return self.router_params() + n * self.expert_params() + self.shared_params() + self.latent_proj_params()
 
     def layer_params(self, i: int | None = None, active: bool = False) -> float:
         """Parameters of one transformer layer (attention, FFN or experts, norms); ``i`` picks the layer
@@ -673,9 +703,15 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
               L_moe * WEIGHT_BYTES * spec.router_params())
         # softmax/sigmoid + top-k over the router logits; permute tokens to experts and back (Megatron-Core's
         # alltoall dispatcher: permute, sort, unpermute + weighted combine)
+        hx = spec.expert_io_dim  # [stop 48] LatentMoE: the tokens travel and the experts work at the latent width
         g.add("elementwise", "moe routing and permutation", L_moe * 5, 0.0,
-              L_moe * (E * 4 * s * n_e + E * 2 * 2 * routed * h + E * routed * h))
-        e_flop, e_mm_b, e_ew_k, e_ew_b, e_keep = _ffn_costs(routed, h, spec.expert_ff_dim, spec.gated_ffn)
+              L_moe * (E * 4 * s * n_e + E * 2 * 2 * routed * hx + E * routed * hx))
+        e_flop, e_mm_b, e_ew_k, e_ew_b, e_keep = _ffn_costs(routed, hx, spec.expert_ff_dim, spec.gated_ffn)
+        if spec.moe_latent_dim:  # fc1_latent_proj h -> l before the dispatch, fc2_latent_proj l -> h after the combine
+            lat = float(spec.moe_latent_dim)
+            g.add("matmul", "latent projections", L_moe * 2, L_moe * 2 * 2 * s * h * lat,
+                  L_moe * E * 2 * (s * h + s * lat), L_moe * WEIGHT_BYTES * spec.latent_proj_params())
+            e_keep += E * s * lat                                     # fc2_latent_proj's input
         # grouped GEMM: one kernel per expert matrix for all experts (Megatron --moe-grouped-gemm)
         g.add("matmul", "experts", L_moe * n_mlp, L_moe * e_flop, L_moe * e_mm_b,
               L_moe * WEIGHT_BYTES * spec.n_experts * spec.expert_params())
