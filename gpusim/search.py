@@ -599,7 +599,7 @@ def _best_per_segment(score, segs, H: int) -> np.ndarray:
 #: the base-row fields :func:`state_lower_bound_bytes` reads (its result is shared by hardware rows that agree on them)
 _BOUND_FIELDS = ("layer_params", "strategy", "weight_bytes_per_param", "grad_bytes_per_param", "master_bytes_per_param",
                  "opt_state_bytes_per_param", "moe_frac", "d_model", "n_experts", "expert_tp", "ffn_mats",
-                 "expert_ff_dim", "shared_ff_dim", "ff_dim")
+                 "expert_ff_dim", "moe_latent_dim", "shared_ff_dim", "ff_dim")
 
 
 def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, precision: str = "auto", db, params,

@@ -468,8 +468,9 @@ class TransformerSpec:
             attn += float(self.n_heads)
         return attn + (h * qd if self.rel_pos else 0.0)
 
-    def _ffn_params(self, f: float) -> float:
-        h = float(self.d_model)
+    def _ffn_params(self, f: float, h: float | None = None) -> float:
+        """An FFN of width ``f`` reading and writing ``h`` (default ``d_model``)."""
+        h = float(self.d_model if h is None else h)
         bias = self.bias if self.mlp_bias is None else self.mlp_bias
         if self.gated_ffn:
             return 3 * h * f + ((2 * f + h) if bias else 0.0)
@@ -495,11 +496,7 @@ class TransformerSpec:
 
     def expert_params(self) -> float:
         """One routed expert (``expert_io_dim -> expert_d_ff -> expert_io_dim``)."""
-        h, f = self.expert_io_dim, self.expert_ff_dim
-        bias = self.bias if self.mlp_bias is None else self.mlp_bias
-        if self.gated_ffn:
-            return 3 * h * f + ((2 * f + h) if bias else 0.0)
-        return 2 * h * f + ((f + h) if bias else 0.0)
+        return self._ffn_params(self.expert_ff_dim, self.expert_io_dim)
 
     def latent_proj_params(self) -> float:
         """[stop 48] LatentMoE's ``fc1_latent_proj`` and ``fc2_latent_proj`` of one MoE layer (0 without a latent)."""
