@@ -147,6 +147,7 @@ def breakdown(workload) -> list[dict[str, float | int | str]]:
     part_of = {"attention projections": "attention", "attention (fused)": "attention",
                "attention scores and context": "attention", "mlp": "mlp", "router": "router",
                "experts": "experts", "shared experts": "shared experts", "lm head": "lm head",
+               "latent projections": "latent projections",
                "mamba projections": "mamba", "mamba causal conv1d": "mamba", "mamba selective scan": "mamba"}
     for g in workload.layers:
         part = part_of.get(g.name, "lm head" if g.name.startswith("lm head") else "other")
@@ -169,6 +170,9 @@ def breakdown(workload) -> list[dict[str, float | int | str]]:
                      L_moe * spec.top_k * spec.expert_params()))
         if spec.n_shared_experts:
             rows.append(("shared experts", L_moe, L_moe * spec.shared_params(), L_moe * spec.shared_params()))
+        if spec.moe_latent_dim:  # [stop 48] LatentMoE's fc1_latent_proj and fc2_latent_proj
+            lp = L_moe * spec.latent_proj_params()
+            rows.append(("latent projections", L_moe, lp, lp))
     rows.append(("norms", 0, norms, norms))
     rows.append(("lm head", 0, head, head))
     known = sum(r[2] for r in rows)

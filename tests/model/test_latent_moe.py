@@ -101,6 +101,13 @@ def test_nemotron_3_super_config_loads_with_its_latent():
     # a routed expert maps the 1024-wide latent: 2 x 1024 x 2688 weights, not 2 x 4096 x 2688
     assert sp.expert_params() == 2 * 1024 * 2688
     assert sp.latent_proj_params() == 2 * 4096 * 1024
+    # `gpusim models show` names the projections as their own part, which adds up with the others
+    from gpusim.workload.flops import breakdown
+
+    parts = {r["part"]: r for r in breakdown(wl)}
+    assert parts["latent projections"]["params"] == 40 * 2 * 4096 * 1024
+    assert parts["latent projections"]["fwd_flop_per_token"] == pytest.approx(40 * 2 * 2 * 4096 * 1024)
+    assert not any(p.startswith("other") for p in parts)
 
 
 def test_latent_moe_predicts_faster_and_lighter_than_the_same_model_at_full_width(tmp_path, capsys):
