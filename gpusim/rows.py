@@ -35,6 +35,7 @@ from gpusim.model.graphs import scope_mask
 from gpusim.model.llm import (CE_CODES, FLASH_BWD_FLOP_MULT, HOPPER, attention_tile_frac, causal_rate_frac,
                               kernel_tiles, query_block_overhead_tiles, window_time_frac)
 from gpusim.model.step import StepInputs
+from gpusim.workload.transformer import MTP_GROUP
 from gpusim.params import DEFAULT_PARAMS, PATH_CLASSES, ModelParams
 from gpusim.rules import nvlink_domain_gpus, padded_layers, scenario_layout, transformer_of
 from gpusim.scenario import Hardware, Scenario, format_validation_error
@@ -43,7 +44,7 @@ from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BY
                              opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
-__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention",  # [issue 17] apply_attention
+__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention", "apply_mtp",  # [issue 17] apply_attention
            "peak_for", "hardware_row", "scenario_row", "llm_row",
            "stack_rows", "build_inputs", "single_gpu_scenario", "transformer_of", "nvlink_domain_gpus"]
 
@@ -226,13 +227,41 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                                  else db.links.get("host-staged")) if not p2p else None)
 
 
+def apply_mtp(workload, layers: int | None):
+    """[issue 17] ``workload`` trained with ``layers`` multi-token prediction modules (Strategy.mtp_layers; None or
+    the model's own depth: unchanged), rebuilt from its spec by the same builder as :func:`apply_attention`."""
+    if layers is None:
+        return workload
+    spec = transformer_of(workload)
+    if spec is None or spec.head != "lm":
+        if not layers:
+            return workload
+        raise ScenarioError(f"--mtp-layers {layers}: multi-token prediction applies to language models with an LM "
+                            f"head; {workload.id!r} is not one (leave --mtp-layers out)")
+    if spec.mtp_layers == layers:
+        return workload
+    from gpusim.workload import build_transformer
+    from gpusim.workload.transformer import EntryInfo
+
+    kept = tuple(a for a in workload.assumptions if not a.startswith("num_nextn_predict_layers"))
+    info = EntryInfo(workload.id, workload.name, workload.family, tuple(workload.sources), workload.notes,
+                     assumptions=kept + (f"{layers} multi-token prediction module(s) (--mtp-layers)",))
+    seq = int(workload.tokens_per_sample) if workload.sample_unit == "sequence" else None
+    out = build_transformer(info, dataclasses.replace(spec, mtp_layers=int(layers)), seq)
+    return dataclasses.replace(out, input_bytes_per_sample=workload.input_bytes_per_sample,
+                               h2d_bytes_per_sample=workload.h2d_bytes_per_sample,
+                               preprocess_core_s_per_sample=workload.preprocess_core_s_per_sample)
+
+
 def resolve_workload(scn: Scenario):
+    st = scn.strategy
     if scn.workload is not None:
         w = scn.workload
-        return apply_attention(w.with_seq_len(scn.seq_len) if scn.seq_len else w, scn.strategy.attention)
+        return apply_mtp(apply_attention(w.with_seq_len(scn.seq_len) if scn.seq_len else w, st.attention),
+                         st.mtp_layers)
     from gpusim.workload import get_workload
 
-    return apply_attention(get_workload(scn.model, seq_len=scn.seq_len), scn.strategy.attention)
+    return apply_mtp(apply_attention(get_workload(scn.model, seq_len=scn.seq_len), st.attention), st.mtp_layers)
 
 
 def apply_attention(workload, attention: str | None):
@@ -641,7 +670,11 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "pp_p2p_overlap": np.nan if st.pp_p2p_overlap is None else float(st.pp_p2p_overlap),  # [issue 17]
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
-        "model_layers": float(spec.n_layers), "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
+        "model_layers": float(spec.n_layers), "mtp_layers": float(spec.mtp_layers),  # [issue 17] (llm.stage_layers)
+        # [issue 17] the multi-token prediction modules' forward FLOPs per sample (the workload's layer groups)
+        "mtp_fwd_flop": float(sum(g.fwd_flop_per_sample for g in getattr(workload, "layers", ())
+                                  if g.name == MTP_GROUP)),
+        "d_model": h, "n_heads": float(spec.n_heads), "q_dim": spec.q_dim,
         "kv_dim": spec.kv_dim, "ff_dim": spec.ff_dim, "ffn_mats": 3.0 if spec.gated_ffn else 2.0,
         "vocab": float(spec.vocab_size), "seq_len": float(scn.seq_len or spec.seq_len), "dropout": bool(spec.dropout),
         "flash": bool(spec.flash_attention), "rope": bool(spec.rope), "qk_norm": bool(spec.qk_norm),  # [issue 17]

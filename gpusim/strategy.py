@@ -330,6 +330,12 @@ class Strategy(FiniteModel):
         "2022-23, e.g. MPT's attn_impl triton), or unfused (Q K^T, softmax, A V as separate kernels, the s x s "
         "scores kept: Megatron-LM before FlashAttention); None: the model's own (a config.json's "
         "_attn_implementation, else flash). flash2 and triton put the row on the per-GEMM transformer path")
+    mtp_layers: int | None = Field(
+        default=None, ge=0, le=16, description="[issue 17] multi-token prediction modules trained with the model "
+        "(Megatron-Core --mtp-num-layers; DeepSeek-V3 report section 2.2): each one more transformer layer of the "
+        "model's last kind after the last layer, a 2h -> h projection and one more pass through the shared LM head "
+        "with its own loss, on the last pipeline stage (gpusim.workload.transformer.TransformerSpec.mtp_layers). "
+        "None: the model's own (a config.json's num_nextn_predict_layers: DeepSeek-V3 1); 0 trains without them")
     cuda_graph_scope: tuple[CudaGraphScope, ...] = Field(
         default=(), description="[issue 17] LLM layouts: the parts of each layer Megatron-Core captures in CUDA graphs "
         "(--cuda-graph-scope): attn, mlp (a dense layer's), moe_router, moe_preprocess (with moe_router), moe (the "

@@ -25,7 +25,9 @@ predicted as it ran:
   ``cp_comm=p2p|all_gather|a2a|a2a+p2p`` (the context-parallel exchange a run's source states, Transformer Engine's
   ``cp_comm_type`` names; without it, the ring): Scenario ``cp_comm``. [issue 17] ``cross_entropy=te|native|unfused``
   (the loss's cross entropy the recipe runs; without it, gpusim's default te, what tuned recipes select): Scenario
-  ``cross_entropy``.
+  ``cross_entropy``. [issue 17] ``mtp_num_layers=N`` (the multi-token prediction modules the run trained, Megatron-Core
+  ``--mtp-num-layers``; without it, the model's own: DeepSeek-V3's one, as Megatron-Bridge's recipe sets it): Scenario
+  ``mtp_layers``.
   [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
   several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
   (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
@@ -99,7 +101,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
                "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
-               "cross_entropy")  # [issue 17]
+               "cross_entropy", "mtp_num_layers")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -416,6 +418,12 @@ def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"
                 return None
             base[field] = values[_BOOL[opts[key].lower()]]
+    if "mtp_num_layers" in opts:  # [issue 17] the multi-token prediction modules the run trained (Strategy.mtp_layers)
+        v = opts["mtp_num_layers"]
+        if not v.isdigit() or int(v) > 16:
+            out.error = f"mtp_num_layers={v!r} in the notes is not a count from 0 to 16"
+            return None
+        base["mtp_layers"] = int(v)
     if "opt_state_dtype" in opts:
         if opts["opt_state_dtype"] not in OPT_STATE_DTYPE_BYTES:
             out.error = f"opt_state_dtype={opts['opt_state_dtype']!r} in the notes is not fp32 or bf16"

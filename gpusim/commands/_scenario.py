@@ -32,6 +32,7 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
                    help="sequence length for sequence models (one sample = one sequence)")
     add_attention_arg(w)
     add_cross_entropy_arg(w)
+    add_mtp_arg(w)
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help="GPU id (`gpusim hw list --kind gpu`); default the node template's")
     h.add_argument("--node", help="node template id (`gpusim hw list --kind node`)")
@@ -104,6 +105,16 @@ def add_attention_arg(g) -> None:
                         "FlashAttention of 2022-23, e.g. MPT attn_impl triton), or unfused (Q K^T, softmax and A V "
                         "apart, the s x s scores kept, as Megatron-LM ran before FlashAttention); default the model's "
                         "(a config.json's _attn_implementation: eager = unfused; else flash)")
+
+
+def add_mtp_arg(g) -> None:
+    """[issue 17] ``--mtp-layers N`` (Strategy.mtp_layers): multi-token prediction modules trained with the model."""
+    g.add_argument("--mtp-layers", type=strategy_type("mtp_layers"), metavar="N",
+                   help="multi-token prediction modules trained with the model (Megatron-Core --mtp-num-layers; "
+                        "DeepSeek-V3 report section 2.2): each one more layer of the model's last kind, a 2h -> h "
+                        "projection and one more pass through the LM head with its own loss, on the last pipeline "
+                        "stage (in the empty slots of an uneven split); default the model's own (a config.json's "
+                        "num_nextn_predict_layers: DeepSeek-V3 1), 0 to train without them")
 
 
 def add_cross_entropy_arg(g) -> None:
@@ -341,6 +352,7 @@ def scenario_kwargs(args) -> dict:
         activation_checkpointing=args.checkpointing, cpu_offload=args.cpu_offload,
         bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory,
         attention=getattr(args, "attention", None),
+        **({"mtp_layers": args.mtp_layers} if getattr(args, "mtp_layers", None) is not None else {}),
         **({"cross_entropy": args.cross_entropy} if getattr(args, "cross_entropy", None) else {}),
         **(getattr(args, "memory_headroom", None) or {}))
 

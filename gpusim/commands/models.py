@@ -119,6 +119,12 @@ def _show(w, as_json: bool) -> int:
                                         "assumed evenly loaded"))
     else:
         print(f"parameters     {_si(w.params, '')} ({w.params:,.0f})")
+    mtp = getattr(spec, "mtp_layers", 0) or 0
+    if mtp:  # [issue 17] the published counts leave the multi-token prediction modules out
+        print(f"mtp            {mtp} multi-token prediction module(s) trained with the model: "
+              f"{_si(spec.mtp_params(), '')} parameters beside the model's {_si(w.params - spec.mtp_params(), '')} "
+              f"(the count models are published by), {_si(spec.mtp_params(active=True), '')} active per token "
+              f"(predict, sweep, plan: --mtp-layers 0 to train without)")
     per = "token" if w.sample_unit == "sequence" else w.sample_unit
     whole = f" ({w.fwd_flop_per_sample / GIGA:.4g} GFLOP per sample)" if per == "token" else ""
     print(f"forward        {_si(w.fwd_flop_per_sample / per_token, 'FLOP')} per {per}{whole}, "

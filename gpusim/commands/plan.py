@@ -47,9 +47,10 @@ def register(sub) -> None:
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50, or the "
                    "path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=scenario_type("seq_len"), help="sequence length for sequence models")
-    from gpusim.commands._scenario import add_attention_arg, add_cross_entropy_arg, add_headroom_arg
+    from gpusim.commands._scenario import add_attention_arg, add_cross_entropy_arg, add_headroom_arg, add_mtp_arg
 
     add_attention_arg(w)  # [issue 17]
+    add_mtp_arg(w)  # [issue 17] multi-token prediction modules
     add_cross_entropy_arg(w)  # [issue 17] the LLM layouts' loss (a pin of the layout search)
     add_headroom_arg(w)
     amount = w.add_mutually_exclusive_group(required=True)
@@ -189,11 +190,12 @@ def _attention_and_headroom(args, db, params, kw: dict):
                             f"attention kernel (--attention flash); the rate of a given kernel on a given GPU is "
                             f"modelled by `gpusim predict`, `gpusim compare` and `gpusim sweep` (pass it there), "
                             f"or leave --attention out")
-    if getattr(args, "attention", None):
-        from gpusim.rows import apply_attention
+    if getattr(args, "attention", None) or getattr(args, "mtp_layers", None) is not None:
+        from gpusim.rows import apply_attention, apply_mtp
         from gpusim.workload import get_workload
 
-        kw["workload"] = apply_attention(get_workload(model, seq_len=args.seq_len), args.attention)
+        kw["workload"] = apply_mtp(apply_attention(get_workload(model, seq_len=args.seq_len), args.attention),
+                                   getattr(args, "mtp_layers", None))  # [issue 17]
         model = None
     head = getattr(args, "memory_headroom", None)
     if head:

@@ -88,6 +88,21 @@ def _f(a):
     return np.asarray(a, dtype=np.float64)
 
 
+def stage_layers(n_layers, model_layers, mtp_layers, pp):
+    """[issue 17] ``(last, on_top)``: the layer slots of the last pipeline stage and how many multi-token prediction
+    modules (``mtp_layers``) sit on top of its ``n_layers / pp``. Megatron-Core places the modules after the decoder,
+    on the last stage; an uneven split (``n_layers``, padded to whole stages by :func:`gpusim.rules.padded_layers`,
+    exceeds ``model_layers``) has ``n_layers - model_layers`` empty slots, which the layouts of published runs give
+    to the modules (Megatron-Bridge's DeepSeek-V3 layouts, ``recipes/deepseek/deepseek_v3.py`` ``layout_map``: 61
+    layers on 16 stages as embedding + 4, 14 x 4, then 1 + mtp + loss), so a module there costs the critical path
+    nothing more than the padded stage already carries; the rest (all of them on an even split) come on top, each
+    with its layer, a pass through the LM head and its loss. Hand-worked: 61 layers + 1 module on pp 16: slots 64,
+    slack 3, none on top; 64 layers + 1 on pp 16: 1 on top, the last stage holds 5 layers."""
+    lps = _f(n_layers) / _f(pp)
+    on_top = np.maximum(_f(mtp_layers) - (_f(n_layers) - _f(model_layers)), 0.0)
+    return lps + on_top, on_top
+
+
 def pipeline_step_s(first_s, mid_s, last_s, pp, vp, n_micro):
     """Critical path of 1F1B / interleaved 1F1B: ``m t_max + (sum_j t_j - t_max) / vp`` and its bubble part.
 
@@ -624,7 +639,7 @@ _FABRIC_DEFAULTS = {"ll_max_busbw_bytes_per_s": np.inf, "ll128": True, "host_cpu
 
 #: [issue 17] the columns of :func:`llm_rows_terms`'s input that only its pipeline part reads (the layer's terms do
 #: not depend on them: :func:`_layer_rows_terms`)
-_PIPELINE_KEYS = frozenset({"n_layers", "model_layers", "pp", "vp", "n_micro"})
+_PIPELINE_KEYS = frozenset({"n_layers", "model_layers", "pp", "vp", "n_micro", "mtp_layers", "mtp_fwd_flop"})
 
 
 def _collective_fn(x: dict, p, dist: Distinct):
@@ -1007,11 +1022,19 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # ---- parameters per stage ---------------------------------------------------------------------
     lps = L / pp
     multi_stage = pp > 1
+    # [issue 17] the last stage's layer slots (stage_layers): the multi-token prediction modules take the empty slots
+    # of an uneven split, or come on top of the last stage
+    D = _f(x.get("mtp_layers", 0.0))
+    last_layers, D_top = stage_layers(L, _f(x.get("model_layers", L)), D, pp)
     lp, emb_p = _f(x["layer_params"]), _f(x["embed_params"])
     lp_rank = lp / tp + moe["delta_params"]  # [issue 12] per rank: experts split ep x etp ways, the rest tp ways
     head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
-    first_p = lps * lp_rank + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp)  # embedding to the last stage
-    last_p = lps * lp_rank + head_p / tp + np.where(multi_stage, 0.0, emb_p / tp)
+    # [issue 17] an MTP module's own parameters beside its layer: eh_proj 2h x h (column-parallel) and three norms; on
+    # a multi-stage pipeline the last stage also holds a copy of the word embeddings for the modules' lookups
+    mtp_p = D * (2.0 * h * h / tp + 3.0 * h) + np.where(multi_stage & (D > 0), emb_p / tp, 0.0)
+    first_p = lps * lp_rank + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp + mtp_p)  # embedding to the last
+    last_p = last_layers * lp_rank + head_p / tp + mtp_p + np.where(multi_stage, 0.0, emb_p / tp)  # stage
+    first_p = np.where(multi_stage, first_p, last_p)  # (one stage: the same one)
     stage_p = np.maximum(first_p, last_p)
     # without gradient-accumulation fusion every micro-batch's 16-bit weight gradients are added into the fp32
     # main gradients by a separate kernel: read 2 + 4 bytes, write 4 per parameter (Megatron-LM's main_grad hook;
@@ -1034,19 +1057,29 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     mid_ep = lps * (ep_f + ep_b)  # ep_comm_exposed_s (every stage holds lps layers)
     emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
     head_c = head_c + accum_bytes * head_p / tp / mem_rate
-    first_c = mid_c + emb_c + np.where(multi_stage, 0.0, head_c)
+    # [issue 17] the multi-token prediction modules on top of the last stage (stage_layers), each beside its layer:
+    # one more pass through the shared LM head and its loss, eh_proj 2h -> h at the head's achieved GEMM rate (both
+    # (T, n, >= h) products; FLOPs 2h/V of the head's per rank), the embedding lookup of the tokens ahead, the two
+    # input norms and the concatenation (reads and writes of T h, forward; twice that backward)
+    mtp_c = D_top * (head_c + (head_f + head_b) * 2.0 * h / V + emb_c + 3.0 * 10.0 * T * h * e / tp / mem_rate)
+    last_frac = last_layers / lps  # the last stage's layer slots over a full stage's
+    first_c = mid_c + emb_c
     first_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
-    last_c = mid_c + head_c + np.where(multi_stage, 0.0, emb_c)
-    last_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
+    last_c = last_frac * mid_c + head_c + mtp_c + np.where(multi_stage, 0.0, emb_c)
+    last_k = last_frac * mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
     cpep = mid_cp + mid_ep  # [issue 12]
-    first_t, last_t, mid_t = first_c + first_k + cpep, last_c + last_k + cpep, mid_c + mid_k + cpep
+    first_t, last_t, mid_t = first_c + first_k + cpep, last_c + last_k + last_frac * cpep, mid_c + mid_k + cpep
+    # (one stage: the first is the last)
+    first_c, first_k, first_t = (np.where(multi_stage, a_, b_) for a_, b_ in
+                                 ((first_c, last_c), (first_k, last_k), (first_t, last_t)))
     steady, bubble = pipeline_step_s(first_t, mid_t, last_t, pp, vp, m)
     crit_first = first_t >= last_t
     crit_c = np.where(crit_first, first_c, last_c)
     crit_k = np.where(crit_first, first_k, last_k)
     compute_s = m * crit_c
-    cp_comm_s = m * mid_cp
-    ep_comm_s = m * mid_ep
+    crit_frac = np.where(crit_first, 1.0, last_frac)  # [issue 17] the critical stage's layer slots over a full one
+    cp_comm_s = m * mid_cp * crit_frac
+    ep_comm_s = m * mid_ep * crit_frac
     tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
@@ -1123,7 +1156,11 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # while the output layer's bf16 logits are still held by the model's forward: 2 + 4 bytes per logit at the loss;
     # Transformer Engine's kernels work in the bf16 logits themselves: 2 (CROSS_ENTROPY_BYTES)
     logits = ce_held * T * V / tp
-    act_last = np.where(multi_stage, (resident * kept + recompute_buf + logits) * frag, act_first + logits * frag)
+    # [issue 17] the last stage's slots (stage_layers; the MTP modules' layers among them) and each module's logits
+    resident_last = np.maximum(resident + last_layers - lps, 0.0)
+    act_last = np.where(multi_stage, (resident_last * kept + recompute_buf + (1.0 + D) * logits) * frag,
+                        (resident_last * kept * in_flight * interleave + recompute_buf + (1.0 + D) * logits) * frag)
+    act_first = np.where(multi_stage, act_first, act_last)
 
     # [issue 12] an uneven pipeline split is modelled as every stage holding the fullest stage's layers
     # (``n_layers`` padded); the model FLOPs count the model's own layers
@@ -1142,11 +1179,14 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         flop_fwd = L * (s * EXP.moe_flop_delta_per_token(x)  # [issue 12] the MoE layers' FFN instead of the dense one
                         + qkv_flop + 2.0 * s * o * h + 2.0 * s * h * f * (up + 1.0)
                         + 2.0 * s * s * (q + o) * keys) + 2.0 * s * h * V
+    # [issue 17] the multi-token prediction modules (their layer, eh_proj and the head again: the workload's count)
+    flop_fwd = flop_fwd + _f(x.get("mtp_fwd_flop", 0.0))
     if np.any(off_s):  # [issue 17] exposed offload copies: every stage's micro-batch longer by off_s
         compute_s, steady, bubble = compute_s + m * off_s, steady + m * off_s, bubble + (pp - 1.0) * off_s / vp
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
            "ep_pair_exposed_frac": pair_e, "ep_pair_interf_frac": pair_i,  # [issue 17] EP A2A overlap per layer pair
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
+            "expert_params_last_stage": last_layers * moe["expert_params"],  # [issue 17] (stage_layers)
             "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
             "stage_fwd_s": lps * layer_f, "stage_bwd_s": lps * layer_b,

@@ -204,6 +204,8 @@ class StepInputs:
     cp: np.ndarray = _one()
     cp_kind: np.ndarray = _one(0)  # gpusim.model.context.CP_KINDS
     model_layers: np.ndarray = _one(np.nan)  # NaN: n_layers
+    mtp_layers: np.ndarray = _one(0.0)  # [issue 17] multi-token prediction modules on the last stage (llm.stage_layers)
+    mtp_fwd_flop: np.ndarray = _one(0.0)  # [issue 17] their forward model FLOPs per sample
     nvlink_domain_gpus: np.ndarray = _one(np.nan)  # NaN: the GPUs of a node
     # [issue 12] mixture of experts (gpusim.model.experts); moe_frac 0: a dense model
     ep: np.ndarray = _one()
@@ -773,7 +775,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
              "attn_tile_frac", "attn_win_share", "attn_win_tiles_frac", "attn_qblock_per_tile", "attn_key_frac",
-             "cuda_graphs", "fp8_retranspose_bytes")  # [issue 12], [issue 17], [issue 18]
+             "cuda_graphs", "fp8_retranspose_bytes", "mtp_layers", "mtp_fwd_flop")  # [issue 12], [issue 17], [issue 18]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none
@@ -817,7 +819,8 @@ def _llm_memory(mem: dict, lt: dict, inp: StepInputs, llm, stage, dp, multi, p: 
         # their gradients under ZeRO-2 and their weights under ZeRO-3 / FSDP (Megatron-FSDP's expert sharding group)
         edp = np.maximum(dp * np.asarray(inp.tp, dtype=np.float64)
                          / (np.asarray(inp.ep, dtype=np.float64) * np.asarray(inp.expert_tp, dtype=np.float64)), 1.0)
-        reshard = lt["expert_params_per_stage"] * (1.0 / edp - 1.0 / np.maximum(dp, 1.0))
+        reshard = lt["expert_params_per_stage" if name == "first" else "expert_params_last_stage"] \
+            * (1.0 / edp - 1.0 / np.maximum(dp, 1.0))
         o = o + np.where(stage >= 1, reshard * (inp.master_bytes_per_param + inp.opt_state_bytes_per_param), 0.0)
         # [issue 17] optimizer offload (Strategy.cpu_offload; Megatron-Core --optimizer-cpu-offload): the fp32 master
         # weights and Adam states of the shard live in host memory; the main gradients stay on the GPU for the

@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from gpusim.workload.transformer import TransformerSpec
+from gpusim.workload.transformer import MTP_GROUP, TransformerSpec
 
 #: What ``mfu_frac`` in gpusim's results divides by.
 MFU_CONVENTION = ("six_n_attention (3 x gpusim's forward count: 6 N_active + attention over all keys, "
@@ -122,12 +122,25 @@ def flops_per_token(spec: TransformerSpec, seq_len: int | None = None) -> dict[s
         else:
             mm = 2 * _mamba_matmul_weights(spec)
         megatron += 3 * spec.n_mamba_layers * (mm + 7 * d * N)
+    megatron_attn = 6 * n_attn * core
+    if spec.mtp_layers:
+        # [issue 17] the multi-token prediction modules: each one layer of the model's last kind and one more pass
+        # through the shared LM head (the one-layer block's own count holds both), eh_proj's 2h x h weights, and in
+        # Megatron-LM's count its three norms as 3h "weights" (training.py: ``3 * 2 * mtp_num_layers * (3 *
+        # hidden_size + 2 * hidden_size * hidden_size)`` beside ``hidden_size * padded_vocab_size * (mtp_num_layers
+        # + 1)`` for the logits)
+        D = spec.mtp_layers
+        blk = flops_per_token(spec.mtp_block_spec(), seq_len)
+        six_n += D * (blk["six_n_flop_per_token"] + 6 * 2 * h * h)
+        attn_6n += D * blk["six_n_attention_part_flop_per_token"]
+        megatron += D * (blk["megatron_flop_per_token"] + 6 * (3 * h + 2 * h * h))
+        megatron_attn += D * blk["megatron_attention_part_flop_per_token"]
     return {
         "six_n_attention_flop_per_token": six_n + attn_6n,
         "six_n_flop_per_token": six_n,
         "six_n_attention_part_flop_per_token": attn_6n,
         "megatron_flop_per_token": megatron,
-        "megatron_attention_part_flop_per_token": 6 * n_attn * core,
+        "megatron_attention_part_flop_per_token": megatron_attn,
         "mfu_uses": MFU_CONVENTION,
     }
 
@@ -147,7 +160,7 @@ def breakdown(workload) -> list[dict[str, float | int | str]]:
     part_of = {"attention projections": "attention", "attention (fused)": "attention",
                "attention scores and context": "attention", "mlp": "mlp", "router": "router",
                "experts": "experts", "shared experts": "shared experts", "lm head": "lm head",
-               "latent projections": "latent projections",
+               "latent projections": "latent projections", MTP_GROUP: MTP_GROUP,
                "mamba projections": "mamba", "mamba causal conv1d": "mamba", "mamba selective scan": "mamba"}
     for g in workload.layers:
         part = part_of.get(g.name, "lm head" if g.name.startswith("lm head") else "other")
@@ -175,6 +188,8 @@ def breakdown(workload) -> list[dict[str, float | int | str]]:
             rows.append(("latent projections", L_moe, lp, lp))
     rows.append(("norms", 0, norms, norms))
     rows.append(("lm head", 0, head, head))
+    if spec.mtp_layers:  # [issue 17] the multi-token prediction modules (their FLOPs include the shared head's pass)
+        rows.append((MTP_GROUP, spec.mtp_layers, spec.mtp_params(), spec.mtp_params(active=True)))
     known = sum(r[2] for r in rows)
     out = [{"part": p, "layers": n, "params": tp, "active_params": ap, "fwd_flop_per_token": flop.pop(p, 0.0)}
            for p, n, tp, ap in rows]

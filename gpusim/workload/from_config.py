@@ -229,10 +229,23 @@ def _deepseek(c: _Cfg, v3: bool) -> dict[str, Any]:
         groups = c.opt_int("n_group")
         if groups and groups > 1:  # group-limited routing (DeepSeek-V2/V3 "device/node-limited routing")
             spec.update(moe_n_groups=groups, moe_topk_groups=c.int("topk_group"))
-    if c.int("num_nextn_predict_layers", 0, minimum=0, why="no multi-token prediction module") and v3:
-        c.assumptions.append("num_nextn_predict_layers: the multi-token-prediction module is not counted "
-                             "(DeepSeek-V3's 671B excludes its 14B MTP weights)")
+    _mtp(c, spec, default=0)
     return spec
+
+
+def _mtp(c: _Cfg, spec: dict[str, Any], *, default: int) -> None:
+    """[issue 17] ``num_nextn_predict_layers``: the multi-token prediction modules (TransformerSpec.mtp_layers),
+    trained with the model as its published recipes do (DeepSeek-V3 report section 2.2; Megatron-Bridge's DeepSeek-V3
+    recipe sets ``mtp_num_layers = 1``); ``--mtp-layers 0`` trains without them."""
+    d = c.int("num_nextn_predict_layers", default, minimum=0, why="no multi-token prediction module")
+    if d:
+        if d > 16:
+            raise c._fail("num_nextn_predict_layers", f"at most 16 multi-token prediction modules are modelled "
+                          f"(got {d})")
+        spec["mtp_layers"] = d
+        c.assumptions.append(f"num_nextn_predict_layers: {d} multi-token prediction module(s) trained with the model "
+                             f"after its last layer (the published parameter count leaves them out; --mtp-layers 0 "
+                             f"trains without them)")
 
 
 def _gpt_oss(c: _Cfg) -> dict[str, Any]:
@@ -483,6 +496,12 @@ def _megatron(c: _Cfg) -> dict[str, Any]:
         spec.update(n_experts=c.int("num_experts"), top_k=c.int("moe_router_topk", 2, why="Megatron-LM default"),
                     expert_d_ff=c.int("moe_ffn_hidden_size", spec["d_ff"], why="ffn_hidden_size"),
                     moe_layer_freq=freq, n_shared_experts=1 if shared else 0, shared_expert_d_ff=shared or None)
+    d = c.int("mtp_num_layers", 0, minimum=0, why="Megatron-LM default: no multi-token prediction") \
+        if c.raw.get("mtp_num_layers") is not None else 0  # [issue 17] (Megatron-Core --mtp-num-layers; None: off)
+    if d:
+        if d > 16:
+            raise c._fail("mtp_num_layers", f"at most 16 multi-token prediction modules are modelled (got {d})")
+        spec["mtp_layers"] = d
     return spec
 
 
@@ -536,8 +555,7 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
                 raise c._fail("moe_latent_size", f"LatentMoE's expert width must not exceed hidden_size={h} "
                               f"(got {latent})")
             spec["moe_latent_dim"] = latent
-    if c.int("num_nextn_predict_layers", 0, minimum=0, why="no multi-token prediction module"):
-        c.assumptions.append("num_nextn_predict_layers: the multi-token-prediction layers are not counted")
+    _mtp(c, spec, default=0)
     c.assumptions.append("no rotary or other position embedding in the attention layers (Nemotron-H)")
     return spec
 

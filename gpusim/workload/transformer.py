@@ -14,6 +14,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -23,6 +24,9 @@ from typing import Literal
 from gpusim.errors import ScenarioError
 from gpusim.workload.core import (ACT_BYTES, INDEX_BYTES, LOSS_BYTES, MASK_BYTES, WEIGHT_BYTES, Workload, Groups,
                                   text_pipeline)
+
+#: [issue 17] the layer groups of the multi-token prediction modules (build_transformer; TransformerSpec.mtp_layers)
+MTP_GROUP = "multi-token prediction"
 
 #: Switch Transformer's training capacity factor (Fedus et al. 2021, Sec. 2.2 and Table 1: 1.25 in their
 #: largest runs, "capacity factor 1.0-1.25" recommended). Only used when a spec sets
@@ -123,6 +127,15 @@ class TransformerSpec:
         (:func:`gpusim.model.experts.expert_extra_bytes`).
     vocab_multiple : the embedding and LM head are padded to a multiple of this (Megatron-LM's
         ``make_vocab_size_divisible_by``, 128 by default there; 1 = ``vocab_size`` as given).
+    mtp_layers : [issue 17] multi-token prediction depth ``D`` (DeepSeek-AI, "DeepSeek-V3 Technical Report",
+        arXiv:2412.19437, section 2.2; Megatron-Core ``--mtp-num-layers``, ``MultiTokenPredictionLayer`` in
+        ``megatron/core/transformer/multi_token_prediction.py``; a config.json's ``num_nextn_predict_layers``): after
+        the last layer, ``D`` sequential modules each predict one token further ahead. Module ``k`` normalises the
+        previous depth's hidden states and the embeddings of the tokens ``k`` ahead (``hnorm``, ``enorm``: RMSNorms),
+        concatenates them and projects ``2h -> h`` (``eh_proj``, no bias), runs one transformer layer of the model's
+        last layer kind (:meth:`mtp_block_spec`), a final norm, and the LM head shared with the main model, with its
+        own cross-entropy loss. The embedding and the head are shared (no parameters of their own); the module's
+        parameters are :meth:`mtp_params`. 0: none (or trained without it).
 
     [issue 17] Hybrid Mamba-Transformer models (Nemotron-H, Jamba; :mod:`gpusim.workload.ssm`):
 
@@ -206,6 +219,7 @@ class TransformerSpec:
     attention_sinks: bool = False
     glu_clamp: float | None = None
     vocab_multiple: int = 1
+    mtp_layers: int = 0
     # --- hybrid Mamba-Transformer [issue 17]
     mixers: str | None = None
     ffns: str | None = None
@@ -244,6 +258,13 @@ class TransformerSpec:
                                 f"{self.n_experts})")
         if self.moe_capacity_factor is not None and not self.moe_capacity_factor > 0:
             raise ScenarioError(f"moe_capacity_factor must be > 0 or None (got {self.moe_capacity_factor})")
+        d = self.mtp_layers  # [issue 17] multi-token prediction modules need an LM head to predict with
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= 16:
+            raise ScenarioError(f"mtp_layers (multi-token prediction depth) must be a whole number from 0 to 16 "
+                                f"(got {d!r})")
+        if d and (self.head != "lm" or self.image_size):
+            raise ScenarioError(f"mtp_layers {d}: multi-token prediction needs a language-model head (this model's "
+                                f"head is {self.head!r}); use 0")
         if self.glu_clamp is not None and (not self.glu_clamp > 0 or not self.gated_ffn):  # [issue 17]
             raise ScenarioError(f"glu_clamp (the clamp of a gated FFN's inputs) must be > 0 on a gated FFN, or None "
                                 f"(got {self.glu_clamp!r}, gated_ffn={self.gated_ffn})")
@@ -524,6 +545,32 @@ class TransformerSpec:
     def _norm_params(self) -> float:
         return (2.0 if self.norm == "layernorm" else 1.0) * self.d_model
 
+    # --- multi-token prediction [issue 17] -----------------------------------------------------------
+    def mtp_block_spec(self) -> TransformerSpec:
+        """The transformer layer of one multi-token prediction module, as a one-layer model of this one's shapes:
+        Megatron-Core builds it from the decoder's last layer spec (``get_mtp_layer_spec`` over the last layer's
+        ``TransformerLayer``: DeepSeek-V3's is an MoE layer with MLA); a hybrid model's is an attention layer with
+        the FFN of its routed-expert layers where it has them (Megatron-Bridge's Nemotron-H MTP pattern ``*E``), else
+        with its dense FFN. Its embedding and LM head stand for the shared ones the module uses."""
+        last = self.n_layers - 1
+        if self.hybrid:
+            moe, win = self.n_moe_layers > 0, False
+        else:
+            moe, win = self.is_moe_layer(last), self.is_window_layer(last)
+        return dataclasses.replace(self, n_layers=1, mixers=None, ffns=None, first_k_dense=0 if moe else 1,
+                                   moe_layer_freq=1, dense_layers=(), window_layers=None if win else (),
+                                   mtp_layers=0, extra_params=0.0, final_norm=True)
+
+    def mtp_params(self, active: bool = False) -> float:
+        """Parameters of the multi-token prediction modules (all ``mtp_layers`` of them): each one transformer layer
+        (:meth:`mtp_block_spec`; its routed experts all, or the ``top_k`` a token uses), ``eh_proj`` ``2h x h`` and
+        three norms (``enorm``, ``hnorm``, ``final_layernorm``); the embedding and LM head are the model's."""
+        if not self.mtp_layers:
+            return 0.0
+        block = self.mtp_block_spec()
+        h = float(self.d_model)
+        return self.mtp_layers * (block.layer_params(0, active) + 2.0 * h * h + 3.0 * self._norm_params())
+
     def _adaptive_clusters(self) -> list[tuple[float, float]]:
         """(size, width) of each adaptive-softmax cluster, head first."""
         ends = [0, *self.adaptive_cutoffs, self.vocab_size]
@@ -772,8 +819,21 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
         g.add("matmul", "lm head (adaptive softmax)", 1 + 2 * n_c, s * head_flop_per_token,
               E * (s * h + s * head_size) + tail_bytes, WEIGHT_BYTES * head_size * h + tail_w)
         g.add("elementwise", "loss", 6 + 4 * n_c, 0.0, s * head_size * (E + 3 * LOSS_BYTES) + tail_bytes)
-    params = layers_p + nonlayer_p
-    active_params = layers_active_p + nonlayer_p if L_moe else None
+    # --- [issue 17] multi-token prediction: D modules after the last layer (TransformerSpec.mtp_layers) -----------
+    mtp = None
+    if spec.mtp_layers:
+        D = float(spec.mtp_layers)
+        # one module = the one-layer model of its transformer layer (its embedding lookup and LM head + loss stand
+        # for the shared ones the module runs again), plus eh_proj 2h -> h on the concatenation and hnorm / enorm
+        mtp = build_transformer(info, spec.mtp_block_spec(), int(s))
+        for lg in mtp.layers:
+            g.add(lg.kind, MTP_GROUP, D * lg.count, D * lg.fwd_flop_per_sample, D * lg.fwd_bytes_per_sample,
+                  D * lg.weight_bytes)
+        g.add("matmul", MTP_GROUP, D, D * 2 * s * 2 * h * h, D * E * (s * 2 * h + s * h), D * WEIGHT_BYTES * 2 * h * h)
+        g.add("norm", MTP_GROUP, 2 * D, 0.0, D * E * 2 * 2 * s * h, D * WEIGHT_BYTES * 2 * norm_p)
+        g.add("elementwise", MTP_GROUP, D, 0.0, D * E * 2 * 2 * s * h)  # the concatenation [enorm(e), hnorm(h)]
+    params = layers_p + nonlayer_p + spec.mtp_params()
+    active_params = layers_active_p + nonlayer_p + spec.mtp_params(active=True) if L_moe else None
     fwd_flop = g.total_flop()
 
     # --- activation memory (Korthikanti et al. 2022, generalised term by term) ----------------------
@@ -831,6 +891,11 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
                          for frac, (size, width) in zip(_cluster_fracs(spec)[1:], clusters[1:]))
     act = act_layers + act_other
     act_ckpt = L * E * s * h + act_other
+    if mtp is not None:  # [issue 17] each module keeps its layer's, its head's and its loss's bytes, and its inputs
+        D = float(spec.mtp_layers)
+        act += D * (mtp.act_bytes_per_sample + E * s * (2 * h + 2 * h))
+        act_ckpt += D * mtp.act_ckpt_bytes_per_sample
+        act_layer = max(act_layer, mtp.act_block_bytes_per_sample)
 
     tokens = 1.0 if vit else s
     pipe = info.pipeline(s) if info.pipeline else text_pipeline(s, spec.vocab_size, 2)
