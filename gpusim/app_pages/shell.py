@@ -462,6 +462,17 @@ def _moe_selects(s: dict) -> None:
                                       "MLA and gated-DeltaNet ones. Give this or the imbalance, not both")
 
 
+def _mtp_input(spec) -> int | None:
+    """[issue 17] The multi-token prediction modules trained with a language model that has them (the CLI's
+    --mtp-layers; 0 trains without), offered where the model's config has some (DeepSeek-V3, Nemotron 3 Super)."""
+    return number_input(st, "Multi-token prediction modules", 0, 16, None, key="mtp", bind=BIND,
+                        placeholder=f"{spec.mtp_layers} (the model's)",
+                        help="modules after the last layer, each one more layer of the model's last kind, a 2h -> h "
+                             "projection and one more pass through the LM head with its own loss (DeepSeek-V3 report "
+                             "section 2.2; Megatron-Core --mtp-num-layers), on the last pipeline stage; 0 trains "
+                             "without them, as Megatron-Bridge's 25.11 DeepSeek-V3 table ran")
+
+
 def _attention_select() -> str:
     """[issue 17] The attention kernel (the CLI's ``--attention``); the sidebar offers it for transformer models
     only (other workloads have no attention to time and keep ``auto``)."""
@@ -515,6 +526,8 @@ def sidebar() -> Context:
                     s["graphs"] = _graphs_select(bool(getattr(spec, "n_experts", 0)))
                     if getattr(spec, "n_experts", 0):
                         _moe_selects(s)
+                    if getattr(spec, "mtp_layers", 0):
+                        s["mtp"] = _mtp_input(spec)
             elif s["wl"] == "custom":
                 s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
@@ -541,6 +554,8 @@ def sidebar() -> Context:
                         s["graphs"] = _graphs_select(bool(getattr(wl.transformer, "n_experts", 0)))
                         if getattr(wl.transformer, "n_experts", 0):
                             _moe_selects(s)
+                        if getattr(wl.transformer, "mtp_layers", 0):
+                            s["mtp"] = _mtp_input(wl.transformer)
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):

@@ -1077,7 +1077,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     crit_c = np.where(crit_first, first_c, last_c)
     crit_k = np.where(crit_first, first_k, last_k)
     compute_s = m * crit_c
-    crit_frac = np.where(crit_first, 1.0, last_frac)  # [issue 17] the critical stage's layer slots over a full one
+    # [issue 17] the critical stage's layer slots over a full one (one stage: the last, whatever it is compared with)
+    crit_frac = np.where(crit_first & multi_stage, 1.0, last_frac)
     cp_comm_s = m * mid_cp * crit_frac
     ep_comm_s = m * mid_ep * crit_frac
     tp_comm_s = m * crit_k

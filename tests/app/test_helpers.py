@@ -264,3 +264,13 @@ def test_plan_time_interval_brackets_the_time_to_train(db, h100_cal, cpu_cal):
     assert band["lo_s"] < config["time_to_train_s"] < band["hi_s"]
     assert band["lo_frac"] < 0 < band["hi_frac"] and band["level"] == 0.9
     assert "note" in A.plan_time_interval(cpu_cal, config, {"model": "resnet50"}, db)  # nothing transfers from a CPU
+
+
+def test_mtp_state_is_the_clis_mtp_layers(db):
+    """[issue 17] The sidebar's "Multi-token prediction modules" is the CLI's --mtp-layers: unset keeps the model's
+    own (DeepSeek-V3's one), 0 trains without it."""
+    own = scenario_from_state({"model": "deepseek-v3"}, db)
+    off = scenario_from_state({"model": "deepseek-v3", "mtp": 0}, db)
+    assert own.strategy.mtp_layers is None and off.strategy.mtp_layers == 0
+    with pytest.raises(ScenarioError, match="language models"):
+        simulate(scenario_from_state({"model": "resnet50", "mtp": 1}, db), recommend=False)
