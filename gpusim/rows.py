@@ -44,7 +44,8 @@ from gpusim.strategy import (ACT_ELEM_BYTES, GATHER_BYTES, GRAD_BYTES, MASTER_BY
                              opt_traffic_bytes)
 from gpusim.workload.flops import model_fwd_flop_per_sample
 
-__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention", "apply_mtp",  # [issue 17] apply_attention
+__all__ = ["Hardware", "resolve_hardware", "resolve_workload", "apply_attention",  # [issue 17] apply_attention
+           "apply_mtp",  # [issue 17]
            "peak_for", "hardware_row", "scenario_row", "llm_row",
            "stack_rows", "build_inputs", "single_gpu_scenario", "transformer_of", "nvlink_domain_gpus"]
 
@@ -240,17 +241,9 @@ def apply_mtp(workload, layers: int | None):
                             f"head; {workload.id!r} is not one (leave --mtp-layers out)")
     if spec.mtp_layers == layers:
         return workload
-    from gpusim.workload import build_transformer
-    from gpusim.workload.transformer import EntryInfo
-
     kept = tuple(a for a in workload.assumptions if not a.startswith("num_nextn_predict_layers"))
-    info = EntryInfo(workload.id, workload.name, workload.family, tuple(workload.sources), workload.notes,
-                     assumptions=kept + (f"{layers} multi-token prediction module(s) (--mtp-layers)",))
-    seq = int(workload.tokens_per_sample) if workload.sample_unit == "sequence" else None
-    out = build_transformer(info, dataclasses.replace(spec, mtp_layers=int(layers)), seq)
-    return dataclasses.replace(out, input_bytes_per_sample=workload.input_bytes_per_sample,
-                               h2d_bytes_per_sample=workload.h2d_bytes_per_sample,
-                               preprocess_core_s_per_sample=workload.preprocess_core_s_per_sample)
+    return _rebuilt(workload, dataclasses.replace(spec, mtp_layers=int(layers)), kept,
+                    f"{layers} multi-token prediction module(s) (--mtp-layers)")
 
 
 def resolve_workload(scn: Scenario):
@@ -279,13 +272,20 @@ def apply_attention(workload, attention: str | None):
     flash = attention != "unfused"  # [issue 18] flash2 and triton are fused kernels too (their rate: the row's fields)
     if bool(spec.flash_attention) == flash:
         return workload
+    return _rebuilt(workload, dataclasses.replace(spec, flash_attention=flash), tuple(workload.assumptions),
+                    f"attention {attention} (--attention)")
+
+
+def _rebuilt(workload, spec, assumptions: tuple[str, ...], note: str):
+    """``workload`` rebuilt from a changed transformer ``spec`` by the same builder (FLOPs, kernels, activation bytes),
+    at the same sequence length, with the same data-loading figures, its ``assumptions`` and ``note`` added."""
     from gpusim.workload import build_transformer
     from gpusim.workload.transformer import EntryInfo
 
     info = EntryInfo(workload.id, workload.name, workload.family, tuple(workload.sources), workload.notes,
-                     assumptions=tuple(workload.assumptions) + (f"attention {attention} (--attention)",))
+                     assumptions=assumptions + (note,))
     seq = int(workload.tokens_per_sample) if workload.sample_unit == "sequence" else None
-    out = build_transformer(info, dataclasses.replace(spec, flash_attention=flash), seq)
+    out = build_transformer(info, spec, seq)
     return dataclasses.replace(out, input_bytes_per_sample=workload.input_bytes_per_sample,
                                h2d_bytes_per_sample=workload.h2d_bytes_per_sample,
                                preprocess_core_s_per_sample=workload.preprocess_core_s_per_sample)
