@@ -208,6 +208,32 @@ def _qwen3_moe(c: _Cfg) -> dict[str, Any]:
     return _moe_qwen(c, _qwen3(c))
 
 
+def _glm4_moe(c: _Cfg) -> dict[str, Any]:
+    """[issue 17] Z.ai's GLM-4.5 / 4.6 (transformers' ``Glm4MoeConfig``): grouped-query attention whose ``head_dim`` is
+    its own (96 heads of 128 over a 4096-wide model in GLM-4.5-Air), biases on the query, key and value projections
+    only (``attention_bias``; ``o_proj`` and the MLPs have none), per-head query/key RMSNorms where ``use_qk_norm``,
+    rotary embeddings on ``partial_rotary_factor`` of each head (a kernel detail: no FLOPs or parameters), and
+    DeepSeek-V3's MoE: ``first_k_dense_replace`` dense layers of ``intermediate_size``, then ``n_routed_experts`` of
+    ``moe_intermediate_size`` (top ``num_experts_per_tok``, a sigmoid router with a score-correction bias) and
+    ``n_shared_experts``, group-limited where ``n_group`` > 1, and ``num_nextn_predict_layers`` multi-token prediction
+    modules (TransformerSpec.mtp_layers)."""
+    spec = _decoder(c, tie_default=False)
+    qkv = c.bool("attention_bias", False, why="Glm4MoeConfig default")
+    spec.update(bias=False, attn_bias="qkv" if qkv else "none",
+                qk_norm=c.bool("use_qk_norm", False, why="Glm4MoeConfig default"),
+                n_experts=c.int("n_routed_experts"), top_k=c.int("num_experts_per_tok"),
+                expert_d_ff=c.int("moe_intermediate_size"),
+                n_shared_experts=c.int("n_shared_experts", 0, minimum=0, why="no shared experts"),
+                first_k_dense=c.int("first_k_dense_replace", 0, minimum=0, why="no dense layers first"),
+                router_bias=True)  # Glm4MoeTopkRouter carries e_score_correction_bias
+    spec.pop("mlp_bias", None)
+    groups = c.opt_int("n_group")
+    if groups and groups > 1:
+        spec.update(moe_n_groups=groups, moe_topk_groups=c.int("topk_group"))
+    _mtp(c, spec, default=0)
+    return spec
+
+
 def _deepseek(c: _Cfg, v3: bool) -> dict[str, Any]:
     L = c.int("num_hidden_layers")
     h = c.int("hidden_size")
@@ -600,6 +626,7 @@ _READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "qwen3_moe": _qwen3_moe,
     "deepseek_v2": lambda c: _deepseek(c, v3=False),
     "deepseek_v3": lambda c: _deepseek(c, v3=True),
+    "glm4_moe": _glm4_moe,  # [issue 17] GLM-4.5 / 4.6
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "gpt_oss": _gpt_oss,

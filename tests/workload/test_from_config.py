@@ -45,6 +45,7 @@ PUBLISHED_TOTAL = [
     ("qwen2-7b", 7.62e9, "Qwen2-7B model card: 7.62B (Qwen2 technical report arXiv:2407.10671 Table 1: 7B)"),
     ("gpt-oss-120b", 116.83e9, "gpt-oss model card (arXiv:2508.10925) Table 1: 116.83B"),
     ("gpt-oss-20b", 20.91e9, "gpt-oss model card (arXiv:2508.10925) Table 1: 20.91B"),
+    ("glm-4.5-air", 106e9, "GLM-4.5 report (arXiv:2508.06471) and model card: GLM-4.5-Air 106B total"),
     ("nemotron-4-340b", 341.0e9, "Nemotron-4 340B report (arXiv:2406.11704): 9.4B embedding + 331.6B non-embedding"),
     ("nemotron-4-15b", 15.7e9, "Nemotron-4 15B report (arXiv:2402.16819): 3.2B embedding + 12.5B non-embedding"),
     ("gemma-7b", 8.538e9, "Gemma report (arXiv:2403.08295) Table 2: 786,825,216 embedding + 7,751,248,896 non-embedding"),
@@ -69,6 +70,8 @@ PUBLISHED_ACTIVE = [
     ("gpt-oss-20b", 3.61e9, "no-input-embedding", "gpt-oss model card Table 1: 3.61B active"),
     # with the input embedding the count is 2.66B: DeepSeek's 2.4B leaves it out
     ("deepseek-v2-lite", 2.4e9, "no-input-embedding", "DeepSeek-V2 paper App. B: V2-Lite 2.4B activated"),
+    # [issue 17] Z.ai counts neither embedding nor LM head (GLM-4.5's 32B activated is its layers' 32.1B)
+    ("glm-4.5-air", 12e9, "no-embeddings", "GLM-4.5 report (arXiv:2508.06471): GLM-4.5-Air 12B active"),
 ]
 
 
@@ -87,7 +90,7 @@ def test_active_params_match_published_within_3pct(name, published, convention, 
     w = from_config(CONFIGS / f"{name}.json")
     assert w.is_moe and w.params_active < w.params
     active = (w.params_active - w.transformer.mtp_params(active=True)  # [issue 17] (the published count's)
-              - (_emb(w) if convention == "no-input-embedding" else 0.0))
+              - {"all": 0.0, "no-input-embedding": _emb(w), "no-embeddings": 2.0 * _emb(w)}[convention])
     err = active / published - 1
     assert abs(err) <= 0.03, f"{name}: {active:.5g} vs {published:.5g} ({source}): {err:+.2%}"
 
