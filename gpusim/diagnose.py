@@ -47,6 +47,12 @@ def _pow2_at_most(x: float) -> int:
 
 
 _MEMORY_VARIANTS = ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload")
+#: what-ifs for a configuration that does not fit even at its strategy's smallest memory: the same and the leaner
+#: strategies at a per-GPU micro-batch of 1, with the accumulation that keeps the global batch (a language model's
+#: per-GPU batch of a vision model's size needs this: its recipes run micro-batches of 1 to 4 sequences)
+_MICRO_BATCH_ONE = (("b1", {}), ("ckpt-b1", {"activation_checkpointing": True}), ("fsdp-b1", {"kind": "fsdp-full"}),
+                    ("fsdp-ckpt-b1", {"kind": "fsdp-full", "activation_checkpointing": True}))
+_MEMORY_NAMES = _MEMORY_VARIANTS + tuple(name for name, _ in _MICRO_BATCH_ONE)
 #: [issue 17] the strategy kinds the LLM layout path runs (Strategy refuses dp and fsdp-hybrid there)
 LAYOUT_KINDS = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op")
 _NVLINK_WIRINGS = ("nvswitch", "nvlink-mesh", "nvlink-bridge-pairs")
@@ -62,7 +68,7 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
     n = hw.n_gpus
 
     def add(name, **changes):
-        if not fits and name not in _MEMORY_VARIANTS:  # no speed advice for what does not run: only what fits
+        if not fits and name not in _MEMORY_NAMES:  # no speed advice for what does not run: only what fits
             return
         try:
             v.append((name, scn.with_changes(**changes)))
@@ -119,6 +125,12 @@ def variant_scenarios(scn, hw, wl, out, db) -> list[tuple[str, object]]:
             if st.kind == ch.get("kind") and not ch.get("activation_checkpointing") and "per_gpu_batch" not in ch:
                 continue
             add(name, **ch)
+        if st.per_gpu_batch > 1:
+            for name, ch in _MICRO_BATCH_ONE:
+                ckpt = ch.get("activation_checkpointing", st.activation_checkpointing)
+                if name != "b1" and ch.get("kind", st.kind) == st.kind and ckpt == st.activation_checkpointing:
+                    continue  # the same as "b1"
+                add(name, **ch, per_gpu_batch=1, accum=st.accum * st.per_gpu_batch)
     eff = float(out["throughput_samples_per_s"][0]) / (n * float(out["throughput_samples_per_s"][1]))
     if n > 1 and eff < LOW_EFFICIENCY_FRAC:
         for m in sorted({max(1, n // 2), max(1, n // 4)}):
@@ -457,12 +469,44 @@ def _lr_message(res, hw, st, wl) -> str:
     return msg
 
 
+_LEAN = {"b1": "The same strategy", "ckpt-b1": "Activation checkpointing", "fsdp-b1": "FSDP FULL_SHARD (ZeRO-3)",
+         "fsdp-ckpt-b1": "FSDP FULL_SHARD with activation checkpointing"}
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    """The largest divisor of ``n`` that is at most ``cap`` (at least 1)."""
+    return max((d for d in range(1, min(n, max(1, cap)) + 1) if n % d == 0), default=1)
+
+
+def _micro_batch_advice(res, hw, st, small, rec) -> None:
+    """How a configuration fits when no strategy fits at its per-GPU batch: the fastest of the strategies at a
+    micro-batch of 1 with the accumulation that keeps the global batch, and the largest micro-batch that fits there."""
+    name, vscn, r = max(small, key=lambda x: float(x[2]["throughput_samples_per_s"]))
+    per_gpu = st.per_gpu_batch * st.accum  # samples per GPU and step: kept
+    mb = _largest_divisor_at_most(per_gpu, int(r["max_micro_batch"]))
+    larger = (f"; micro-batches up to {int(r['max_micro_batch'])} fit with it, so --micro-batch {mb} "
+              f"--accum {per_gpu // mb} keeps the global batch with fewer, faster steps" if mb > 1 else "")
+    rec("fit-memory", f"Needs {units.format_bytes(res.memory_per_gpu_bytes)} per GPU but {hw.gpu.id} has "
+                      f"{units.format_bytes(res.memory_capacity_bytes)}: a per-GPU batch of {st.per_gpu_batch} "
+                      f"does not fit under any strategy. {_LEAN[name]} with a micro-batch of 1 and {per_gpu}x gradient "
+                      f"accumulation (the same global batch of {res.global_batch:,}) fits "
+                      f"({units.format_bytes(float(r['memory_per_gpu_bytes']))} per GPU) at "
+                      f"{float(r['throughput_samples_per_s']):.4g} samples/s{larger}.", None,
+        {"strategy": vscn.strategy.kind, "activation_checkpointing": vscn.strategy.activation_checkpointing,
+         "cpu_offload": vscn.strategy.cpu_offload, "per_gpu_batch": mb, "accum": per_gpu // mb}, "high")
+
+
 def _memory_advice(res, hw, st, variants, rec) -> None:
     """What makes a configuration that does not fit in memory fit (the only advice it gets)."""
     fitting = [(name, vscn, r) for name, vscn, r in variants
-               if name in ("fsdp", "fsdp-ckpt", "ckpt", "half-batch", "fsdp-offload") and bool(r["fits_in_memory"])]
+               if name in _MEMORY_VARIANTS and bool(r["fits_in_memory"])]
     need = res.memory_per_gpu_bytes
-    if fitting:
+    # only where nothing fits at this micro-batch: the strategies at a micro-batch of 1 (_MICRO_BATCH_ONE)
+    small = [(name, vscn, r) for name, vscn, r in variants
+             if name in dict(_MICRO_BATCH_ONE) and bool(r["fits_in_memory"])]
+    if not fitting and small:
+        _micro_batch_advice(res, hw, st, small, rec)
+    elif fitting:
         name, vscn, r = max(fitting, key=lambda x: float(x[2]["throughput_samples_per_s"]))
         what = {"fsdp": "FSDP FULL_SHARD (ZeRO-3)", "fsdp-ckpt": "FSDP FULL_SHARD with activation checkpointing",
                 "ckpt": "activation checkpointing", "half-batch": "half the per-GPU batch with 2x accumulation",

@@ -256,3 +256,33 @@ def test_cpu_and_storage_come_from_a_node_never_from_code(db):
         resolve_hardware(Scenario(**kw), bare)
     ok = resolve_hardware(Scenario(**kw, cpu_cores_per_gpu=4, storage_gbyte_per_s=2), bare)
     assert ok.cpu_cores_per_gpu == 4
+
+
+def test_a_language_models_vision_sized_batch_gets_a_micro_batch_that_fits(db):
+    """A per-GPU batch of 256 sequences fits under no strategy; the advice is the fastest strategy at a micro-batch
+    of 1 with the accumulation that keeps the global batch, and applying its change makes the scenario fit."""
+    kw = dict(model="nemotron-3-nano-30b-a3b", gpu="h100-sxm", gpus=64, nodes=8)
+    r = simulate(Scenario(**kw, per_gpu_batch=256), db=db)
+    assert not r.fits_in_memory
+    fit = [x for x in r.recommendations if x["id"] == "fit-memory"]
+    assert len(fit) == 1 and "micro-batch of 1 and 256x gradient accumulation" in fit[0]["message"]
+    ch = fit[0]["change"]
+    assert ch["per_gpu_batch"] * ch["accum"] == 256
+    applied = simulate(Scenario(**kw, per_gpu_batch=ch["per_gpu_batch"], accum=ch["accum"], strategy=ch["strategy"],
+                                activation_checkpointing=ch["activation_checkpointing"]), db=db, recommend=False)
+    assert applied.fits_in_memory and applied.global_batch == r.global_batch
+
+
+def test_the_largest_micro_batch_that_fits_keeps_the_global_batch(db):
+    """ResNet-50 at 4,096 images per GPU: halving still does not fit; the advice names the largest divisor of 4,096
+    at most the micro-batch that fits, and that micro-batch fits while twice it does not."""
+    from gpusim.diagnose import _largest_divisor_at_most
+
+    assert [_largest_divisor_at_most(n, c) for n, c in ((256, 100), (12, 5), (7, 3), (8, 0))] == [64, 4, 1, 1]
+    kw = dict(model="resnet50", gpu="h100-sxm", gpus=8)
+    r = simulate(Scenario(**kw, per_gpu_batch=4096), db=db)
+    fit = [x for x in r.recommendations if x["id"] == "fit-memory"][0]
+    mb, acc = fit["change"]["per_gpu_batch"], fit["change"]["accum"]
+    assert mb * acc == 4096 and mb > 1 and f"--micro-batch {mb} --accum {acc}" in fit["message"]
+    assert simulate(Scenario(**kw, per_gpu_batch=mb, accum=acc), db=db, recommend=False).fits_in_memory
+    assert not simulate(Scenario(**kw, per_gpu_batch=2 * mb, accum=acc // 2), db=db, recommend=False).fits_in_memory
