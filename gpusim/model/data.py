@@ -42,6 +42,13 @@ def data_times_s(micro_batch, busy_s, num_workers, pin_memory, cores_per_gpu, pr
     b = np.asarray(micro_batch, dtype=np.float64)
     w = np.asarray(num_workers, dtype=np.float64)
     synthetic = w < 0
+    if synthetic.all():  # synthetic data on every row (the LLM layout search): nothing to load, the same result
+        shape = np.broadcast(b, busy_s, w, pin_memory, cores_per_gpu, preprocess_core_s_per_sample,
+                             input_bytes_per_sample, h2d_bytes_per_sample, storage_bytes_per_s_per_gpu,
+                             pcie_bytes_per_s).shape
+        zero = np.zeros(shape)
+        return {"wait_s": zero, "supply_samples_per_s": np.full(shape, np.inf), "h2d_s": zero.copy(),
+                "cpu_limited": np.zeros(shape, dtype=bool)}
     supply, cpu_limited = loader_supply_samples_per_s(w, cores_per_gpu, preprocess_core_s_per_sample,
                                                       input_bytes_per_sample, storage_bytes_per_s_per_gpu,
                                                       loader_core_eff_frac)

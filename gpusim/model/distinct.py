@@ -37,7 +37,7 @@ def _renumbered(ints: np.ndarray, span: int, max_k: int):
         return None, 0
     lut = np.zeros(span, dtype=np.intp)
     lut[present] = np.arange(present.size)
-    return lut[ints], present.size
+    return np.take(lut, ints), present.size  # (take: faster than fancy indexing for a 1-D gather)
 
 
 def _hashed_codes(a: np.ndarray, max_k: int):
@@ -194,7 +194,7 @@ class Distinct:
             v = np.asarray(v)
             if v.ndim == 0 or (v.shape[0] == 1 and reps.size != 1):
                 return v  # the same for every row: broadcasts as it would have
-            return v[inverse]
+            return np.take(v, inverse, axis=0)  # (= v[inverse], faster)
 
         return tuple(back(v) for v in out) if isinstance(out, tuple) else back(out)
 
@@ -209,7 +209,7 @@ def _groups_of(code, radix, rows):
         return code, rep_of_code
     lut = np.zeros(radix, dtype=np.intp)
     lut[present] = np.arange(present.size)
-    return lut[code], rep_of_code[present]
+    return np.take(lut, code), rep_of_code[present]
 
 
 def group_rows(arrays, rows: int, max_groups: int):
