@@ -16,7 +16,7 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   step time of the published training runs with their stated layouts (``validation/runs_*.csv``,
   :mod:`gpusim.validation_runs`, its regimes);
 - ``llm-hybrid`` [issue 17]: step time of the published hybrid Mamba-Transformer runs with their stated layouts, the
-  later releases' Nemotron 3 Nano rows (``validation/later_releases.csv``, the ``hybrid`` regime: no curated table
+  later releases' Nemotron 3 Nano and Super rows (``validation/later_releases.csv``, the ``hybrid`` regime: no curated table
   holds a hybrid run), the band a hybrid model's prediction gets whatever else it is (its MoE layers included);
 - ``fsdp``: MFU of llm-foundry's published FSDP benchmark tables (:mod:`gpusim.validation_fsdp`);
 - ``data-parallel``: throughput of the published multi-GPU data-parallel runs from the datasheet
@@ -72,7 +72,7 @@ BANDS_PATH = Path(__file__).with_name("data") / "track_record.json"
 #: the bands in the order ``gpusim validate``'s tables come, with what each covers (the label a report prints)
 BAND_KEYS: dict[str, str] = {
     "llm-moe": "published MoE training runs with their stated layouts",
-    "llm-hybrid": "published hybrid Mamba-Transformer training runs with their stated layouts (Nemotron 3 Nano)",
+    "llm-hybrid": "published hybrid Mamba-Transformer training runs with their stated layouts (Nemotron 3 Nano and Super)",
     "llm-dense-bf16": "published dense BF16 training runs with their stated layouts, not on Blackwell",
     "llm-dense-fp8": "published dense FP8 training runs with their stated layouts, not on Blackwell",
     "llm-dense-bf16-blackwell": "published dense BF16 training runs with their stated layouts on Blackwell",

@@ -626,6 +626,7 @@ _READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "qwen3_moe": _qwen3_moe,
     "deepseek_v2": lambda c: _deepseek(c, v3=False),
     "deepseek_v3": lambda c: _deepseek(c, v3=True),
+    "kimi_k2": lambda c: _deepseek(c, v3=True),  # [issue 17] Moonshot's Kimi K2: DeepseekV3ForCausalLM
     "glm4_moe": _glm4_moe,  # [issue 17] GLM-4.5 / 4.6
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,

@@ -1,5 +1,5 @@
 """[issue 17] The 2024-2026 architectures in the catalogue (Llama 4, Nemotron-H and Nemotron 3, GLM-4.5-Air, Moonlight,
-Jamba): each entry is its published config.json as the test fixture holds it, so the catalogue id and the file give
+Kimi K2, Jamba): each entry is its published config.json as the test fixture holds it, so the catalogue id and the file give
 the same model, and the counts are the published ones."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ RECENT = [
     ("nemotron-3-super-120b-a12b", "nemotron-3-super-120b-a12b", 120e9, 0.02, "Nemotron 3 Super model card: 120B"),
     ("glm-4.5-air", "glm-4.5-air", 106e9, 0.03, "GLM-4.5 report (arXiv:2508.06471): GLM-4.5-Air 106B"),
     ("moonlight-16b-a3b", "moonlight-16b-a3b", 16e9, 0.03, "Moonlight (arXiv:2502.16982): 16B total"),
+    ("kimi-k2", "kimi-k2", 1.04e12, 0.02, "Kimi K2 (arXiv:2507.20534): 1.04T total"),
     ("jamba-v0.1", "jamba-v0.1", 52e9, 0.02, "Jamba (arXiv:2403.19887) Table 1: 52B available"),
 ]
 
