@@ -1140,7 +1140,7 @@ def _optimizer_name(rec) -> str:
     o = rec.optimizer.lower().replace("_", "-")
     if o == "sgd" and "momentum" in (rec.workload_desc or "").lower():
         return "sgd-momentum"
-    return o if o in ("adam", "adamw", "sgd", "sgd-momentum") else "adam"
+    return o if o in ("adam", "adamw", "sgd", "sgd-momentum", "muon") else "adam"
 
 
 def ddp_scenario(rec, hw: dict, *, baseline_throughput: float | None = None):

@@ -545,6 +545,25 @@ def _block_bytes(workload) -> float:
     return float(workload.act_bytes_per_sample / n_blocks(workload.fwd_kernels))
 
 
+def optimizer_fields(st: Strategy, workload) -> dict[str, float]:
+    """The optimizer's state bytes, step traffic and [issue 17] Newton-Schulz FLOPs per parameter. Muon steps the
+    hidden 2-D weights (one fp32 momentum, 20 bytes of traffic, the orthogonalisation's GEMMs) and AdamW the rest
+    (embeddings, head, norms), in the proportion of the model's parts (:func:`gpusim.optimizers.muon_split`); the other
+    optimizers step every parameter alike and do no GEMMs. (Muon's per-tensor launches, 25 per matrix in
+    ``torch.optim.Muon``, are not counted: a few milliseconds per step.)"""
+    dt = st.opt_state_dtype
+    state, traffic = opt_state_bytes(st.optimizer, dt), opt_traffic_bytes(st.optimizer, dt)
+    if st.optimizer != "muon":
+        return {"opt_state_bytes_per_param": state, "opt_traffic_bytes_per_param": traffic, "opt_flop_per_param": 0.0}
+    from gpusim.optimizers import muon_split
+
+    share, flop = muon_split(workload)
+    rest = 1.0 - share
+    return {"opt_state_bytes_per_param": share * state + rest * opt_state_bytes("adamw", dt),
+            "opt_traffic_bytes_per_param": share * traffic + rest * opt_traffic_bytes("adamw", dt),
+            "opt_flop_per_param": share * flop}
+
+
 def optimizer_step_kernels(st: Strategy, workload) -> float:
     """[issue 18] Kernels one optimizer step launches on the data-parallel path, or NaN for the multi-tensor and
     fused implementations (ModelParams ``optimizer_kernels``, a few per step whatever the model). The for-loop
@@ -592,8 +611,7 @@ def scenario_row(scn: Scenario, hw: Hardware, workload, params: ModelParams,
         "num_workers": -1.0 if st.num_workers is None else float(st.num_workers), "pin_memory": st.pin_memory,
         "act_scale": ACT_ELEM_BYTES[pr] / 2.0, "weight_bytes_per_param": WEIGHT_BYTES[pr],
         "grad_bytes_per_param": GRAD_BYTES[pr], "gather_bytes_per_param": GATHER_BYTES[pr],
-        "master_bytes_per_param": MASTER_BYTES[pr], "opt_state_bytes_per_param": opt_state_bytes(st.optimizer, st.opt_state_dtype),
-        "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype),
+        "master_bytes_per_param": MASTER_BYTES[pr], **optimizer_fields(st, workload),  # [issue 17] Muon's mix
         "opt_kernels": optimizer_step_kernels(st, workload),  # [issue 18]
         "compute_override_s": math.nan, "slowest_speed_frac": scn.slowest_gpu_speed_frac,
         **headroom_fields(st, hw.gpu),  # [issue 17]
@@ -659,6 +677,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
     # [issue 17] long GEMM streams hold the power-limited sustained rate where one is measured (GPU.training_matmul_...)
     ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.training_matmul_flop_per_s(key)
     half = GATHER_BYTES[pr] == 2
+    opt = optimizer_fields(st, workload)  # [issue 17] Muon's mix with AdamW
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
         "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
@@ -686,7 +705,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         # Megatron mixed precision: 16-bit weights, fp32 main gradients, fp32 master copy (+ the optimizer's states)
         "weight_bytes_per_param": float(GATHER_BYTES[pr]), "grad_bytes_per_param": GRAD_DTYPE_BYTES[st.grad_dtype],  # [issue 17]
         "master_bytes_per_param": 4.0 if half else 0.0,
-        "opt_traffic_bytes_per_param": opt_traffic_bytes(st.optimizer, st.opt_state_dtype) + MEGATRON_OPT_EXTRA_BYTES[pr],
+        "opt_traffic_bytes_per_param": opt.pop("opt_traffic_bytes_per_param") + MEGATRON_OPT_EXTRA_BYTES[pr], **opt,
         "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies

@@ -49,7 +49,7 @@ def base_precision(precision: str) -> str:
     other names are their own): the key of the per-precision byte tables below."""
     return PRECISION_ALIASES.get(precision, (precision,))[0]
 
-Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum"]
+Optimizer = Literal["adam", "adamw", "sgd", "sgd-momentum", "muon"]  # [issue 17] muon: gpusim.optimizers
 OptimizerImpl = Literal["foreach", "fused", "forloop"]
 
 Recompute = Literal["none", "selective", "full"]
@@ -132,8 +132,10 @@ GATHER_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16
 #: (ZeRO paper section 3.1: 2 + 2 + 12 bytes per parameter for mixed-precision Adam).
 MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16": 0, "bf16": 4, "fp8": 4, "mxfp8": 4}
 
-#: optimizer state bytes per parameter (fp32 states): Adam keeps m and v; SGD with momentum keeps one buffer.
-OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momentum": 4}
+#: optimizer state bytes per parameter (fp32 states): Adam keeps m and v; SGD with momentum keeps one buffer; [issue 17]
+#: Muon keeps one momentum buffer for the weights it steps (``torch.optim.Muon``'s ``momentum_buffer``; the parameters
+#: it does not take stay on AdamW: gpusim.optimizers.muon_split gives the mix per model)
+OPT_STATE_BYTES: dict[str, float] = {"adam": 8, "adamw": 8, "sgd": 0, "sgd-momentum": 4, "muon": 4}
 #: bytes per element of the optimizer's states by their dtype (Megatron-Core ``--use-precision-aware-optimizer
 #: --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16``; DeepSeek-V3 section 3.3.2 tracks AdamW's moments in BF16); the
 #: fp32 master weights and main gradients stay fp32
@@ -143,7 +145,8 @@ GRAD_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0}
 #: bytes the optimizer step reads and writes per parameter (fp32 param, grad, states; fused/foreach
 #: kernels): Adam reads p, g, m, v and writes p, m, v = 7 x 4 bytes; SGD-momentum reads p, g, m and
 #: writes p, m = 5 x 4; plain SGD reads p, g and writes p = 3 x 4.
-OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20}
+#: [issue 17] Muon reads p, g, m and writes p, m (20; its Newton-Schulz GEMMs are FLOPs: gpusim.optimizers).
+OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-momentum": 20, "muon": 20}
 #: [issue 18] kernels the for-loop optimizer (``optimizer_impl="forloop"``) launches per parameter tensor and step,
 #: as PyTorch 1.x's ``torch/optim/_functional.py`` runs them (the loop of ``torch.optim.SGD`` / ``Adam`` / ``AdamW``
 #: before PyTorch 2.0 made the multi-tensor ``foreach`` path the CUDA default), plus the one ``p.grad.zero_()`` of
@@ -152,7 +155,10 @@ OPT_TRAFFIC_BYTES: dict[str, float] = {"adam": 28, "adamw": 28, "sgd": 12, "sgd-
 #: torch's default ``weight_decay=0`` (no ``grad.add(p, wd)``): ``exp_avg.mul_().add_()``,
 #: ``exp_avg_sq.mul_().addcmul_()``, ``(exp_avg_sq.sqrt() / c).add_(eps)``, ``p.addcdiv_()`` (8 + 1); AdamW decays
 #: every step with ``p.mul_(1 - lr wd)`` (9 + 1)
-OPT_FORLOOP_OPS_PER_TENSOR: dict[str, float] = {"adam": 9.0, "adamw": 10.0, "sgd": 3.0, "sgd-momentum": 5.0}
+#: [issue 17] ``torch.optim.Muon`` loops over its tensors whatever the implementation (``_single_tensor_muon``): two
+#: lerps, the bf16 copy, its norm, clamp and division, 5 x (``matmul``, two ``addmm``) and the decay and update: 25
+OPT_FORLOOP_OPS_PER_TENSOR: dict[str, float] = {"adam": 9.0, "adamw": 10.0, "sgd": 3.0, "sgd-momentum": 5.0,
+                                                "muon": 25.0}
 
 
 def opt_state_bytes(optimizer: str, dtype: str = "fp32") -> float:
@@ -387,6 +393,9 @@ class Strategy(FiniteModel):
     def _check(self):
         if self.cpu_offload and self.kind in ("dp", "ddp"):
             raise ValueError(f"cpu_offload needs a sharded strategy (zero1/2/3 or fsdp-*), not {self.kind!r}")
+        if self.cpu_offload and self.optimizer == "muon":  # [issue 17] its Newton-Schulz GEMMs run on the GPU
+            raise ValueError("cpu_offload steps Adam or SGD on the CPU; Muon's orthogonalisation is GPU work: leave "
+                             "cpu_offload off with optimizer muon")
         if self.optimizer_impl == "forloop" and (self.is_llm or self.kind not in ("dp", "ddp")):
             # [issue 18] ZeRO and FSDP step flat shards, Megatron-Core's optimizers multi-tensor or fused kernels
             raise ValueError(f"optimizer_impl forloop (torch.optim's loop over parameter tensors) is modelled for "

@@ -31,7 +31,8 @@ predicted as it ran:
   [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
   several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
   (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
-  Scenario ``grad_dtype``), ``opt_state_dtype=fp32|bf16`` and ``fp8_activations=0|1``. [issue 17]
+  Scenario ``grad_dtype``), ``opt_state_dtype=fp32|bf16`` and ``fp8_activations=0|1``; ``optimizer=adam|adamw|muon``
+  (the recipe's optimizer, Scenario ``optimizer``; Adam without it, as Megatron's default). [issue 17]
   ``cuda_graph_scope=`` (the CUDA graphs a run's source states, Megatron-Core's scope names joined with ``+``:
   ``attn+moe_router+moe_preprocess``, ``full_iteration``): Scenario ``cuda_graph_scope``; a row that states none runs
   eager, as gpusim's default. ``disable_parameter_transpose_cache=1`` (Megatron-Core's option: the FP8 weights'
@@ -101,7 +102,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
                "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
-               "cross_entropy", "mtp_num_layers")  # [issue 17]
+               "cross_entropy", "mtp_num_layers", "optimizer")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -424,6 +425,11 @@ def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
             out.error = f"mtp_num_layers={v!r} in the notes is not a count from 0 to 16"
             return None
         base["mtp_layers"] = int(v)
+    if "optimizer" in opts:  # [issue 17] the optimizer the run's recipe trains with (Kimi K2's Muon)
+        if opts["optimizer"] not in ("adam", "adamw", "muon"):
+            out.error = f"optimizer={opts['optimizer']!r} in the notes is not adam, adamw or muon"
+            return None
+        base["optimizer"] = opts["optimizer"]
     if "opt_state_dtype" in opts:
         if opts["opt_state_dtype"] not in OPT_STATE_DTYPE_BYTES:
             out.error = f"opt_state_dtype={opts['opt_state_dtype']!r} in the notes is not fp32 or bf16"

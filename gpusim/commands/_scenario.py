@@ -21,6 +21,20 @@ def strategy_type(field: str, unit: str = ""):
     return FieldBound("gpusim.strategy:Strategy", field, unit)
 
 
+#: [issue 17] ``--optimizer``'s help (predict, compare, sweep and plan)
+OPTIMIZER_HELP = ("muon [issue 17]: Muon on the hidden 2-D weights (one fp32 momentum, Newton-Schulz GEMMs in the "
+                  "step) and AdamW on the rest (gpusim.optimizers); transformers only")
+
+
+def optimizer_choices() -> tuple[str, ...]:
+    """The optimizers gpusim models (gpusim.strategy.Optimizer), for ``--optimizer``'s choices."""
+    from typing import get_args
+
+    from gpusim.strategy import Optimizer
+
+    return get_args(Optimizer)
+
+
 def add_scenario_args(p, *, batch_required: bool = True) -> None:
     """The scenario flags; ``batch_required``: a data-parallel run must give --per-gpu-batch (checked in
     :func:`resolve`, after the model id, so that a typo in it is the error shown)."""
@@ -71,7 +85,7 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     s.add_argument("--sync-every-micro-batch", action="store_true",
                    help="[issue 18] with --accum > 1 under ddp or zero1: every micro-batch's backward all-reduces the "
                         "gradients, as a loop that never enters DDP's no_sync() does (accum x the communication)")
-    s.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
+    s.add_argument("--optimizer", choices=optimizer_choices(), default="adam", help=OPTIMIZER_HELP)
     s.add_argument("--optimizer-impl", choices=("foreach", "fused", "forloop"), default="foreach",
                    help="[issue 18] how the optimizer step launches its kernels: foreach (PyTorch >= 2.0's default) "
                         "or fused, a few kernels a step; forloop (torch.optim before 2.0, or foreach=False): a few "

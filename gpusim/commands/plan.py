@@ -47,7 +47,8 @@ def register(sub) -> None:
     w.add_argument("--model", required=True, help="catalogue id (`gpusim models`), e.g. llama2-7b, resnet50, or the "
                    "path of a Hugging Face config.json")
     w.add_argument("--seq-len", type=scenario_type("seq_len"), help="sequence length for sequence models")
-    from gpusim.commands._scenario import add_attention_arg, add_cross_entropy_arg, add_headroom_arg, add_mtp_arg
+    from gpusim.commands._scenario import (OPTIMIZER_HELP, add_attention_arg, add_cross_entropy_arg, add_headroom_arg,
+                                           add_mtp_arg, optimizer_choices)
 
     add_attention_arg(w)  # [issue 17]
     add_mtp_arg(w)  # [issue 17] multi-token prediction modules
@@ -85,7 +86,7 @@ def register(sub) -> None:
                    help="do not consider activation checkpointing")
     r.add_argument("--workers", type=_plan("num_workers"),
                    help="DataLoader workers per GPU (default: the node's cores per GPU)")
-    r.add_argument("--optimizer", choices=("adam", "adamw", "sgd", "sgd-momentum"), default="adam")
+    r.add_argument("--optimizer", choices=optimizer_choices(), default="adam", help=OPTIMIZER_HELP)
     pr = p.add_argument_group("prices and energy")
     pr.add_argument("--price-override", action="append", default=[], metavar="ID=USD",
                     help="cloud: USD per GPU-hour for a node or GPU id; purchase: USD per node (node id) or per GPU "

@@ -155,6 +155,8 @@ class StepInputs:
     # [issue 18] kernels of one optimizer step (the for-loop optimizer's per-tensor launches); NaN: ModelParams
     # optimizer_kernels (foreach / fused)
     opt_kernels: np.ndarray = _one(np.nan)
+    # [issue 17] GEMM FLOPs of one optimizer step per parameter (Muon's Newton-Schulz iterations: gpusim.optimizers)
+    opt_flop_per_param: np.ndarray = _one(0.0)
     ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
     host_cpu: np.ndarray = _one(C.HOST_INTEL)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
@@ -651,6 +653,12 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     opt_k = np.where(np.isfinite(inp.opt_kernels), inp.opt_kernels, p.optimizer_kernels)  # [issue 18]
     gpu_opt = optimizer_step_s(p_local, inp.opt_traffic_bytes_per_param, inp.mem_bytes_per_s, p.mem_eff_frac,
                                opt_k, np.maximum(p.kernel_tail_s, p.launch_cpu_s))
+    # [issue 17] Muon's orthogonalisation: bf16 GEMMs over the rank's share of the weights at the GEMM ceiling
+    opt_flop = np.asarray(inp.opt_flop_per_param, dtype=np.float64)
+    if np.any(opt_flop > 0):
+        peak16 = np.asarray(inp.peak16_flop_per_s, dtype=np.float64)
+        gemm_rate = p.gemm_ceiling_frac * np.where(np.isfinite(peak16), peak16, np.asarray(inp.peak_flop_per_s))
+        gpu_opt = gpu_opt + p_local * opt_flop / gemm_rate
     offload = np.asarray(inp.cpu_offload, dtype=bool)
     cpu_opt = (p_local * inp.opt_traffic_bytes_per_param / inp.cpu_optimizer_bytes_per_s
                + p_local * (inp.grad_bytes_per_param + inp.gather_bytes_per_param)
