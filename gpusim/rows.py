@@ -678,6 +678,8 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
     ceiling = params.gemm_ceiling_flop_per_s.get(key) or hw.gpu.training_matmul_flop_per_s(key)
     half = GATHER_BYTES[pr] == 2
     opt = optimizer_fields(st, workload)  # [issue 17] Muon's mix with AdamW
+    # [issue 17] Megatron-Core's Muon (dist_muon) all-reduces the gradients: gpusim.model.step._distopt_comm
+    opt["grad_allreduce"] = st.optimizer == "muon"
     return {
         "llm": True, "tp": float(lay.tp), "pp": float(lay.pp), "vp": float(lay.vp), "sp": lay.sp,
         "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]

@@ -157,6 +157,9 @@ class StepInputs:
     opt_kernels: np.ndarray = _one(np.nan)
     # [issue 17] GEMM FLOPs of one optimizer step per parameter (Muon's Newton-Schulz iterations: gpusim.optimizers)
     opt_flop_per_param: np.ndarray = _one(0.0)
+    # [issue 17] LLM rows whose sharded optimizer all-reduces the gradients instead of reduce-scattering them
+    # (Megatron-Core's layer-wise distributed Muon, dist_muon: _distopt_comm)
+    grad_allreduce: np.ndarray = _one(False)
     ll128: np.ndarray = _one(True)  # NCCL runs the LL128 protocol here (NVLink inside the node, a validated GPU)
     host_cpu: np.ndarray = _one(C.HOST_INTEL)  # [issue 18] the nodes' CPU (gpusim.model.comm.HOST_CPUS): NCCL's net overhead
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
@@ -462,28 +465,38 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     byte, 10 buckets of 100 B each side, windows long enough): ``G = 1000`` of which ``G_exp = 500`` over two ranks:
     RS 500 + 500 ns with last buckets 100 + 100 ns exposed, AG likewise: 400 ns exposed.
 
+    [issue 17] Rows with ``grad_ar`` (Muon under Megatron-Core's layer-wise distributed optimizer, ``dist_muon``:
+    ``use_distributed_optimizer`` off, each data-parallel rank stepping whole layers, since Newton-Schulz needs whole
+    matrices) all-reduce the gradient buckets in place of the reduce-scatter (the ring's volume doubles) and all-gather
+    the updated parameters as above.
+
     ``coll_rows(kind, size, ranks, nodes, intra, intra_hop, inter, inter_hop, nvls, ll_max, ll128, host_cpu)``: one
     collective's seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group
     (``dist``).
     """
-    def bucketed(G, W, bucket, *fabric):
+    def bucketed(ar, G, W, bucket, *fabric):
         rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric), one_call=True)
+        if np.any(ar):  # [issue 17] dist_muon: the gradients all-reduced, each rank keeping whole layers' states
+            full = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.ALL_REDUCE, size, *fabric), one_call=True)
+            rs = tuple(np.where(ar, f, r) for f, r in zip(full, rs))
         ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
         return (*rs, *ag)
 
     fabric = ("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128", "host_cpu")
     G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)  # [issue 17] the routed experts' share (none: dense)
     W_exp = np.asarray(c.get("W_exp", 0.0), dtype=np.float64)
-    dense = dist(bucketed, [c["G"] - G_exp, c["W"] - W_exp, c["bucket"], c["n"], c["nodes"], *(c[k] for k in fabric)])
+    ar = np.asarray(c.get("grad_ar", False), dtype=bool)
+    dense = dist(bucketed, [ar, c["G"] - G_exp, c["W"] - W_exp, c["bucket"], c["n"], c["nodes"],
+                            *(c[k] for k in fabric)])
     rs_total, rs_last, ag_total, ag_first = dense
     if np.any((G_exp > 0) & (np.asarray(c.get("edp_n", 1.0)) > 1)):
         ex_fabric = [c["intra"], c["intra_hop"], c["edp_inter"], *(c[k] for k in fabric[3:])]
 
-        def expert_bucketed(G, W, bucket, ranks, *rest):
-            out = bucketed(G, W, bucket, ranks, *rest)
+        def expert_bucketed(ar, G, W, bucket, ranks, *rest):
+            out = bucketed(ar, G, W, bucket, ranks, *rest)
             return tuple(np.where((ranks > 1) & (G > 0), t, 0.0) for t in out)
 
-        ex = dist(expert_bucketed, [G_exp, W_exp, c["bucket"], c["edp_n"], c["edp_nodes"], *ex_fabric])
+        ex = dist(expert_bucketed, [ar, G_exp, W_exp, c["bucket"], c["edp_n"], c["edp_nodes"], *ex_fabric])
         # the two buffers' buckets are reduced in the same backward pass, one after the other on the links; each
         # buffer's last bucket (and first all-gather) waits at the end (start) of the window
         rs_total, rs_last, ag_total, ag_first = (a + b for a, b in zip(dense, ex))
@@ -622,6 +635,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
            "ll_max": inp.ll_max_busbw_bytes_per_s, "ll128": inp.ll128, "host_cpu": inp.host_cpu,
            "G_exp": G_exp, "W_exp": W_exp, "edp_n": edp_n, "edp_nodes": edp_nodes, "edp_inter": edp_inter,
+           "grad_ar": inp.grad_allreduce,  # [issue 17] dist_muon
            # [issue 18] all-reduces per optimizer step: one, or every micro-batch's when the loop never enters DDP's
            # no_sync() (Strategy sync_every_micro_batch)
            "syncs": np.where(np.asarray(inp.sync_every_micro, dtype=bool), k, 1.0)}
