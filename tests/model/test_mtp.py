@@ -179,19 +179,15 @@ def test_megatron_recipe_reads_mtp_num_layers(tmp_path):
     assert np.isfinite(get_workload(str(p)).fwd_flop_per_sample)
 
 
-def test_runs_notes_option_mtp_num_layers():
+def test_runs_notes_option_mtp_num_layers(db, run_row):
     """A published run that trained without DeepSeek-V3's module (Megatron-Bridge's 25.11 table: 'w/o MTP') says
     ``mtp_num_layers=0``; without it the model's own module is trained. Here an even split (pp 1, where the module
     cannot take an empty slot) shows the difference in the step; a bad count is refused."""
-    from gpusim.hwdb import load
     from gpusim.validation_runs import options, predict_row
 
-    db = load()
     assert options("DeepSeekV3 (w/o MTP): mtp_num_layers=0; strategy=zero1")["mtp_num_layers"] == "0"
-    row = {"run_id": "x", "source_id": "S", "holdout": "0", "model": "deepseek-v3", "gpu": "gb200", "gpus": "256",
-           "gpus_per_node": "72", "tp": "1", "pp": "1", "vp": "", "cp": "1", "ep": "256", "etp": "", "micro_batch": "1",
-           "global_batch": "2048", "seq_len": "4096", "precision": "mxfp8", "recompute": "", "metric": "step_time_s",
-           "value": "10", "unit": "s", "notes": "strategy=zero1"}
+    row = run_row(model="deepseek-v3", gpu="gb200", gpus=256, gpus_per_node=72, ep=256, global_batch=2048,
+                  seq_len=4096, precision="mxfp8")
     on = predict_row(row, db=db)
     off = predict_row(dict(row, notes="strategy=zero1; mtp_num_layers=0"), db=db)
     assert not on.error and not off.error and on.step_s > off.step_s

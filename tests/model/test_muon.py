@@ -9,16 +9,10 @@ import pytest
 
 import gpusim
 from gpusim.cli import main
-from gpusim.hwdb import load
 from gpusim.optimizers import muon_split, newton_schulz_flop
 from gpusim.params import DEFAULT_PARAMS
 from gpusim.simulation import Scenario, simulate
 from gpusim.workload import get_workload
-
-
-@pytest.fixture(scope="module")
-def db():
-    return load()
 
 
 def test_newton_schulz_flops_by_hand():
@@ -92,13 +86,10 @@ def test_bad_muon_input_exits_2_with_the_fix(capsys, args, words):
     assert code == 2 and words in capsys.readouterr().err
 
 
-def test_a_runs_optimizer_token(db):
+def test_a_runs_optimizer_token(db, run_row):
     from gpusim.validation_runs import predict_row
 
-    row = {"run_id": "x", "source_id": "S", "source": "s", "holdout": "0", "model": "llama3-8b", "gpu": "h100-sxm",
-           "gpus": "8", "gpus_per_node": "8", "tp": "1", "pp": "1", "vp": "", "cp": "1", "ep": "", "etp": "",
-           "micro_batch": "1", "global_batch": "128", "seq_len": "8192", "precision": "bf16", "recompute": "",
-           "metric": "step_time_s", "value": "10", "unit": "s", "notes": "strategy=zero1; optimizer=muon"}
+    row = run_row(notes="strategy=zero1; optimizer=muon")
     muon, adam = predict_row(row, db=db), predict_row({**row, "notes": "strategy=zero1"}, db=db)
     assert not muon.error and muon.step_s > adam.step_s
     bad = predict_row({**row, "notes": "strategy=zero1; optimizer=lion"}, db=db)

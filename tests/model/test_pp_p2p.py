@@ -108,14 +108,11 @@ def test_cli_no_overlap_p2p_comm_flag(capsys):
     assert off > 2.0 * on > 0.0
 
 
-def test_runs_notes_option_overlap_p2p_comm(db):
+def test_runs_notes_option_overlap_p2p_comm(db, run_row):
     from gpusim.validation_runs import options, predict_row
 
     assert options("stated overlap_p2p_comm=0; strategy=zero1") == {"overlap_p2p_comm": "0", "strategy": "zero1"}
-    row = {"run_id": "x", "source_id": "S", "holdout": "0", "model": "llama3-70b", "gpu": "h100-sxm", "gpus": "64",
-           "gpus_per_node": "8", "tp": "4", "pp": "8", "vp": "5", "cp": "1", "ep": "1", "etp": "", "micro_batch": "1",
-           "global_batch": "128", "seq_len": "8192", "precision": "bf16", "recompute": "", "metric": "step_time_s",
-           "value": "10", "unit": "s", "notes": "strategy=zero1"}
+    row = run_row(model="llama3-70b", gpus=64, tp=4, pp=8, vp=5, ep=1)
     on = predict_row(row, db=db)
     off = predict_row(dict(row, notes="strategy=zero1; overlap_p2p_comm=0"), db=db)
     assert off.step_s > on.step_s
