@@ -228,10 +228,12 @@ def resolve_hardware(scn: Scenario, db) -> Hardware:
                                  else db.links.get("host-staged")) if not p2p else None)
 
 
-def apply_mtp(workload, layers: int | None):
+def apply_mtp(workload, layers: int | None, shared: bool | None = None):
     """[issue 17] ``workload`` trained with ``layers`` multi-token prediction modules (Strategy.mtp_layers; None or
-    the model's own depth: unchanged), rebuilt from its spec by the same builder as :func:`apply_attention`."""
-    if layers is None:
+    the model's own depth: unchanged), their passes sharing one module's weights where ``shared``
+    (Strategy.mtp_shared; None: the model's own), rebuilt from its spec by the same builder as
+    :func:`apply_attention`."""
+    if layers is None and shared is None:
         return workload
     spec = transformer_of(workload)
     if spec is None or spec.head != "lm":
@@ -239,11 +241,14 @@ def apply_mtp(workload, layers: int | None):
             return workload
         raise ScenarioError(f"--mtp-layers {layers}: multi-token prediction applies to language models with an LM "
                             f"head; {workload.id!r} is not one (leave --mtp-layers out)")
-    if spec.mtp_layers == layers:
+    d = spec.mtp_layers if layers is None else int(layers)
+    s = spec.mtp_shared if shared is None else bool(shared)
+    if spec.mtp_layers == d and spec.mtp_shared == s:
         return workload
     kept = tuple(a for a in workload.assumptions if not a.startswith("num_nextn_predict_layers"))
-    return _rebuilt(workload, dataclasses.replace(spec, mtp_layers=int(layers)), kept,
-                    f"{layers} multi-token prediction module(s) (--mtp-layers)")
+    what = f"{d} multi-token prediction module(s) (--mtp-layers)" if not s else \
+        f"{d} multi-token prediction pass(es) through one shared module (--mtp-layers, --mtp-shared)"
+    return _rebuilt(workload, dataclasses.replace(spec, mtp_layers=d, mtp_shared=s), kept, what)
 
 
 def resolve_workload(scn: Scenario):
@@ -251,10 +256,11 @@ def resolve_workload(scn: Scenario):
     if scn.workload is not None:
         w = scn.workload
         return apply_mtp(apply_attention(w.with_seq_len(scn.seq_len) if scn.seq_len else w, st.attention),
-                         st.mtp_layers)
+                         st.mtp_layers, st.mtp_shared)
     from gpusim.workload import get_workload
 
-    return apply_mtp(apply_attention(get_workload(scn.model, seq_len=scn.seq_len), st.attention), st.mtp_layers)
+    return apply_mtp(apply_attention(get_workload(scn.model, seq_len=scn.seq_len), st.attention), st.mtp_layers,
+                     st.mtp_shared)
 
 
 def apply_attention(workload, attention: str | None):
@@ -692,6 +698,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "accum": float(lay.n_micro), "micro_batch": float(lay.micro_batch),
         "n_layers": float(padded_layers(spec.n_layers, lay.pp, lay.vp) if st.uneven_pp else spec.n_layers),
         "model_layers": float(spec.n_layers), "mtp_layers": float(spec.mtp_layers),  # [issue 17] (llm.stage_layers)
+        "mtp_param_modules": float(spec.mtp_param_modules),  # [issue 17] one where the passes share it (mtp_shared)
         # [issue 17] the multi-token prediction modules' forward FLOPs per sample (the workload's layer groups)
         "mtp_fwd_flop": float(sum(g.fwd_flop_per_sample for g in getattr(workload, "layers", ())
                                   if g.name == MTP_GROUP)),

@@ -342,6 +342,11 @@ class Strategy(FiniteModel):
         "model's last kind after the last layer, a 2h -> h projection and one more pass through the shared LM head "
         "with its own loss, on the last pipeline stage (gpusim.workload.transformer.TransformerSpec.mtp_layers). "
         "None: the model's own (a config.json's num_nextn_predict_layers: DeepSeek-V3 1); 0 trains without them")
+    mtp_shared: bool | None = Field(
+        default=None, description="[issue 17] the multi-token prediction passes run one module's weights again "
+        "(Megatron-Core mtp_use_repeated_layer: Nemotron 3 Super's recipe trains mtp_num_layers 2 through one "
+        "module): the passes' compute and activations, one module's parameters, gradients and optimizer state. "
+        "None: the model's own (a config.json's mtp_use_repeated_layer or mtp_share_layers, else separate modules)")
     cuda_graph_scope: tuple[CudaGraphScope, ...] = Field(
         default=(), description="[issue 17] LLM layouts: the parts of each layer Megatron-Core captures in CUDA graphs "
         "(--cuda-graph-scope): attn, mlp (a dense layer's), moe_router, moe_preprocess (with moe_router), moe (the "

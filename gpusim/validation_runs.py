@@ -27,7 +27,8 @@ predicted as it ran:
   (the loss's cross entropy the recipe runs; without it, gpusim's default te, what tuned recipes select): Scenario
   ``cross_entropy``. [issue 17] ``mtp_num_layers=N`` (the multi-token prediction modules the run trained, Megatron-Core
   ``--mtp-num-layers``; without it, the model's own: DeepSeek-V3's one, as Megatron-Bridge's recipe sets it): Scenario
-  ``mtp_layers``.
+  ``mtp_layers``; ``mtp_use_repeated_layer=0|1`` (Megatron-Core's option: the passes through one shared module):
+  Scenario ``mtp_shared``.
   [issue 17] The memory settings a run's recipe states: ``recompute_modules=`` (Megatron-Core ``recompute_modules``,
   several joined with ``+``: ``mla_up_proj+moe_act``; Scenario ``recompute_modules``), ``grad_reduce_in_fp32=0|1``
   (Megatron-Core's DDP option: 0 = the main gradients and their data-parallel reduction in the parameters' bf16,
@@ -102,7 +103,7 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
                "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
-               "cross_entropy", "mtp_num_layers", "optimizer")  # [issue 17]
+               "cross_entropy", "mtp_num_layers", "mtp_use_repeated_layer", "optimizer")  # [issue 17]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -413,7 +414,9 @@ def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
                                ("moe_router_padding_for_fp8", "moe_router_padding", {True: True, False: False}),
                                # [issue 17] TE's CuTe DSL fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 with
                                # Megatron-Core's op fuser and 32-wide GLU interleaving)
-                               ("cutedsl_fused_grouped_mlp", "moe_fused_mlp", {True: True, False: False})):
+                               ("cutedsl_fused_grouped_mlp", "moe_fused_mlp", {True: True, False: False}),
+                               # [issue 17] the MTP passes through one shared module (Strategy.mtp_shared)
+                               ("mtp_use_repeated_layer", "mtp_shared", {True: True, False: False})):
         if key in opts:
             if opts[key].lower() not in _BOOL:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"

@@ -462,15 +462,21 @@ def _moe_selects(s: dict) -> None:
                                       "MLA and gated-DeltaNet ones. Give this or the imbalance, not both")
 
 
-def _mtp_input(spec) -> int | None:
+def _mtp_input(spec, s: dict) -> int | None:
     """[issue 17] The multi-token prediction modules trained with a language model that has them (the CLI's
-    --mtp-layers; 0 trains without), offered where the model's config has some (DeepSeek-V3, Nemotron 3 Super)."""
-    return number_input(st, "Multi-token prediction modules", 0, 16, None, key="mtp", bind=BIND,
-                        placeholder=f"{spec.mtp_layers} (the model's)",
-                        help="modules after the last layer, each one more layer of the model's last kind, a 2h -> h "
-                             "projection and one more pass through the LM head with its own loss (DeepSeek-V3 report "
-                             "section 2.2; Megatron-Core --mtp-num-layers), on the last pipeline stage; 0 trains "
-                             "without them, as Megatron-Bridge's 25.11 DeepSeek-V3 table ran")
+    --mtp-layers; 0 trains without), offered where the model's config has some (DeepSeek-V3, Nemotron 3 Super), and
+    whether the passes share one module (the CLI's --mtp-shared), stored in ``s["mtp_sh"]``."""
+    n = number_input(st, "Multi-token prediction modules", 0, 16, None, key="mtp", bind=BIND,
+                     placeholder=f"{spec.mtp_layers} (the model's)",
+                     help="modules after the last layer, each one more layer of the model's last kind, a 2h -> h "
+                          "projection and one more pass through the LM head with its own loss (DeepSeek-V3 report "
+                          "section 2.2; Megatron-Core --mtp-num-layers), on the last pipeline stage; 0 trains "
+                          "without them, as Megatron-Bridge's 25.11 DeepSeek-V3 table ran")
+    s["mtp_sh"] = st.checkbox("The passes share one module", key="mtp_sh", bind=BIND,
+                              help="every multi-token prediction pass runs one module's weights (Megatron-Core "
+                                   "--mtp-use-repeated-layer: Nemotron 3 Super's recipe trains 2 passes this way): "
+                                   "the passes' compute and activations, one module's parameters and optimizer state")
+    return n
 
 
 def _attention_select() -> str:
@@ -527,7 +533,7 @@ def sidebar() -> Context:
                     if getattr(spec, "n_experts", 0):
                         _moe_selects(s)
                     if getattr(spec, "mtp_layers", 0):
-                        s["mtp"] = _mtp_input(spec)
+                        s["mtp"] = _mtp_input(spec, s)
             elif s["wl"] == "custom":
                 s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
@@ -555,7 +561,7 @@ def sidebar() -> Context:
                         if getattr(wl.transformer, "n_experts", 0):
                             _moe_selects(s)
                         if getattr(wl.transformer, "mtp_layers", 0):
-                            s["mtp"] = _mtp_input(wl.transformer)
+                            s["mtp"] = _mtp_input(wl.transformer, s)
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):

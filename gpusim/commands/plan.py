@@ -191,12 +191,14 @@ def _attention_and_headroom(args, db, params, kw: dict):
                             f"attention kernel (--attention flash); the rate of a given kernel on a given GPU is "
                             f"modelled by `gpusim predict`, `gpusim compare` and `gpusim sweep` (pass it there), "
                             f"or leave --attention out")
-    if getattr(args, "attention", None) or getattr(args, "mtp_layers", None) is not None:
+    if (getattr(args, "attention", None) or getattr(args, "mtp_layers", None) is not None
+            or getattr(args, "mtp_shared", None)):
         from gpusim.rows import apply_attention, apply_mtp
         from gpusim.workload import get_workload
 
         kw["workload"] = apply_mtp(apply_attention(get_workload(model, seq_len=args.seq_len), args.attention),
-                                   getattr(args, "mtp_layers", None))  # [issue 17]
+                                   getattr(args, "mtp_layers", None),
+                                   True if getattr(args, "mtp_shared", None) else None)  # [issue 17]
         model = None
     head = getattr(args, "memory_headroom", None)
     if head:

@@ -639,7 +639,8 @@ _FABRIC_DEFAULTS = {"ll_max_busbw_bytes_per_s": np.inf, "ll128": True, "host_cpu
 
 #: [issue 17] the columns of :func:`llm_rows_terms`'s input that only its pipeline part reads (the layer's terms do
 #: not depend on them: :func:`_layer_rows_terms`)
-_PIPELINE_KEYS = frozenset({"n_layers", "model_layers", "pp", "vp", "n_micro", "mtp_layers", "mtp_fwd_flop"})
+_PIPELINE_KEYS = frozenset({"n_layers", "model_layers", "pp", "vp", "n_micro", "mtp_layers", "mtp_fwd_flop",
+                            "mtp_param_modules"})
 
 
 def _collective_fn(x: dict, p, dist: Distinct):
@@ -1030,10 +1031,14 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     lp_rank = lp / tp + moe["delta_params"]  # [issue 12] per rank: experts split ep x etp ways, the rest tp ways
     head_p = np.where(np.asarray(x["untied"], dtype=bool) | multi_stage, V * h, 0.0)  # Megatron copies a tied
     # [issue 17] an MTP module's own parameters beside its layer: eh_proj 2h x h (column-parallel) and three norms; on
-    # a multi-stage pipeline the last stage also holds a copy of the word embeddings for the modules' lookups
-    mtp_p = D * (2.0 * h * h / tp + 3.0 * h) + np.where(multi_stage & (D > 0), emb_p / tp, 0.0)
+    # a multi-stage pipeline the last stage also holds a copy of the word embeddings for the modules' lookups. Passes
+    # that share one module (TransformerSpec.mtp_shared) hold its weights once: D - Dp of the stage's layer slots run
+    # without parameters of their own
+    Dp = _f(x.get("mtp_param_modules", np.nan))
+    Dp = np.where(np.isnan(Dp), D, Dp)
+    mtp_p = Dp * (2.0 * h * h / tp + 3.0 * h) + np.where(multi_stage & (D > 0), emb_p / tp, 0.0)
     first_p = lps * lp_rank + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp + mtp_p)  # embedding to the last
-    last_p = last_layers * lp_rank + head_p / tp + mtp_p + np.where(multi_stage, 0.0, emb_p / tp)  # stage
+    last_p = (last_layers - (D - Dp)) * lp_rank + head_p / tp + mtp_p + np.where(multi_stage, 0.0, emb_p / tp)
     first_p = np.where(multi_stage, first_p, last_p)  # (one stage: the same one)
     stage_p = np.maximum(first_p, last_p)
     # without gradient-accumulation fusion every micro-batch's 16-bit weight gradients are added into the fp32
@@ -1187,7 +1192,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     out = {"compute_s": compute_s, "tp_comm_exposed_s": tp_comm_s, "cp_comm_exposed_s": cp_comm_s,
            "ep_pair_exposed_frac": pair_e, "ep_pair_interf_frac": pair_i,  # [issue 17] EP A2A overlap per layer pair
             "ep_comm_exposed_s": ep_comm_s, "expert_params_per_stage": lps * moe["expert_params"],
-            "expert_params_last_stage": last_layers * moe["expert_params"],  # [issue 17] (stage_layers)
+            # [issue 17] (stage_layers; shared MTP passes hold one module's experts)
+            "expert_params_last_stage": (last_layers - (D - Dp)) * moe["expert_params"],
             "pp_bubble_s": bubble,
             "pp_p2p_exposed_s": p2p_s, "steady_s": steady,
             "stage_fwd_s": lps * layer_f, "stage_bwd_s": lps * layer_b,

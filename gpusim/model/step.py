@@ -211,6 +211,7 @@ class StepInputs:
     model_layers: np.ndarray = _one(np.nan)  # NaN: n_layers
     mtp_layers: np.ndarray = _one(0.0)  # [issue 17] multi-token prediction modules on the last stage (llm.stage_layers)
     mtp_fwd_flop: np.ndarray = _one(0.0)  # [issue 17] their forward model FLOPs per sample
+    mtp_param_modules: np.ndarray = _one(np.nan)  # [issue 17] those with weights of their own; NaN: mtp_layers
     nvlink_domain_gpus: np.ndarray = _one(np.nan)  # NaN: the GPUs of a node
     # [issue 12] mixture of experts (gpusim.model.experts); moe_frac 0: a dense model
     ep: np.ndarray = _one()
@@ -797,7 +798,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
              "attn_tile_frac", "attn_win_share", "attn_win_tiles_frac", "attn_qblock_per_tile", "attn_key_frac",
-             "cuda_graphs", "fp8_retranspose_bytes", "mtp_layers", "mtp_fwd_flop")  # [issue 12], [issue 17], [issue 18]
+             "cuda_graphs", "fp8_retranspose_bytes", "mtp_layers", "mtp_fwd_flop", "mtp_param_modules")  # [issue 12], [issue 17], [issue 18]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none

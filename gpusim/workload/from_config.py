@@ -272,6 +272,21 @@ def _mtp(c: _Cfg, spec: dict[str, Any], *, default: int) -> None:
         c.assumptions.append(f"num_nextn_predict_layers: {d} multi-token prediction module(s) trained with the model "
                              f"after its last layer (the published parameter count leaves them out; --mtp-layers 0 "
                              f"trains without them)")
+    _mtp_shared(c, spec)
+
+
+def _mtp_shared(c: _Cfg, spec: dict[str, Any]) -> None:
+    """[issue 17] ``mtp_use_repeated_layer`` (Megatron-Core's name, as Qwen3.5's and Megatron recipes write it) or
+    ``mtp_share_layers`` (the name Megatron-Bridge's bridges read from some Hugging Face configs): the multi-token
+    prediction passes run one module's weights (TransformerSpec.mtp_shared)."""
+    for key in ("mtp_use_repeated_layer", "mtp_share_layers"):
+        v = c.raw.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, bool):
+            raise c._fail(key, f"must be true or false (got {v!r})")
+        spec["mtp_shared"] = v
+        return
 
 
 def _gpt_oss(c: _Cfg) -> dict[str, Any]:
@@ -528,6 +543,7 @@ def _megatron(c: _Cfg) -> dict[str, Any]:
         if d > 16:
             raise c._fail("mtp_num_layers", f"at most 16 multi-token prediction modules are modelled (got {d})")
         spec["mtp_layers"] = d
+        _mtp_shared(c, spec)
     return spec
 
 

@@ -136,6 +136,11 @@ class TransformerSpec:
         last layer kind (:meth:`mtp_block_spec`), a final norm, and the LM head shared with the main model, with its
         own cross-entropy loss. The embedding and the head are shared (no parameters of their own); the module's
         parameters are :meth:`mtp_params`. 0: none (or trained without it).
+    mtp_shared : [issue 17] the ``mtp_layers`` passes run one module's weights again (Megatron-Core
+        ``TransformerConfig.mtp_use_repeated_layer``, "use a single MTP layer repeatedly": Megatron-Bridge's
+        Nemotron 3 Super recipe trains ``mtp_num_layers = 2`` through its config's one module; a config.json's
+        ``mtp_use_repeated_layer`` or ``mtp_share_layers``): the FLOPs, activations and losses of ``mtp_layers``
+        passes, the parameters (and their gradients and optimizer state) of one module.
 
     [issue 17] Hybrid Mamba-Transformer models (Nemotron-H, Jamba; :mod:`gpusim.workload.ssm`):
 
@@ -220,6 +225,7 @@ class TransformerSpec:
     glu_clamp: float | None = None
     vocab_multiple: int = 1
     mtp_layers: int = 0
+    mtp_shared: bool = False
     # --- hybrid Mamba-Transformer [issue 17]
     mixers: str | None = None
     ffns: str | None = None
@@ -262,6 +268,9 @@ class TransformerSpec:
         if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= 16:
             raise ScenarioError(f"mtp_layers (multi-token prediction depth) must be a whole number from 0 to 16 "
                                 f"(got {d!r})")
+        if not isinstance(self.mtp_shared, bool):
+            raise ScenarioError(f"mtp_shared (one multi-token prediction module run mtp_layers times) must be True or "
+                                f"False (got {self.mtp_shared!r})")
         if d and (self.head != "lm" or self.image_size):
             raise ScenarioError(f"mtp_layers {d}: multi-token prediction needs a language-model head (this model's "
                                 f"head is {self.head!r}); use 0")
@@ -559,17 +568,24 @@ class TransformerSpec:
             moe, win = self.is_moe_layer(last), self.is_window_layer(last)
         return dataclasses.replace(self, n_layers=1, mixers=None, ffns=None, first_k_dense=0 if moe else 1,
                                    moe_layer_freq=1, dense_layers=(), window_layers=None if win else (),
-                                   mtp_layers=0, extra_params=0.0, final_norm=True)
+                                   mtp_layers=0, mtp_shared=False, extra_params=0.0, final_norm=True)
 
     def mtp_params(self, active: bool = False) -> float:
         """Parameters of the multi-token prediction modules (all ``mtp_layers`` of them): each one transformer layer
         (:meth:`mtp_block_spec`; its routed experts all, or the ``top_k`` a token uses), ``eh_proj`` ``2h x h`` and
-        three norms (``enorm``, ``hnorm``, ``final_layernorm``); the embedding and LM head are the model's."""
+        three norms (``enorm``, ``hnorm``, ``final_layernorm``); the embedding and LM head are the model's. With
+        ``mtp_shared`` the passes share one module's (:meth:`mtp_param_modules`)."""
         if not self.mtp_layers:
             return 0.0
         block = self.mtp_block_spec()
         h = float(self.d_model)
-        return self.mtp_layers * (block.layer_params(0, active) + 2.0 * h * h + 3.0 * self._norm_params())
+        return self.mtp_param_modules * (block.layer_params(0, active) + 2.0 * h * h + 3.0 * self._norm_params())
+
+    @property
+    def mtp_param_modules(self) -> int:
+        """[issue 17] Multi-token prediction modules with weights of their own: ``mtp_layers``, or one where the
+        passes share it (``mtp_shared``)."""
+        return min(self.mtp_layers, 1) if self.mtp_shared else self.mtp_layers
 
     def _adaptive_clusters(self) -> list[tuple[float, float]]:
         """(size, width) of each adaptive-softmax cluster, head first."""
@@ -828,7 +844,7 @@ def build_transformer(info: EntryInfo, spec: TransformerSpec, seq_len: int | Non
         mtp = build_transformer(info, spec.mtp_block_spec(), int(s))
         for lg in mtp.layers:
             g.add(lg.kind, MTP_GROUP, D * lg.count, D * lg.fwd_flop_per_sample, D * lg.fwd_bytes_per_sample,
-                  D * lg.weight_bytes)
+                  D * lg.weight_bytes)  # (shared passes, mtp_shared, read the one module's weights each time)
         g.add("matmul", MTP_GROUP, D, D * 2 * s * 2 * h * h, D * E * (s * 2 * h + s * h), D * WEIGHT_BYTES * 2 * h * h)
         g.add("norm", MTP_GROUP, 2 * D, 0.0, D * E * 2 * 2 * s * h, D * WEIGHT_BYTES * 2 * norm_p)
         g.add("elementwise", MTP_GROUP, D, 0.0, D * E * 2 * 2 * s * h)  # the concatenation [enorm(e), hnorm(h)]

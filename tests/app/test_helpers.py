@@ -274,3 +274,9 @@ def test_mtp_state_is_the_clis_mtp_layers(db):
     assert own.strategy.mtp_layers is None and off.strategy.mtp_layers == 0
     with pytest.raises(ScenarioError, match="language models"):
         simulate(scenario_from_state({"model": "resnet50", "mtp": 1}, db), recommend=False)
+    # "The passes share one module" is the CLI's --mtp-shared: one module's state for two passes
+    kw = dict(model="deepseek-v3", gpu="h100-sxm", gpus=64, nodes=8, strategy="zero1", batch=1, mtp=2)
+    sep = simulate(scenario_from_state(kw, db), recommend=False)
+    shared = simulate(scenario_from_state({**kw, "mtp_sh": True}, db), recommend=False)
+    assert scenario_from_state({**kw, "mtp_sh": True}, db).strategy.mtp_shared is True
+    assert shared.memory_per_gpu_bytes < sep.memory_per_gpu_bytes

@@ -516,9 +516,11 @@ def test_step_offers_the_models_multi_token_prediction_modules():
     own = run_app("step", query, timeout=120)  # (671B on 8 GPUs: the page says it does not fit, and still predicts)
     assert not own.exception
     assert own.number_input(key="mtp").value is None
+    assert own.checkbox(key="mtp_sh").value is False  # the CLI's --mtp-shared
     off = run_app("step", {**query, "mtp": "0"}, timeout=120)
     assert not off.exception
     assert off.number_input(key="mtp").value == 0
     assert metrics(off) != metrics(own)
     dense = run_app("step", {"model": "llama3-8b", "batch": "1", "strategy": "fsdp-full"})
     assert not dense.exception and "mtp" not in [n.key for n in dense.number_input]
+    assert "mtp_sh" not in [c.key for c in dense.checkbox]

@@ -192,3 +192,91 @@ def test_runs_notes_option_mtp_num_layers(db, run_row):
     off = predict_row(dict(row, notes="strategy=zero1; mtp_num_layers=0"), db=db)
     assert not on.error and not off.error and on.step_s > off.step_s
     assert "not a count" in predict_row(dict(row, notes="mtp_num_layers=many"), db=db).error
+
+
+# --- [issue 17] passes through one shared module (Megatron-Core mtp_use_repeated_layer; Nemotron 3 Super's recipe) ---
+
+def test_shared_passes_hold_one_module_and_run_every_pass():
+    """Two passes through one module: one module's parameters (a layer, eh_proj, three norms), the FLOPs and the
+    weight reads of two passes."""
+    h = 256.0
+    layer = 4 * h * h + 3 * h * 512 + 2 * h
+    sep = dataclasses.replace(TINY, mtp_layers=2)
+    shared = dataclasses.replace(TINY, mtp_layers=2, mtp_shared=True)
+    assert shared.mtp_param_modules == 1 and sep.mtp_param_modules == 2
+    assert shared.mtp_params() == pytest.approx(layer + 2 * h * h + 3 * h, rel=1e-12)
+    base, w_sep, w_shared = (build_transformer(INFO, s) for s in (TINY, sep, shared))
+    assert w_shared.params - base.params == pytest.approx(shared.mtp_params(), rel=1e-12)
+    assert w_shared.fwd_flop_per_sample == pytest.approx(w_sep.fwd_flop_per_sample, rel=1e-12)
+    assert w_shared.weight_bytes == pytest.approx(w_sep.weight_bytes, rel=1e-12)
+    # no passes, nothing to share
+    assert dataclasses.replace(TINY, mtp_shared=True).mtp_params() == 0.0
+    with pytest.raises(ScenarioError, match="mtp_shared"):
+        dataclasses.replace(TINY, mtp_layers=2, mtp_shared="yes")
+
+
+def test_shared_passes_on_a_layout_save_one_module_of_state_and_no_time():
+    """On an 8-layer model split over pp 2 the last stage holds 4 layers and two MTP passes: separate modules two
+    more layers' weights, a shared one one. The last stage's weights differ by exactly one module's share of a rank
+    (its layer, eh_proj and norms at tp 1, 2 bytes each in bf16); the step is the same work (the parameters' optimizer
+    step aside)."""
+    spec = dataclasses.replace(TINY, n_layers=8, seq_len=2048, d_model=1024, n_heads=8, d_ff=4096, vocab_size=32000)
+    sep = _sim(dataclasses.replace(spec, mtp_layers=2), pp=2, tp=1)
+    shared = _sim(dataclasses.replace(spec, mtp_layers=2, mtp_shared=True), pp=2, tp=1)
+    one = _sim(dataclasses.replace(spec, mtp_layers=1), pp=2, tp=1)
+    module = dataclasses.replace(spec, mtp_layers=1).mtp_params()
+    w_sep, w_shared = sep.memory_breakdown_bytes["weights"], shared.memory_breakdown_bytes["weights"]
+    assert w_sep - w_shared == pytest.approx(2.0 * module, rel=1e-9)  # bf16 weights
+    assert (sep.memory_breakdown_bytes["gradients"] - shared.memory_breakdown_bytes["gradients"]
+            == pytest.approx(4.0 * module, rel=1e-9))  # fp32 main gradients
+    assert w_shared == pytest.approx(one.memory_breakdown_bytes["weights"], rel=1e-12)
+    assert sep.memory_per_gpu_bytes > shared.memory_per_gpu_bytes > one.memory_per_gpu_bytes
+    assert shared.step_s == pytest.approx(sep.step_s, rel=0.01)
+    assert shared.mfu_frac == pytest.approx(sep.mfu_frac, rel=0.01)
+
+
+def test_shared_cli_and_api_twins(capsys):
+    argv = ["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--pp", "2", "--micro-batch", "1",
+            "--global-batch", "64", "--mtp-layers", "2", "--json"]
+    assert main([*argv, "--mtp-shared"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    sep = json.loads(capsys.readouterr().out)
+    assert cli["memory_per_gpu_bytes"] < sep["memory_per_gpu_bytes"]
+    res = api.predict(model="llama3-8b", gpu="h100-sxm", gpus=8, pp=2, micro_batch=1, global_batch=64, mtp_layers=2,
+                      mtp_shared=True)
+    assert res.memory_per_gpu_bytes == pytest.approx(cli["memory_per_gpu_bytes"], rel=1e-12)
+    assert res.step_s == pytest.approx(cli["step_s"], rel=1e-12)
+
+
+def test_config_and_recipe_read_the_shared_module(tmp_path):
+    cfg = json.loads((CONFIGS / "deepseek-v3.json").read_text())
+    cfg["num_nextn_predict_layers"] = 2
+    for key in ("mtp_use_repeated_layer", "mtp_share_layers"):
+        p = tmp_path / f"{key}.json"
+        p.write_text(json.dumps({**cfg, key: True}))
+        spec = get_workload(str(p)).transformer
+        assert spec.mtp_layers == 2 and spec.mtp_shared
+        p.write_text(json.dumps({**cfg, key: "sometimes"}))
+        with pytest.raises(ScenarioError, match=key):
+            get_workload(str(p))
+    r = tmp_path / "recipe.yaml"
+    r.write_text("num_layers: 4\nhidden_size: 256\nnum_attention_heads: 4\nvocab_size: 1000\nseq_length: 128\n"
+                 "mtp_num_layers: 2\nmtp_use_repeated_layer: true\n")
+    spec = get_workload(str(r)).transformer
+    assert spec.mtp_layers == 2 and spec.mtp_shared
+
+
+def test_runs_notes_option_mtp_use_repeated_layer(db, run_row):
+    """Nemotron 3 Super's recipe trains two MTP passes through one module (``mtp_use_repeated_layer=1``): its rows
+    hold one module's state, not two."""
+    from gpusim.validation_runs import predict_row
+
+    row = run_row(model="tests/workload/configs/nemotron-3-super-120b-a12b.json", gpu="gb200", gpus=64,
+                  gpus_per_node=72, ep=64, global_batch=512, seq_len=8192, precision="bf16",
+                  notes="strategy=zero1; mtp_num_layers=2")
+    sep = predict_row(row, db=db)
+    shared = predict_row(dict(row, notes="strategy=zero1; mtp_num_layers=2; mtp_use_repeated_layer=1"), db=db)
+    assert not sep.error and not shared.error
+    assert shared.step_s <= sep.step_s
+    assert "not 0 or 1" in predict_row(dict(row, notes="mtp_use_repeated_layer=2"), db=db).error
