@@ -155,7 +155,7 @@ class ModelParams(BaseModel):
     kernel_tail_s: float = _F(default=5e-6, ge=0, le=1e-3,
                               description="GPU time per kernel beyond its roofline time (launch latency, ramp-up and tail "
                                           "of a grid that does not fill the GPU)")
-    launch_cpu_s: float = _F(default=8e-6, ge=0, le=1e-3,
+    launch_cpu_s: float = _F(default=13.48e-6, ge=0, le=1e-3,
                              description="CPU time to dispatch one operator in eager PyTorch (Python + dispatcher + launch)")
     step_overhead_s: float = _F(default=1e-3, ge=0, le=1.0,
                                 description="fixed CPU work per optimizer step (zero_grad, loader next(), bookkeeping)")
@@ -490,11 +490,16 @@ PROVENANCE: dict[str, str] = {
                     "reach well below the ~90% of bandwidth that STREAM-like copies do; 0.7 was chosen with the "
                     "published single-GPU rows in view (ResNet-50 throughput tracks memory bandwidth across GPUs)",
     "kernel_tail_s": "engineering estimate of per-kernel launch latency and grid ramp/tail (a few microseconds)",
-    "launch_cpu_s": "order of magnitude of PyTorch eager per-operator overhead (H. He, 'Making Deep Learning Go "
-                    "Brrrr From First Principles', 2022: overhead of microseconds per op); [issue 17] the CUDA "
-                    "driver's launch alone takes 'about 4-6 us' per kernel (measured: 'pegainfer (3): From Launch "
-                    "Overhead to CUDA Graph', https://susun-blog.com/blog/pegainfer-3-cuda-graph, RTX 5070 Ti, CUDA 13), "
-                    "Python and the dispatcher add to it (LLM layouts use te_layer_cpu_fwd_s / _bwd_s instead)",
+    "launch_cpu_s": "[stop 50] measured: one eager PyTorch operation with its kernel launch, a torch.nn.Linear "
+                    "forward (BF16, hidden 2048, 8192 tokens), takes 13.48 us of CPU time on an x86 DGX H100 host "
+                    "(Xeon Platinum 8480C; NVIDIA/TransformerEngine issue #2053, 'High CPU overhead on Grace "
+                    "systems', 2025-08: 37.08 us on GB200's Grace, the ratio of hwdb's host_cpu_dispatch_mult). Until "
+                    "stop 50 the default was 8 us, an order of magnitude (H. He, 'Making Deep Learning Go Brrrr From "
+                    "First Principles', 2022: microseconds per op; the CUDA driver's launch alone takes 'about 4-6 us' "
+                    "per kernel: 'pegainfer (3): From Launch Overhead to CUDA Graph', "
+                    "https://susun-blog.com/blog/pegainfer-3-cuda-graph, RTX 5070 Ti, CUDA 13, and Python and the "
+                    "dispatcher add to it). LLM layouts' dense modules use te_layer_cpu_fwd_s / _bwd_s instead; their "
+                    "MoE operations, CUDA-graph replays and host syncs take this figure",
     "busbw_eff_frac": "nvswitch: 370 GB/s ring busbw of 450 GB/s per direction on 8x H100 (nccl-tests issue 212, "
                       "NVIDIA); nvlink-bridge: ~116 GB/s on 2x H100 PCIe with bridge (nccl-tests issue 194) and "
                       "~21 GB/s on 2x RTX 2080 Ti (issue 44) = ~0.4 of per-direction; host-staged: [issue 18] the median "

@@ -9,6 +9,15 @@ while the tokens grow eightfold points at a fixed cost per layer pass; one that 
 points at the CPU. Held-out rows are never read.
 
     python tools/moe_gap.py            # the table, then medians by model and the gap's rank correlations
+    python tools/moe_gap.py --graph-pairs   # [stop 50] open rows that differ only in their CUDA-graph scope
+
+``--graph-pairs``: where one source measured the same MoE layout with and without full-iteration CUDA graphs (the
+partial-graph run launches the dispatcher, the experts and the combine eagerly, after a host sync), the difference of
+the two steps is what those eager launches cost, a direct measurement of the CPU side of the MoE layer that the
+absolute errors mix with everything else. Printed per layer pass, measured and predicted, and predicted with
+ModelParams ``launch_cpu_s`` (the CPU time of one eager operation, which sets the MoE layer's launches:
+``gpusim.model.experts.moe_cpu_s``) scaled by 1, 2, 3, 4 and 6: a diagnostic of the mechanism, not a fit (nothing is set
+from it).
 """
 
 from __future__ import annotations
@@ -35,41 +44,63 @@ class Gap:
     signed_frac: float
 
 
+def _open_rows():
+    """The open (not held-out) step-time rows of the published-run tables and the later releases, as dicts."""
+    from gpusim import validation_runs as V
+
+    for path in [*V.default_paths(), V.later_releases_path()]:
+        if path is None:
+            continue
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if str(r.get("holdout")).strip() != "1" and r["metric"] not in V.MEMORY_METRICS:
+                    yield r
+
+
+def _moe_setup(r: dict, db):
+    """``(RunRow, RowSetup)`` of a predicted MoE row with a measured step, else None."""
+    from gpusim import validation_runs as V
+
+    row = V.predict_row(r, db=db)
+    if row.error or "moe" not in row.regimes or not row.measured_step_s:
+        return None
+    return row, V.row_setup(r, V.RunRow(run_id=row.run_id, source_id="", file="", holdout=False, model=row.model,
+                                        gpu=row.gpu, gpus=0, layout="", precision="", metric="", measured=0.0,
+                                        regimes=()), db)
+
+
+def _layer_passes(setup) -> float:
+    """Layer passes (micro-batches x layers of a stage) in one rank's step."""
+    b = setup.base
+    dp = b["gpus"] // (b["tp"] * b["pp"] * b["cp"])
+    return b["global_batch"] // (dp * b["micro_batch"]) * setup.spec.n_layers / b["pp"]
+
+
 def gaps(db=None) -> list[Gap]:
     """One :class:`Gap` per open MoE row that gpusim predicts (the published runs, then the later releases)."""
-    from gpusim import validation_runs as V
     from gpusim.hwdb import load
     from gpusim.scenario import Scenario
     from gpusim.simulation import simulate
 
     db = db or load()
     out = []
-    for path in [*V.default_paths(), V.later_releases_path()]:
-        if path is None:
+    for r in _open_rows():
+        got = _moe_setup(r, db)
+        if got is None:
             continue
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                if str(r.get("holdout")).strip() == "1" or r["metric"] in V.MEMORY_METRICS:
-                    continue
-                row = V.predict_row(r, db=db)
-                if row.error or "moe" not in row.regimes or not row.measured_step_s:
-                    continue
-                setup = V.row_setup(r, V.RunRow(run_id=row.run_id, source_id="", file="", holdout=False,
-                                                model=row.model, gpu=row.gpu, gpus=0, layout="", precision="",
-                                                metric="", measured=0.0, regimes=()), db)
-                b = setup.base
-                res = simulate(Scenario.create(**b, recompute=setup.stated_rc or "none"), db=db, recommend=False)
-                dp = b["gpus"] // (b["tp"] * b["pp"] * b["cp"])
-                passes = b["global_batch"] // (dp * b["micro_batch"]) * setup.spec.n_layers / b["pp"]
-                lay = res.layer_s or {}
-                out.append(Gap(run_id=row.run_id, model=str(row.model).rsplit("/", 1)[-1], gpu=row.gpu,
-                               gap_per_pass_s=(row.measured_step_s - res.step_s) / passes,
-                               tokens_per_micro_batch=b["micro_batch"] * b["seq_len"] / (b["tp"] * b["cp"]),
-                               local_experts=setup.spec.n_experts / b["ep"],
-                               host_cpu_mult=float(db.gpu(row.gpu).host_cpu_dispatch_mult or 1.0),
-                               full_graphs="full_iteration" in (b.get("cuda_graph_scope") or ()),
-                               gpu_per_pass_s=lay.get("gpu_fwd_s", 0.0) + lay.get("gpu_bwd_s", 0.0),
-                               signed_frac=res.step_s / row.measured_step_s - 1.0))
+        row, setup = got
+        b = setup.base
+        res = simulate(Scenario.create(**b, recompute=setup.stated_rc or "none"), db=db, recommend=False)
+        passes = _layer_passes(setup)
+        lay = res.layer_s or {}
+        out.append(Gap(run_id=row.run_id, model=str(row.model).rsplit("/", 1)[-1], gpu=row.gpu,
+                       gap_per_pass_s=(row.measured_step_s - res.step_s) / passes,
+                       tokens_per_micro_batch=b["micro_batch"] * b["seq_len"] / (b["tp"] * b["cp"]),
+                       local_experts=setup.spec.n_experts / b["ep"],
+                       host_cpu_mult=float(db.gpu(row.gpu).host_cpu_dispatch_mult or 1.0),
+                       full_graphs="full_iteration" in (b.get("cuda_graph_scope") or ()),
+                       gpu_per_pass_s=lay.get("gpu_fwd_s", 0.0) + lay.get("gpu_bwd_s", 0.0),
+                       signed_frac=res.step_s / row.measured_step_s - 1.0))
     return out
 
 
@@ -80,9 +111,50 @@ def _rank_corr(a, b) -> float:
     return float(spearmanr(np.asarray(a), np.asarray(b)).statistic)
 
 
+def graph_pairs(db=None, scales=(1.0, 2.0, 3.0, 4.0, 6.0)) -> list[dict]:
+    """[stop 50] One dict per pair of open MoE rows of one source with the same model, GPU, GPU count, layout, batches
+    and precision whose CUDA-graph scope differs (module docstring): ids, layer passes per step and the step
+    difference (partial minus full) measured and predicted at each ``launch_cpu_s`` scale."""
+    from gpusim.hwdb import load
+    from gpusim.params import DEFAULT_PARAMS
+    from gpusim.scenario import Scenario
+    from gpusim.simulation import simulate
+
+    db = db or load()
+    key_cols = ("source_id", "model", "gpu", "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "micro_batch",
+                "global_batch", "seq_len", "precision")
+    groups: dict[tuple, list] = {}
+    for r in _open_rows():
+        groups.setdefault(tuple(r[c] for c in key_cols), []).append(r)
+    out = []
+    for rows in groups.values():
+        setups = [x for x in (_moe_setup(r, db) for r in rows) if x is not None]
+        full = [x for x in setups if "full_iteration" in (x[1].base.get("cuda_graph_scope") or ())]
+        part = [x for x in setups if "full_iteration" not in (x[1].base.get("cuda_graph_scope") or ())]
+        for (pr, ps), (fr, fs) in ((a, b) for a in part for b in full):
+            passes = _layer_passes(fs)
+            pred = []
+            for k in scales:
+                p = DEFAULT_PARAMS.model_copy(update={"launch_cpu_s": DEFAULT_PARAMS.launch_cpu_s * k})
+                st = [simulate(Scenario.create(**s.base, recompute=s.stated_rc or "none"), db=db, params=p,
+                               recommend=False).step_s for s in (ps, fs)]
+                pred.append((k, (st[0] - st[1]) / passes))
+            out.append({"partial": pr.run_id, "full": fr.run_id, "passes": passes,
+                        "measured_per_pass_s": (pr.measured_step_s - fr.measured_step_s) / passes,
+                        "predicted_per_pass_s": pred, "partial_scope": ps.base.get("cuda_graph_scope") or ()})
+    return out
+
+
 def main() -> int:
     import numpy as np
 
+    if "--graph-pairs" in sys.argv[1:]:
+        for g in graph_pairs():
+            print(f"{g['partial']} (graphs: {'+'.join(g['partial_scope']) or 'none'}) - {g['full']}: "
+                  f"{g['passes']:.0f} layer passes; per pass measured {g['measured_per_pass_s'] * 1e3:+.2f} ms, "
+                  "predicted " + ", ".join(f"{v * 1e3:+.2f} ms (launch_cpu_s x{k:g})"
+                                           for k, v in g["predicted_per_pass_s"]))
+        return 0
     rows = sorted(gaps(), key=lambda g: g.gap_per_pass_s)
     print(f"{'run':36s} {'model':24s} {'GPU':9s} {'gap ms':>7s} {'tokens':>7s} {'local':>5s} {'host':>5s} "
           f"{'full':>4s} {'GPU ms':>7s} {'error':>7s}")

@@ -179,14 +179,14 @@ def test_the_layer_reports_its_post_sync_part_only_where_the_dispatcher_syncs():
 
 
 def test_a_launch_bound_moe_layer_is_slower_with_the_sync(db, monkeypatch):
-    # Qwen3-30B-A3B at one 8192-token sequence on a Grace host, 16 local experts, dropless (the dispatcher syncs),
+    # Qwen3-30B-A3B at one 12288-token sequence on a Grace host, 16 local experts, dropless (the dispatcher syncs),
     # MXFP8 (the experts' quantisations add launches): the experts' launches (post-sync) outlast their GPU time while
     # the attention's GPU time (pre-sync) outlasts its launches -- checked below, since the GPU's figures move these
     # terms -- so the step exceeds the sync-free max(GPU, CPU) composition of the same layer
     from gpusim.simulation import Scenario, simulate
 
     scn = Scenario(model="qwen3-30b-a3b", gpu="gb200", gpus=8, nodes=2, kind="zero1", tp=1, pp=1, ep=8,
-                   per_gpu_batch=1, global_batch=64, seq_len=8192, precision="mxfp8")
+                   per_gpu_batch=1, global_batch=64, seq_len=12288, precision="mxfp8")
     seen = []
     orig = EXP.synced_forward_s
 
