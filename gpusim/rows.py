@@ -237,10 +237,11 @@ def apply_mtp(workload, layers: int | None, shared: bool | None = None):
         return workload
     spec = transformer_of(workload)
     if spec is None or spec.head != "lm":
-        if not layers:
+        if not layers and not shared:
             return workload
-        raise ScenarioError(f"--mtp-layers {layers}: multi-token prediction applies to language models with an LM "
-                            f"head; {workload.id!r} is not one (leave --mtp-layers out)")
+        flag = f"--mtp-layers {layers}" if layers else "--mtp-shared"
+        raise ScenarioError(f"{flag}: multi-token prediction applies to language models with an LM head; "
+                            f"{workload.id!r} is not one (leave {flag.split()[0]} out)")
     d = spec.mtp_layers if layers is None else int(layers)
     s = spec.mtp_shared if shared is None else bool(shared)
     if spec.mtp_layers == d and spec.mtp_shared == s:

@@ -148,6 +148,7 @@ def test_zero_takes_the_module_out_as_a_config_without_it(tmp_path):
     (["--model", "llama3-8b", "--mtp-layers", "-1"], "--mtp-layers"),
     (["--model", "llama3-8b", "--mtp-layers", "17"], "--mtp-layers"),
     (["--model", "resnet50", "--per-gpu-batch", "64", "--mtp-layers", "1"], "language models"),
+    (["--model", "resnet50", "--per-gpu-batch", "64", "--mtp-shared"], "leave --mtp-shared out"),
 ])
 def test_bad_input_exits_2_with_the_fix(args, needle, capsys):
     try:
