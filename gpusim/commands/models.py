@@ -121,7 +121,9 @@ def _show(w, as_json: bool) -> int:
         print(f"parameters     {_si(w.params, '')} ({w.params:,.0f})")
     mtp = getattr(spec, "mtp_layers", 0) or 0
     if mtp:  # [issue 17] the published counts leave the multi-token prediction modules out
-        print(f"mtp            {mtp} multi-token prediction module(s) trained with the model: "
+        what = (f"{mtp} multi-token prediction pass(es) through one shared module" if getattr(spec, "mtp_shared", False)
+                else f"{mtp} multi-token prediction module(s)")
+        print(f"mtp            {what} trained with the model: "
               f"{_si(spec.mtp_params(), '')} parameters beside the model's {_si(w.params - spec.mtp_params(), '')} "
               f"(the count models are published by), {_si(spec.mtp_params(active=True), '')} active per token "
               f"(predict, sweep, plan: --mtp-layers 0 to train without)")

@@ -250,7 +250,7 @@ def test_shared_cli_and_api_twins(capsys):
     assert res.step_s == pytest.approx(cli["step_s"], rel=1e-12)
 
 
-def test_config_and_recipe_read_the_shared_module(tmp_path):
+def test_config_and_recipe_read_the_shared_module(tmp_path, capsys):
     cfg = json.loads((CONFIGS / "deepseek-v3.json").read_text())
     cfg["num_nextn_predict_layers"] = 2
     for key in ("mtp_use_repeated_layer", "mtp_share_layers"):
@@ -258,6 +258,8 @@ def test_config_and_recipe_read_the_shared_module(tmp_path):
         p.write_text(json.dumps({**cfg, key: True}))
         spec = get_workload(str(p)).transformer
         assert spec.mtp_layers == 2 and spec.mtp_shared
+        assert main(["models", "show", str(p)]) == 0
+        assert "2 multi-token prediction pass(es) through one shared module" in capsys.readouterr().out
         p.write_text(json.dumps({**cfg, key: "sometimes"}))
         with pytest.raises(ScenarioError, match=key):
             get_workload(str(p))
