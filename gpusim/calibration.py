@@ -1140,7 +1140,13 @@ def _optimizer_name(rec) -> str:
     o = rec.optimizer.lower().replace("_", "-")
     if o == "sgd" and "momentum" in (rec.workload_desc or "").lower():
         return "sgd-momentum"
-    return o if o in ("adam", "adamw", "sgd", "sgd-momentum", "muon") else "adam"
+    from typing import get_args
+
+    from gpusim.strategy import Optimizer
+
+    # (Muon needs a transformer's weight shapes, which the DDP baseline workloads built from torch modules lack:
+    # gpusim.optimizers.muon_split; such a record is fitted as Adam, as any optimizer gpusim does not model)
+    return o if o in get_args(Optimizer) and o != "muon" else "adam"
 
 
 def ddp_scenario(rec, hw: dict, *, baseline_throughput: float | None = None):

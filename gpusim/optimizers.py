@@ -16,10 +16,11 @@ matrix) + ``2 a^3`` (its square) + ``2 a^2 b`` (the product with ``X``) FLOPs, s
 (section 2.3) put Muon's extra FLOPs under 1% of training at the batch sizes LLMs train at; the model here charges
 them at the GPU's bf16 GEMM ceiling.
 
-Not modelled: Megatron-Core's layer-wise distributed Muon (each data-parallel rank orthogonalises whole matrices;
-gpusim shares the step's work over the ranks as the distributed optimizer shards Adam, and keeps the strategy's
-communication), the Newton-Schulz GEMMs on a tensor-parallel shard instead of the whole matrix, and Moonshot's
-MuonClip (QK-clip). The part shapes are those of :func:`gpusim.workload.flops.breakdown`: attention as ``d x q_dim``
+On a Megatron layout Muon runs as Megatron-Core's layer-wise distributed Muon (``dist_muon``: each data-parallel
+rank orthogonalises whole matrices), whose gradients are all-reduced where the distributed optimizer reduce-scatters
+them (``gpusim.model.step._distopt_comm``); the step's work is shared over the ranks as the distributed optimizer
+shards Adam's. Not modelled: the Newton-Schulz GEMMs on a tensor-parallel shard instead of the whole matrix, and
+Moonshot's MuonClip (QK-clip). The part shapes are those of :func:`gpusim.workload.flops.breakdown`: attention as ``d x q_dim``
 matrices (its grouped key and value projections are narrower, so this is an upper bound there), the dense MLP
 ``d x d_ff``, each routed expert ``io x d_ff_expert`` (``io`` the LatentMoE width where there is one), the router
 ``d x n_experts``; the parts without a single shape (Mamba mixers, latent projections, multi-token prediction

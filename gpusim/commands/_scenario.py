@@ -129,10 +129,12 @@ def add_mtp_arg(g) -> None:
                         "projection and one more pass through the LM head with its own loss, on the last pipeline "
                         "stage (in the empty slots of an uneven split); default the model's own (a config.json's "
                         "num_nextn_predict_layers: DeepSeek-V3 1), 0 to train without them")
-    g.add_argument("--mtp-shared", action="store_true", default=None,
+    g.add_argument("--mtp-shared", action=argparse.BooleanOptionalAction, default=None,
                    help="the multi-token prediction passes run one module's weights again (Megatron-Core "
                         "--mtp-use-repeated-layer; Nemotron 3 Super's recipe: --mtp-layers 2 --mtp-shared): their "
-                        "compute and activations for every pass, the parameters and optimizer state of one module")
+                        "compute and activations for every pass, the parameters and optimizer state of one module; "
+                        "--no-mtp-shared gives each pass its own; default the model's own (a config's "
+                        "mtp_use_repeated_layer)")
 
 
 def add_cross_entropy_arg(g) -> None:
@@ -371,7 +373,7 @@ def scenario_kwargs(args) -> dict:
         bucket_mib=args.bucket_mib, num_workers=args.workers, pin_memory=not args.no_pin_memory,
         attention=getattr(args, "attention", None),
         **({"mtp_layers": args.mtp_layers} if getattr(args, "mtp_layers", None) is not None else {}),
-        **({"mtp_shared": True} if getattr(args, "mtp_shared", None) else {}),
+        **({"mtp_shared": args.mtp_shared} if getattr(args, "mtp_shared", None) is not None else {}),
         **({"cross_entropy": args.cross_entropy} if getattr(args, "cross_entropy", None) else {}),
         **(getattr(args, "memory_headroom", None) or {}))
 

@@ -192,13 +192,12 @@ def _attention_and_headroom(args, db, params, kw: dict):
                             f"modelled by `gpusim predict`, `gpusim compare` and `gpusim sweep` (pass it there), "
                             f"or leave --attention out")
     if (getattr(args, "attention", None) or getattr(args, "mtp_layers", None) is not None
-            or getattr(args, "mtp_shared", None)):
+            or getattr(args, "mtp_shared", None) is not None):
         from gpusim.rows import apply_attention, apply_mtp
         from gpusim.workload import get_workload
 
         kw["workload"] = apply_mtp(apply_attention(get_workload(model, seq_len=args.seq_len), args.attention),
-                                   getattr(args, "mtp_layers", None),
-                                   True if getattr(args, "mtp_shared", None) else None)  # [issue 17]
+                                   getattr(args, "mtp_layers", None), getattr(args, "mtp_shared", None))  # [issue 17]
         model = None
     head = getattr(args, "memory_headroom", None)
     if head:

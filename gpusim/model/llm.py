@@ -1034,8 +1034,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # a multi-stage pipeline the last stage also holds a copy of the word embeddings for the modules' lookups. Passes
     # that share one module (TransformerSpec.mtp_shared) hold its weights once: D - Dp of the stage's layer slots run
     # without parameters of their own
-    Dp = _f(x.get("mtp_param_modules", np.nan))
-    Dp = np.where(np.isnan(Dp), D, Dp)
+    Dp = _f(x.get("mtp_param_modules", D))
     mtp_p = Dp * (2.0 * h * h / tp + 3.0 * h) + np.where(multi_stage & (D > 0), emb_p / tp, 0.0)
     first_p = lps * lp_rank + emb_p / tp + np.where(multi_stage, 0.0, head_p / tp + mtp_p)  # embedding to the last
     last_p = (last_layers - (D - Dp)) * lp_rank + head_p / tp + mtp_p + np.where(multi_stage, 0.0, emb_p / tp)

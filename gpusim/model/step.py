@@ -211,7 +211,7 @@ class StepInputs:
     model_layers: np.ndarray = _one(np.nan)  # NaN: n_layers
     mtp_layers: np.ndarray = _one(0.0)  # [issue 17] multi-token prediction modules on the last stage (llm.stage_layers)
     mtp_fwd_flop: np.ndarray = _one(0.0)  # [issue 17] their forward model FLOPs per sample
-    mtp_param_modules: np.ndarray = _one(np.nan)  # [issue 17] those with weights of their own; NaN: mtp_layers
+    mtp_param_modules: np.ndarray = _one(0.0)  # [issue 17] those with weights of their own (mtp_shared: 1)
     nvlink_domain_gpus: np.ndarray = _one(np.nan)  # NaN: the GPUs of a node
     # [issue 12] mixture of experts (gpusim.model.experts); moe_frac 0: a dense model
     ep: np.ndarray = _one()

@@ -259,20 +259,22 @@ def _deepseek(c: _Cfg, v3: bool) -> dict[str, Any]:
     return spec
 
 
-def _mtp(c: _Cfg, spec: dict[str, Any], *, default: int) -> None:
-    """[issue 17] ``num_nextn_predict_layers``: the multi-token prediction modules (TransformerSpec.mtp_layers),
-    trained with the model as its published recipes do (DeepSeek-V3 report section 2.2; Megatron-Bridge's DeepSeek-V3
-    recipe sets ``mtp_num_layers = 1``); ``--mtp-layers 0`` trains without them."""
-    d = c.int("num_nextn_predict_layers", default, minimum=0, why="no multi-token prediction module")
+def _mtp(c: _Cfg, spec: dict[str, Any], *, default: int, key: str = "num_nextn_predict_layers") -> None:
+    """[issue 17] ``num_nextn_predict_layers`` (a Megatron recipe's ``mtp_num_layers``: ``key``): the multi-token
+    prediction modules (TransformerSpec.mtp_layers), trained with the model as its published recipes do (DeepSeek-V3
+    report section 2.2; Megatron-Bridge's DeepSeek-V3 recipe sets ``mtp_num_layers = 1``); ``--mtp-layers 0`` trains
+    without them. A config.json's count is noted among the assumptions (the published parameter counts leave the
+    modules out); a recipe's is its own setting."""
+    d = c.int(key, default, minimum=0, why="no multi-token prediction module")
     if d:
         if d > 16:
-            raise c._fail("num_nextn_predict_layers", f"at most 16 multi-token prediction modules are modelled "
-                          f"(got {d})")
+            raise c._fail(key, f"at most 16 multi-token prediction modules are modelled (got {d})")
         spec["mtp_layers"] = d
-        c.assumptions.append(f"num_nextn_predict_layers: {d} multi-token prediction module(s) trained with the model "
-                             f"after its last layer (the published parameter count leaves them out; --mtp-layers 0 "
-                             f"trains without them)")
-    _mtp_shared(c, spec)
+        if key == "num_nextn_predict_layers":
+            c.assumptions.append(f"num_nextn_predict_layers: {d} multi-token prediction module(s) trained with the "
+                                 f"model after its last layer (the published parameter count leaves them out; "
+                                 f"--mtp-layers 0 trains without them)")
+        _mtp_shared(c, spec)
 
 
 def _mtp_shared(c: _Cfg, spec: dict[str, Any]) -> None:
@@ -537,13 +539,8 @@ def _megatron(c: _Cfg) -> dict[str, Any]:
         spec.update(n_experts=c.int("num_experts"), top_k=c.int("moe_router_topk", 2, why="Megatron-LM default"),
                     expert_d_ff=c.int("moe_ffn_hidden_size", spec["d_ff"], why="ffn_hidden_size"),
                     moe_layer_freq=freq, n_shared_experts=1 if shared else 0, shared_expert_d_ff=shared or None)
-    d = c.int("mtp_num_layers", 0, minimum=0, why="Megatron-LM default: no multi-token prediction") \
-        if c.raw.get("mtp_num_layers") is not None else 0  # [issue 17] (Megatron-Core --mtp-num-layers; None: off)
-    if d:
-        if d > 16:
-            raise c._fail("mtp_num_layers", f"at most 16 multi-token prediction modules are modelled (got {d})")
-        spec["mtp_layers"] = d
-        _mtp_shared(c, spec)
+    if c.raw.get("mtp_num_layers") is not None:  # [issue 17] (Megatron-Core --mtp-num-layers; None: off)
+        _mtp(c, spec, default=0, key="mtp_num_layers")
     return spec
 
 

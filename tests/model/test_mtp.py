@@ -283,3 +283,22 @@ def test_runs_notes_option_mtp_use_repeated_layer(db, run_row):
     assert not sep.error and not shared.error
     assert shared.step_s <= sep.step_s
     assert "not 0 or 1" in predict_row(dict(row, notes="mtp_use_repeated_layer=2"), db=db).error
+
+
+def test_no_mtp_shared_gives_each_pass_its_module_cli_and_api(tmp_path, capsys):
+    """A config whose passes share one module (mtp_use_repeated_layer) trains them with their own weights under
+    --no-mtp-shared, and the Python API's mtp_shared=False is that flag."""
+    cfg = json.loads((CONFIGS / "deepseek-v3.json").read_text())
+    p = tmp_path / "shared.json"
+    p.write_text(json.dumps({**cfg, "num_nextn_predict_layers": 2, "mtp_use_repeated_layer": True}))
+    # (one stage: the modules' weights are on the stage that sets the memory per GPU)
+    argv = ["predict", "--model", str(p), "--gpu", "h100-sxm", "--gpus", "256", "--nodes", "32", "--ep", "64",
+            "--micro-batch", "1", "--global-batch", "512", "--seq-len", "4096", "--json"]
+    out = {}
+    for flag in ("", "--no-mtp-shared", "--mtp-shared"):
+        assert main([*argv, *([flag] if flag else [])]) == 0
+        out[flag] = json.loads(capsys.readouterr().out)["memory_per_gpu_bytes"]
+    assert out[""] == out["--mtp-shared"] < out["--no-mtp-shared"]
+    kw = dict(model=str(p), gpu="h100-sxm", gpus=256, nodes=32, ep=64, micro_batch=1, global_batch=512, seq_len=4096)
+    assert api.predict(**kw, mtp_shared=False).memory_per_gpu_bytes == pytest.approx(out["--no-mtp-shared"], rel=1e-12)
+    assert api.predict(**kw).memory_per_gpu_bytes == pytest.approx(out[""], rel=1e-12)
