@@ -103,6 +103,20 @@ def stage_layers(n_layers, model_layers, mtp_layers, pp):
     return lps + on_top, on_top
 
 
+def hidden_under_cpu_s(slack_s, *exposed_s):
+    """[stop 50] The exposed exchanges of a launch-bound layer that remain once the CPU's lead over the GPU
+    (``slack_s``: CPU launch time less GPU time, 0 where the GPU sets the pace) has absorbed them, in the order given:
+    the GPU waits on them while the CPU is still launching. Hand-worked: slack 3 with exchanges (2, 4) leaves (0, 3)."""
+    left = _f(slack_s)
+    out = []
+    for c in exposed_s:
+        c = _f(c)
+        hidden = np.minimum(c, left)
+        out.append(c - hidden)
+        left = left - hidden
+    return tuple(out)
+
+
 def pipeline_step_s(first_s, mid_s, last_s, pp, vp, n_micro):
     """Critical path of 1F1B / interleaved 1F1B: ``m t_max + (sum_j t_j - t_max) / vp`` and its bubble part.
 
@@ -899,6 +913,14 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     else:
         layer_f = np.maximum(layer_f, cpu_f)
     layer_b = np.maximum(layer_b, cpu_b)
+    # [stop 50] the CPU enqueues the layer's collectives as it does its kernels, without waiting for them: where its
+    # launches set the pace, the GPU's waits on the layer's exposed TP, CP and EP exchanges fall inside the CPU's lead
+    # instead of adding to it (the layer takes max(CPU, GPU + exchanges), not max(CPU, GPU) + exchanges; PyTorch CUDA
+    # semantics: a NCCL call returns once its kernel is queued). A dispatcher's host sync drains the stream in the
+    # forward, so nothing of a synced forward is hidden.
+    slack_f = np.where(np.asarray(syncs, dtype=bool), 0.0, np.maximum(cpu_f - gpu_f, 0.0))
+    tp_f, cp_f, ep_f = hidden_under_cpu_s(slack_f, tp_f, cp_f, ep_f)
+    tp_b, cp_b, ep_b = hidden_under_cpu_s(np.maximum(cpu_b - gpu_b, 0.0), tp_b, cp_b, ep_b)
     # [issue 17] the share of a layer's time the CPU's launches (and host syncs) add to the GPU's: the step's
     # bottleneck is "cpu-dispatch" where it is large (gpusim.model.step), as on the data-parallel path
     launch_excess = np.maximum(1.0 - gpu_fb / np.maximum(layer_f + layer_b, 1e-30), 0.0)

@@ -203,6 +203,38 @@ def test_a_launch_bound_moe_layer_is_slower_with_the_sync(db, monkeypatch):
     assert synced > free
 
 
+
+def test_a_launch_bound_layer_hides_its_exchanges_under_the_cpu_hand_worked():
+    """[stop 50] The CPU enqueues collectives without waiting: a layer whose launches outlast its GPU time by 3 ms
+    hides 3 ms of its exposed exchanges, in order (TP first), and a GPU-bound layer hides none."""
+    from gpusim.model.llm import hidden_under_cpu_s
+
+    assert [float(v) for v in hidden_under_cpu_s(3.0, 2.0, 4.0)] == [0.0, 3.0]
+    assert [float(v) for v in hidden_under_cpu_s(0.0, 2.0, 4.0)] == [2.0, 4.0]
+    assert [float(v) for v in hidden_under_cpu_s(10.0, 2.0, 4.0, 1.0)] == [0.0, 0.0, 0.0]
+    both = hidden_under_cpu_s(np.array([1.0, 5.0]), np.array([2.0, 2.0]))[0]
+    assert both.tolist() == [1.0, 0.0]
+
+
+def test_a_launch_bound_layer_without_a_sync_exposes_less_exchange(db, monkeypatch):
+    """[stop 50] Qwen3-235B-A22B on 64 GB200 with token dropping (no dispatcher sync), one sequence per GPU, eager:
+    the layer is launch-bound on Grace, so its exposed all-to-all is charged only where it outlasts the CPU's lead;
+    with that hiding switched off (the exchanges added to max(GPU, CPU)) the step is longer by what was hidden."""
+    from gpusim.model import llm as LLM
+    from gpusim.simulation import Scenario, simulate
+
+    scn = Scenario.create(model="qwen3-235b-a22b", gpu="gb200", gpus=64, nodes=16, tp=2, ep=64, micro_batch=1,
+                          global_batch=1024, seq_len=4096, precision="fp8", fp8_recipe="current", kind="zero1",
+                          moe_capacity_factor=1.0)
+    on = simulate(scn, db=db, recommend=False)
+    lay = on.layer_s
+    assert lay["cpu_fwd_s"] > lay["gpu_fwd_s"] and lay["cpu_bwd_s"] > lay["gpu_bwd_s"] and not lay["host_sync_flag"]
+    monkeypatch.setattr(LLM, "hidden_under_cpu_s", lambda slack, *c: c)
+    off = simulate(scn, db=db, recommend=False)
+    assert on.breakdown_s["ep_comm_exposed_s"] < off.breakdown_s["ep_comm_exposed_s"]
+    assert on.step_s < off.step_s
+    assert on.breakdown_s["compute_s"] == pytest.approx(off.breakdown_s["compute_s"], rel=1e-12)
+
 # ---- expert biases and the clamped GLU (GPT-OSS) -------------------------------------------------------------------
 
 def test_expert_extra_bytes_hand_worked_gpt_oss():
