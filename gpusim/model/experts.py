@@ -248,22 +248,44 @@ def a2a_fabric(ep, etp, domain, n_gpus, gpus_per_node, inter_busbw_bytes_per_s):
 #: ``get_num_compute_streams() { static constexpr int num_compute_streams = 4; }`` (NVIDIA/TransformerEngine
 #: ``transformer_engine/common/util/multi_stream.cpp``)
 TE_COMPUTE_STREAMS = 4.0
-#: kernels of one MoE layer's forward pass besides its expert GEMMs, as Megatron-Core's router and all-to-all token
-#: dispatcher launch them (``megatron/core/transformer/moe/router.py``, ``token_dispatcher.py``
-#: ``MoEAlltoAllTokenDispatcher``, ``moe_utils.py``; fused permutation and router kernels as the performance recipes
-#: set them): router GEMM 1, score function + top-k 1, load-balancing (aux loss or bias) 3, tokens per expert 1,
-#: their gather over the tp x ep group 1, input / output splits 3, the device-to-host copy 1, permutation 2, dispatch
-#: all-to-alls of tokens and probabilities 2, sort by local expert 2, activation with probabilities 1, unsort 1,
-#: combine all-to-all 1, unpermutation 1 (21)
-MOE_FIXED_FWD_KERNELS = 21.0
+#: [stop 51] operations of one MoE layer's forward pass besides its expert GEMMs, counted from the code of the releases
+#: the published runs used (megatron-core 0.15.3, cross-checked against 0.16.0; Transformer Engine 2.10.0, against
+#: 2.11.0; the all-to-all dispatcher with the fused router and permutation kernels the performance recipes set, tp 1,
+#: aux-loss balancing): the router (``router.py`` ``TopKRouter``, ``moe_utils.py``): its GEMM 1, TE's fused score
+#: function + top-k 1, the aux loss's score kernel, ``routing_map.sum``, TE's aux-loss kernel, the tracker's division
+#: and ``add_`` 5 (7); the dispatcher's preprocessing (``token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.preprocess``
+#: / ``dispatch_preprocess``): the tokens-per-expert sums, splits and a strided ``.contiguous()`` 6, their all-gather
+#: over the tp x ep group 1, four asynchronous device-to-host copies of the splits 4, TE's permutation (three Triton
+#: passes building the row map, one permuting) 4 (15); then the blocking ``event.synchronize`` 1, the dispatch
+#: all-to-alls of tokens and probabilities 2, TE's chunk sort 2 (Triton), the SwiGLU with probabilities 1 (one
+#: Inductor kernel behind ``torch.compile``), the unsort's strided copy and TE's chunk sort 3, the combine all-to-all 1
+#: and TE's unpermutation 1 (11): 33. Megatron-Bridge's benchmark runs force-balance the router
+#: (``--moe-router-force-load-balancing``: ``RandomSTE``, a ``clone`` and a ``normal_``), two more not counted here:
+#: training runs route naturally. Until stop 51 this was 21, a reading of the code's structure that counted the
+#: device-to-host copies, the permutation's row map and the unsort as one operation each and left the load-balancing
+#: bookkeeping out
+MOE_FIXED_FWD_KERNELS = 33.0
+
+#: [stop 51] operations of one MoE layer's backward pass besides its expert GEMMs (the same reading; autograd runs each
+#: differentiable operation's gradient, the counts, gather, copies and sync have none): the aux loss's scaler (a fill
+#: and a multiply) 2, TE's aux-loss, score and top-k backward kernels 3, the gradient sum of the logits (two consumers)
+#: 1, the router GEMM's backward (two fp32 casts in, two bf16 casts out, data and weight GEMMs) 6 (router: 12); the
+#: unpermutation's, unsort's and sort's gradients (Triton) 3, the three all-to-alls 3, the permutation's gradient 1,
+#: the SwiGLU's backward 1 (Inductor), the gradient sum of the layer's input (router and dispatcher) 1: 21. Until
+#: stop 51 gpusim ran the forward's 21 again
+MOE_FIXED_BWD_KERNELS = 21.0
 
 
 #: of :data:`MOE_FIXED_FWD_KERNELS`, the operations Megatron-Core's all-to-all dispatcher runs *before* its host sync
-#: (``cuda_sync_point = "before_ep_alltoall"``): router GEMM 1, score function + top-k 1, balancing 3, tokens per
-#: expert 1, their gather 1, input / output splits 3, the device-to-host copy 1, permutation 2 (13); the other 8 (the
-#: dispatch all-to-alls 2, chunk sort 2, activation 1, unsort 1, combine 1, unpermutation 1) and the experts' GEMMs and
-#: quantisations follow it
-MOE_PRESYNC_FWD_KERNELS = 13.0
+#: (``cuda_sync_point = "before_ep_alltoall"``, ``_maybe_dtoh_and_synchronize``): the router's 7 and the
+#: preprocessing's 15 (22); the other 11 (the sync, the dispatch all-to-alls, chunk sort, activation, unsort, combine,
+#: unpermutation) and the experts' GEMMs and quantisations follow it
+MOE_PRESYNC_FWD_KERNELS = 22.0
+
+#: [stop 51] Transformer Engine's MXFP8 grouped GEMM swizzles the scaling factors of its A and B operand lists before
+#: the per-expert GEMMs (``te_general_grouped_gemm`` -> ``multi_tensor_swizzle_scaling_factors``: one launch per list):
+#: 2 per grouped GEMM, two grouped GEMMs forward (fc1, fc2) and four backward (their data and weight gradients)
+MXFP8_SWIZZLE_FWD_KERNELS, MXFP8_SWIZZLE_BWD_KERNELS = 4.0, 8.0
 
 
 def synced_forward_s(gpu_post_s, cpu_post_s, gpu_pre_s, cpu_pre_s):
@@ -304,18 +326,21 @@ def moe_forward_kernels(local_experts, fp8):
     :data:`MOE_FIXED_FWD_KERNELS`, two GEMMs per local expert (fc1, fc2: TE's grouped GEMM launches one cuBLAS GEMM
     each) and, with FP8, two quantisations per local expert (their inputs: TE's ``nvte_multi_tensor_quantize``, one
     kernel per tensor), besides TE's per-expert ``torch.empty`` and ``torch.split`` calls (TE issue #1499, not
-    counted)."""
+    counted); [stop 51] MXFP8 adds its scale swizzles (:data:`MXFP8_SWIZZLE_FWD_KERNELS`)."""
     local = _f(local_experts)
-    return MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(np.asarray(fp8) > 0, 2.0 * local, 0.0)
+    code = np.asarray(fp8)
+    return (MOE_FIXED_FWD_KERNELS + 2.0 * local + np.where(code > 0, 2.0 * local, 0.0)
+            + np.where(code == FP8.MX, MXFP8_SWIZZLE_FWD_KERNELS, 0.0))
 
 
 def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extra_bwd=0.0, fused=False):
     """``(forward, backward, forward before the host sync)`` CPU seconds one MoE layer adds to a dense layer's
     launches (one micro-batch): the forward's operations (:func:`moe_forward_kernels`) at ``launch_s`` each
-    (ModelParams ``launch_cpu_s`` times the host's slowdown); the backward runs each router and dispatcher
-    operation's gradient once (the all-to-alls again, permutations reversed) and two GEMMs per forward GEMM (data and
-    weight gradients), with FP8 one quantisation per expert GEMM's output gradient: ``fixed + 4 E_local
-    (+ 2 E_local)``; the first :data:`MOE_PRESYNC_FWD_KERNELS` of the forward precede the dispatcher's sync. [issue
+    (ModelParams ``launch_cpu_s`` times the host's slowdown); the backward runs the router's and dispatcher's
+    gradients (:data:`MOE_FIXED_BWD_KERNELS`) and two GEMMs per forward GEMM (data and weight gradients), with FP8
+    one quantisation per expert GEMM's output gradient: ``fixed + 4 E_local (+ 2 E_local)`` (MXFP8 with its scale
+    swizzles, :data:`MXFP8_SWIZZLE_BWD_KERNELS`); the first :data:`MOE_PRESYNC_FWD_KERNELS` of the forward precede
+    the dispatcher's sync. [issue
     17] The CUDA-graph scopes ``cuda_graphs`` (gpusim.model.graphs) replace the operations they capture by one
     replay each (:func:`gpusim.model.graphs.moe_cpu_ops`). ``extra_fwd`` / ``extra_bwd``: further eager operations
     after the sync (the expert bias and GLU clamp kernels of :func:`expert_extra_bytes`). [issue 17] ``fused``
@@ -323,10 +348,14 @@ def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extr
     operation (the op's own CPU time is :func:`fused_mlp_cpu_s`, which the caller adds)."""
     local = _f(local_experts)
     fp8_on = np.asarray(fp8) > 0
+    mx = np.asarray(fp8) == FP8.MX
     fz = np.asarray(fused, dtype=bool)
-    per_f = np.where(fz, -1.0, 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0)) + _f(extra_fwd)
-    per_b = np.where(fz, -1.0, 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0)) + _f(extra_bwd)
-    fwd, bwd, pre = GRAPHS.moe_cpu_ops(MOE_FIXED_FWD_KERNELS, per_f, per_b, MOE_PRESYNC_FWD_KERNELS, cuda_graphs)
+    per_f = np.where(fz, -1.0, 2.0 * local + np.where(fp8_on, 2.0 * local, 0.0)
+                     + np.where(mx, MXFP8_SWIZZLE_FWD_KERNELS, 0.0)) + _f(extra_fwd)
+    per_b = np.where(fz, -1.0, 4.0 * local + np.where(fp8_on, 2.0 * local, 0.0)
+                     + np.where(mx, MXFP8_SWIZZLE_BWD_KERNELS, 0.0)) + _f(extra_bwd)
+    fwd, bwd, pre = GRAPHS.moe_cpu_ops(MOE_FIXED_FWD_KERNELS, MOE_FIXED_BWD_KERNELS, per_f, per_b,
+                                       MOE_PRESYNC_FWD_KERNELS, cuda_graphs)
     return fwd * _f(launch_s), bwd * _f(launch_s), pre * _f(launch_s)
 
 
@@ -399,10 +428,13 @@ def dispatcher_syncs(dispatcher, capacity, ep, local_experts):
     return ~np.isfinite(_f(capacity)) & ((_f(ep) > 1) | (_f(local_experts) > 1)) & (np.asarray(dispatcher) >= 0)
 
 
-#: GPU kernels among :data:`MOE_FIXED_FWD_KERNELS` (the 21 less the four collectives: the tokens-per-expert gather, the
-#: two dispatch all-to-alls and the combine, whose time is the collectives model's): each pays the GPU's per-kernel
-#: launch and tail (ModelParams ``kernel_tail_s``) as the dense layer's element-wise kernels do, forward and backward
-MOE_FIXED_GPU_KERNELS = MOE_FIXED_FWD_KERNELS - 4.0
+#: GPU kernels among :data:`MOE_FIXED_FWD_KERNELS` (the 33 less the four collectives, whose time is the collectives
+#: model's: the tokens-per-expert gather, the two dispatch all-to-alls and the combine; and less the four
+#: device-to-host copies and the host sync, which run no kernel) and :data:`MOE_FIXED_BWD_KERNELS` (the 21 less the
+#: three all-to-alls): each pays the GPU's per-kernel launch and tail (ModelParams ``kernel_tail_s``) as the dense
+#: layer's element-wise kernels do
+MOE_FIXED_GPU_KERNELS = MOE_FIXED_FWD_KERNELS - 4.0 - 5.0
+MOE_FIXED_GPU_KERNELS_BWD = MOE_FIXED_BWD_KERNELS - 3.0
 
 
 def permutation_bytes(tokens, recv_tokens, top_k, d_model, elem_bytes, *, sort_chunks, dispatcher=ALLTOALL,
@@ -641,6 +673,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
                                    ranks_hit=hit * load)
     x_act = routed_tokens * fe / etp * e * (up + 1.0)
     fixed_tail = MOE_FIXED_GPU_KERNELS * p.kernel_tail_s
+    fixed_tail_b = MOE_FIXED_GPU_KERNELS_BWD * p.kernel_tail_s
     fp8_code = np.asarray(x.get("fp8_mode", 0))
     # [issue 17] Transformer Engine's fused grouped MLP (fused_mlp_terms): its GEMMs replace the grouped ones, the
     # SwiGLU's passes and two of the four per-expert quantisations (MXFP8 only: gpusim.rules.check_fused_mlp)
@@ -655,7 +688,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         x_dn_b = np.where(fused, 0.0, x_dn_b)
         x_act = np.where(fused, 0.0, x_act)
     experts_f = x_up_f + x_dn_f + (x_act + perm_bytes) / mem_rate + fixed_tail
-    experts_b = x_up_b + x_dn_b + (2.0 * x_act + perm_bytes) / mem_rate + fixed_tail
+    experts_b = x_up_b + x_dn_b + (2.0 * x_act + perm_bytes) / mem_rate + fixed_tail_b
     # [issue 17] FP8: the experts' inputs and output gradients quantised by separate per-expert kernels
     # (expert_cast_bytes), each a kernel of its own; the fused grouped MLP quantises fc2's input and fc1's output
     # gradient in its GEMMs' epilogues and the other two by one kernel over all experts each
@@ -667,8 +700,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
             cast_f = cast_f - np.where(fused, routed_tokens * fe / etp * per, 0.0)
             cast_b = cast_b - np.where(fused, routed_tokens * fe * up / etp * per, 0.0)
         quant_tail = np.where(fp8_code > 0, np.where(fused, 1.0, 2.0 * local) * p.kernel_tail_s, 0.0)
-        experts_f = experts_f + cast_f / mem_rate + quant_tail
-        experts_b = experts_b + cast_b / mem_rate + quant_tail
+        # [stop 51] the grouped GEMMs' MXFP8 scale swizzles (MXFP8_SWIZZLE_*_KERNELS), small kernels: their tails
+        swz = (fp8_code == FP8.MX) & ~fused
+        experts_f = experts_f + cast_f / mem_rate + quant_tail + np.where(swz, MXFP8_SWIZZLE_FWD_KERNELS, 0.0) * p.kernel_tail_s
+        experts_b = experts_b + cast_b / mem_rate + quant_tail + np.where(swz, MXFP8_SWIZZLE_BWD_KERNELS, 0.0) * p.kernel_tail_s
         # [issue 17] the FP8 row padding of the all-to-all dispatcher's tokens (fp8_padding_bytes)
         # (not under the sync-free graph scopes: TEGroupedMLP's padding reads the token counts on the host, which a
         # captured, sync-free layer cannot; its recipes pad in the router or the fused dispatch instead)
@@ -815,7 +850,7 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
             # and permutation", arXiv:2603.07685 section 1.2): the router (gating GEMM, scores, top-k), the
             # (un)permutations and the dispatcher's small kernels; the last two are part of ``mlp_*_s``
             "route_f_s": router_f + perm_bytes / mem_rate + fixed_tail,
-            "route_b_s": router_b + perm_bytes / mem_rate + fixed_tail}
+            "route_b_s": router_b + perm_bytes / mem_rate + fixed_tail_b}
 
 
 def moe_flop_delta_per_token(x: dict):

@@ -56,12 +56,14 @@ _LAYER_B = 2.0 * _LNL_FB + 3.0 * _LIN_FB - _LAYER_F
 ATTN_CPU_SHARE_FWD = (_LNL_F + 2.0 * _LIN_F) / _LAYER_F
 ATTN_CPU_SHARE_BWD = ((_LNL_FB + 2.0 * _LIN_FB) - (_LNL_F + 2.0 * _LIN_F)) / _LAYER_B
 
-#: operations of gpusim.model.experts.MOE_FIXED_FWD_KERNELS (21) each MoE scope captures, forward and backward:
-#: ``moe_router`` the router GEMM, score function + top-k and the three load-balancing ones (5; their gradients 5);
-#: ``moe_preprocess`` tokens per expert, their gather, the three splits and the two-kernel permutation (7; in the
-#: backward only the permutation's gradient, 2). The device-to-host copy that follows them stays eager.
-ROUTER_OPS_FWD, ROUTER_OPS_BWD = 5.0, 5.0
-PREPROCESS_OPS_FWD, PREPROCESS_OPS_BWD = 7.0, 2.0
+#: operations of gpusim.model.experts.MOE_FIXED_FWD_KERNELS (33) and MOE_FIXED_BWD_KERNELS (21) each MoE scope
+#: captures: ``moe_router`` the router's GEMM, score function + top-k and the five load-balancing ones (7; their
+#: gradients, the router GEMM's backward with its casts and the logits' gradient sum, 12); ``moe_preprocess`` the
+#: tokens-per-expert sums, splits and copy, their gather and the four-kernel permutation (11; in the backward only the
+#: permutation's gradient, 1). The four device-to-host copies that follow them stay eager. [stop 51] from the count in
+#: gpusim.model.experts (until then 5 / 5 and 7 / 2)
+ROUTER_OPS_FWD, ROUTER_OPS_BWD = 7.0, 12.0
+PREPROCESS_OPS_FWD, PREPROCESS_OPS_BWD = 11.0, 1.0
 
 
 def scope_mask(scopes) -> float:
@@ -91,11 +93,11 @@ def dense_cpu_keep(mask, moe_frac):
     return (np.where(full, zero, keep_f), np.where(full, zero, keep_b), np.where(full, zero, replays))
 
 
-def moe_cpu_ops(fixed_fwd, per_expert_fwd, per_expert_bwd, presync, mask):
+def moe_cpu_ops(fixed_fwd, fixed_bwd, per_expert_fwd, per_expert_bwd, presync, mask):
     """Eager operations of one MoE layer's forward, its backward and its forward before the dispatcher's host sync,
     under the scopes ``mask``, with one replay per captured group per pass (``moe_router`` and ``moe_preprocess``
-    replay as one graph, adjacent in the layer): ``(fwd_ops, bwd_ops, presync_ops)``. ``fixed_fwd`` is
-    :data:`gpusim.model.experts.MOE_FIXED_FWD_KERNELS` (the backward runs as many), ``per_expert_*`` the experts'
+    replay as one graph, adjacent in the layer): ``(fwd_ops, bwd_ops, presync_ops)``. ``fixed_fwd`` / ``fixed_bwd``
+    are :data:`gpusim.model.experts.MOE_FIXED_FWD_KERNELS` / ``MOE_FIXED_BWD_KERNELS``, ``per_expert_*`` the experts'
     GEMMs and quantisations, ``presync`` the operations before the sync. ``moe`` and ``full_iteration`` capture
     everything (no eager operation; ``moe`` replays once)."""
     m = np.asarray(mask, dtype=np.float64)
@@ -104,7 +106,7 @@ def moe_cpu_ops(fixed_fwd, per_expert_fwd, per_expert_bwd, presync, mask):
     pre = _has(m, MOE_PREPROCESS).astype(np.float64)
     group = np.maximum(r, pre)
     f = fixed_fwd - r * ROUTER_OPS_FWD - pre * PREPROCESS_OPS_FWD + group + per_expert_fwd
-    b = fixed_fwd - r * ROUTER_OPS_BWD - pre * PREPROCESS_OPS_BWD + group + per_expert_bwd
+    b = fixed_bwd - r * ROUTER_OPS_BWD - pre * PREPROCESS_OPS_BWD + group + per_expert_bwd
     ps = presync - r * ROUTER_OPS_FWD - pre * PREPROCESS_OPS_FWD + group
     moe_replay = _has(m, MOE) * 1.0
     return np.where(whole, moe_replay, f), np.where(whole, moe_replay, b), np.where(whole, 0.0, ps)

@@ -51,20 +51,23 @@ def test_dense_scopes_keep_the_uncaptured_share_and_add_one_replay_each():
 
 
 def test_moe_scopes_capture_the_router_and_preprocessing_ops():
-    # 16 local experts, bf16: 2 GEMMs each forward, 4 backward; 21 fixed operations, 13 of them before the host sync
+    # 16 local experts, bf16: 2 GEMMs each forward, 4 backward; 33 fixed operations forward (22 of them before the host
+    # sync), 21 backward (stop 51's count from Megatron-Core 0.15.3 / Transformer Engine 2.10.0)
     masks = np.array([0.0, GR.scope_mask(["moe_router"]), GR.scope_mask(["moe_router", "moe_preprocess"]),
                       GR.scope_mask(["moe"]), GR.scope_mask(["full_iteration"])])
-    f, b, pre = GR.moe_cpu_ops(21.0, 32.0, 64.0, 13.0, masks)
-    # router: 5 ops -> 1 replay; router + preprocessing: 5 + 7 forward (5 + 2 backward) -> 1 replay; the device-to-host
-    # copy stays eager before the sync; moe: one replay per pass; full iteration: nothing per layer
-    assert f.tolist() == [53.0, 49.0, 42.0, 1.0, 0.0]
-    assert b.tolist() == [85.0, 81.0, 79.0, 1.0, 0.0]
-    assert pre.tolist() == [13.0, 9.0, 2.0, 0.0, 0.0]
+    f, b, pre = GR.moe_cpu_ops(33.0, 21.0, 32.0, 64.0, 22.0, masks)
+    # router: 7 ops forward (12 backward) -> 1 replay; router + preprocessing: 7 + 11 forward (12 + 1 backward) -> 1
+    # replay; the four device-to-host copies stay eager before the sync; moe: one replay per pass; full iteration:
+    # nothing per layer
+    assert f.tolist() == [65.0, 59.0, 48.0, 1.0, 0.0]
+    assert b.tolist() == [85.0, 74.0, 73.0, 1.0, 0.0]
+    assert pre.tolist() == [22.0, 16.0, 5.0, 0.0, 0.0]
     assert GR.sync_free(masks).tolist() == [False, False, False, True, True]
-    # the seconds: moe_cpu_s at 8 us per operation
+    # the seconds: moe_cpu_s at 8 us per operation, with the model's own constants
+    assert (EXP.MOE_FIXED_FWD_KERNELS, EXP.MOE_FIXED_BWD_KERNELS, EXP.MOE_PRESYNC_FWD_KERNELS) == (33.0, 21.0, 22.0)
     sf, sb, spre = EXP.moe_cpu_s(np.array([16.0]), np.array([0]), 8e-6, np.array([GR.scope_mask(["moe_router",
                                                                                                "moe_preprocess"])]))
-    assert (sf[0], sb[0], spre[0]) == pytest.approx((42 * 8e-6, 79 * 8e-6, 2 * 8e-6))
+    assert (sf[0], sb[0], spre[0]) == pytest.approx((48 * 8e-6, 73 * 8e-6, 5 * 8e-6))
 
 
 def test_a_launch_bound_layout_gains_and_reports_the_cpu_as_its_bottleneck(db):

@@ -292,14 +292,16 @@ def test_grouped_gemm_runs_as_te_launches_it_per_expert_on_four_streams():
 
 
 def test_moe_forward_kernel_count_and_cpu_time_hand_worked():
-    # 16 local experts, bf16: 21 + 2 x 16 = 53 forward operations; FP8 quantises both inputs per expert: + 32 = 85
-    k = EXP.moe_forward_kernels(np.array([16.0, 16.0]), np.array([0, 1]))
-    assert k.tolist() == [53.0, 85.0]
-    # backward: 21 + 4 x 16 = 85 (bf16), + 2 x 16 = 117 with FP8; at 8 us each
-    f, b, pre = EXP.moe_cpu_s(np.array([16.0, 16.0]), np.array([0, 1]), 8e-6)
-    assert f.tolist() == pytest.approx([53 * 8e-6, 85 * 8e-6]) and b.tolist() == pytest.approx([85 * 8e-6, 117 * 8e-6])
-    # the router's and dispatcher's first 13 operations precede the host sync
-    assert np.broadcast_to(pre, (2,)).tolist() == pytest.approx([13 * 8e-6, 13 * 8e-6])
+    # 16 local experts, bf16: 33 + 2 x 16 = 65 forward operations; FP8 (current scaling) quantises both inputs per
+    # expert: + 32 = 97; MXFP8 also swizzles the two grouped GEMMs' scale lists: + 4 = 101
+    k = EXP.moe_forward_kernels(np.array([16.0, 16.0, 16.0]), np.array([0, 2, 3]))
+    assert k.tolist() == [65.0, 97.0, 101.0]
+    # backward: 21 + 4 x 16 = 85 (bf16), + 2 x 16 = 117 with FP8, + 8 swizzles = 125 with MXFP8; at 8 us each
+    f, b, pre = EXP.moe_cpu_s(np.array([16.0, 16.0, 16.0]), np.array([0, 2, 3]), 8e-6)
+    assert f.tolist() == pytest.approx([65 * 8e-6, 97 * 8e-6, 101 * 8e-6])
+    assert b.tolist() == pytest.approx([85 * 8e-6, 117 * 8e-6, 125 * 8e-6])
+    # the router's 7 and the dispatcher's preprocessing's 15 operations precede the host sync
+    assert np.broadcast_to(pre, (3,)).tolist() == pytest.approx([22 * 8e-6] * 3)
 
 
 def test_dispatcher_host_sync_only_where_megatron_syncs():

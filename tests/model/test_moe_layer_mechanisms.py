@@ -60,7 +60,9 @@ def test_the_layer_charges_the_permutation_bytes_and_the_kernel_tails():
     tails = EXP.MOE_FIXED_GPU_KERNELS * DEFAULT_PARAMS.kernel_tail_s
     sync = DEFAULT_PARAMS.launch_cpu_s  # the dispatcher's host round trip (dropless, ep > 1)
     assert float(out["delta_f_s"]) == pytest.approx((perm + scores) / 1e12 + tails + sync)
-    assert EXP.MOE_FIXED_GPU_KERNELS == EXP.MOE_FIXED_FWD_KERNELS - 4.0
+    # the forward's kernels: its operations less the four collectives, the four device-to-host copies and the sync
+    assert EXP.MOE_FIXED_GPU_KERNELS == EXP.MOE_FIXED_FWD_KERNELS - 9.0 == 24.0
+    assert EXP.MOE_FIXED_GPU_KERNELS_BWD == EXP.MOE_FIXED_BWD_KERNELS - 3.0 == 18.0
 
 
 # ---- FP8 quantisation of the experts' inputs --------------------------------------------------------------------
@@ -441,10 +443,11 @@ def test_the_fused_mlp_drops_the_swiglu_passes_and_two_quantisations():
     plain, fused = _terms(x), _terms({**x, "moe_fused_mlp": True})
     n, k, fe, up, e, local = 1000.0, 2.0, 512.0, 2.0, 2.0, 8.0
     r = n * k  # routed copies on the one rank
-    saved_f = (r * fe * e * (up + 1.0) + r * fe * FP8.CAST_BYTES[FP8.MX]) / 1e12 + (2.0 * local - 1.0) * p.kernel_tail_s
+    # ... and (stop 51) the grouped GEMMs' four MXFP8 scale swizzles forward, eight backward
+    saved_f = (r * fe * e * (up + 1.0) + r * fe * FP8.CAST_BYTES[FP8.MX]) / 1e12 + (2.0 * local - 1.0 + 4.0) * p.kernel_tail_s
     assert float(plain["delta_f_s"]) - float(fused["delta_f_s"]) == pytest.approx(saved_f)
     saved_b = (2.0 * r * fe * e * (up + 1.0) + r * fe * up * FP8.CAST_BYTES[FP8.MX]) / 1e12 \
-        + (2.0 * local - 1.0) * p.kernel_tail_s
+        + (2.0 * local - 1.0 + 8.0) * p.kernel_tail_s
     assert float(plain["delta_b_s"]) - float(fused["delta_b_s"]) == pytest.approx(saved_b)
     bf16 = _x(ep=1.0)
     assert float(_terms({**bf16, "moe_fused_mlp": True})["delta_f_s"]) == float(_terms(bf16)["delta_f_s"])

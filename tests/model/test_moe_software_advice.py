@@ -58,15 +58,15 @@ def test_an_eager_moe_layout_on_grace_is_told_that_graphs_gained_more_than_gpusi
     """[stop 40] gpusim under-counts an eager MoE layer's host time on Grace (validation/README.md): where its own
     graphs what-if predicts little, a Grace superchip's eager MoE layout is told what published GB200 runs gained; an
     x86 host, a layout with graphs and a dense model are not."""
-    # (Qwen3-235B-A22B at one sequence per GPU, EP 64: GPU-bound enough that gpusim's own graphs what-if stays under
-    # the 3% it recommends at; Qwen3-30B-A3B at 4 sequences on 8 GPUs is now launch-bound in gpusim too and is told
-    # the predicted gain instead, llm-cuda-graphs)
-    big = dict(QWEN, model="qwen3-235b-a22b", gpus=64, nodes=16, ep=64, micro_batch=1, global_batch=1024)
+    # (Qwen3-235B-A22B at one sequence per GPU, EP 128, one local expert: GPU-bound enough that gpusim's own graphs
+    # what-if stays under the 3% it recommends at; Qwen3-30B-A3B at 4 sequences on 8 GPUs is now launch-bound in gpusim
+    # too and is told the predicted gain instead, llm-cuda-graphs, and so is EP 64 since stop 51's operation count)
+    big = dict(QWEN, model="qwen3-235b-a22b", gpus=128, nodes=32, ep=128, micro_batch=1, global_batch=1024)
     res = simulate(Scenario.create(**big), db=db)
     rec = _rec(res, "llm-cuda-graphs-grace")
     assert rec is not None and rec["severity"] == "info" and "section 4.3.6" in rec["message"]
     assert rec["change"]["cuda_graph_scope"] in (["full_iteration"], ("full_iteration",))
-    assert _rec(simulate(Scenario.create(**{**big, "gpu": "b200", "nodes": 8}), db=db), "llm-cuda-graphs-grace") is None
+    assert _rec(simulate(Scenario.create(**{**big, "gpu": "b200", "nodes": 16}), db=db), "llm-cuda-graphs-grace") is None
     graphs = simulate(Scenario.create(**big, cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]), db=db)
     assert _rec(graphs, "llm-cuda-graphs-grace") is None
     dense = simulate(Scenario.create(model="llama3.1-8b", gpu="gb200", gpus=8, nodes=2, tp=2, micro_batch=1,
