@@ -462,20 +462,30 @@ def _moe_selects(s: dict) -> None:
                                       "MLA and gated-DeltaNet ones. Give this or the imbalance, not both")
 
 
+#: [issue 17] the sidebar's multi-token prediction module sharing (Strategy.mtp_shared): the model's own (None), one
+#: module for every pass (True: --mtp-shared) or a module per pass (False: --no-mtp-shared)
+MTP_SHARING = ("model", "shared", "separate")
+
+
 def _mtp_input(spec, s: dict) -> int | None:
     """[issue 17] The multi-token prediction modules trained with a language model that has them (the CLI's
     --mtp-layers; 0 trains without), offered where the model's config has some (DeepSeek-V3, Nemotron 3 Super), and
-    whether the passes share one module (the CLI's --mtp-shared), stored in ``s["mtp_sh"]``."""
+    whether the passes share one module (the CLI's --mtp-shared / --no-mtp-shared; :data:`MTP_SHARING`), stored in
+    ``s["mtp_sh"]``."""
     n = number_input(st, "Multi-token prediction modules", 0, 16, None, key="mtp", bind=BIND,
                      placeholder=f"{spec.mtp_layers} (the model's)",
                      help="modules after the last layer, each one more layer of the model's last kind, a 2h -> h "
                           "projection and one more pass through the LM head with its own loss (DeepSeek-V3 report "
                           "section 2.2; Megatron-Core --mtp-num-layers), on the last pipeline stage; 0 trains "
                           "without them, as Megatron-Bridge's 25.11 DeepSeek-V3 table ran")
-    s["mtp_sh"] = st.checkbox("The passes share one module", key="mtp_sh", bind=BIND,
-                              help="every multi-token prediction pass runs one module's weights (Megatron-Core "
-                                   "--mtp-use-repeated-layer: Nemotron 3 Super's recipe trains 2 passes this way): "
-                                   "the passes' compute and activations, one module's parameters and optimizer state")
+    # (no format_func: a URL-bound widget's query value is its option's label, so the options are their own labels)
+    s["mtp_sh"] = st.selectbox("MTP module sharing", offer("mtp_sh", MTP_SHARING), key="mtp_sh", bind=BIND,
+                               help="shared: every multi-token prediction pass runs one module's weights (Megatron-"
+                                    "Core --mtp-use-repeated-layer, the CLI's --mtp-shared: Nemotron 3 Super's "
+                                    "recipe trains 2 passes this way; the passes' compute and activations, one "
+                                    "module's parameters and optimizer state); separate: a module per pass (the "
+                                    "CLI's --no-mtp-shared); model: the model's own (its config.json's "
+                                    "mtp_use_repeated_layer or mtp_share_layers)")
     return n
 
 

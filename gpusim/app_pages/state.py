@@ -55,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "moe_imb": None,            # MoE models: routing imbalance (Strategy.moe_imbalance_frac); None: balanced router
     "moe_skew": None,           # MoE models: experts' popularity skew (Strategy.moe_expert_skew_frac); None: balanced
     "mtp": None,                # [issue 17] multi-token prediction modules (Strategy.mtp_layers); None: the model's own
-    "mtp_sh": False,            # [issue 17] their passes share one module (Strategy.mtp_shared); False: the model's own
+    "mtp_sh": "model",          # [issue 17] their passes share one module (Strategy.mtp_shared): shell.MTP_SHARING
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -153,8 +153,8 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["moe_expert_skew_frac"] = float(s["moe_skew"])
     if s.get("mtp") is not None:  # [issue 17] as the CLI's --mtp-layers
         kw["mtp_layers"] = int(s["mtp"])
-    if s.get("mtp_sh"):  # [issue 17] as the CLI's --mtp-shared
-        kw["mtp_shared"] = True
+    if s.get("mtp_sh") in ("shared", "separate"):  # [issue 17] as the CLI's --mtp-shared / --no-mtp-shared
+        kw["mtp_shared"] = s["mtp_sh"] == "shared"
     if s["hw"] == "node":
         kw["node"] = s["node"]
     elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)

@@ -274,9 +274,14 @@ def test_mtp_state_is_the_clis_mtp_layers(db):
     assert own.strategy.mtp_layers is None and off.strategy.mtp_layers == 0
     with pytest.raises(ScenarioError, match="language models"):
         simulate(scenario_from_state({"model": "resnet50", "mtp": 1}, db), recommend=False)
-    # "The passes share one module" is the CLI's --mtp-shared: one module's state for two passes
+    # "Module sharing" is the CLI's --mtp-shared / --no-mtp-shared: one module's state for two passes, or a module per
+    # pass where the model's own config shares one (Nemotron 3 Super's recipe); "the model's own" passes nothing
     kw = dict(model="deepseek-v3", gpu="h100-sxm", gpus=64, nodes=8, strategy="zero1", batch=1, mtp=2)
     sep = simulate(scenario_from_state(kw, db), recommend=False)
-    shared = simulate(scenario_from_state({**kw, "mtp_sh": True}, db), recommend=False)
-    assert scenario_from_state({**kw, "mtp_sh": True}, db).strategy.mtp_shared is True
+    shared = simulate(scenario_from_state({**kw, "mtp_sh": "shared"}, db), recommend=False)
+    assert scenario_from_state({**kw, "mtp_sh": "shared"}, db).strategy.mtp_shared is True
+    assert scenario_from_state({**kw, "mtp_sh": "separate"}, db).strategy.mtp_shared is False
+    assert scenario_from_state({**kw, "mtp_sh": "model"}, db).strategy.mtp_shared is None
     assert shared.memory_per_gpu_bytes < sep.memory_per_gpu_bytes
+    assert simulate(scenario_from_state({**kw, "mtp_sh": "separate"}, db), recommend=False).memory_per_gpu_bytes \
+        == sep.memory_per_gpu_bytes  # DeepSeek-V3's own modules are separate

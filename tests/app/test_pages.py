@@ -516,11 +516,19 @@ def test_step_offers_the_models_multi_token_prediction_modules():
     own = run_app("step", query, timeout=120)  # (671B on 8 GPUs: the page says it does not fit, and still predicts)
     assert not own.exception
     assert own.number_input(key="mtp").value is None
-    assert own.checkbox(key="mtp_sh").value is False  # the CLI's --mtp-shared
+    assert own.selectbox(key="mtp_sh").value == "model"  # the CLI's --mtp-shared / --no-mtp-shared: unset
+    # the sharing is a three-way choice: a module per pass is taken from the URL (the CLI's --no-mtp-shared), and a
+    # link from before it was one (stop 50's checkbox, mtp_sh=true) is named and falls back to the model's own
+    sep = run_app("step", {**query, "mtp_sh": "separate"}, timeout=120)
+    assert not sep.exception and sep.selectbox(key="mtp_sh").value == "separate"
+    assert not [w.value for w in sep.warning if "URL parameter" in w.value]
+    old_link = run_app("step", {**query, "mtp_sh": "true"}, timeout=120)
+    assert old_link.selectbox(key="mtp_sh").value == "model"
+    assert any("mtp_sh='true' ignored" in w.value for w in old_link.warning if "URL parameter" in w.value)
     off = run_app("step", {**query, "mtp": "0"}, timeout=120)
     assert not off.exception
     assert off.number_input(key="mtp").value == 0
     assert metrics(off) != metrics(own)
     dense = run_app("step", {"model": "llama3-8b", "batch": "1", "strategy": "fsdp-full"})
     assert not dense.exception and "mtp" not in [n.key for n in dense.number_input]
-    assert "mtp_sh" not in [c.key for c in dense.checkbox]
+    assert "mtp_sh" not in [c.key for c in dense.selectbox]
