@@ -10,6 +10,8 @@ predicted as it ran:
 - Options the schema has no column for are read from ``key=value`` tokens in the row's notes: ``strategy=``
   (``zero1`` = Megatron's distributed optimizer, the default of the NeMo/Megatron-Bridge performance recipes;
   ``fsdp`` = Megatron-FSDP), ``fp8_recipe=`` (``delayed`` | ``current``).
+  ``seen_before_entry=1`` [stop 51] (gpusim's prediction of the run was seen before the row was entered: counted
+  with the open rows whatever its file's hold-out rule says, :func:`held_out`),
   ``attention=`` (``flash`` | ``unfused``: the attention kernel; NeMo and Megatron-Bridge run Transformer Engine's
   fused attention, which some catalogue entries of older models do not assume), ``tp_comm_overlap=1`` (Transformer
   Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
@@ -103,7 +105,8 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "recompute_modules", "grad_reduce_in_fp32", "opt_state_dtype", "fp8_activations",
                "cuda_graph_scope", "disable_parameter_transpose_cache",
                "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
-               "cross_entropy", "mtp_num_layers", "mtp_use_repeated_layer", "optimizer")  # [issue 17]
+               "cross_entropy", "mtp_num_layers", "mtp_use_repeated_layer", "optimizer",  # [issue 17]
+               "seen_before_entry")  # [stop 51]
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -287,6 +290,14 @@ def options(notes: str) -> dict:
     return out
 
 
+def held_out(r: dict, opts: dict | None = None) -> bool:
+    """Whether a row counts as held out: its ``holdout`` column (a file's hold-out rule, ``validation/README.md``),
+    unless its notes say ``seen_before_entry=1`` [stop 51]: gpusim's prediction of the run was seen before the row was
+    entered, so whatever rule files it as held out, it is counted with the open rows (a held-out figure must be blind)."""
+    opts = options(r.get("notes", "")) if opts is None else opts
+    return str(r.get("holdout")).strip() == "1" and not _BOOL.get(str(opts.get("seen_before_entry", "0")).lower(), False)
+
+
 def _measured_step_s(metric: str, value: float, gb: int, seq: int, gpus: int, model_flop_per_step: float | None):
     if metric == "step_time_s":
         return value
@@ -458,7 +469,7 @@ def predict_row(r: dict, *, file: str = "", db=None, params=None) -> RunRow:
     opts = options(r.get("notes", ""))
     prec = r["precision"].strip().lower()
     layout = f"{tp}/{pp}/{vp}/{cp}" + (f"/{ep}" if ep > 1 else "") + f" {mb}/{gb}"
-    out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=str(r.get("holdout")).strip() == "1",
+    out = RunRow(run_id=r["run_id"], source_id=r["source_id"], file=file, holdout=held_out(r, opts),
                  model=r["model"], gpu=r["gpu"], gpus=gpus, layout=layout, precision=prec, metric=metric,
                  measured=float(r["value"]), regimes=regime(r))
     if metric not in METRICS:

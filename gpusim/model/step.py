@@ -438,6 +438,24 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
     raise ValueError(f"unknown strategy code {code}")
 
 
+#: [stop 51] Megatron-Core's default gradient bucket: at least 40 M parameters, 1 M per data-parallel rank beyond 40
+#: (NVIDIA/Megatron-LM ``megatron/core/distributed/distributed_data_parallel.py``, ``DistributedDataParallel.__init__``:
+#: ``bucket_size = max(40000000, 1000000 * parallel_state.get_data_parallel_world_size())``, "If using very large
+#: dp_sizes, make buckets larger to ensure that chunks used in NCCL ring-reduce implementations are large enough to
+#: remain bandwidth-bound rather than latency-bound")
+MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 40e6, 1e6
+
+
+def megatron_bucket_params(dp, overlap):
+    """[stop 51] Parameters in one of Megatron-Core's gradient (and, with the distributed optimizer, parameter
+    all-gather) buckets for a data-parallel size ``dp`` (without context parallelism: ``get_data_parallel_world_size()``
+    's default), :data:`MEGATRON_BUCKET_MIN_PARAMS` and :data:`MEGATRON_BUCKET_PARAMS_PER_DP_RANK`; one bucket for
+    the whole buffer (``inf``) where ``overlap`` (``--overlap-grad-reduce``) is off ("Set bucket_size to infinity if
+    overlap_grad_reduce is False"). Hand-worked: dp 4 -> 40 M; dp 256 -> 256 M (a 1.02 GB fp32 gradient bucket)."""
+    b = np.maximum(MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * np.asarray(dp, dtype=np.float64))
+    return np.where(np.asarray(overlap, dtype=np.float64) > 0, b, np.inf)
+
+
 def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     """[issue 17] (exposed, hidden, total) seconds per step of Megatron-Core's distributed optimizer with
     ``--overlap-grad-reduce`` and ``--overlap-param-gather`` (the NeMo / Megatron-Bridge performance recipes' setting).
@@ -475,29 +493,31 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     collective's seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group
     (``dist``).
     """
-    def bucketed(ar, G, W, bucket, *fabric):
+    def bucketed(ar, G, W, bucket, bucket_w, *fabric):
         rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric), one_call=True)
         if np.any(ar):  # [issue 17] dist_muon: the gradients all-reduced, each rank keeping whole layers' states
             full = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.ALL_REDUCE, size, *fabric), one_call=True)
             rs = tuple(np.where(ar, f, r) for f, r in zip(full, rs))
-        ag = C.bucketed_time_s(W, bucket, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
+        ag = C.bucketed_time_s(W, bucket_w, lambda size: coll_rows(C.ALL_GATHER, size, *fabric), one_call=True)
         return (*rs, *ag)
 
     fabric = ("intra", "intra_hop", "inter", "inter_hop", "nvls", "ll_max", "ll128", "host_cpu")
     G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)  # [issue 17] the routed experts' share (none: dense)
     W_exp = np.asarray(c.get("W_exp", 0.0), dtype=np.float64)
     ar = np.asarray(c.get("grad_ar", False), dtype=bool)
-    dense = dist(bucketed, [ar, c["G"] - G_exp, c["W"] - W_exp, c["bucket"], c["n"], c["nodes"],
+    bucket_w = c.get("bucket_w", c["bucket"])  # [stop 51] the parameters' all-gather buckets (a hand-built context: one)
+    dense = dist(bucketed, [ar, c["G"] - G_exp, c["W"] - W_exp, c["bucket"], bucket_w, c["n"], c["nodes"],
                             *(c[k] for k in fabric)])
     rs_total, rs_last, ag_total, ag_first = dense
     if np.any((G_exp > 0) & (np.asarray(c.get("edp_n", 1.0)) > 1)):
         ex_fabric = [c["intra"], c["intra_hop"], c["edp_inter"], *(c[k] for k in fabric[3:])]
 
-        def expert_bucketed(ar, G, W, bucket, ranks, *rest):
-            out = bucketed(ar, G, W, bucket, ranks, *rest)
+        def expert_bucketed(ar, G, W, bucket, bucket_w, ranks, *rest):
+            out = bucketed(ar, G, W, bucket, bucket_w, ranks, *rest)
             return tuple(np.where((ranks > 1) & (G > 0), t, 0.0) for t in out)
 
-        ex = dist(expert_bucketed, [ar, G_exp, W_exp, c["bucket"], c["edp_n"], c["edp_nodes"], *ex_fabric])
+        ex = dist(expert_bucketed, [ar, G_exp, W_exp, c["bucket"], bucket_w, c["edp_n"], c["edp_nodes"],
+                                    *ex_fabric])
         # the two buffers' buckets are reduced in the same backward pass, one after the other on the links; each
         # buffer's last bucket (and first all-gather) waits at the end (start) of the window
         rs_total, rs_last, ag_total, ag_first = (a + b for a, b in zip(dense, ex))
@@ -627,10 +647,15 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
         gpu_busy_micro_s = np.where(llm, lt["compute_s"] / k, gpu_busy_micro_s)
 
     # ---- communication (each strategy evaluated only on its own rows) ------------------------------
+    # [stop 51] an LLM layout's gradient buckets are Megatron-Core's, not PyTorch DDP's 25 MiB (Strategy.bucket_mib):
+    # megatron_bucket_params (the reduce-scatter's bytes at the gradient's width, the all-gather's at the parameters')
+    bkt = megatron_bucket_params(dp / cp, inp.dp_overlap)
+    bucket = np.where(llm, bkt * inp.grad_bytes_per_param, inp.bucket_bytes)
+    bucket_w = np.where(llm, bkt * inp.gather_bytes_per_param, inp.bucket_bytes)
     ctx = {"n": dp_n, "nodes": dp_nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
            "blocks": blocks, "fwd_s": fwd_s, "bwd_s": bwd_s * np.asarray(inp.dp_overlap, dtype=np.float64),
            "fwd_ov_s": fwd_s * np.asarray(inp.dp_overlap, dtype=np.float64), "llm": llm,  # [issue 17]
-           "bucket": np.asarray(inp.bucket_bytes, dtype=np.float64),
+           "bucket": np.asarray(bucket, dtype=np.float64), "bucket_w": np.asarray(bucket_w, dtype=np.float64),
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,

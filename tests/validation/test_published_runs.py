@@ -91,7 +91,10 @@ def test_the_dense_table_is_predicted_and_reported(capsys):
     assert len(res) == len(_rows(R.default_dir() / "runs_dense.csv"))
     assert sum(r.ape is not None for r in res) >= 0.95 * len(res), [(r.run_id, r.error) for r in res if r.error]
     summ = R.summarize(res)
-    assert summ["holdout"]["all"]["rows"] >= len(res) / 4
+    # a quarter of the rows entered blind is held out (stop 51: rows whose prediction was seen before they were entered,
+    # seen_before_entry=1, count with the open rows and not in the quarter's base)
+    blind = [r for r in _rows(R.default_dir() / "runs_dense.csv") if "seen_before_entry=1" not in r["notes"]]
+    assert summ["holdout"]["all"]["rows"] >= len(blind) / 4
     table, lines = R.report(res, holdout_rows=False, holdout_summary=False)
     assert not any(x.startswith("held-out") for x in lines) and any(x.startswith("open all:") for x in lines)
     assert all(row[9] == "hidden" for row, r in zip(table, res) if r.holdout)
@@ -260,3 +263,17 @@ def test_the_cross_entropy_a_recipe_runs_reaches_the_scenario():
     assert native.step_s > plain.step_s
     bad = R.predict_row(dict(row, notes="cross_entropy=liger"), db=db)
     assert "cross_entropy" in bad.error and bad.step_s is None
+
+
+def test_a_row_seen_before_entry_is_never_counted_as_held_out():
+    """[stop 51] A row whose prediction was seen before it was entered (``seen_before_entry=1``) counts with the open
+    rows whatever its file's hold-out rule files it as; the token changes nothing else."""
+    row = {"holdout": "1", "notes": "strategy=zero1; seen_before_entry=1 (predicted before entry)"}
+    assert not R.held_out(row)
+    assert R.held_out({**row, "notes": "strategy=zero1"})
+    assert not R.held_out({**row, "holdout": "0"})
+    assert R.held_out({**row, "notes": "seen_before_entry=0"})
+    # the dgxc-benchmarking Nemotron-H rows: the hash rule holds two of them out, the token counts all seven open
+    rows = [r for r in _rows(R.default_dir() / "runs_dense.csv") if r["source_id"] == "DGXC_NEMOTRONH"]
+    assert len(rows) == 7 and sum(r["holdout"] == "1" for r in rows) == 2
+    assert not any(R.held_out(r) for r in rows)
