@@ -637,7 +637,10 @@ def sidebar() -> Context:
                 s["storage"] = number_input(st, "Storage GB/s per node", 0.01, 10000.0, None, key="storage", bind=BIND,
                                                placeholder="the node's")
         with st.expander("Advanced"):
-            s["bucket"] = number_input(st, "DDP bucket (MiB)", 0.1, 4096.0, DEFAULTS["bucket"], key="bucket", bind=BIND)
+            s["bucket"] = number_input(st, "DDP bucket (MiB)", 0.1, 4096.0, DEFAULTS["bucket"], key="bucket", bind=BIND,
+                                       help="PyTorch DDP's bucket_cap_mb (the CLI's --bucket-mib); an LLM layout "
+                                            "(tp, pp, cp or ep set) buckets as Megatron-Core does, max(40 M, 1 M x "
+                                            "dp) parameters, and ignores it")
             s["sync_every"] = st.checkbox("All-reduce every accumulated micro-batch (no no_sync)", key="sync_every",
                                           bind=BIND,
                                           help="with accumulation steps > 1 under ddp or zero1: a training loop that "

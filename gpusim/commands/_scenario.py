@@ -93,7 +93,8 @@ def add_scenario_args(p, *, batch_required: bool = True) -> None:
     s.add_argument("--checkpointing", action="store_true", help="full activation checkpointing")
     s.add_argument("--cpu-offload", action="store_true", help="optimizer on the CPU (sharded strategies)")
     s.add_argument("--bucket-mib", type=strategy_type("bucket_mib", "MiB"), default=25.0,
-                   help="DDP bucket size (default 25 MiB)")
+                   help="DDP bucket size (default 25 MiB, PyTorch DDP's bucket_cap_mb; LLM layouts bucket as "
+                        "Megatron-Core does: max(40 M, 1 M x dp) parameters)")
     s.add_argument("--workers", type=strategy_type("num_workers"),
                    help="DataLoader workers per GPU (default: data already prepared; the "
                                                "loader the prediction needs is reported)")
