@@ -133,12 +133,19 @@ def parse_count(text: str | float | int) -> float:
     return value
 
 
+def _sig(v: float, digits: int) -> str:
+    """``v`` to ``digits`` significant figures without an exponent: 1,000-1,023 of a binary unit is '1,000', not
+    '1e+03' (stop 51: a validation line printed '1e+03 MiB')."""
+    text = f"{v:.{digits}g}"
+    return f"{float(text):,.0f}" if "e+" in text else text
+
+
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int) -> str:
     for scale, suffix in steps:
         if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {suffix}"
+            return f"{_sig(value / scale, digits)} {suffix}"
     scale, suffix = steps[-1]
-    return f"{value / scale:.{digits}g} {suffix}"
+    return f"{_sig(value / scale, digits)} {suffix}"
 
 
 def format_bytes(n_bytes: float, digits: int = 3) -> str:

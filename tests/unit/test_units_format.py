@@ -21,3 +21,10 @@ def test_format_count(x, text):
 def test_format_count_digits():
     assert units.format_count(19321.7, digits=5) == "19,322"
     assert units.format_count(12.3456, digits=2) == "12"
+
+
+@pytest.mark.parametrize("n_bytes, text", [(1000.4 * units.MIB, "1,000 MiB"), (1023.6 * units.MIB, "1,020 MiB"),
+                                           (25 * units.MIB, "25 MiB"), (1.5 * units.GIB, "1.5 GiB"), (3.0, "3 B")])
+def test_format_bytes_never_prints_an_exponent(n_bytes, text):
+    """[stop 51] 1,000-1,023 of a binary unit read '1e+03 MiB' (gpusim validate's layout-search line)."""
+    assert units.format_bytes(n_bytes) == text

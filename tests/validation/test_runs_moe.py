@@ -44,18 +44,20 @@ def test_schema_sources_and_holdout():
 
 def test_held_out_rows_follow_the_stated_rule():
     """validation/README.md: every row whose int(sha1(run_id), 16) % 4 == 0 is held out, and so is every DGX-B300
-    row (a whole system) and every row of the Megatron-Core MoE paper (MCORE_MOE_2603, a whole source held out when
-    entered); the only other held-out row is the Llama 4 one (a new architecture)."""
+    row (a whole system) and every row of the Megatron-Core MoE paper (MCORE_MOE_2603) and of dgxc-benchmarking's
+    Grok-1 tables (DGXC_GROK1, stop 51): whole sources held out when entered; the only other held-out row is the
+    Llama 4 one (a new architecture)."""
     import hashlib
 
     rows = _rows()
     for r in rows:
         if (int(hashlib.sha1(r["run_id"].encode()).hexdigest(), 16) % 4 == 0 or r["gpu"] == "b300"
-                or r["source_id"] == "MCORE_MOE_2603"):
+                or r["source_id"] in ("MCORE_MOE_2603", "DGXC_GROK1")):
             assert r["holdout"] == "1", r["run_id"]
     assert sum(r["source_id"] == "MCORE_MOE_2603" for r in rows) == 9
+    assert sum(r["source_id"] == "DGXC_GROK1" for r in rows) == 8
     extra = [r["run_id"] for r in rows if r["holdout"] == "1" and r["gpu"] != "b300"
-             and r["source_id"] != "MCORE_MOE_2603"
+             and r["source_id"] not in ("MCORE_MOE_2603", "DGXC_GROK1")
              and int(hashlib.sha1(r["run_id"].encode()).hexdigest(), 16) % 4 != 0]
     assert extra == ["nemo2507-gb200-llama4scout-cs"]
 
