@@ -157,6 +157,11 @@ BUBBLE_FRAC = 0.10
 TP_COMM_FRAC = 0.10
 #: [issue 17] the least gain of CUDA graphs worth a recommendation (below it the layout is not launch-bound)
 GRAPHS_GAIN_FRAC = 0.03
+#: [stop 51] an eager MoE layer's host launches at this share of its GPU work or more (gpusim's own layer figures) on an
+#: x86 host: the launch-bound regime of the ``llm-moe-host-bound`` caution. 0.8: the open rows gpusim found near or past
+#: launch-bound (8 B200 at one sequence per GPU, host 1.2x GPU) were 48-53% slower than predicted, those well below it
+#: (0.3-0.6x) 8-32% (validation/README.md)
+X86_MOE_LAUNCH_BOUND_FRAC = 0.8
 #: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
@@ -352,6 +357,22 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                          f"graphs and static expert buffers (Qwen3-235B on 128 GB200, Megatron-LM PR "
                                          f"#5728). Measure with and without --cuda-graph-scope before ruling them out.",
                 g, {"cuda_graph_scope": ["full_iteration"]}, "info")
+    lay = res.layer_s or {}
+    if (lay.get("moe_layer_frac", 0.0) > 0 and (hw.gpu.host_cpu_dispatch_mult or 1.0) <= 1.0
+            and not ({"moe", "full_iteration"} & set(st.cuda_graph_scope or ()))):
+        # [stop 51] an eager MoE layer that gpusim itself finds launch-bound on an x86 host: the regime where published
+        # runs were slowest against gpusim (validation/README.md, "The MoE layer's operations, counted")
+        cpu = lay.get("cpu_fwd_s", 0.0) + lay.get("cpu_bwd_s", 0.0)
+        gpu = lay.get("gpu_fwd_s", 0.0) + lay.get("gpu_bwd_s", 0.0)
+        if gpu > 0 and cpu >= X86_MOE_LAUNCH_BOUND_FRAC * gpu:
+            rec("llm-moe-host-bound", f"gpusim counts {cpu * 1e3:.2f} ms of host launches against {gpu * 1e3:.2f} ms of "
+                                      f"GPU work per layer and micro-batch here: an eager MoE layer this small is "
+                                      f"launch-bound, the regime in which published runs were slowest against gpusim "
+                                      f"(Megatron-Bridge 25.11 / 26.02: Qwen3-30B-A3B in MXFP8 on 8 B200 at one "
+                                      f"4,096-token sequence per GPU took 8.8-9.2 ms per layer pass, about twice "
+                                      f"what gpusim predicts). Read this step time as optimistic; more tokens per "
+                                      f"micro-batch or CUDA graphs (--cuda-graph-scope) leave the regime.", None, {},
+                "info")
     if "llm-cross-entropy" in by:  # [issue 17] the loss's passes over the logits
         g = _gain(thr, by["llm-cross-entropy"][1])
         if g >= CROSS_ENTROPY_GAIN_FRAC:

@@ -72,3 +72,23 @@ def test_an_eager_moe_layout_on_grace_is_told_that_graphs_gained_more_than_gpusi
     dense = simulate(Scenario.create(model="llama3.1-8b", gpu="gb200", gpus=8, nodes=2, tp=2, micro_batch=1,
                                      global_batch=64, precision="mxfp8", kind="zero1"), db=db)
     assert _rec(dense, "llm-cuda-graphs-grace") is None
+
+
+def test_a_launch_bound_eager_moe_layout_on_x86_is_told_its_step_is_optimistic(db):
+    """[stop 51] gpusim's own layer figures put an eager MoE layer's host launches at 0.8x its GPU work or more on an
+    x86 host (Qwen3-30B-A3B on 8 B200 at one sequence per GPU): the information says published runs in that regime
+    ran about twice gpusim's layer time; not at four sequences, not under full-iteration graphs, not on Grace (which
+    has its own), not for a dense model."""
+    x86 = dict(QWEN, gpu="b200", nodes=1, micro_batch=1)
+    res = simulate(Scenario.create(**x86), db=db)
+    rec = _rec(res, "llm-moe-host-bound")
+    assert rec is not None and rec["severity"] == "info" and "about twice" in rec["message"]
+    lay = res.layer_s
+    assert lay["cpu_fwd_s"] + lay["cpu_bwd_s"] >= 0.8 * (lay["gpu_fwd_s"] + lay["gpu_bwd_s"])
+    assert _rec(simulate(Scenario.create(**{**x86, "micro_batch": 4}), db=db), "llm-moe-host-bound") is None
+    assert _rec(simulate(Scenario.create(**x86, cuda_graph_scope=["full_iteration"]), db=db),
+                "llm-moe-host-bound") is None
+    assert _rec(simulate(Scenario.create(**{**x86, "gpu": "gb200", "nodes": 2}), db=db), "llm-moe-host-bound") is None
+    dense = simulate(Scenario.create(model="llama3-8b", gpu="b200", gpus=8, nodes=1, micro_batch=1, global_batch=64,
+                                     precision="mxfp8", kind="zero1"), db=db)
+    assert _rec(dense, "llm-moe-host-bound") is None
