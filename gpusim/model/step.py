@@ -493,7 +493,9 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     collective's seconds; the four bucketed collectives of a stage are evaluated once per distinct stage and group
     (``dist``).
     """
-    def bucketed(ar, G, W, bucket, bucket_w, *fabric):
+    def bucketed(ar, G, W, bucket_mb, w_ratio, *fabric):
+        bucket = bucket_mb * 1e6
+        bucket_w = bucket * w_ratio
         rs = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.REDUCE_SCATTER, size, *fabric), one_call=True)
         if np.any(ar):  # [issue 17] dist_muon: the gradients all-reduced, each rank keeping whole layers' states
             full = C.bucketed_time_s(G, bucket, lambda size: coll_rows(C.ALL_REDUCE, size, *fabric), one_call=True)
@@ -505,19 +507,21 @@ def _distopt_comm(c: dict, coll_rows, dist: Distinct, overlap_frac):
     G_exp = np.asarray(c.get("G_exp", 0.0), dtype=np.float64)  # [issue 17] the routed experts' share (none: dense)
     W_exp = np.asarray(c.get("W_exp", 0.0), dtype=np.float64)
     ar = np.asarray(c.get("grad_ar", False), dtype=bool)
-    bucket_w = c.get("bucket_w", c["bucket"])  # [stop 51] the parameters' all-gather buckets (a hand-built context: one)
-    dense = dist(bucketed, [ar, c["G"] - G_exp, c["W"] - W_exp, c["bucket"], bucket_w, c["n"], c["nodes"],
+    # [stop 51] the gradient bucket in MB and the parameters' all-gather bucket as a ratio of it (a hand-built context:
+    # the same bucket)
+    bucket_mb = np.asarray(c["bucket"], dtype=np.float64) / 1e6
+    w_ratio = c.get("bucket_w_ratio", 1.0)
+    dense = dist(bucketed, [ar, c["G"] - G_exp, c["W"] - W_exp, bucket_mb, w_ratio, c["n"], c["nodes"],
                             *(c[k] for k in fabric)])
     rs_total, rs_last, ag_total, ag_first = dense
     if np.any((G_exp > 0) & (np.asarray(c.get("edp_n", 1.0)) > 1)):
         ex_fabric = [c["intra"], c["intra_hop"], c["edp_inter"], *(c[k] for k in fabric[3:])]
 
-        def expert_bucketed(ar, G, W, bucket, bucket_w, ranks, *rest):
-            out = bucketed(ar, G, W, bucket, bucket_w, ranks, *rest)
+        def expert_bucketed(ar, G, W, bucket_mb, w_ratio, ranks, *rest):
+            out = bucketed(ar, G, W, bucket_mb, w_ratio, ranks, *rest)
             return tuple(np.where((ranks > 1) & (G > 0), t, 0.0) for t in out)
 
-        ex = dist(expert_bucketed, [ar, G_exp, W_exp, c["bucket"], bucket_w, c["edp_n"], c["edp_nodes"],
-                                    *ex_fabric])
+        ex = dist(expert_bucketed, [ar, G_exp, W_exp, bucket_mb, w_ratio, c["edp_n"], c["edp_nodes"], *ex_fabric])
         # the two buffers' buckets are reduced in the same backward pass, one after the other on the links; each
         # buffer's last bucket (and first all-gather) waits at the end (start) of the window
         rs_total, rs_last, ag_total, ag_first = (a + b for a, b in zip(dense, ex))
@@ -649,13 +653,16 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # ---- communication (each strategy evaluated only on its own rows) ------------------------------
     # [stop 51] an LLM layout's gradient buckets are Megatron-Core's, not PyTorch DDP's 25 MiB (Strategy.bucket_mib):
     # megatron_bucket_params (the reduce-scatter's bytes at the gradient's width, the all-gather's at the parameters')
+    # (the distributed optimizer's collectives group their rows by the bucket in MB and the all-gather's bucket as a
+    # ratio of it: small integers and a constant, which gpusim.model.distinct codes in one counting pass each)
     bkt = megatron_bucket_params(dp / cp, inp.dp_overlap)
     bucket = np.where(llm, bkt * inp.grad_bytes_per_param, inp.bucket_bytes)
-    bucket_w = np.where(llm, bkt * inp.gather_bytes_per_param, inp.bucket_bytes)
+    bucket_w_ratio = np.where(llm, np.asarray(inp.gather_bytes_per_param, dtype=np.float64)
+                              / np.asarray(inp.grad_bytes_per_param, dtype=np.float64), 1.0)
     ctx = {"n": dp_n, "nodes": dp_nodes, "g": g, "b": b, "k": k, "G": G, "W": W,
            "blocks": blocks, "fwd_s": fwd_s, "bwd_s": bwd_s * np.asarray(inp.dp_overlap, dtype=np.float64),
            "fwd_ov_s": fwd_s * np.asarray(inp.dp_overlap, dtype=np.float64), "llm": llm,  # [issue 17]
-           "bucket": np.asarray(bucket, dtype=np.float64), "bucket_w": np.asarray(bucket_w, dtype=np.float64),
+           "bucket": np.asarray(bucket, dtype=np.float64), "bucket_w_ratio": bucket_w_ratio,
            "weights": P * inp.weight_bytes_per_param, "h2d": np.asarray(inp.h2d_bytes_per_sample, dtype=np.float64),
            "intra": inp.intra_busbw_bytes_per_s, "intra_hop": inp.intra_hop_s, "inter": dp_inter,
            "inter_hop": inp.inter_hop_s, "nvls": inp.nvls, "mem_rate": mem_rate,
