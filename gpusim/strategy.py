@@ -198,9 +198,10 @@ class Strategy(FiniteModel):
                               "strategy. Data-parallel rows: ZeRO-Offload / FSDP CPUOffload (the gradient shard to the "
                               "host too); LLM layouts: Megatron-Core --optimizer-cpu-offload (master weights and Adam "
                               "states to the host, the fp32 main gradients stay on the GPU)")
-    bucket_mib: float = Field(default=25.0, ge=1 / 1024, le=4096, description="DDP gradient bucket size (MiB): PyTorch DDP's bucket_cap_mb; "
-                                   "[stop 51] an LLM layout buckets as Megatron-Core does (gpusim.model.step."
-                                   "megatron_bucket_params) and ignores it")
+    bucket_mib: float = Field(default=25.0, ge=1 / 1024, le=4096,
+                              description="DDP gradient bucket size (MiB): PyTorch DDP's bucket_cap_mb; [stop 51] an "
+                                          "LLM layout buckets as Megatron-Core does (gpusim.model.step."
+                                          "megatron_bucket_params) and ignores it")
     num_workers: int | None = Field(default=None, ge=0, le=256,
                                     description="DataLoader workers per GPU; None (default) = data already prepared "
                                                 "(synthetic): the step is predicted without a loader, and the loader "

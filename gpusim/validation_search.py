@@ -105,7 +105,7 @@ def search_row(r: dict, *, db, params=None, kind: str = "dense") -> SearchRow | 
         stated = R.predict_row(r, db=db, params=params)
     except (KeyError, ValueError) as e:  # a figure or a degree that does not parse
         return SearchRow(run_id=r.get("run_id", ""), source_id=r.get("source_id", ""),
-                         holdout=str(r.get("holdout")).strip() == "1", model=r.get("model", ""), gpu=r.get("gpu", ""),
+                         holdout=R.held_out(r), model=r.get("model", ""), gpu=r.get("gpu", ""),
                          gpus=0, precision=r.get("precision", ""), stated_layout="", error=f"unreadable row: {e}")
     if row_kind(stated.regimes) != kind:
         return None

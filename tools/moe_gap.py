@@ -53,7 +53,7 @@ def _open_rows():
             continue
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
-                if str(r.get("holdout")).strip() != "1" and r["metric"] not in V.MEMORY_METRICS:
+                if not V.held_out(r) and r["metric"] not in V.MEMORY_METRICS:
                     yield r
 
 

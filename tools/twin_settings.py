@@ -34,12 +34,12 @@ def twins(db=None) -> list[dict]:
     db = db or load()
     with open(V.later_releases_path(), newline="") as f:
         later = {tuple(r[c] for c in _LAYOUT): r for r in csv.DictReader(f)
-                 if r["source_id"] == "MBRIDGE_260201" and str(r.get("holdout")).strip() != "1"}
+                 if r["source_id"] == "MBRIDGE_260201" and not V.held_out(r)}
     out = []
     for path in V.default_paths():
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
-                if r["source_id"] != "MBRIDGE_2602" or str(r.get("holdout")).strip() == "1" or "moe" not in V.regime(r):
+                if r["source_id"] != "MBRIDGE_2602" or V.held_out(r) or "moe" not in V.regime(r):
                     continue
                 twin = later.get(tuple(r[c] for c in _LAYOUT))
                 if twin is None:
