@@ -10,6 +10,7 @@ points at the CPU. Held-out rows are never read.
 
     python tools/moe_gap.py            # the table, then medians by model and the gap's rank correlations
     python tools/moe_gap.py --graph-pairs   # [stop 50] open rows that differ only in their CUDA-graph scope
+    python tools/moe_gap.py --components    # [stop 52] the gap split over gpusim's parts of the layer pass
 
 ``--graph-pairs``: where one source measured the same MoE layout with and without full-iteration CUDA graphs (the
 partial-graph run launches the dispatcher, the experts and the combine eagerly, after a host sync), the difference of
@@ -18,6 +19,15 @@ absolute errors mix with everything else. Printed per layer pass, measured and p
 ModelParams ``launch_cpu_s`` (the CPU time of one eager operation, which sets the MoE layer's launches:
 ``gpusim.model.experts.moe_cpu_s``) scaled by 1, 2, 3, 4 and 6: a diagnostic of the mechanism, not a fit (nothing is set
 from it).
+
+``--components`` [stop 52]: which of gpusim's own parts of the layer pass the gap follows. Each row's gap is split by
+non-negative least squares over gpusim's per-pass times of the layer's parts (attention, routed experts, expert-parallel
+all-to-alls, router and permutation, CPU launches; forward plus backward, ``SimulationResult.layer_s``) and a constant
+per pass: ``gap ~ sum_k c_k part_k + c_0``, so ``c_k`` reads as the share of part ``k`` the runs took beyond gpusim's
+figure and ``c_0`` as a cost per layer pass that none of the parts carries. Printed for all open rows and by GPU,
+precision, CUDA-graph mode and model, with the share of the gap the fit explains (``1 - sum |residual| / sum |gap|``).
+A lead for the mechanism to look for, never a correction: nothing is set from it (the parts are correlated, so a
+coefficient can stand for a neighbour).
 """
 
 from __future__ import annotations
@@ -42,6 +52,15 @@ class Gap:
     full_graphs: bool
     gpu_per_pass_s: float
     signed_frac: float
+    precision: str = ""
+    #: [stop 52] gpusim's per-pass times of the layer's parts (forward + backward): PARTS -> seconds
+    parts_s: dict | None = None
+
+
+#: [stop 52] the layer-pass parts ``--components`` splits the gap over: label -> the ``layer_s`` keys summed
+PARTS = {"attention": ("attn_fwd_s", "attn_bwd_s"), "experts": ("experts_fwd_s", "experts_bwd_s"),
+         "all-to-all": ("ep_fwd_s", "ep_bwd_s"), "routing": ("routing_fwd_s", "routing_bwd_s"),
+         "cpu": ("cpu_fwd_s", "cpu_bwd_s")}
 
 
 def _open_rows():
@@ -100,7 +119,50 @@ def gaps(db=None) -> list[Gap]:
                        host_cpu_mult=float(db.gpu(row.gpu).host_cpu_dispatch_mult or 1.0),
                        full_graphs="full_iteration" in (b.get("cuda_graph_scope") or ()),
                        gpu_per_pass_s=lay.get("gpu_fwd_s", 0.0) + lay.get("gpu_bwd_s", 0.0),
-                       signed_frac=res.step_s / row.measured_step_s - 1.0))
+                       signed_frac=res.step_s / row.measured_step_s - 1.0, precision=str(b.get("precision", "")),
+                       parts_s={k: sum(float(lay.get(c, 0.0)) for c in cols) for k, cols in PARTS.items()}))
+    return out
+
+
+def decompose(rows: list[Gap], const_s: float = 1e-3) -> dict | None:
+    """[stop 52] Non-negative least squares of the rows' gaps per pass on gpusim's per-pass parts (:data:`PARTS`) and a
+    constant (module docstring, ``--components``): ``{"n", "coef": {part: c_k, "per pass": c_0 seconds},
+    "explained_frac"}``; None with fewer rows than unknowns. Hand-worked: gaps ``0.5 x experts + 1 ms`` on rows whose
+    parts vary independently give back ``c_experts = 0.5``, ``c_0 = 1 ms`` and every other ``c_k = 0``."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    names = list(PARTS)
+    if len(rows) < len(names) + 1:
+        return None
+    X = np.array([[g.parts_s[k] for k in names] + [const_s] for g in rows])
+    y = np.array([g.gap_per_pass_s for g in rows])
+    scale = np.maximum(np.abs(X).max(axis=0), 1e-300)  # columns of one scale: nnls's tolerance is absolute
+    c, _ = nnls(X / scale, y)
+    c = c / scale
+    resid = y - X @ c
+    coef = {k: float(v) for k, v in zip(names, c[:-1])}
+    coef["per pass"] = float(c[-1] * const_s)
+    return {"n": len(rows), "coef": coef,
+            "explained_frac": float(1.0 - np.abs(resid).sum() / max(np.abs(y).sum(), 1e-300))}
+
+
+def _components_lines(rows: list[Gap]) -> list[str]:
+    """[stop 52] ``--components``' table: the decomposition for all rows, then by GPU, precision, graph mode, model."""
+    groups = [("all open MoE rows", rows)]
+    for label, key in (("GPU", lambda g: g.gpu), ("precision", lambda g: g.precision),
+                       ("CUDA graphs", lambda g: "full iteration" if g.full_graphs else "eager or partial"),
+                       ("model", lambda g: g.model)):
+        for v in sorted({key(g) for g in rows}):
+            groups.append((f"{label} {v}", [g for g in rows if key(g) == v]))
+    out = [f"{'rows':40s} {'n':>4s} " + " ".join(f"{k:>10s}" for k in PARTS) + f" {'ms/pass':>8s} {'explained':>9s}"]
+    for name, sel in groups:
+        d = decompose(sel)
+        if d is None:
+            continue
+        c = d["coef"]
+        out.append(f"{name[:40]:40s} {d['n']:4d} " + " ".join(f"{c[k]:+10.2f}" for k in PARTS)
+                   + f" {c['per pass'] * 1e3:+8.2f} {d['explained_frac']:9.0%}")
     return out
 
 
@@ -148,6 +210,12 @@ def graph_pairs(db=None, scales=(1.0, 2.0, 3.0, 4.0, 6.0)) -> list[dict]:
 def main() -> int:
     import numpy as np
 
+    if "--components" in sys.argv[1:]:
+        print("the open MoE rows' gap per layer pass ~ sum of c x gpusim's part (forward + backward) + a constant "
+              "(non-negative least squares; a lead, nothing is set from it)")
+        for line in _components_lines(gaps()):
+            print(line)
+        return 0
     if "--graph-pairs" in sys.argv[1:]:
         for g in graph_pairs():
             print(f"{g['partial']} (graphs: {'+'.join(g['partial_scope']) or 'none'}) - {g['full']}: "
