@@ -659,6 +659,7 @@ def memory_saving_fields(spec, st) -> dict:
     mods = st.recompute_modules or ()
     out = {"recompute_norms": "layernorm" in mods, "recompute_mla_up": "mla_up_proj" in mods,
            "recompute_moe_act": "moe_act" in mods, "recompute_mlp": "mlp" in mods,  # [issue 17]
+           "recompute_moe": "moe" in mods,  # [stop 52]
            "fp8_act": bool(st.fp8_activations),
            "act_offload_layers": float(st.activation_offload_layers)}  # [issue 17]
     if getattr(spec, "mla", False):

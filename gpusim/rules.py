@@ -313,6 +313,9 @@ def check_memory_saving(spec, st) -> None:
     if "mla_up_proj" in mods and not getattr(spec, "mla", False):
         problems.append(f"--recompute-modules mla_up_proj needs multi-head latent attention (DeepSeek-V2/V3); "
                         f"{getattr(spec, 'name', None) or 'this model'} has none")
+    if "moe" in mods and not getattr(spec, "n_experts", 0):  # [stop 52]
+        problems.append(f"--recompute-modules moe recomputes a mixture-of-experts layer's MoE block; "
+                        f"{getattr(spec, 'name', None) or 'this model'} is dense (use mlp for a dense layer's MLP)")
     if "moe_act" in mods and not getattr(spec, "n_experts", 0):
         problems.append(f"--recompute-modules moe_act needs a mixture-of-experts model; {getattr(spec, 'name', None) or 'this model'} "
                         f"is dense")
@@ -320,7 +323,7 @@ def check_memory_saving(spec, st) -> None:
     if "mlp" in mods and getattr(spec, "n_experts", 0) and getattr(spec, "n_moe_layers", 0) >= n_layers > 0:
         problems.append(f"--recompute-modules mlp recomputes a dense layer's MLP, and every layer of "
                         f"{getattr(spec, 'name', None) or 'this model'} is a mixture-of-experts layer: use moe_act "
-                        f"(Megatron-Core's moe module, the whole MoE layer, is not modelled)")
+                        f"or moe (Megatron-Core's moe module: the whole MoE block)")
     if st.fp8_activations and st.precision not in ("fp8", "mxfp8"):
         problems.append(f"--fp8-activations keeps activations in FP8 and needs --precision fp8 or mxfp8, not "
                         f"{st.precision}")

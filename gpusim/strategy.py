@@ -60,7 +60,7 @@ Recompute = Literal["none", "selective", "full"]
 - ``full``: only each layer's input is kept; the whole layer's forward runs again in the backward pass.
 """
 
-RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp"]
+RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe"]
 """Modules recomputed in the backward pass instead of keeping their outputs (Megatron-Core
 ``--recompute-granularity selective --recompute-modules ...``; DeepSeek-V3 technical report section 3.2.3):
 
@@ -75,7 +75,14 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "m
   the MLP on the pre-MLP norm's output): only that input is kept (16-bit, the checkpoint's own copy), not the
   activation function's input nor the down-projection's; the backward pass runs the MLP's forward again, its two
   GEMMs, the activation function and, with sequence parallelism, its all-gather and reduce-scatter. Mixture-of-experts
-  layers are not affected (Megatron-Core's ``moe`` module is their counterpart, not modelled).
+  layers are not affected (``moe`` is their counterpart).
+- ``moe`` [stop 52]: a mixture-of-experts layer's whole MoE block (Megatron-Core's ``moe`` module: ``MoELayer`` with
+  ``moe_layer_recompute``, ``tensor_parallel.checkpoint`` of the router, the token dispatcher, the experts and the
+  combine on the pre-MLP norm's output): only that input is kept, none of the router's scores, dispatched tokens,
+  expert activations or shared-expert activations; the backward pass runs the block's forward again, its
+  all-to-alls, its CPU launches and its dispatcher's host sync included (gpusim.model.experts.moe_layer_terms,
+  ``moe_fwd_s``). Dense layers are not affected (``mlp`` is theirs); ``moe_act`` inside a recomputed block changes
+  nothing more.
 """
 
 #: [issue 17] recomputations named by a module set, ``+``-joined (``recompute="layernorm+moe_act"``): Megatron-Core's
@@ -272,7 +279,7 @@ class Strategy(FiniteModel):
     # [issue 12] memory-saving mechanisms (DeepSeek-V3 sections 3.2.3 and 3.3.2; Megatron-Core's interface)
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(
         default=None, description="modules recomputed in the backward pass (Megatron-Core --recompute-modules): "
-        "core_attn, layernorm, mla_up_proj, moe_act, mlp (see RecomputeModule); core_attn is recompute selective")
+        "core_attn, layernorm, mla_up_proj, moe_act, mlp, moe (see RecomputeModule); core_attn is recompute selective")
     fp8_activations: bool = Field(default=False, description="with fp8: the linear layers' inputs kept for the "
                                   "backward pass in FP8 with fine-grained scales, and the SwiGLU inputs too "
                                   "(DeepSeek-V3 section 3.3.2); the attention output projection's input stays 16-bit")

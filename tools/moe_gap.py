@@ -22,7 +22,7 @@ from it).
 
 ``--components`` [stop 52]: which of gpusim's own parts of the layer pass the gap follows. Each row's gap is split by
 non-negative least squares over gpusim's per-pass times of the layer's parts (attention, routed experts, expert-parallel
-all-to-alls, router and permutation, CPU launches; forward plus backward, ``SimulationResult.layer_s``) and a constant
+all-to-alls, router and permutation, the Mamba mixers of a hybrid, CPU launches; forward plus backward, ``SimulationResult.layer_s``) and a constant
 per pass: ``gap ~ sum_k c_k part_k + c_0``, so ``c_k`` reads as the share of part ``k`` the runs took beyond gpusim's
 figure and ``c_0`` as a cost per layer pass that none of the parts carries. Printed for all open rows and by GPU,
 precision, CUDA-graph mode and model, with the share of the gap the fit explains (``1 - sum |residual| / sum |gap|``).
@@ -60,7 +60,7 @@ class Gap:
 #: [stop 52] the layer-pass parts ``--components`` splits the gap over: label -> the ``layer_s`` keys summed
 PARTS = {"attention": ("attn_fwd_s", "attn_bwd_s"), "experts": ("experts_fwd_s", "experts_bwd_s"),
          "all-to-all": ("ep_fwd_s", "ep_bwd_s"), "routing": ("routing_fwd_s", "routing_bwd_s"),
-         "cpu": ("cpu_fwd_s", "cpu_bwd_s")}
+         "mamba": ("mamba_fwd_s", "mamba_bwd_s"), "cpu": ("cpu_fwd_s", "cpu_bwd_s")}
 
 
 def _open_rows():

@@ -318,7 +318,8 @@ def add_memory_args(g) -> None:
     g.add_argument("--recompute-modules", nargs="+", choices=typing.get_args(RecomputeModule),
                    help="modules recomputed in the backward pass (Megatron-Core --recompute-modules): core_attn "
                         "(= --recompute selective), layernorm, mla_up_proj (MLA models), moe_act (MoE models), mlp "
-                        "(a dense layer's whole MLP)")
+                        "(a dense layer's whole MLP), moe (an MoE layer's whole MoE block: router, all-to-alls, "
+                        "experts)")
     g.add_argument("--fp8-activations", action="store_true", default=None,
                    help="with --precision fp8/mxfp8: keep the linear layers' and SwiGLU's inputs for the backward "
                         "pass in FP8 with fine-grained scales (DeepSeek-V3 section 3.3.2)")

@@ -811,9 +811,12 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
     # "recompute its output") keeps no routed SwiGLU output and runs the SwiGLU again in the backward pass. The
     # dense FFN's saving, which gpusim.model.llm took for every layer, is given back for the MoE layers.
     rc_full = np.asarray(x.get("recompute", 0)) == RECOMPUTE_CODES["full"]
+    # [stop 52] Megatron-Core's ``moe`` recompute module (gpusim.strategy.RecomputeModule): the block keeps its input
+    # only, so nothing below applies to it (a SwiGLU recomputed inside a recomputed block changes nothing more)
+    moe_rc = np.asarray(x.get("recompute_moe", False), dtype=bool) & ~rc_full
     fp8_mode = np.asarray(x.get("fp8_mode", 0))
     fp8_act = np.asarray(x.get("fp8_act", False), dtype=bool) & (fp8_mode > 0)
-    moe_act = np.asarray(x.get("recompute_moe_act", False), dtype=bool) & ~rc_full
+    moe_act = np.asarray(x.get("recompute_moe_act", False), dtype=bool) & ~rc_full & ~moe_rc
     if np.any(fp8_act) or np.any(moe_act):
         c = FP8.act_cache_bytes(fp8_mode, fp8_act, e)
         fe_local = fe / etp
@@ -836,7 +839,22 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         delta_act = delta_act + moe_frac * FP8.te_moe_saved_input_delta_bytes(
             te_mode, routed_tokens=routed_tokens, tokens=T / tp, h=h, fe_local=fe / etp, fs=fs, elem_bytes=e,
             moe_act=moe_act, hx=hx)
+    # [stop 52] the ``moe`` recompute module: ``tensor_parallel.checkpoint`` of the MoE block keeps only its input, the
+    # pre-MLP norm's output (counted by gpusim.model.llm as the dense FFN-up input); none of ``moe_keep`` nor the FP8
+    # copies; the dense FFN internals llm counted for every layer (``dense_keep``, at the FP8 cache's size where it
+    # caches them) are given back. The block's activations exist once more, for the one layer whose backward reruns
+    # it (``moe_rc_buf_bytes``, as full recomputation's buffer); its forward runs again in the backward pass
+    # (``moe_fwd_s``, the router, experts, shared experts and the dispatcher's host sync; the all-to-alls and CPU
+    # launches are ``ep_f_s`` / ``cpu_f_s`` again: gpusim.model.llm adds them)
+    if np.any(moe_rc):
+        dense_counted = dense_keep
+        if np.any(fp8_act):
+            c0 = FP8.act_cache_bytes(fp8_mode, fp8_act, e)
+            dense_counted = dense_keep - np.where(fp8_act, T / tp * fd * (e - c0) * (up + 1.0), 0.0)
+        delta_act = np.where(moe_rc, -moe_frac * dense_counted, delta_act)
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
+            "moe_fwd_s": moe_frac * moe_f, "moe_rc": moe_rc & (moe_frac > 0),  # [stop 52]
+            "moe_rc_buf_bytes": np.where(moe_rc & (moe_frac > 0), moe_keep, 0.0),
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
             "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f, "busiest_load": load,

@@ -843,6 +843,12 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     layer_f = layer_f + moe["delta_f_s"]
     layer_b = layer_b + moe["delta_b_s"] + np.where(rc == FULL, moe["delta_f_s"], 0.0)
     ep_f, ep_b = moe["ep_f_s"], moe["ep_b_s"] + np.where(rc == FULL, moe["ep_f_s"], 0.0)
+    # [stop 52] the ``moe`` recompute module reruns the MoE block's forward in the backward pass: its compute and
+    # host sync (moe_fwd_s), its all-to-alls (ep_f_s, exposed as the forward's are) and, below, its CPU launches
+    moe_rc = np.asarray(moe.get("moe_rc", False), dtype=bool)
+    moe_rc_s = np.where(moe_rc, moe.get("moe_fwd_s", 0.0), 0.0)
+    layer_b = layer_b + moe_rc_s
+    ep_b = ep_b + np.where(moe_rc, moe["ep_f_s"], 0.0)
     # a tensor-parallel group inside one NVLink domain runs at NVLink speed even across the compute trays of an
     # NVL72 rack; one forced beyond the domain crosses the network
     tp_nodes = np.maximum(1.0, tp / domain)
@@ -902,7 +908,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
     # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
     cpu_f = cpu_f + moe["cpu_f_s"]
-    cpu_b = cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
+    cpu_b = cpu_b + moe["cpu_b_s"] + np.where((rc == FULL) | moe_rc, moe["cpu_f_s"], 0.0)
     gpu_fb = layer_f + layer_b  # [issue 17] the GPU's own time, before the CPU's pace (launch_excess_frac below)
     gpu_f, gpu_b = layer_f, layer_b
     syncs = moe.get("syncs", False)
@@ -928,13 +934,15 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
            "ep_b": ep_b, "one": one, "ag": ag, "head_f": head_f, "head_b": head_b,
            "moe_delta_params": moe["delta_params"], "moe_expert_params": moe["expert_params"],
            "moe_delta_act_bytes": moe["delta_act_bytes"], "ep_pair_exposed_frac": pair_e,
-           "ep_pair_interf_frac": pair_i}
+           "ep_pair_interf_frac": pair_i,
+           # [stop 52] the MoE block's activations held again by the layer whose backward reruns it (``moe`` module)
+           "moe_rc_buf_bytes": np.zeros(np.shape(layer_f)) + np.asarray(moe.get("moe_rc_buf_bytes", 0.0))}
     if hyb:
         out.update(mam_keep_bytes=mam["keep_bytes"], mam_flop_per_token=mam["flop_per_token"])
     if detail:  # [issue 17] one layer's parts for ``gpusim predict`` (layer_detail; not computed in sweeps)
         mfr = _f(x.get("moe_frac", 0.0))
         out.update(gpu_f=gpu_f, gpu_b=gpu_b, cpu_f=cpu_f, cpu_b=cpu_b, attn_f=attn_f, attn_b=attn_b,
-                   recompute_b=recompute_s + np.where(rc == FULL, moe["delta_f_s"], 0.0),
+                   recompute_b=recompute_s + np.where(rc == FULL, moe["delta_f_s"], 0.0) + moe_rc_s,
                    moe_frac=mfr * np.ones(np.shape(gpu_f)),
                    experts_f=np.asarray(moe.get("mlp_f_s", 0.0)) * mfr, experts_b=np.asarray(moe.get("mlp_b_s", 0.0)) * mfr,
                    route_f=np.asarray(moe.get("route_f_s", 0.0)) * mfr, route_b=np.asarray(moe.get("route_b_s", 0.0)) * mfr,
@@ -1038,7 +1046,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     pair_e, pair_i = lt["ep_pair_exposed_frac"], lt["ep_pair_interf_frac"]  # [issue 17] EP A2A overlap per layer pair
     main_b = _f(x.get("grad_bytes_per_param", 4.0))  # [issue 17] the main gradient's bytes per element
     moe = {"delta_params": lt["moe_delta_params"], "expert_params": lt["moe_expert_params"],
-           "delta_act_bytes": lt["moe_delta_act_bytes"]}
+           "delta_act_bytes": lt["moe_delta_act_bytes"], "rc_buf_bytes": lt["moe_rc_buf_bytes"]}
     if hyb:
         mam = {"keep_bytes": lt["mam_keep_bytes"], "flop_per_token": lt["mam_flop_per_token"]}
 
@@ -1170,6 +1178,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
+    recompute_buf = recompute_buf + np.where(rc == FULL, 0.0, moe["rc_buf_bytes"])  # [stop 52] a rerun MoE block's
     frag = 1.0 + p.fragmentation_frac
     resident, off_s = lps, 0.0
     if np.any(_f(x.get("act_offload_layers", 0.0)) > 0):  # [issue 17] activations of some layers in host memory

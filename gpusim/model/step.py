@@ -263,6 +263,7 @@ class StepInputs:
     recompute_mla_up: np.ndarray = _one(False)
     recompute_moe_act: np.ndarray = _one(False)
     recompute_mlp: np.ndarray = _one(False)  # [issue 17] Megatron-Core's ``mlp`` recompute module (dense layers)
+    recompute_moe: np.ndarray = _one(False)  # [stop 52] Megatron-Core's ``moe`` recompute module (MoE layers)
     fp8_act: np.ndarray = _one(False)
     act_offload_layers: np.ndarray = _one(0.0)  # [issue 17] layers per stage whose activations go to the host
     mla_q_lora: np.ndarray = _one(0.0)
@@ -826,7 +827,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "moe_latent_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_expert_skew_frac", "moe_expert_bias", "moe_glu_clamp", "moe_router_padding", "moe_fused_mlp",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
-             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "fp8_act", "mla_q_lora", "mla_kv_lora",
+             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "recompute_moe", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
              "attn_tile_frac", "attn_win_share", "attn_win_tiles_frac", "attn_qblock_per_tile", "attn_key_frac",

@@ -222,3 +222,48 @@ def test_mlp_recompute_costs_what_the_published_study_measured():
     a = simulate(Scenario.create(**base, recompute_modules=("core_attn",)), recommend=False)
     b = simulate(Scenario.create(**base, recompute_modules=("core_attn", "mlp")), recommend=False)
     assert 1.10 < b.step_s / a.step_s < 1.30
+
+
+def _q30(mods=None, **kw):
+    """[stop 52] Qwen3-30B-A3B on two DGX H100 (EP 8, one sequence of 4096 per micro-batch), bf16."""
+    from gpusim.workload import get_workload
+
+    base = dict(workload=get_workload("qwen3-30b-a3b", seq_len=4096), node="dgx-h100", gpus=16, nodes=2,
+                kind="zero1", precision="bf16", tp=1, pp=1, ep=8, micro_batch=1, global_batch=256, seq_len=4096)
+    return simulate(Scenario.create(**(base | kw), recompute_modules=mods), recommend=False)
+
+
+def test_the_moe_module_keeps_only_the_blocks_input_and_reruns_it():
+    """[stop 52] Megatron-Core's ``moe`` recompute module (the MoE block checkpointed on its input). Memory, hand-worked:
+    each of the 48 MoE layers stops keeping the router's fp32 scores (4096 x 128 x 4), the dispatched tokens with
+    their fp32 probabilities (R (2048 x 2 + 4)) and the experts' SwiGLU input and output (R x 768 x 2 x 3), with
+    R = 4096 x 8 x the busiest rank's load; the one layer whose backward reruns its block holds them again: saved
+    (48 - 1) x that x (1 + fragmentation). Time: the forward is unchanged; the backward reruns the block's
+    all-to-alls (the exposed EP time doubles without the EP overlap) and its forward compute and launches."""
+    from gpusim.model.experts import busiest_rank_load
+    from gpusim.params import DEFAULT_PARAMS
+
+    none, moe = _q30(), _q30(("moe",))
+    R = 4096 * 8 * float(busiest_rank_load(4096, 8, 128, 8))
+    keep = 4096 * 128 * 4 + R * (2048 * 2 + 4) + R * 768 * 2 * 3
+    saved = none.memory_breakdown_bytes["activations"] - moe.memory_breakdown_bytes["activations"]
+    assert saved == pytest.approx(47 * keep * (1 + DEFAULT_PARAMS.fragmentation_frac), rel=1e-9)
+    a, b = none.layer_s, moe.layer_s
+    for k in ("gpu_fwd_s", "cpu_fwd_s", "ep_fwd_s"):
+        assert b[k] == pytest.approx(a[k])
+    assert b["ep_bwd_s"] == pytest.approx(a["ep_bwd_s"] + a["ep_fwd_s"])
+    assert b["recompute_bwd_s"] > 0.5 * a["experts_fwd_s"] and a["recompute_bwd_s"] == 0.0
+    assert b["gpu_bwd_s"] - a["gpu_bwd_s"] == pytest.approx(b["recompute_bwd_s"] - a["recompute_bwd_s"])
+    assert b["cpu_bwd_s"] > a["cpu_bwd_s"] and moe.step_s > none.step_s
+    # a SwiGLU recomputed inside a recomputed block changes nothing more
+    both = _q30(("moe", "moe_act"))
+    assert both.step_s == pytest.approx(moe.step_s) and both.memory_breakdown_bytes == moe.memory_breakdown_bytes
+    with pytest.raises(ScenarioError, match="full recomputation"):  # full recomputation reruns every module already
+        _q30(("moe",), recompute="full")
+
+
+def test_the_moe_module_on_a_dense_model_is_refused(capsys):
+    code = main(["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--micro-batch", "1",
+                 "--global-batch", "64", "--seq-len", "4096", "--recompute-modules", "moe"])
+    err = capsys.readouterr()[1]
+    assert code == 2 and "moe" in err and "dense" in err and "mlp" in err
