@@ -135,7 +135,7 @@ def test_recipe_memory_settings_in_the_notes_reach_the_scenario():
     assert got.step_s == pytest.approx(float(want.step_s))
     plain = R.predict_row(row, db=db)
     assert plain.chosen.startswith("uneven pp, rc none") and plain.step_s != got.step_s
-    for bad, needle in (("recompute_modules=moe", "recompute_modules"), ("grad_reduce_in_fp32=2", "not 0 or 1"),
+    for bad, needle in (("recompute_modules=moe_layer", "recompute_modules"), ("grad_reduce_in_fp32=2", "not 0 or 1"),
                         ("opt_state_dtype=fp16", "fp32 or bf16"), ("fp8_activations=yes", "not 0 or 1")):
         res = R.predict_row(dict(row, notes=bad), db=db)
         assert needle in res.error and res.step_s is None, bad
