@@ -162,6 +162,11 @@ GRAPHS_GAIN_FRAC = 0.03
 #: launch-bound (8 B200 at one sequence per GPU, host 1.2x GPU) were 48-53% slower than predicted, those well below it
 #: (0.3-0.6x) 8-32% (validation/README.md)
 X86_MOE_LAUNCH_BOUND_FRAC = 0.8
+#: [stop 52] the ``llm-moe-routing`` information's measured range: the open forced-balance / dropless pairs of one
+#: layout in Megatron-MoE-ModelZoo's long-context table (Qwen3-235B-A22B on 256 H100: 335 / 277 TFLOPS at 32K tokens,
+#: 368 / 320 at 64K, one FLOP count: 1.209x and 1.150x the step; validation/runs_moe.csv, MOE_MODELZOO). The source's
+#: 16K and 128K pairs each have a held-out row and are not quoted
+NATURAL_ROUTING_SLOWDOWN = "15-21%"
 #: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
@@ -373,6 +378,21 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                       f"what gpusim predicts). Read this step time as optimistic; more tokens per "
                                       f"micro-batch or CUDA graphs (--cuda-graph-scope) leave the regime.", None, {},
                 "info")
+    if (lay.get("moe_layer_frac", 0.0) > 0 and st.ep > 1 and st.moe_capacity_factor is None
+            and st.moe_imbalance_frac is None and st.moe_expert_skew_frac is None):
+        # [stop 52] dropless expert parallelism with no routing figure given: gpusim's router is balanced in
+        # expectation, what the vendor benchmarks force; published natural-routing runs were slower (validation/README.md)
+        load = lay.get("ep_busiest_load", 1.0)
+        rec("llm-moe-routing", f"This step assumes a router balanced in expectation, as the published benchmarks force it "
+                               f"(Megatron-Core --moe-router-force-load-balancing): the busiest expert-parallel rank "
+                               f"carries {load:.3f}x the mean tokens, the sampling spread alone. A learned router "
+                               f"routes unevenly, and every MoE layer waits for its busiest rank: dropless runs with "
+                               f"natural routing took {NATURAL_ROUTING_SLOWDOWN} longer than force-balanced runs of "
+                               f"the same layout (Qwen3-235B-A22B on 256 H100 at 32K and 64K tokens, "
+                               f"Megatron-MoE-ModelZoo), and a learned router from a random start 2.1x over its first "
+                               f"100 steps (marin-community/marin #7668). To predict your router, give its imbalance: "
+                               f"--moe-expert-skew (that learned router measured 0.29 at the start, 0.18 after 18 "
+                               f"steps) or --moe-imbalance, or a --moe-capacity-factor that caps it.", None, {}, "info")
     if "llm-cross-entropy" in by:  # [issue 17] the loss's passes over the logits
         g = _gain(thr, by["llm-cross-entropy"][1])
         if g >= CROSS_ENTROPY_GAIN_FRAC:

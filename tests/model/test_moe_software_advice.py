@@ -92,3 +92,24 @@ def test_a_launch_bound_eager_moe_layout_on_x86_is_told_its_step_is_optimistic(d
     dense = simulate(Scenario.create(model="llama3-8b", gpu="b200", gpus=8, nodes=1, micro_batch=1, global_batch=64,
                                      precision="mxfp8", kind="zero1"), db=db)
     assert _rec(dense, "llm-moe-host-bound") is None
+
+
+def test_a_dropless_moe_layout_without_a_routing_figure_is_told_what_natural_routing_cost(db):
+    """[stop 52] gpusim's default router is balanced in expectation (the published benchmarks' forced balance); a
+    dropless expert-parallel layout with no routing figure is told so, with the busiest rank's load it used and the
+    published natural-routing slowdowns (the open forced / dropless pairs of Megatron-MoE-ModelZoo, marin #7668), and
+    how to give its own router's figure. Not with a skew, an imbalance or a capacity factor given, not without
+    expert parallelism, not for a dense model."""
+    from gpusim.diagnose import NATURAL_ROUTING_SLOWDOWN
+
+    res = simulate(Scenario.create(**QWEN), db=db)
+    rec = _rec(res, "llm-moe-routing")
+    assert rec is not None and rec["severity"] == "info" and rec["gain_frac"] is None
+    assert f"{res.layer_s['ep_busiest_load']:.3f}x" in rec["message"]
+    assert NATURAL_ROUTING_SLOWDOWN in rec["message"] and "--moe-expert-skew" in rec["message"]
+    for given in (dict(moe_expert_skew_frac=0.18), dict(moe_imbalance_frac=0.2), dict(moe_capacity_factor=1.0),
+                  dict(ep=1, gpus=8)):
+        assert _rec(simulate(Scenario.create(**{**QWEN, **given}), db=db), "llm-moe-routing") is None, given
+    dense = simulate(Scenario.create(model="llama3-8b", gpu="gb200", gpus=8, nodes=2, micro_batch=1, global_batch=64,
+                                     precision="mxfp8", kind="zero1"), db=db)
+    assert _rec(dense, "llm-moe-routing") is None
