@@ -846,9 +846,11 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # [stop 52] the ``moe`` recompute module reruns the MoE block's forward in the backward pass: its compute and
     # host sync (moe_fwd_s), its all-to-alls (ep_f_s, exposed as the forward's are) and, below, its CPU launches
     moe_rc = np.asarray(moe.get("moe_rc", False), dtype=bool)
-    moe_rc_s = np.where(moe_rc, moe.get("moe_fwd_s", 0.0), 0.0)
-    layer_b = layer_b + moe_rc_s
-    ep_b = ep_b + np.where(moe_rc, moe["ep_f_s"], 0.0)
+    moe_rc_s = 0.0
+    if np.any(moe_rc):  # (the layout search's rows seldom have it: no array work without it)
+        moe_rc_s = np.where(moe_rc, moe["moe_fwd_s"], 0.0)
+        layer_b = layer_b + moe_rc_s
+        ep_b = ep_b + np.where(moe_rc, moe["ep_f_s"], 0.0)
     # a tensor-parallel group inside one NVLink domain runs at NVLink speed even across the compute trays of an
     # NVL72 rack; one forced beyond the domain crosses the network
     tp_nodes = np.maximum(1.0, tp / domain)
@@ -908,7 +910,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
     # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
     cpu_f = cpu_f + moe["cpu_f_s"]
-    cpu_b = cpu_b + moe["cpu_b_s"] + np.where((rc == FULL) | moe_rc, moe["cpu_f_s"], 0.0)
+    cpu_b = cpu_b + moe["cpu_b_s"] + np.where((rc == FULL) | moe_rc, moe["cpu_f_s"], 0.0) if np.any(moe_rc) else \
+        cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
     gpu_fb = layer_f + layer_b  # [issue 17] the GPU's own time, before the CPU's pace (launch_excess_frac below)
     gpu_f, gpu_b = layer_f, layer_b
     syncs = moe.get("syncs", False)
@@ -936,7 +939,8 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
            "moe_delta_act_bytes": moe["delta_act_bytes"], "ep_pair_exposed_frac": pair_e,
            "ep_pair_interf_frac": pair_i,
            # [stop 52] the MoE block's activations held again by the layer whose backward reruns it (``moe`` module)
-           "moe_rc_buf_bytes": np.zeros(np.shape(layer_f)) + np.asarray(moe.get("moe_rc_buf_bytes", 0.0))}
+           "moe_rc_buf_bytes": (np.zeros(np.shape(layer_f)) + moe["moe_rc_buf_bytes"]) if np.any(moe_rc)
+           else np.float64(0.0)}  # (0-d: nothing for the distinct rows' gather to expand)
     if hyb:
         out.update(mam_keep_bytes=mam["keep_bytes"], mam_flop_per_token=mam["flop_per_token"])
     if detail:  # [issue 17] one layer's parts for ``gpusim predict`` (layer_detail; not computed in sweeps)
@@ -1178,7 +1182,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)
     recompute_buf = np.where(rc == FULL, full, 0.0)  # the layer being recomputed holds its full activations
-    recompute_buf = recompute_buf + np.where(rc == FULL, 0.0, moe["rc_buf_bytes"])  # [stop 52] a rerun MoE block's
+    if np.any(moe["rc_buf_bytes"]):  # [stop 52] a rerun MoE block's
+        recompute_buf = recompute_buf + np.where(rc == FULL, 0.0, moe["rc_buf_bytes"])
     frag = 1.0 + p.fragmentation_frac
     resident, off_s = lps, 0.0
     if np.any(_f(x.get("act_offload_layers", 0.0)) > 0):  # [issue 17] activations of some layers in host memory

@@ -827,7 +827,7 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "moe_frac", "n_experts", "top_k", "expert_ff_dim", "moe_latent_dim", "shared_ff_dim", "moe_capacity", "moe_imbalance_frac",
              "moe_expert_skew_frac", "moe_expert_bias", "moe_glu_clamp", "moe_router_padding", "moe_fused_mlp",
              "moe_dispatcher", "moe_topk_groups", "moe_n_groups", "ep_fp8_dispatch", "ep_overlap",
-             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "recompute_moe", "fp8_act", "mla_q_lora", "mla_kv_lora",
+             "recompute_norms", "recompute_mla_up", "recompute_moe_act", "recompute_mlp", "fp8_act", "mla_q_lora", "mla_kv_lora",
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
              "attn_tile_frac", "attn_win_share", "attn_win_tiles_frac", "attn_qblock_per_tile", "attn_key_frac",
@@ -836,6 +836,8 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none
         x.update({k: getattr(inp, k) for k in HYBRID_FIELDS})
+    if np.any(np.asarray(inp.recompute_moe, dtype=bool)):  # [stop 52] the ``moe`` recompute module's rows only (a
+        x["recompute_moe"] = inp.recompute_moe  # column fewer for the rows' distinct coding where none has it)
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]
     x["model_layers"] = np.where(np.isfinite(ml), ml, np.asarray(inp.n_layers, dtype=np.float64))
     dom = np.asarray(inp.nvlink_domain_gpus, dtype=np.float64)
