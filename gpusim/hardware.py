@@ -132,7 +132,7 @@ class GPU(_Sourced):
     _sourced_fields: ClassVar[tuple[str, ...]] = (
         "release_year", "memory_gib", "memory_gbyte_per_s", "dense_tflop_per_s", "peer_link", "pcie",
         "p2p_pcie", "tdp_w", "sm_count", "host_link", "achievable_matmul_tflop_per_s", "microscaling",
-        "compute_capability", "sustained_matmul_frac", "host_cpu_dispatch_mult")
+        "compute_capability", "sustained_matmul_frac", "host_cpu_dispatch_mult", "host_python_mult")
 
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: str = Field(min_length=3, description="e.g. pascal, volta, turing, ampere, ada, hopper, blackwell, cdna3")
@@ -166,6 +166,9 @@ class GPU(_Sourced):
     host_cpu_dispatch_mult: float | None = Field(default=None, gt=0, le=20, description="a superchip's host CPU "
                                                  "(Grace) time to launch a framework operator / an x86 DGX host's "
                                                  "(None: 1, an x86 host)")
+    host_python_mult: float | None = Field(default=None, gt=0, le=20, description="[stop 52] a superchip's host CPU "
+                                           "(Grace) time for Python-level framework bookkeeping (a call into an "
+                                           "operator, a view, a hook) / an x86 DGX host's (None: 1)")
 
     microscaling: bool = Field(default=False, description="tensor cores take OCP microscaling formats (MXFP8 with a "
                                                          "shared scale per 32 elements): NVIDIA Blackwell")

@@ -324,6 +324,11 @@ class ModelParams(BaseModel):
                                                        "an x86 DGX host")
     te_fused_moe_mlp_cpu_bwd_s: float = _F(default=763.4e-6, ge=0, le=1.0,
                                            description="the same for its backward pass")
+    moe_expert_item_cpu_s: float = _F(default=2.0e-6, ge=0, le=1e-3,
+                                      description="[stop 52] CPU time of one Python / C++ bookkeeping item of an MoE "
+                                                  "layer's per-expert work on an x86 host (a view, an allocation, a "
+                                                  "saved-tensor entry, a gradient hook: gpusim.model.experts."
+                                                  "expert_items_cpu_s)")
     # [issue 17] (h17ceiling) memory a fit must leave free beyond the modelled use (gpusim.model.memory.headroom_bytes)
     nccl_communicator_bytes: float = _F(default=688e6, ge=0,
                                         description="GPU memory of each NCCL communicator a rank holds beyond the first "
@@ -629,6 +634,11 @@ PROVENANCE: dict[str, str] = {
                                   "CPU-bound benchmark); on the x86 reference host 1.2 ms / 2.751 (the Grace/x86 ratio "
                                   "of te_layer_cpu_fwd_s) = 436.2 us",
     "te_fused_moe_mlp_cpu_bwd_s": "[issue 17] 2.1 ms / 2.751 = 763.4 us (see te_fused_moe_mlp_cpu_fwd_s)",
+    "moe_expert_item_cpu_s": "[stop 52] measured: a torch.empty allocate-and-free on an x64 B200 host 'stayed around 2.15 "
+                             "us' (NVIDIA/cutlass issue #3275, 2026-07-22: 'Nothing+Alloc 2.01 us'); 'Overhead for torch "
+                             "functions consuming tensors is on the order of 2 us' (pytorch/pytorch PR #34645, 2020); "
+                             "2.0 us taken for every item (views and saved-tensor entries cost less, gradient hooks "
+                             "more: an assumption of their mix)",
     "te_layer_cpu_fp8_mult": "[issue 17] NVIDIA/TransformerEngine PR #3523 (GB200): MXFP8 / BF16 forward + backward CPU "
                              "time, Linear 440.93 / 311.30, LayerNormLinear 518.67 / 397.73; for the layer above "
                              "(2 x 518.67 + 3 x 440.93) / 1729.4 = 1.365",

@@ -718,6 +718,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "master_bytes_per_param": 4.0 if half else 0.0,
         "opt_traffic_bytes_per_param": opt.pop("opt_traffic_bytes_per_param") + MEGATRON_OPT_EXTRA_BYTES[pr], **opt,
         "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host
+        "host_python_mult": float(hw.gpu.host_python_mult or 1.0),  # [stop 52] its Python-level bookkeeping
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
         **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
         **attention_kernel_fields(hw.gpu, st.attention, params),  # [issue 18] the attention kernel's rate

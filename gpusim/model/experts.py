@@ -360,6 +360,31 @@ def moe_cpu_s(local_experts, fp8, launch_s, cuda_graphs=0.0, extra_fwd=0.0, extr
 
 
 
+#: [stop 52] Python and C++ bookkeeping items of one local expert in one MoE layer, forward and backward, beyond its
+#: launches (stop 51's reading of megatron-core 0.15.3 / Transformer Engine 2.10.0, validation/README.md, "The MoE
+#: layer's operations, counted"): Transformer Engine's ``GroupedLinear`` splits its input into one view per expert, sets
+#: each expert's quantizers, fetches each expert's weight (workspace) and bias, saves each expert's input, weight copies
+#: and bias for the backward (``prepare_for_saving``), keeps each expert's ``main_grad``; its backward splits the
+#: output gradient again, allocates or looks up each weight gradient, clears each saved input and runs Megatron-Core's
+#: per-parameter gradient hook for each expert weight (``handle_custom_ddp_from_mcore``, the DDP buffer's
+#: ``register_grad_ready``); ``general_grouped_gemm`` builds each GEMM's descriptors anew
+MOE_EXPERT_ITEMS_FWD, MOE_EXPERT_ITEMS_BWD = 26.0, 38.0
+
+
+def expert_items_cpu_s(local_experts, item_s, python_mult, cuda_graphs=0.0, fused=False):
+    """[stop 52] ``(forward, backward)`` CPU seconds of one MoE layer's per-expert bookkeeping (one micro-batch):
+    :data:`MOE_EXPERT_ITEMS_FWD` / ``_BWD`` items per local expert at ``item_s`` each (ModelParams
+    ``moe_expert_item_cpu_s``, an x86 host's) times the host's Python-level multiplier (hwdb ``host_python_mult``:
+    Grace runs Python-level work 1.135x an x86 host, not the 2.75x of a full launch, ``host_cpu_dispatch_mult``).
+    None where the experts are captured in a CUDA graph (the sync-free ``moe`` / ``full_iteration`` scopes) or run as
+    Transformer Engine's fused grouped MLP (its measured CPU time, :func:`fused_mlp_cpu_s`, holds its own per-expert
+    work). Hand-worked: 16 local experts, 2 us, an x86 host: 26 x 16 x 2 = 832 us forward, 38 x 16 x 2 = 1216 us
+    backward; on Grace 944.3 / 1380.2 us."""
+    on = ~np.asarray(fused, dtype=bool) & ~GRAPHS.sync_free(_f(cuda_graphs))
+    per = _f(local_experts) * _f(item_s) * _f(python_mult)
+    return np.where(on, MOE_EXPERT_ITEMS_FWD * per, 0.0), np.where(on, MOE_EXPERT_ITEMS_BWD * per, 0.0)
+
+
 #: [issue 17] shares of the fused grouped MLP's CPU time (TransformerEngine issue #2897, GB200, 64 experts) spent in
 #: per-expert work, which scales with the local experts: forward, the weight quantizers' initialisation (~90 us) and
 #: ``tex.get_device_pointer_for_data_and_scales`` (">100 us") of ~1.2 ms; backward, the weight-gradient tensor
@@ -787,6 +812,10 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         mlp_b = (1.0 - GRAPHS.ATTN_CPU_SHARE_BWD) * p.te_layer_cpu_bwd_s * p.te_layer_cpu_fp8_mult
         cpu_f = cpu_f + np.where(fused & keep, np.maximum(ff - mlp_f, 0.0) * host, 0.0)
         cpu_b = cpu_b + np.where(fused & keep, np.maximum(fb - mlp_b, 0.0) * host, 0.0)
+    # [stop 52] the per-expert bookkeeping the launch counts do not see (expert_items_cpu_s), after the host sync
+    it_f, it_b = expert_items_cpu_s(local, p.moe_expert_item_cpu_s, _f(x.get("host_python_mult", 1.0)), graphs,
+                                    fused)
+    cpu_f, cpu_b = cpu_f + it_f, cpu_b + it_b
     syncs = dispatcher_syncs(x.get("moe_dispatcher", ALLTOALL), x["moe_capacity"], ep, local) & ~GRAPHS.sync_free(graphs)
     sync_f = np.where(syncs, p.launch_cpu_s * host, 0.0)
     moe_f = moe_f + sync_f

@@ -276,6 +276,7 @@ class StepInputs:
     mem_headroom_bytes: np.ndarray = _one(np.nan)
     mem_headroom_frac: np.ndarray = _one(np.nan)
     host_cpu_mult: np.ndarray = _one(1.0)  # [issue 17] the host CPU's launch time / an x86 DGX host's (Grace: > 1)
+    host_python_mult: np.ndarray = _one(1.0)  # [stop 52] its Python-level bookkeeping time / an x86 host's
     cuda_graphs: np.ndarray = _one(0.0)  # [issue 17] CUDA-graph scopes, a bitmask (gpusim.model.graphs); 0: eager
 
     def __init__(self, **values):
@@ -836,6 +837,8 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none
         x.update({k: getattr(inp, k) for k in HYBRID_FIELDS})
+    if np.any(np.asarray(inp.host_python_mult) != 1.0):  # [stop 52] (a column only where a row's host differs)
+        x["host_python_mult"] = inp.host_python_mult
     if np.any(np.asarray(inp.recompute_moe, dtype=bool)):  # [stop 52] the ``moe`` recompute module's rows only (a
         x["recompute_moe"] = inp.recompute_moe  # column fewer for the rows' distinct coding where none has it)
     ml = np.asarray(inp.model_layers, dtype=np.float64)  # [issue 12]

@@ -178,7 +178,7 @@ def test_a_bad_published_row_is_an_error_not_an_exception(db, tmp_path):
     from gpusim.errors import GpusimError
 
     with open(R.table_csv(VAB.PUBLISHED_FILE), newline="") as f:
-        rows = list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))[:2]  # (the first two pairs: both broken below)
     rows[0]["b_value"] = "fast"
     rows[1]["b_notes"] = rows[1]["a_notes"]  # the two sides the same: nothing to compare
     path = tmp_path / "ab.csv"
