@@ -162,14 +162,15 @@ GRAPHS_GAIN_FRAC = 0.03
 #: launch-bound (8 B200 at one sequence per GPU, host 1.2x GPU) were 48-53% slower than predicted, those well below it
 #: (0.3-0.6x) 8-32% (validation/README.md). [stop 52] With the per-expert bookkeeping (experts.expert_items_cpu_s) the
 #: 14 open eager x86 MoE rows at or past the line measured a median 1.24x gpusim's step (1.03x-2.0x), the 57 below it
-#: 1.17x (``X86_MOE_LAUNCH_BOUND_MEDIAN_RATIO``, quoted by the caution)
+#: 1.17x (measured step / predicted step, past the line and below it: ``X86_MOE_LAUNCH_BOUND_STEP_RATIO``, quoted by the
+#: caution; tests/model/test_moe_software_advice.py recomputes them from the validation tables)
 X86_MOE_LAUNCH_BOUND_FRAC = 0.8
-X86_MOE_LAUNCH_BOUND_MEDIAN_RATIO = 1.24
+X86_MOE_LAUNCH_BOUND_STEP_RATIO = (1.24, 1.17)
 #: [stop 52] the ``llm-moe-routing`` information's measured range: the open forced-balance / dropless pairs of one
 #: layout in Megatron-MoE-ModelZoo's long-context table (Qwen3-235B-A22B on 256 H100: 335 / 277 TFLOPS at 32K tokens,
 #: 368 / 320 at 64K, one FLOP count: 1.209x and 1.150x the step; validation/runs_moe.csv, MOE_MODELZOO). The source's
-#: 16K and 128K pairs each have a held-out row and are not quoted
-NATURAL_ROUTING_SLOWDOWN = "15-21%"
+#: 16K and 128K pairs each have a held-out row and are not quoted (tests/model/test_moe_software_advice.py recomputes it)
+NATURAL_ROUTING_SLOWDOWN_FRAC = (0.150, 0.209)
 #: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
@@ -377,8 +378,8 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                       f"GPU work per layer and micro-batch here: an eager MoE layer this small is "
                                       f"launch-bound, the regime in which published runs were slowest against gpusim "
                                       f"(the open published runs past this line measured a median "
-                                      f"{X86_MOE_LAUNCH_BOUND_MEDIAN_RATIO:.2f}x its step time and up to 2x, those "
-                                      f"below it 1.17x; Megatron-Bridge 25.11 / 26.02: Qwen3-30B-A3B in MXFP8 on 8 "
+                                      f"{X86_MOE_LAUNCH_BOUND_STEP_RATIO[0]:.2f}x its step time and up to 2x, those "
+                                      f"below it {X86_MOE_LAUNCH_BOUND_STEP_RATIO[1]:.2f}x; Megatron-Bridge 25.11 / 26.02: Qwen3-30B-A3B in MXFP8 on 8 "
                                       f"B200 at one 4,096-token sequence per GPU took 8.8-9.2 ms per layer pass "
                                       f"against 6.7 predicted). Read this step time as optimistic; more tokens per "
                                       f"micro-batch or CUDA graphs (--cuda-graph-scope) leave the regime.", None, {},
@@ -392,7 +393,8 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                f"(Megatron-Core --moe-router-force-load-balancing): the busiest expert-parallel rank "
                                f"carries {load:.3f}x the mean tokens, the sampling spread alone. A learned router "
                                f"routes unevenly, and every MoE layer waits for its busiest rank: dropless runs with "
-                               f"natural routing took {NATURAL_ROUTING_SLOWDOWN} longer than force-balanced runs of "
+                               f"natural routing took {NATURAL_ROUTING_SLOWDOWN_FRAC[0]:.0%}-"
+                               f"{NATURAL_ROUTING_SLOWDOWN_FRAC[1]:.0%} longer than force-balanced runs of "
                                f"the same layout (Qwen3-235B-A22B on 256 H100 at 32K and 64K tokens, "
                                f"Megatron-MoE-ModelZoo), and a learned router from a random start 2.1x over its first "
                                f"100 steps (marin-community/marin #7668). To predict your router, give its imbalance: "

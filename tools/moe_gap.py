@@ -147,7 +147,7 @@ def decompose(rows: list[Gap], const_s: float = 1e-3) -> dict | None:
             "explained_frac": float(1.0 - np.abs(resid).sum() / max(np.abs(y).sum(), 1e-300))}
 
 
-def _components_lines(rows: list[Gap]) -> list[str]:
+def components_lines(rows: list[Gap]) -> list[str]:
     """[stop 52] ``--components``' table: the decomposition for all rows, then by GPU, precision, graph mode, model."""
     groups = [("all open MoE rows", rows)]
     for label, key in (("GPU", lambda g: g.gpu), ("precision", lambda g: g.precision),
@@ -213,7 +213,7 @@ def main() -> int:
     if "--components" in sys.argv[1:]:
         print("the open MoE rows' gap per layer pass ~ sum of c x gpusim's part (forward + backward) + a constant "
               "(non-negative least squares; a lead, nothing is set from it)")
-        for line in _components_lines(gaps()):
+        for line in components_lines(gaps()):
             print(line)
         return 0
     if "--graph-pairs" in sys.argv[1:]:

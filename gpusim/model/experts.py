@@ -883,9 +883,8 @@ def moe_layer_terms(x: dict, p, *, gemm, T, tp, e, mem_rate, domain, g, coll) ->
         delta_act = np.where(moe_rc, -moe_frac * dense_counted, delta_act)
     return {"delta_f_s": delta_f, "delta_b_s": delta_b,
             # [stop 52] the ``moe`` recompute module's rerun forward and the buffer it holds (computed where it is on)
-            "moe_rc": moe_rc & (moe_frac > 0),
-            **({"moe_fwd_s": moe_frac * moe_f, "moe_rc_buf_bytes": np.where(moe_rc & (moe_frac > 0), moe_keep, 0.0)}
-               if np.any(moe_rc) else {"moe_fwd_s": 0.0, "moe_rc_buf_bytes": 0.0}),
+            "moe_rc": moe_rc & (moe_frac > 0), "moe_fwd_s": moe_frac * moe_f,
+            "moe_rc_buf_bytes": np.where(moe_rc & (moe_frac > 0), moe_keep, 0.0),
             "ep_f_s": moe_frac * ep_f, "ep_b_s": moe_frac * ep_b, "delta_params": delta_params,
             "expert_params": expert_params, "delta_act_bytes": delta_act,
             "tokens_per_expert": tpe, "a2a_s": a2a, "sync_f_s": moe_frac * sync_f, "busiest_load": load,

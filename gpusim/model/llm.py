@@ -910,8 +910,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
     # quantisations besides the dense layer's modules (gpusim.model.experts.moe_cpu_s); its dispatcher's host sync
     # (experts.dispatcher_syncs) waits for the GPU once per forward, so no CPU lead carries across MoE layers
     cpu_f = cpu_f + moe["cpu_f_s"]
-    cpu_b = cpu_b + moe["cpu_b_s"] + np.where((rc == FULL) | moe_rc, moe["cpu_f_s"], 0.0) if np.any(moe_rc) else \
-        cpu_b + moe["cpu_b_s"] + np.where(rc == FULL, moe["cpu_f_s"], 0.0)
+    cpu_b = cpu_b + moe["cpu_b_s"] + np.where((rc == FULL) | moe_rc, moe["cpu_f_s"], 0.0)  # ([stop 52] moe module)
     gpu_fb = layer_f + layer_b  # [issue 17] the GPU's own time, before the CPU's pace (launch_excess_frac below)
     gpu_f, gpu_b = layer_f, layer_b
     syncs = moe.get("syncs", False)

@@ -44,5 +44,5 @@ def test_the_components_split_recovers_a_known_part_and_constant(load_tool):
     assert abs(flat["coef"]["per pass"] - 2e-3) < 1e-9 and all(abs(flat["coef"][k]) < 1e-6 for k in tool.PARTS)
     assert tool.decompose(rows[:5]) is None  # fewer rows than unknowns
     # every open row carries its parts, and the table prints a line for all rows
-    lines = tool._components_lines(tool.gaps())
+    lines = tool.components_lines(tool.gaps())
     assert lines[1].startswith("all open MoE rows")

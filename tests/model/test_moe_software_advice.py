@@ -100,16 +100,45 @@ def test_a_dropless_moe_layout_without_a_routing_figure_is_told_what_natural_rou
     published natural-routing slowdowns (the open forced / dropless pairs of Megatron-MoE-ModelZoo, marin #7668), and
     how to give its own router's figure. Not with a skew, an imbalance or a capacity factor given, not without
     expert parallelism, not for a dense model."""
-    from gpusim.diagnose import NATURAL_ROUTING_SLOWDOWN
+    from gpusim.diagnose import NATURAL_ROUTING_SLOWDOWN_FRAC
 
     res = simulate(Scenario.create(**QWEN), db=db)
     rec = _rec(res, "llm-moe-routing")
     assert rec is not None and rec["severity"] == "info" and rec["gain_frac"] is None
     assert f"{res.layer_s['ep_busiest_load']:.3f}x" in rec["message"]
-    assert NATURAL_ROUTING_SLOWDOWN in rec["message"] and "--moe-expert-skew" in rec["message"]
+    lo, hi = NATURAL_ROUTING_SLOWDOWN_FRAC
+    assert f"{lo:.0%}-{hi:.0%}" in rec["message"] and "--moe-expert-skew" in rec["message"]
     for given in (dict(moe_expert_skew_frac=0.18), dict(moe_imbalance_frac=0.2), dict(moe_capacity_factor=1.0),
                   dict(ep=1, gpus=8)):
         assert _rec(simulate(Scenario.create(**{**QWEN, **given}), db=db), "llm-moe-routing") is None, given
     dense = simulate(Scenario.create(model="llama3-8b", gpu="gb200", gpus=8, nodes=2, micro_batch=1, global_batch=64,
                                      precision="mxfp8", kind="zero1"), db=db)
     assert _rec(dense, "llm-moe-routing") is None
+
+
+def test_the_figures_the_moe_cautions_quote_are_the_validation_tables_today(load_tool):
+    """[stop 52] The cautions quote published runs; they are recomputed here from the validation tables, so a change of
+    the model or the tables that moves them fails until the quoted constants follow: ``llm-moe-routing``'s range (the
+    open forced-balance / dropless pairs of MOE_MODELZOO, one layout and FLOP count each: forced TFLOP/s / dropless
+    TFLOP/s - 1) and ``llm-moe-host-bound``'s medians (measured / predicted step of the open eager x86 MoE rows at or past
+    X86_MOE_LAUNCH_BOUND_FRAC of host launches to GPU work, and below it: tools/moe_gap.py's per-pass figures)."""
+    import statistics
+
+    from gpusim import diagnose as D
+    from gpusim import validation_runs as V
+
+    rows = [r for f, r in V.read_rows(V.default_paths()) if r["source_id"] == "MOE_MODELZOO"]
+    pairs = {}
+    for r in rows:
+        pairs.setdefault((r["seq_len"], r["cp"]), {})["forced" if "router=force_balanced" in r["notes"] else "dl"] = r
+    open_pairs = [p for p in pairs.values() if len(p) == 2 and not any(V.held_out(r) for r in p.values())]
+    got = sorted(float(p["forced"]["value"]) / float(p["dl"]["value"]) - 1.0 for p in open_pairs)
+    assert len(got) == 2 and tuple(round(g, 3) for g in got) == D.NATURAL_ROUTING_SLOWDOWN_FRAC
+
+    gaps = [g for g in load_tool("moe_gap").gaps() if g.host_cpu_mult == 1.0 and not g.full_graphs]
+    past = [1.0 / (1.0 + g.signed_frac) for g in gaps
+            if g.parts_s["cpu"] >= D.X86_MOE_LAUNCH_BOUND_FRAC * g.gpu_per_pass_s]
+    below = [1.0 / (1.0 + g.signed_frac) for g in gaps
+             if g.parts_s["cpu"] < D.X86_MOE_LAUNCH_BOUND_FRAC * g.gpu_per_pass_s]
+    assert past and below and max(past) == pytest.approx(2.0, abs=0.05)
+    assert (round(statistics.median(past), 2), round(statistics.median(below), 2)) == D.X86_MOE_LAUNCH_BOUND_STEP_RATIO
