@@ -171,6 +171,13 @@ X86_MOE_LAUNCH_BOUND_STEP_RATIO = (1.24, 1.17)
 #: 368 / 320 at 64K, one FLOP count: 1.209x and 1.150x the step; validation/runs_moe.csv, MOE_MODELZOO). The source's
 #: 16K and 128K pairs each have a held-out row and are not quoted (tests/model/test_moe_software_advice.py recomputes it)
 NATURAL_ROUTING_SLOWDOWN_FRAC = (0.150, 0.209)
+#: [stop 53] the ``llm-attention-sinks`` caution's measured figures: the open published runs of GPT-OSS-120B (learnable
+#: attention sinks, alternating 128-token sliding windows, biased experts, a clamped GLU; Megatron-Bridge 25.11-26.08
+#: performance tables, H100 to GB300: 25 rows of runs_moe.csv and later_releases.csv) took a median 1.38x gpusim's step
+#: (measured / predicted): ``(median, smallest, largest but one, largest)``. No part of gpusim accounts for it
+#: (tools/moe_gap.py --components: only the attention part correlates; no measurement of the sink kernels was found);
+#: tests/model/test_moe_software_advice.py recomputes these from the validation tables
+ATTENTION_SINK_STEP_RATIO = (1.38, 1.16, 1.55, 2.48)
 #: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
@@ -301,6 +308,16 @@ def _headroom_words(res) -> str:
             f"{units.format_bytes(res.memory_capacity_bytes)})" if head else "")
 
 
+def _has_attention_sinks(scn) -> bool:
+    """[stop 53] Whether the scenario's model has learnable attention sinks (GPT-OSS's ``sinks``, one logit per head:
+    :class:`gpusim.workload.transformer.TransformerSpec` ``attention_sinks``)."""
+    from gpusim.rows import resolve_workload
+    from gpusim.rules import transformer_of
+
+    spec = transformer_of(resolve_workload(scn))
+    return bool(getattr(spec, "attention_sinks", False))
+
+
 def llm_recommendations(scn, hw, res, variants, rec) -> None:
     """Advice for an LLM layout from its breakdown and what-ifs (``rec`` adds one recommendation)."""
     from gpusim.rules import nvlink_domain_gpus
@@ -400,6 +417,16 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                f"100 steps (marin-community/marin #7668). To predict your router, give its imbalance: "
                                f"--moe-expert-skew (that learned router measured 0.29 at the start, 0.18 after 18 "
                                f"steps) or --moe-imbalance, or a --moe-capacity-factor that caps it.", None, {}, "info")
+    if _has_attention_sinks(scn):
+        # [stop 53] GPT-OSS-class attention: the family gpusim misses most consistently (validation/README.md)
+        med, lo, hi, top = ATTENTION_SINK_STEP_RATIO
+        rec("llm-attention-sinks", f"This model's attention has learnable sinks (one softmax offset per head: GPT-OSS). "
+                                   f"Its published Megatron-Bridge runs (H100 to GB300, 25.11-26.08) took a median "
+                                   f"{med:.2f}x the step time gpusim predicts for their stated layouts ({lo:.2f}x-"
+                                   f"{hi:.2f}x, one {top:.2f}x), and no part of gpusim's model accounts for it: the sink-aware fused "
+                                   f"attention kernels are the suspect, with no published measurement of them. Read "
+                                   f"this step as optimistic by about that much, and measure before buying on it.",
+            None, {}, "info")
     if "llm-cross-entropy" in by:  # [issue 17] the loss's passes over the logits
         g = _gain(thr, by["llm-cross-entropy"][1])
         if g >= CROSS_ENTROPY_GAIN_FRAC:

@@ -116,6 +116,21 @@ def test_a_dropless_moe_layout_without_a_routing_figure_is_told_what_natural_rou
     assert _rec(dense, "llm-moe-routing") is None
 
 
+def test_a_model_with_attention_sinks_is_told_how_far_its_published_runs_ran_from_gpusim(db):
+    """[stop 53] GPT-OSS (learnable attention sinks) is the model family gpusim misses most consistently: a layout of
+    it is told the measured / predicted step of the open published runs, as an information; a model without sinks is
+    not."""
+    from gpusim.diagnose import ATTENTION_SINK_STEP_RATIO
+
+    oss = simulate(Scenario.create(model="gpt-oss-120b", gpu="gb200", gpus=64, nodes=16, ep=64, micro_batch=4,
+                                   global_batch=1280, precision="bf16", kind="zero1", seq_len=4096), db=db)
+    rec = _rec(oss, "llm-attention-sinks")
+    assert rec is not None and rec["severity"] == "info" and rec["gain_frac"] is None and rec["change"] == {}
+    med, lo, hi, top = ATTENTION_SINK_STEP_RATIO
+    assert f"median {med:.2f}x" in rec["message"] and f"({lo:.2f}x-{hi:.2f}x, one {top:.2f}x)" in rec["message"]
+    assert _rec(simulate(Scenario.create(**QWEN), db=db), "llm-attention-sinks") is None
+
+
 def test_the_figures_the_moe_cautions_quote_are_the_validation_tables_today(load_tool):
     """[stop 52] The cautions quote published runs; they are recomputed here from the validation tables, so a change of
     the model or the tables that moves them fails until the quoted constants follow: ``llm-moe-routing``'s range (the
@@ -135,10 +150,17 @@ def test_the_figures_the_moe_cautions_quote_are_the_validation_tables_today(load
     got = sorted(float(p["forced"]["value"]) / float(p["dl"]["value"]) - 1.0 for p in open_pairs)
     assert len(got) == 2 and tuple(round(g, 3) for g in got) == D.NATURAL_ROUTING_SLOWDOWN_FRAC
 
-    gaps = [g for g in load_tool("moe_gap").gaps() if g.host_cpu_mult == 1.0 and not g.full_graphs]
+    every = load_tool("moe_gap").gaps()
+    gaps = [g for g in every if g.host_cpu_mult == 1.0 and not g.full_graphs]
     past = [1.0 / (1.0 + g.signed_frac) for g in gaps
             if g.parts_s["cpu"] >= D.X86_MOE_LAUNCH_BOUND_FRAC * g.gpu_per_pass_s]
     below = [1.0 / (1.0 + g.signed_frac) for g in gaps
              if g.parts_s["cpu"] < D.X86_MOE_LAUNCH_BOUND_FRAC * g.gpu_per_pass_s]
     assert past and below and max(past) == pytest.approx(2.0, abs=0.05)
     assert (round(statistics.median(past), 2), round(statistics.median(below), 2)) == D.X86_MOE_LAUNCH_BOUND_STEP_RATIO
+
+    # [stop 53] llm-attention-sinks: the open GPT-OSS rows' measured / predicted step (curated tables and later releases)
+    oss = sorted(1.0 / (1.0 + g.signed_frac) for g in every if g.model == "gpt-oss-120b")
+    assert len(oss) >= 20
+    quoted = (round(statistics.median(oss), 2), round(oss[0], 2), round(oss[-2], 2), round(oss[-1], 2))
+    assert quoted == D.ATTENTION_SINK_STEP_RATIO
