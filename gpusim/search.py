@@ -18,7 +18,8 @@ sequence of ``s`` tokens and a global batch of ``B`` sequences), the rules Megat
 - ``dp = n / (tp cp pp)``; ``micro_batch x dp`` divides ``B``; ``n_micro = B / (micro_batch dp)``;
 - recomputation ``none``, ``selective`` or ``full``, and [issue 17] for a mixture-of-experts model the modules its
   tuned recipes recompute instead (:data:`MODULE_RECOMPUTES`: the norms and the experts' activation function, and
-  MLA's up-projections where the model has them), unless the scenario names its own modules;
+  MLA's up-projections where the model has them; [stop 53] or the norms and the whole MoE block, as the long-context
+  recipes do), unless the scenario names its own modules;
 - memory: the fullest stage fits in the GPU (evaluated by the model, the same code as ``gpusim predict``).
 
 A layout's reason is the first rule it breaks, in the order above. The best layout is the feasible one with the
@@ -273,23 +274,32 @@ def with_layouts(inp, lay: dict[str, np.ndarray], model_layers: float):
 def recompute_fields(codes, inp) -> dict[str, np.ndarray]:
     """[issue 17] The model's recomputation fields for :data:`RECOMPUTES` indices ``codes``: the granularity code
     (a module set runs with none, gpusim.model.llm's NONE) and the module flags, each set by the code or already by
-    ``inp`` (the scenario's own ``--recompute-modules``)."""
+    ``inp`` (the scenario's own ``--recompute-modules``); ``recompute_moe`` ([stop 53] ``layernorm+moe``) only where
+    some row has it."""
     codes = np.asarray(codes)
     mod = codes >= len(RECOMPUTES) - len(MODULE_RECOMPUTES)
     mla = codes == RECOMPUTES.index("layernorm+moe_act+mla_up_proj")
-    return {"recompute": np.where(mod, 0, codes),
-            "recompute_norms": np.asarray(inp.recompute_norms, dtype=bool) | mod,
-            "recompute_moe_act": np.asarray(inp.recompute_moe_act, dtype=bool) | mod,
-            "recompute_mla_up": np.asarray(inp.recompute_mla_up, dtype=bool) | mla}
+    block = codes == RECOMPUTES.index("layernorm+moe")  # [stop 53] the whole MoE block (``moe`` module)
+    out = {"recompute": np.where(mod, 0, codes),
+           "recompute_norms": np.asarray(inp.recompute_norms, dtype=bool) | mod,
+           "recompute_moe_act": np.asarray(inp.recompute_moe_act, dtype=bool) | (mod & ~block),
+           "recompute_mla_up": np.asarray(inp.recompute_mla_up, dtype=bool) | mla}
+    given = np.asarray(getattr(inp, "recompute_moe", False), dtype=bool)
+    if np.any(block) or np.any(given):  # (the column joins the rows only where some layout has it: gpusim.model.step)
+        out["recompute_moe"] = given | block
+    return out
 
 
 def search_recomputes(spec, strategy) -> tuple[str, ...]:
     """[issue 17] The recomputations a search tries for ``spec``: none, selective and full, and for a
     mixture-of-experts model its recipes' module set (:data:`MODULE_RECOMPUTES`, MLA's up-projections with it where
-    the model has them) unless ``strategy`` names modules of its own (then those ride on every layout)."""
+    the model has them) and [stop 53] the whole MoE block with the norms (``layernorm+moe``: Megatron-Core's ``moe``
+    module, which the long-context recipes run where the experts' activations do not fit), unless ``strategy`` names
+    modules of its own (then those ride on every layout)."""
     out = RECOMPUTES[:3]
     if getattr(spec, "n_experts", 0) and not strategy.recompute_modules:
-        out += ("layernorm+moe_act+mla_up_proj" if getattr(spec, "mla", False) else "layernorm+moe_act",)
+        out += ("layernorm+moe_act+mla_up_proj" if getattr(spec, "mla", False) else "layernorm+moe_act",
+                "layernorm+moe")  # [stop 53] the whole MoE block, as the long-context recipes recompute it
     return out
 
 

@@ -21,29 +21,32 @@ def test_which_recomputations_a_search_tries():
     spec = lambda m: get_workload(m).transformer  # noqa: E731
     assert S.search_recomputes(spec("llama3-8b"), Strategy()) == ("none", "selective", "full")
     assert S.search_recomputes(spec("qwen3-30b-a3b"), Strategy()) == ("none", "selective", "full",
-                                                                      "layernorm+moe_act")
+                                                                      "layernorm+moe_act", "layernorm+moe")
     assert S.search_recomputes(spec("deepseek-v3"), Strategy()) == ("none", "selective", "full",
-                                                                    "layernorm+moe_act+mla_up_proj")
+                                                                    "layernorm+moe_act+mla_up_proj", "layernorm+moe")
     # modules the user names ride on every layout: no module set of the search's own beside them
     assert S.search_recomputes(spec("qwen3-30b-a3b"), Strategy(recompute="none", recompute_modules=("moe_act",))) \
         == ("none", "selective", "full")
 
 
 def test_recompute_fields_hand_worked():
-    """Codes 0-4 (none, selective, full, the two module sets): a module set runs at granularity none with its flags;
-    flags the scenario already sets stay set."""
+    """Codes 0-5 (none, selective, full, the three module sets): a module set runs at granularity none with its flags;
+    flags the scenario already sets stay set. [stop 53] layernorm+moe (code 5) recomputes the norms and the whole MoE
+    block, not moe_act (inside the block it changes nothing); the block's flag is a column only where a row has it."""
     class Inp:
         recompute_norms = np.array([False])
         recompute_moe_act = np.array([False])
         recompute_mla_up = np.array([False])
 
-    f = S.recompute_fields(np.arange(5), Inp())
-    assert f["recompute"].tolist() == [0, 1, 2, 0, 0]
-    assert f["recompute_norms"].tolist() == [False, False, False, True, True]
-    assert f["recompute_moe_act"].tolist() == [False, False, False, True, True]
-    assert f["recompute_mla_up"].tolist() == [False, False, False, False, True]
+    f = S.recompute_fields(np.arange(6), Inp())
+    assert f["recompute"].tolist() == [0, 1, 2, 0, 0, 0]
+    assert f["recompute_norms"].tolist() == [False, False, False, True, True, True]
+    assert f["recompute_moe_act"].tolist() == [False, False, False, True, True, False]
+    assert f["recompute_mla_up"].tolist() == [False, False, False, False, True, False]
+    assert f["recompute_moe"].tolist() == [False, False, False, False, False, True]
+    assert "recompute_moe" not in S.recompute_fields(np.arange(5), Inp())
     Inp.recompute_mla_up = np.array([True])
-    assert S.recompute_fields(np.arange(5), Inp())["recompute_mla_up"].all()
+    assert S.recompute_fields(np.arange(6), Inp())["recompute_mla_up"].all()
 
 
 def _qwen235():
@@ -104,3 +107,23 @@ def test_the_cli_takes_a_module_set_and_refuses_an_unknown_one(capsys):
     with pytest.raises(SystemExit) as e:
         main(argv + ["--recompute", "layernorm+warp_drive"])
     assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_the_search_recomputes_the_whole_moe_block_where_the_published_long_context_layout_needs_it():
+    """[stop 53] Megatron-MoE-ModelZoo's long-context Qwen3-235B-A22B runs (256 H100, 32K tokens, TP 4 CP 2 PP 8 EP 8,
+    one sequence per micro-batch) recompute the norms and the whole MoE block (--recompute-modules layernorm moe). With
+    that layout pinned, the search picks the same module set: the experts' activation alone does not fit, and the
+    block is faster than recomputing whole layers (the best without it). Its layout, simulated as layout_scenario
+    names it, gives the search's own step and memory."""
+    scn = Scenario.create(model="qwen3-235b-a22b", gpu="h100-sxm", gpus=256, nodes=32, precision="bf16", kind="zero1",
+                          global_batch=256, seq_len=32768, recompute="none", per_gpu_batch=1)
+    pins = S.Pins(tp=4, cp=2, pp=8, ep=8, micro_batch=1)
+    best = S.search_table(S.search_layouts(scn, db=DB, pins=pins), top=1)[0]
+    assert best["recompute"] == "layernorm+moe"
+    without = S.search_table(S.search_layouts(scn, db=DB, pins=pins, recomputes=S.RECOMPUTES[:4]), top=1)[0]
+    assert without["recompute"] == "full" and best["tokens_per_s"] > without["tokens_per_s"]
+    again = S.layout_scenario(scn, best, global_batch=256)
+    assert (again.strategy.recompute, again.strategy.recompute_modules) == ("none", ("layernorm", "moe"))
+    sim = simulate(again, db=DB, recommend=False)
+    assert sim.step_s == pytest.approx(best["step_s"], rel=1e-9)
+    assert sim.memory_per_gpu_bytes == pytest.approx(best["memory_per_gpu_bytes"], rel=1e-9)
