@@ -422,10 +422,11 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
         med, lo, hi, top = ATTENTION_SINK_STEP_RATIO
         rec("llm-attention-sinks", f"This model's attention has learnable sinks (one softmax offset per head: GPT-OSS). "
                                    f"Its published Megatron-Bridge runs (H100 to GB300, 25.11-26.08) took a median "
-                                   f"{med:.2f}x the step time gpusim predicts for their stated layouts ({lo:.2f}x-"
-                                   f"{hi:.2f}x, one {top:.2f}x), and no part of gpusim's model accounts for it: the sink-aware fused "
-                                   f"attention kernels are the suspect, with no published measurement of them. Read "
-                                   f"this step as optimistic by about that much, and measure before buying on it.",
+                                   f"{med:.2f}x the step time gpusim predicts for their stated layouts "
+                                   f"({lo:.2f}x-{hi:.2f}x, one {top:.2f}x), and no part of gpusim's model accounts for "
+                                   f"it: the sink-aware fused attention kernels are the suspect, with no published "
+                                   f"measurement of them. Read this step as optimistic by about that much, and measure "
+                                   f"before buying on it.",
             None, {}, "info")
     if "llm-cross-entropy" in by:  # [issue 17] the loss's passes over the logits
         g = _gain(thr, by["llm-cross-entropy"][1])
