@@ -268,10 +268,9 @@ def _fused_mlp_runs(scn, hw) -> bool:
     """[stop 38] Whether Transformer Engine's fused grouped MLP runs for this layout (:func:`gpusim.rules.
     check_fused_mlp`: MXFP8, SM 10.x, a gated FFN, dimensions that are multiples of 64, no expert TP)."""
     from gpusim.errors import ScenarioError
-    from gpusim.rows import resolve_workload
-    from gpusim.rules import check_fused_mlp, transformer_of
+    from gpusim.rules import check_fused_mlp
 
-    spec = transformer_of(resolve_workload(scn))
+    spec = _transformer(scn)
     if spec is None:
         return False
     try:
@@ -308,14 +307,18 @@ def _headroom_words(res) -> str:
             f"{units.format_bytes(res.memory_capacity_bytes)})" if head else "")
 
 
-def _has_attention_sinks(scn) -> bool:
-    """[stop 53] Whether the scenario's model has learnable attention sinks (GPT-OSS's ``sinks``, one logit per head:
-    :class:`gpusim.workload.transformer.TransformerSpec` ``attention_sinks``)."""
+def _transformer(scn):
+    """The scenario's transformer shape (None for another workload)."""
     from gpusim.rows import resolve_workload
     from gpusim.rules import transformer_of
 
-    spec = transformer_of(resolve_workload(scn))
-    return bool(getattr(spec, "attention_sinks", False))
+    return transformer_of(resolve_workload(scn))
+
+
+def _has_attention_sinks(scn) -> bool:
+    """[stop 53] Whether the scenario's model has learnable attention sinks (GPT-OSS's ``sinks``, one logit per head:
+    :class:`gpusim.workload.transformer.TransformerSpec` ``attention_sinks``)."""
+    return bool(getattr(_transformer(scn), "attention_sinks", False))
 
 
 def llm_recommendations(scn, hw, res, variants, rec) -> None:

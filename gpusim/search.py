@@ -41,7 +41,7 @@ from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-ex
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
-from gpusim.rules import (R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, cli_flags,  # [issue 17]
+from gpusim.rules import (R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, check_memory_saving, cli_flags,  # [issue 17]
                           mamba_layout_bad, offload_layout_bad)
 from gpusim.strategy import MODULE_SET_RECOMPUTES, Strategy
 
@@ -303,6 +303,14 @@ def search_recomputes(spec, strategy) -> tuple[str, ...]:
     return out
 
 
+def check_recompute_pin(spec, pins: Pins) -> None:
+    """[stop 53] A pinned module set (:data:`MODULE_RECOMPUTES`) obeys the rules ``gpusim predict`` applies to its
+    modules (:func:`gpusim.rules.check_memory_saving`: ``moe`` or ``moe_act`` on a dense model, ``mla_up_proj``
+    without MLA are refused with the fix), instead of naming layouts after modules the model does not have."""
+    if pins.recompute in MODULE_RECOMPUTES:
+        check_memory_saving(spec, Strategy(recompute=pins.recompute))
+
+
 def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, global_batch: int | None = None,
                    micro_batches=MICRO_BATCHES, recomputes=None) -> dict[str, Any]:
     """Every layout of ``scenario``'s workload on its hardware and GPU count. Returns ``{"layouts": arrays,
@@ -330,6 +338,7 @@ def search_layouts(scenario, *, db=None, params=None, pins: Pins | None = None, 
         pins = dataclasses.replace(pins, ep_overlap=scenario.strategy.ep_overlap)
     if pins.moe_fused_mlp or scenario.strategy.moe_fused_mlp:  # [issue 17] the rules of TE's fused grouped MLP
         check_fused_mlp(spec, scenario.strategy.model_copy(update={"moe_fused_mlp": True}), hw.gpu)
+    check_recompute_pin(spec, pins)
     lay = enumerate_layouts(n_gpus=hw.n_gpus, domain=nvlink_domain_gpus(hw), n_layers=spec.n_layers,
                             n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads or spec.n_heads, seq_len=seq,
                             n_experts=int(getattr(spec, "n_experts", 0) or 0),
@@ -629,6 +638,7 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     if pins.moe_options() and (not getattr(spec, "n_experts", 0)  # [issue 12] an error, not a reason on every row
                                or set(ROUTING_PIN_FIELDS) <= set(pins.moe_options())):
         check_ep(spec, ep=1, **pins.moe_options())
+    check_recompute_pin(spec, pins)
     if pins.cuda_graph_scope:  # [issue 17] Megatron-Core's scope rules, and MoE scopes need MoE layers
         from gpusim.rows import cuda_graph_fields
         from gpusim.scenario import format_validation_error

@@ -127,3 +127,30 @@ def test_the_search_recomputes_the_whole_moe_block_where_the_published_long_cont
     sim = simulate(again, db=DB, recommend=False)
     assert sim.step_s == pytest.approx(best["step_s"], rel=1e-9)
     assert sim.memory_per_gpu_bytes == pytest.approx(best["memory_per_gpu_bytes"], rel=1e-9)
+
+
+def test_a_pinned_module_set_obeys_the_rules_predict_applies(capsys):
+    """[stop 53] A search pinned to a module set the model cannot run (the MoE block or the experts' activation on a
+    dense model) is refused with predict's message, from the Python API and the CLI (exit 2), instead of returning
+    layouts named after modules the model does not have."""
+    from gpusim.cli import main
+    from gpusim.errors import ScenarioError
+
+    scn = Scenario.create(model="llama3-8b", gpu="h100-sxm", gpus=8, precision="bf16", kind="zero1", global_batch=64,
+                          seq_len=4096, recompute="none", per_gpu_batch=1)
+    for name in ("layernorm+moe", "layernorm+moe_act"):
+        with pytest.raises(ScenarioError, match="dense"):
+            S.search_layouts(scn, db=DB, pins=S.Pins(recompute=name))
+    argv = ["sweep", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "64",
+            "--seq-len", "4096", "--recompute", "layernorm+moe"]
+    assert main(argv) == 2
+    assert "MoE block" in capsys.readouterr().err
+    from gpusim.planning import plan  # the procurement plan's layout search takes the same pins
+
+    with pytest.raises(ScenarioError, match="MoE block"):
+        plan("llama3-8b", tokens=1e9, gpus=["h100-sxm"], layout_pins=S.Pins(recompute="layernorm+moe"))
+    # an MoE model takes it
+    moe = Scenario.create(model="qwen3-30b-a3b", gpu="h100-sxm", gpus=8, precision="bf16", kind="zero1",
+                          global_batch=64, seq_len=4096, recompute="none", per_gpu_batch=1)
+    res = S.search_layouts(moe, db=DB, pins=S.Pins(recompute="layernorm+moe"))
+    assert res["best"] is not None
