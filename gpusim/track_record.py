@@ -36,6 +36,9 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   speed-up of the published A/B pairs (:mod:`gpusim.validation_ab`: two runs of one source and stated layout whose
   settings differ, and the comparisons published as two figures), as measured ratio / predicted ratio. ``compare``
   prints it under an LLM comparison that changes settings only (:func:`what_if_fields`).
+- ``gpu-swap`` [stop 54]: what ``gpusim compare`` says moving one LLM layout to another GPU is worth: the speed-up of
+  the published runs of one source at one layout on two GPUs (:func:`gpusim.validation_ab.gpu_swaps`), as measured
+  ratio / predicted ratio. ``compare`` prints it under an LLM comparison that changes the GPU (or its node) only.
 
 Each band holds every row of its table, open and held out together (how many were held out of tuning is stated,
 with their own median and p90), the median and 90th percentile of the absolute error as the table defines it (step
@@ -88,13 +91,15 @@ BAND_KEYS: dict[str, str] = {
                           "global batch, sequence and MoE software"),
     "what-if": ("published A/B comparisons of software settings (two runs of one source and layout, one or two "
                 "settings changed)"),
+    "gpu-swap": "published runs of one source at one layout on two GPUs (the faster GPU's speed-up)",
 }
 #: what each band's absolute error is measured on
 QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time",
             "llm-dense-fp8": "step time",
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
-            "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU", "what-if": "speed-up"}
+            "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU", "what-if": "speed-up",
+            "gpu-swap": "speed-up"}
 #: bands whose table holds no held-out row and whose rows the model's defaults were chosen with in view (README,
 #: Accuracy: "partly in-sample")
 IN_SAMPLE = ("data-parallel", "data-parallel-anchored", "single-gpu")
@@ -233,7 +238,7 @@ def _ratio(num, den) -> float:
 
 
 def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=None,
-            searched_moe=None, later=None, ab=None) -> dict[str, Band]:
+            searched_moe=None, later=None, ab=None, swaps=None) -> dict[str, Band]:
     """Every band from the validation tables of this checkout (the model's defaults, no calibration): what
     ``gpusim validate`` measures, row by row. ``dp``, ``runs``, ``fsdp``, ``sweeps``: the results of
     :func:`gpusim.validation.run`, :func:`gpusim.validation_runs.run`, :func:`gpusim.validation_fsdp.run` and
@@ -241,7 +246,8 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
     ``searched`` :func:`gpusim.validation_search.run` over the curated dense runs and the later releases together,
     ``searched_moe`` [issue 17] the same over the MoE runs and the later releases' MoE rows, ``later`` [issue 17]
     :func:`gpusim.validation_runs.run` over the later releases (their hybrid rows), ``ab`` [stop 47] the A/B pairs
-    (:func:`gpusim.validation_ab.run` over both and the published pairs); None computes them.
+    (:func:`gpusim.validation_ab.run` over both and the published pairs), ``swaps`` [stop 54] the GPU swaps
+    (:func:`gpusim.validation_ab.gpu_swaps` over both); None computes them.
     Bands whose table is missing (an installed package without the ``validation/`` folder) are left out."""
     from gpusim import validation as V
     from gpusim import validation_comm as VC
@@ -333,6 +339,15 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
                            (1.0 + p.measured_speedup_frac) / (1.0 + p.predicted_speedup_frac), p.holdout) for p in ab],
               "validation/runs_*.csv, later_releases.csv and ab_published.csv (gpusim.validation_ab)",
               _coverage([p.gpu for p in ab])))
+    if swaps is None:  # [stop 54] the same published layout on two GPUs
+        from gpusim import validation_ab as VAB
+
+        swaps = VAB.gpu_swaps(VAB.scenario_items(list(runs) + list(later), db=db), db=db)
+    put(_band("gpu-swap", [(abs((1.0 + p.predicted_speedup_frac) / (1.0 + p.measured_speedup_frac) - 1.0),
+                            (1.0 + p.measured_speedup_frac) / (1.0 + p.predicted_speedup_frac), p.holdout)
+                           for p in swaps],
+              "validation/runs_*.csv and later_releases.csv (gpusim.validation_ab.gpu_swaps)",
+              _coverage([g for p in swaps for g in (p.slow_value, p.fast_value)])))
     return out
 
 
@@ -501,15 +516,26 @@ def what_if_fields() -> frozenset[str]:
     return frozenset(f"strategy.{f}" for f in fields if f in Strategy.model_fields)
 
 
+#: [stop 54] the scenario inputs (``gpusim.comparison.flatten`` keys) a ``gpu-swap`` comparison changes: the GPU, the
+#: node template that carries it and the node count that follows (gpusim.validation_ab.SWAP_FIELDS)
+GPU_SWAP_FIELDS = ("gpu", "node", "nodes")
+
+
 def what_if_record(changed: list[str], *, llm: bool, ratio: float, calibrated: bool = False) -> dict:
     """The ``track_record`` of one ``gpusim compare`` gap: the ``what-if`` band with its 80% range carried to the
     predicted throughput ``ratio`` where the comparison is of LLM layouts and ``changed`` (the inputs that differ)
-    are all software settings (:func:`what_if_fields`); else ``{"key": "what-if", "reason": ...}`` saying why no
-    band applies."""
+    are all software settings (:func:`what_if_fields`); [stop 54] the ``gpu-swap`` band where they are the GPU (its
+    node template, the node count: :data:`GPU_SWAP_FIELDS`) alone; else ``{"key": "what-if", "reason": ...}`` saying
+    why no band applies."""
     allowed = what_if_fields()
     other = sorted(k.removeprefix("strategy.") for k in changed if k not in allowed)
     if not llm:
         return {"key": "what-if", "reason": "none: the published A/B comparisons are of LLM layouts; this is not one"}
+    if changed and set(changed) <= set(GPU_SWAP_FIELDS) and {"gpu", "node"} & set(changed):
+        # [stop 54] the layout moved to another GPU: the published same-layout pairs on two GPUs
+        band = load().get("gpu-swap")
+        return record_for(band, "gpu-swap", calibrated=calibrated,
+                          throughput_ratio_range=band.speed_range(ratio) if band else (ratio, ratio))
     if other:
         return {"key": "what-if", "reason": f"none: the published A/B comparisons change software settings at one "
                                             f"layout; this comparison changes {', '.join(other)}"}

@@ -305,6 +305,119 @@ def run(results, *, paths=None, db=None) -> list[AbPair]:
     return pairs(scenario_items(results, paths=paths, db=db))
 
 
+
+# ---- [stop 54] the same published layout on two GPUs ---------------------------------------------------------------
+
+#: the scenario fields two runs on different GPUs may differ in besides their software settings: the GPU, the node
+#: template it comes in and the node count that follows from it
+SWAP_FIELDS = ("gpu", "node", "nodes")
+
+
+@dataclass
+class SwapPair(AbPair):
+    """[stop 54] Two runs of one source (one release table) with the same model, GPU count, degrees, micro-batch,
+    global batch, sequence and precision on two GPUs (``slow_value`` / ``fast_value``: the GPUs). The measured
+    speed-up of the faster GPU against gpusim's for the same two scenarios, each with the settings its own row states
+    (a GPU's recipe may differ in a setting: gpusim predicts each row as it ran), and against the datasheet's answer,
+    the ratio of the two GPUs' dense peaks at the run's precision (``datasheet_speedup_frac``)."""
+
+    datasheet_speedup_frac: float = math.nan
+
+    @property
+    def datasheet_error_frac(self) -> float:
+        """The datasheet's speed-up minus the measured one (fractions)."""
+        return self.datasheet_speedup_frac - self.measured_speedup_frac
+
+
+def _peak_flop_per_s(db, gpu: str, precision: str) -> float:
+    from gpusim.rows import PEAK_KEY
+
+    try:
+        v = db.gpu(gpu).peak_flop_per_s(PEAK_KEY.get(precision, "bf16"))
+    except Exception:  # an unknown GPU: no datasheet figure to compare with
+        return math.nan
+    return math.nan if v is None else float(v)
+
+
+def gpu_swaps(items, *, db=None) -> list[SwapPair]:
+    """[stop 54] The GPU swaps among ``items`` (``(RunRow, scenario key)`` of step-time rows, :func:`scenario_items`):
+    every two rows of one source whose scenario keys agree on the layout (:data:`LAYOUT_FIELDS` but the node) and the
+    precision and whose GPUs differ (the GPU or node template, :data:`SWAP_FIELDS`); settings may differ. ``A`` is the run measured slower; a pair
+    with a held-out row is held out. Hand-worked: 4,040 and 5,003 tokens/s per GPU on GB200 and GB300 at one layout
+    measure a +23.8% speed-up; gpusim's steps 1.00 s and 0.80 s predict +25.0%: an error of +1.2 points."""
+    from gpusim.hwdb import load
+
+    db = db or load()
+    same = tuple(f for f in LAYOUT_FIELDS if f not in SWAP_FIELDS) + ("precision", "fp8_recipe")
+    usable = [(r, k) for r, k in items if not r.is_memory and r.step_s and r.measured_step_s]
+    out = []
+    for i, (ra, ka) in enumerate(usable):
+        for rb, kb in usable[i + 1:]:
+            if ra.source_id != rb.source_id or ra.gpu == rb.gpu:
+                continue
+            if any(ka.get(f) != kb.get(f) for f in same):
+                continue
+            slow, fast = sorted([ra, rb], key=lambda r: -r.measured_step_s)
+            peak_slow = _peak_flop_per_s(db, slow.gpu, slow.precision)
+            peak_fast = _peak_flop_per_s(db, fast.gpu, fast.precision)
+            out.append(SwapPair(setting="GPU", source_id=slow.source_id, model=str(slow.model).rsplit("/", 1)[-1],
+                                gpu=f"{slow.gpu} -> {fast.gpu}", gpus=slow.gpus, layout=slow.layout,
+                                slow_run=slow.run_id, fast_run=fast.run_id, slow_value=slow.gpu, fast_value=fast.gpu,
+                                holdout=slow.holdout or fast.holdout,
+                                measured_speedup_frac=slow.measured_step_s / fast.measured_step_s - 1.0,
+                                predicted_speedup_frac=slow.step_s / fast.step_s - 1.0,
+                                datasheet_speedup_frac=peak_fast / peak_slow - 1.0))
+    return out
+
+
+def summarize_swaps(swaps: list[SwapPair]) -> dict:
+    """[stop 54] Per part (open, held out): pairs, the median and 90th-percentile absolute error of gpusim's speed-up
+    and of the datasheet's (fraction points), the median signed errors, and how many pairs whose measured speed-up
+    exceeds :data:`NOISE_FRAC` each orders the same way (the datasheet calls equal peaks a tie: not right)."""
+    def block(ps):
+        judged = [p for p in ps if p.direction_ok is not None]
+        return {"pairs": len(ps),
+                "median_abs_error_frac": _median([abs(p.error_frac) for p in ps]),
+                "p90_abs_error_frac": _quantile([abs(p.error_frac) for p in ps], 0.9),
+                "median_signed_error_frac": _median([p.error_frac for p in ps]),
+                "datasheet_median_abs_error_frac": _median([abs(p.datasheet_error_frac) for p in ps]),
+                "datasheet_p90_abs_error_frac": _quantile([abs(p.datasheet_error_frac) for p in ps], 0.9),
+                "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in ps]),
+                "direction_judged": len(judged), "direction_right": sum(bool(p.direction_ok) for p in judged),
+                "datasheet_direction_right": sum(p.datasheet_speedup_frac > 0.0 for p in judged)}
+
+    return {part: block([p for p in swaps if p.holdout == held]) for part, held in (("open", False),
+                                                                                     ("held_out", True))}
+
+
+def print_swaps(swaps: list[SwapPair], print_table, *, holdout_rows: bool = False) -> None:
+    """[stop 54] The GPU-swap table (open pairs; held-out ones with ``holdout_rows``) and its summary lines."""
+    if not swaps:
+        return
+    shown = [p for p in swaps if holdout_rows or not p.holdout]
+    table = [[p.source_id, p.model[:18], p.gpu, p.gpus, p.layout, "yes" if p.holdout else "",
+              f"{p.measured_speedup_frac:+.1%}", f"{p.predicted_speedup_frac:+.1%}", f"{p.error_frac * 100:+.1f}",
+              f"{p.datasheet_speedup_frac:+.1%}"]
+             for p in sorted(shown, key=lambda p: (p.gpu, p.model, p.source_id))]
+    print_table(table, ["source", "model", "slower -> faster GPU", "GPUs", "tp/pp/vp/cp(/ep) mb/gb", "held",
+                        "measured speed-up", "gpusim speed-up", "error (pts)", "datasheet speed-up"],
+                title="The same published layout on two GPUs (one source, one model, precision and layout): the "
+                      "faster GPU's speed-up, measured, as gpusim predicts it and as the dense peaks say",
+                justify=["left"] * 3 + ["right", "left", "left"] + ["right"] * 4)
+    s = summarize_swaps(swaps)
+    for part, label in (("open", "open"), ("held_out", "held-out")):
+        a = s[part]
+        if not a["pairs"]:
+            continue
+        print(f"GPU swaps, {label}: {a['pairs']} pairs; speed-up error median {a['median_abs_error_frac'] * 100:.1f} "
+              f"points, p90 {a['p90_abs_error_frac'] * 100:.1f} (signed {a['median_signed_error_frac'] * 100:+.1f}; "
+              f"measured median {a['median_measured_speedup_frac']:+.1%}); the datasheet's peak ratio: median "
+              f"{a['datasheet_median_abs_error_frac'] * 100:.1f} points, "
+              f"p90 {a['datasheet_p90_abs_error_frac'] * 100:.1f}; "
+              f"faster GPU named right by gpusim in {a['direction_right']} and by the datasheet in "
+              f"{a['datasheet_direction_right']} of {a['direction_judged']} pairs whose measured speed-up exceeds "
+              f"{NOISE_FRAC:.0%} (not used to set anything)")
+
 # ---- [stop 47] comparisons published as two figures of one setup ---------------------------------------------------
 
 #: ``validation/ab_published.csv``: a source's A/B comparison given as two figures of one setup (the same layout and
@@ -494,6 +607,11 @@ def _median(xs):
     n = len(xs)
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
+
+
+def _quantile(xs, q: float) -> float:
+    """The ``q`` quantile of ``xs`` (linear interpolation), NaN for none."""
+    return float(np.quantile(np.asarray(xs, dtype=np.float64), q)) if len(xs) else math.nan
 
 def summarize(ab: list[AbPair]) -> dict:
     """Per part (open, held out) and per setting: pairs, the median absolute error of the speed-up (fraction points),

@@ -67,7 +67,9 @@ def _ab_results(args, runs, later, db):
     items = VAB.scenario_items(list(runs or []) + list(later or []), paths=paths, db=db)
     # the comparisons published as two figures (validation/ab_published.csv), with the project's own tables only
     published, errors = VAB.published_pairs(db=db) if later else ([], [])
-    return VAB.pairs(items) + published, VAB.release_steps(items), errors, VAB.memory_pairs(items)
+    # [stop 54] the same published layout on two GPUs
+    return (VAB.pairs(items) + published, VAB.release_steps(items), errors, VAB.memory_pairs(items),
+            VAB.gpu_swaps(items, db=db))
 
 
 def _search_results(args, db, params):
@@ -172,7 +174,8 @@ def _fsdp_results(args, db, params):
     return VF.run(VF.default_csv(), db=db, params=params)
 
 
-def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None, later=None, ab=None):
+def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched_moe=None, later=None, ab=None,
+                  swaps=None):
     """The model's track record per kind of prediction (gpusim.track_record) from the results just computed, where
     they are the project's own tables with the model's defaults (no user CSV, no calibration, no other run files):
     the bands ``predict``, ``sweep``, ``plan`` and ``comm`` print. None otherwise."""
@@ -181,7 +184,7 @@ def _track_record(args, db, results, runs, fsdp, sweeps, searched=None, searched
     from gpusim import track_record
 
     return track_record.compute(db, dp=results, runs=runs, fsdp=fsdp, sweeps=sweeps, searched=searched,
-                                searched_moe=searched_moe, later=later, ab=ab)
+                                searched_moe=searched_moe, later=later, ab=ab, swaps=swaps)
 
 
 def print_track_record_table(record, print_table) -> None:
@@ -276,10 +279,10 @@ def cmd_validate(args) -> int:
     grouped = _grouped_results(args, db, params)  # [issue 17]
     fsdp = _fsdp_results(args, db, params)
     later = _later_results(args, db, params)
-    ab, steps, ab_errors, ab_memory = _ab_results(args, runs, later, db)  # [issue 17]
+    ab, steps, ab_errors, ab_memory, swaps = _ab_results(args, runs, later, db)  # [issue 17]
     searched, searched_later, searched_t1, searched_moe, searched_moe_later = _search_results(args, db, params)
     record = _track_record(args, db, results, runs, fsdp, sweeps, searched + searched_later,
-                           searched_moe + searched_moe_later, later, ab)
+                           searched_moe + searched_moe_later, later, ab, swaps)
     ep_rows = _ep_results(args, db, params)
     attn_rows = _attention_results(args, db, params)
     kernel_rows = _attention_cudnn_results(args, db, params)
@@ -317,6 +320,8 @@ def cmd_validate(args) -> int:
                                    "release_steps": {"summary": VAB.summarize_releases(steps),
                                                      "rows": VAB.releases_to_dicts(
                                                          steps, holdout_rows=args.show_holdout)}},
+                    "gpu_swaps": {"summary": VAB.summarize_swaps(swaps),  # [stop 54]
+                                  "rows": VAB.to_dicts(swaps, holdout_rows=args.show_holdout)},
                     "ep_dispatch": {"summary": VE.summarize(ep_rows), "rows": VE.to_dicts(ep_rows)},
                     "attention_rates": {"summary": VA.summarize(attn_rows), "rows": VA.to_dicts(attn_rows)},
                     "attention_kernels": {"summary": VA.summarize_cudnn(kernel_rows),  # [issue 17]
@@ -464,6 +469,10 @@ def cmd_validate(args) -> int:
             print(f"validation/ab_published.csv: not compared: {err}")
         print_releases(steps, print_table, holdout_rows=getattr(args, "show_holdout", False))
         print_memory(ab_memory, print_table, holdout_rows=getattr(args, "show_holdout", False))
+    if swaps:  # [stop 54] the same published layout on two GPUs
+        from gpusim.validation_ab import print_swaps
+
+        print_swaps(swaps, print_table, holdout_rows=getattr(args, "show_holdout", False))
     if searched or searched_later or searched_t1 or searched_moe or searched_moe_later:
         from gpusim import validation_search as VS
 

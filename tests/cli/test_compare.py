@@ -103,3 +103,24 @@ def test_a_layout_change_or_a_non_llm_comparison_says_why_it_has_no_ab_record(ca
     assert main(["compare", *BASE, "--vs", "--inter", "ib-hdr-200", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)["gaps"][0]["track_record"]
     assert "LLM layouts" in rec["reason"]
+
+
+def test_a_gpu_change_carries_the_gpu_swap_track_record(capsys):
+    """[stop 54] An LLM comparison that moves the layout to another GPU only carries the gpu-swap band (published runs
+    of one source at one layout on two GPUs), its 80% range carried to the predicted throughput ratio; the CLI
+    prints it. The GPU and a degree changed together get neither band."""
+    from gpusim import track_record as TR
+
+    gpu = LLM[LLM.index("--gpu") + 1]
+    other = "b200" if gpu != "b200" else "h100-sxm"
+    assert main(["compare", *LLM, "--vs", "--gpu", other, "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)["gaps"][0]
+    rec, band = g["track_record"], TR.load()["gpu-swap"]
+    assert rec["key"] == "gpu-swap" and rec["rows"] == band.rows
+    if band.has_range:
+        assert rec["throughput_ratio_range"] == pytest.approx(list(band.speed_range(g["throughput_ratio"])))
+    assert main(["compare", *LLM, "--vs", "--gpu", other]) == 0
+    assert "track record: published runs of one source at one layout on two GPUs" in capsys.readouterr().out
+    assert main(["compare", *LLM, "--vs", "--gpu", other, "--ep", "4", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)["gaps"][0]["track_record"]
+    assert "reason" in rec and "ep" in rec["reason"]
