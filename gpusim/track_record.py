@@ -67,7 +67,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
+from gpusim.stats import quantile
 
 #: the packaged bands (written by :func:`write`; read by :func:`load`)
 BANDS_PATH = Path(__file__).with_name("data") / "track_record.json"
@@ -199,9 +199,6 @@ class Band:
         return rest + lo, rest + hi
 
 
-def _quantile(xs: list[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default, as gpusim validate's figures)."""
-    return float(np.quantile(np.asarray(xs, dtype=np.float64), q))
 
 
 def _coverage(names: list[str], lead: str = "runs on", what: str = "GPU models") -> str:
@@ -224,13 +221,13 @@ def _band(key: str, rows: list[tuple[float, float, bool]], source: str, coverage
     span = held_ratios if from_held else ratios
     r = lambda x: None if x is None else round(float(x), _DIGITS)  # noqa: E731
     return Band(key=key, label=BAND_KEYS[key], quantity=QUANTITY[key], coverage=coverage, rows=len(rows),
-                median_abs_frac=r(_quantile(errs, 0.5)), p90_abs_frac=r(_quantile(errs, 0.9)),
-                real_vs_predicted_speed_frac=r(_quantile(ratios, 0.5) - 1.0),
+                median_abs_frac=r(quantile(errs, 0.5)), p90_abs_frac=r(quantile(errs, 0.9)),
+                real_vs_predicted_speed_frac=r(quantile(ratios, 0.5) - 1.0),
                 slower_frac=r(sum(1 for x in ratios if x < 1.0) / len(ratios)),
-                speed_ratio_p10=r(_quantile(span, 0.1)), speed_ratio_p90=r(_quantile(span, 0.9)),
+                speed_ratio_p10=r(quantile(span, 0.1)), speed_ratio_p90=r(quantile(span, 0.9)),
                 range_rows=len(span), range_held_out=from_held, held_out_rows=len(held),
-                held_out_median_abs_frac=r(_quantile(held, 0.5)) if held else None,
-                held_out_p90_abs_frac=r(_quantile(held, 0.9)) if held else None, source=source)
+                held_out_median_abs_frac=r(quantile(held, 0.5)) if held else None,
+                held_out_p90_abs_frac=r(quantile(held, 0.9)) if held else None, source=source)
 
 
 def _ratio(num, den) -> float:
@@ -516,22 +513,19 @@ def what_if_fields() -> frozenset[str]:
     return frozenset(f"strategy.{f}" for f in fields if f in Strategy.model_fields)
 
 
-#: [stop 54] the scenario inputs (``gpusim.comparison.flatten`` keys) a ``gpu-swap`` comparison changes: the GPU, the
-#: node template that carries it and the node count that follows (gpusim.validation_ab.SWAP_FIELDS)
-GPU_SWAP_FIELDS = ("gpu", "node", "nodes")
-
-
 def what_if_record(changed: list[str], *, llm: bool, ratio: float, calibrated: bool = False) -> dict:
     """The ``track_record`` of one ``gpusim compare`` gap: the ``what-if`` band with its 80% range carried to the
     predicted throughput ``ratio`` where the comparison is of LLM layouts and ``changed`` (the inputs that differ)
     are all software settings (:func:`what_if_fields`); [stop 54] the ``gpu-swap`` band where they are the GPU (its
-    node template, the node count: :data:`GPU_SWAP_FIELDS`) alone; else ``{"key": "what-if", "reason": ...}`` saying
+    node template, the node count: :data:`gpusim.validation_ab.SWAP_FIELDS`) alone; else ``{"key": "what-if", "reason": ...}`` saying
     why no band applies."""
     allowed = what_if_fields()
     other = sorted(k.removeprefix("strategy.") for k in changed if k not in allowed)
     if not llm:
         return {"key": "what-if", "reason": "none: the published A/B comparisons are of LLM layouts; this is not one"}
-    if changed and set(changed) <= set(GPU_SWAP_FIELDS) and {"gpu", "node"} & set(changed):
+    from gpusim.validation_ab import SWAP_FIELDS
+
+    if set(changed) <= set(SWAP_FIELDS) and {"gpu", "node"} & set(changed):
         # [stop 54] the layout moved to another GPU: the published same-layout pairs on two GPUs
         band = load().get("gpu-swap")
         return record_for(band, "gpu-swap", calibrated=calibrated,

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from gpusim.stats import quantile
+
 #: the scenario fields that make the layout: a pair agrees on all of them
 LAYOUT_FIELDS = ("model", "node", "gpus", "nodes", "kind", "tp", "pp", "vp", "cp", "ep", "expert_tp", "micro_batch",
                  "global_batch", "seq_len", "uneven_pp")
@@ -330,11 +332,13 @@ class SwapPair(AbPair):
 
 
 def _peak_flop_per_s(db, gpu: str, precision: str) -> float:
+    """The GPU's dense peak FLOP/s at a run's precision (hwdb), NaN for a GPU the database does not know."""
+    from gpusim.errors import UnknownIdError
     from gpusim.rows import PEAK_KEY
 
     try:
         v = db.gpu(gpu).peak_flop_per_s(PEAK_KEY.get(precision, "bf16"))
-    except Exception:  # an unknown GPU: no datasheet figure to compare with
+    except UnknownIdError:  # no datasheet figure to compare with
         return math.nan
     return math.nan if v is None else float(v)
 
@@ -378,10 +382,10 @@ def summarize_swaps(swaps: list[SwapPair]) -> dict:
         judged = [p for p in ps if p.direction_ok is not None]
         return {"pairs": len(ps),
                 "median_abs_error_frac": _median([abs(p.error_frac) for p in ps]),
-                "p90_abs_error_frac": _quantile([abs(p.error_frac) for p in ps], 0.9),
+                "p90_abs_error_frac": quantile([abs(p.error_frac) for p in ps], 0.9),
                 "median_signed_error_frac": _median([p.error_frac for p in ps]),
                 "datasheet_median_abs_error_frac": _median([abs(p.datasheet_error_frac) for p in ps]),
-                "datasheet_p90_abs_error_frac": _quantile([abs(p.datasheet_error_frac) for p in ps], 0.9),
+                "datasheet_p90_abs_error_frac": quantile([abs(p.datasheet_error_frac) for p in ps], 0.9),
                 "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in ps]),
                 "direction_judged": len(judged), "direction_right": sum(bool(p.direction_ok) for p in judged),
                 "datasheet_direction_right": sum(p.datasheet_speedup_frac > 0.0 for p in judged)}
@@ -609,9 +613,6 @@ def _median(xs):
 
 
 
-def _quantile(xs, q: float) -> float:
-    """The ``q`` quantile of ``xs`` (linear interpolation), NaN for none."""
-    return float(np.quantile(np.asarray(xs, dtype=np.float64), q)) if len(xs) else math.nan
 
 def summarize(ab: list[AbPair]) -> dict:
     """Per part (open, held out) and per setting: pairs, the median absolute error of the speed-up (fraction points),

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpusim.errors import GpusimError
+from gpusim.stats import quantile
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "node", "inter", "nics_per_node", "gpus",
            "seq_len", "micro_batch", "grad_accum", "global_batch", "precision", "mp_mode", "sharding",
@@ -229,15 +230,6 @@ def run(path=None, *, db=None, params=None) -> list[FsdpRow]:
     return [predict_row(r, db=db, params=params(r.get("gpu")) if callable(params) else params) for r in rows]
 
 
-def _quantile(xs: list[float], q: float) -> float | None:
-    """Linear-interpolated quantile (numpy's default); None for no values."""
-    s = sorted(xs)
-    if not s:
-        return None
-    pos = q * (len(s) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def stats(rows: list[FsdpRow], constant_mfu_frac: float | None) -> dict:
@@ -249,18 +241,18 @@ def stats(rows: list[FsdpRow], constant_mfu_frac: float | None) -> dict:
     const = ([abs(constant_mfu_frac / r.measured_mfu_frac - 1.0) for r in rows if r.measured_mfu_frac > 0]
              if constant_mfu_frac is not None else [])
     return {"rows": len(rows), "predicted": len(pred),
-            "mfu_median_ape": _quantile(mfu, 0.5), "mfu_p90_ape": _quantile(mfu, 0.9),
-            "mfu_median_signed": _quantile([r.mfu_signed_frac for r in pred], 0.5),
-            "step_median_ape": _quantile(step, 0.5), "step_p90_ape": _quantile(step, 0.9),
-            "constant_median_ape": _quantile(const, 0.5), "constant_p90_ape": _quantile(const, 0.9),
-            "beats_constant": (None if not mfu or not const else _quantile(mfu, 0.5) < _quantile(const, 0.5))}
+            "mfu_median_ape": quantile(mfu, 0.5, empty=None), "mfu_p90_ape": quantile(mfu, 0.9, empty=None),
+            "mfu_median_signed": quantile([r.mfu_signed_frac for r in pred], 0.5, empty=None),
+            "step_median_ape": quantile(step, 0.5, empty=None), "step_p90_ape": quantile(step, 0.9, empty=None),
+            "constant_median_ape": quantile(const, 0.5, empty=None), "constant_p90_ape": quantile(const, 0.9, empty=None),
+            "beats_constant": (None if not mfu or not const else quantile(mfu, 0.5, empty=None) < quantile(const, 0.5, empty=None))}
 
 
 def summarize(results: list[FsdpRow]) -> dict:
     """``{"constant_mfu_frac", "open": {group: stats}, "holdout": {group: stats}, "errors": [run_id, ...]}``, group
     ``all`` and one per ``"<gpu> <precision>"``. The constant is the open rows' median measured MFU."""
     open_rows = [r for r in results if not r.holdout]
-    const = _quantile([r.measured_mfu_frac for r in open_rows if r.measured_mfu_frac > 0], 0.5)
+    const = quantile([r.measured_mfu_frac for r in open_rows if r.measured_mfu_frac > 0], 0.5, empty=None)
     out: dict = {"constant_mfu_frac": const, "errors": [r.run_id for r in results if r.error]}
     for part, sel in (("open", lambda r: not r.holdout), ("holdout", lambda r: r.holdout)):
         rows = [r for r in results if sel(r)]

@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 import os
 import re
 import typing
@@ -84,6 +83,7 @@ from pathlib import Path
 
 from gpusim import units
 from gpusim.strategy import OPT_STATE_DTYPE_BYTES, CpComm, CrossEntropy, CudaGraphScope, RecomputeModule
+from gpusim.stats import quantile
 
 COLUMNS = ("run_id", "source_id", "source", "holdout", "model", "gpu", "gpus", "gpus_per_node", "tp", "pp", "vp", "cp",
            "ep", "etp", "micro_batch", "global_batch", "seq_len", "precision", "recompute", "metric", "value", "unit",
@@ -181,7 +181,7 @@ def later_releases_lines(results: list[RunRow]) -> list[str]:
             by_source.setdefault(r.source_id, []).append(r.signed_frac)
     if by_source:
         lines.append("  open rows per release, median signed (error > 0: predicted slower): " + ", ".join(
-            f"{k.removeprefix('MBRIDGE_')} {format_signed(_quantile(v, 0.5))} (n={len(v)})"
+            f"{k.removeprefix('MBRIDGE_')} {format_signed(quantile(v, 0.5))} (n={len(v)})"
             for k, v in sorted(by_source.items())))
     return lines
 
@@ -572,18 +572,9 @@ def repeated_layouts(results: list[RunRow]) -> dict:
         groups.setdefault((r.model, r.gpu, r.gpus, r.layout, r.precision), []).append(r.measured_step_s)
     spreads = [max(v) / min(v) - 1.0 for v in groups.values() if len(v) > 1]
     return {"layouts": len(spreads), "rows": sum(len(v) for v in groups.values() if len(v) > 1),
-            "median_spread_frac": _quantile(spreads, 0.5), "p90_spread_frac": _quantile(spreads, 0.9)}
+            "median_spread_frac": quantile(spreads, 0.5), "p90_spread_frac": quantile(spreads, 0.9)}
 
 
-def _quantile(xs: list[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default), without numpy for a handful of rows."""
-    s = sorted(xs)
-    if not s:
-        return math.nan
-    pos = q * (len(s) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def signed_error_stats(signed) -> dict:
@@ -592,8 +583,8 @@ def signed_error_stats(signed) -> dict:
     gpusim.validation_attention) report."""
     s = [float(x) for x in signed if x is not None]
     errs = [abs(x) for x in s]
-    return {"predicted": len(s), "median_ape": _quantile(errs, 0.5) if s else None,
-            "p90_ape": _quantile(errs, 0.9) if s else None, "median_signed": _quantile(s, 0.5) if s else None}
+    return {"predicted": len(s), "median_ape": quantile(errs, 0.5) if s else None,
+            "p90_ape": quantile(errs, 0.9) if s else None, "median_signed": quantile(s, 0.5) if s else None}
 
 
 def predict_table(path, columns, what: str, predict, *, db=None, params=None) -> list:
@@ -615,8 +606,8 @@ def stats(rows: list[RunRow]) -> dict:
     errs = [r.ape for r in pred]
     signed = [r.signed_frac for r in pred]
     return {"rows": len(rows), "predicted": len(pred), "predicted_frac": len(pred) / len(rows) if rows else None,
-            "median_ape": _quantile(errs, 0.5) if errs else None, "p90_ape": _quantile(errs, 0.9) if errs else None,
-            "median_signed": _quantile(signed, 0.5) if signed else None}
+            "median_ape": quantile(errs, 0.5) if errs else None, "p90_ape": quantile(errs, 0.9) if errs else None,
+            "median_signed": quantile(signed, 0.5) if signed else None}
 
 
 REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe", "hybrid",

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpusim import units
+from gpusim.stats import quantile
 
 #: issue 17's band for the median ratio (predicted MFU of the best layout / measured MFU of the tuned recipe)
 BAND = (0.95, 1.08)
@@ -240,11 +241,6 @@ def default_paths(kind: str = "dense") -> list[Path]:
     return [p] if p and p.is_file() else []
 
 
-def _quantile(xs: list[float], q: float) -> float | None:
-    """Linear-interpolated quantile (numpy's default); None for no values."""
-    import numpy as np
-
-    return float(np.quantile(np.asarray(xs, dtype=np.float64), q)) if xs else None
 
 
 def summarize(rows: list[SearchRow]) -> dict:
@@ -258,12 +254,12 @@ def summarize(rows: list[SearchRow]) -> dict:
         spares = [r.spare_bytes for r in rs if r.spare_bytes is not None]
         gains = [g for r in rs if (g := r.best_vs_stated_frac) is not None]
         out[part] = {"rows": len(rs), "searched": len(ratios),
-                     "median_ratio": _quantile(ratios, 0.5), "p10_ratio": _quantile(ratios, 0.1),
-                     "p90_ratio": _quantile(ratios, 0.9),
+                     "median_ratio": quantile(ratios, 0.5, empty=None), "p10_ratio": quantile(ratios, 0.1, empty=None),
+                     "p90_ratio": quantile(ratios, 0.9, empty=None),
                      "in_band": sum(BAND[0] <= x <= BAND[1] for x in ratios),
                      "min_spare_bytes": min(spares) if spares else None,
                      "below_headroom": sum(s < 0 for s in spares),
-                     "median_best_vs_stated_frac": _quantile(gains, 0.5)}
+                     "median_best_vs_stated_frac": quantile(gains, 0.5, empty=None)}
     return {"band": list(BAND), **out}
 
 

@@ -23,7 +23,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("gpusim.errors", "gpusim.units", "gpusim.checks", "gpusim.fsutil", "gpusim.diskcache", "gpusim.hardware",
                     "gpusim.hwdb", "gpusim.hwdb_data", "gpusim.params", "gpusim.strategy", "gpusim.profile",
                     "gpusim.topology", "gpusim.nccl_tests", "gpusim.workload", "gpusim.workload.*",
-                    "gpusim.checkpoint_sizing", "gpusim.textable", "gpusim.optimizers")),
+                    "gpusim.checkpoint_sizing", "gpusim.textable", "gpusim.optimizers", "gpusim.stats")),
     ("model", ("gpusim.model", "gpusim.model.*")),
     ("scenario", ("gpusim.scenario", "gpusim.layout", "gpusim.rules")),
     ("rows", ("gpusim.rows",)),

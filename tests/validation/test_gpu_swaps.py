@@ -73,8 +73,13 @@ def test_a_held_out_row_holds_the_swap_out_and_the_summary_keeps_the_parts_apart
     assert shown == {"c", None}
 
 
-def test_an_unknown_gpu_has_no_datasheet_figure():
-    assert math.isnan(VAB._peak_flop_per_s(__import__("gpusim.hwdb", fromlist=["load"]).load(), "no-such-gpu", "bf16"))
+def test_the_datasheet_figure_is_the_dense_peak_at_the_runs_precision():
+    from gpusim.hwdb import load
+
+    db = load()
+    assert VAB._peak_flop_per_s(db, "gb200", "mxfp8") == pytest.approx(5000e12)  # MXFP8 at the FP8 peak
+    assert VAB._peak_flop_per_s(db, "b200", "bf16") == pytest.approx(2250e12)
+    assert math.isnan(VAB._peak_flop_per_s(db, "no-such-gpu", "bf16"))
 
 
 def test_compare_names_the_gpu_swap_band_for_a_gpu_change_only():
