@@ -37,6 +37,7 @@ import numpy as np
 
 from gpusim import units
 from gpusim.errors import ScenarioError
+from gpusim.heap import retain_heap
 from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-exported for old callers)
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
@@ -380,6 +381,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
 
     if evaluate is None:
         from gpusim.model.step import evaluate
+    retain_heap()  # blocks of temporaries reused, not faulted in afresh (gpusim.heap)
     N = len(lay["tp"])
     bound = state_lower_bound_bytes(base, lay)
     over = (lay["reason"] == OK) & (bound > capacity_bytes)
@@ -630,6 +632,8 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     import pandas as pd
 
     from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
+
+    retain_heap()  # blocks of temporaries reused, not faulted in afresh (gpusim.heap)
     from gpusim.rows import option_scenario, resolve_hardware_table, resolve_precision, scenario_row, stack_rows
     from gpusim.sweeps import COLUMNS
 

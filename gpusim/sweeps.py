@@ -48,6 +48,7 @@ import numpy as np
 
 from gpusim import units
 from gpusim.errors import GpusimError, ScenarioError
+from gpusim.heap import retain_heap
 from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
 from gpusim.params import DEFAULT_PARAMS, ModelParams
 from gpusim.rows import (AUTO_PRECISION_ORDER, ROW_FIELDS, STEP_FIELDS, HardwareTable, hardware_arrays,  # noqa: F401
@@ -203,6 +204,7 @@ def _evaluate_chunked(idx: dict[str, np.ndarray], prec_of_row: np.ndarray, preci
                       params, chunk_rows, progress, done0, total, keep=_KEEP):
     """Evaluate rows ``idx`` (dict of per-row arrays) precision by precision, in chunks; returns dict of arrays."""
     n = len(prec_of_row)
+    retain_heap()  # blocks of temporaries reused, not faulted in afresh (gpusim.heap)
     # every row is written below
     out = {k: (np.zeros(n, dtype=bool) if k == "fits_in_memory" else np.empty(n)) for k in keep}
     done = done0

@@ -35,6 +35,8 @@ def _renumbered(ints: np.ndarray, span: int, max_k: int):
     present = np.flatnonzero(np.bincount(ints, minlength=span))
     if present.size > max_k:
         return None, 0
+    if present.size == span:  # every value occurs: the integers are the codes already
+        return ints, span
     lut = np.zeros(span, dtype=np.intp)
     lut[present] = np.arange(present.size)
     return np.take(lut, ints), present.size  # (take: faster than fancy indexing for a 1-D gather)
@@ -194,6 +196,8 @@ class Distinct:
             v = np.asarray(v)
             if v.ndim == 0 or (v.shape[0] == 1 and reps.size != 1):
                 return v  # the same for every row: broadcasts as it would have
+            if v.ndim == 1 and v.dtype.kind in "fiub" and v[0] == v[-1] and (v == v[0]).all():
+                return np.broadcast_to(v[:1], (rows,))  # one value in every group: a read-only view, no gather
             return np.take(v, inverse, axis=0)  # (= v[inverse], faster)
 
         return tuple(back(v) for v in out) if isinstance(out, tuple) else back(out)

@@ -52,3 +52,36 @@ def test_collective_time_alone_equals_the_full_choice_on_a_sweep_grouped_or_not(
         grouped = per_distinct(lambda *a: C.collective_min_time_s(coll, *a[:8], ll_max_busbw_bytes_per_s=a[8],
                                                                   ll128=a[9], **kw), args + [ll_max, ll128])
         np.testing.assert_array_equal(grouped, full)
+
+
+def test_contiguous_integers_are_their_own_codes_and_gaps_are_renumbered():
+    """A column whose values fill their span is coded by the values themselves (no renumbering pass); one with gaps is
+    renumbered 0..k-1 in order of value; both group exactly."""
+    from gpusim.model.distinct import _column_codes
+
+    a = np.tile([3.0, 4.0, 5.0, 6.0], 1000)  # every value of 3..6 occurs
+    codes, k = _column_codes(a, 100)
+    assert k == 4 and np.array_equal(codes, (a - 3.0).astype(np.intp))
+    gaps = np.tile([1.0, 2.0, 8.0, 64.0], 1000)  # tp-like degrees: 4 values in a span of 64
+    codes, k = _column_codes(gaps, 100)
+    assert k == 4 and set(codes[:4].tolist()) == {0, 1, 2, 3}
+    np.testing.assert_array_equal(codes, np.tile([0, 1, 2, 3], 1000))
+
+
+def test_an_output_the_same_in_every_group_comes_back_as_a_read_only_view_of_the_same_values():
+    """An output equal in every group is returned as a broadcast view (no gather): the same values as the direct
+    evaluation, one per row, and not writable (a caller that wrote into it would write into every row)."""
+    rows = 20_000
+    tp = np.tile([1.0, 2.0, 4.0, 8.0], rows // 4)
+
+    def fn(tp):
+        return tp * 2.0, np.zeros_like(tp), np.full_like(tp, np.nan)
+
+    got = per_distinct(fn, [tp])
+    want = fn(tp)
+    for g, w in zip(got, want):
+        assert g.shape == (rows,)
+        np.testing.assert_array_equal(g, w)
+    assert got[0].flags.writeable  # varies: gathered into a new array
+    assert not got[1].flags.writeable and got[1].strides == (0,)  # constant: a view of one value
+    assert got[2].flags.writeable  # NaN never equals itself: gathered, as before
