@@ -10,13 +10,14 @@ kernel on its first touch. Measured on the project's 2-CPU machine (``benchmarks
 over a million layouts): 0.89 M minor page faults and 1.9 s of system time under the defaults, more than the numpy
 arithmetic; 52 k faults and 0.1 s with the two thresholds below; the peak resident memory the same (296 MB).
 
-:func:`retain_heap` (called by the bulk evaluations: :func:`gpusim.search.evaluate_layouts`,
-:func:`gpusim.search.plan_layout_rows`, :func:`gpusim.sweeps.sweep`'s chunks, and the benchmarks that time them; the
-pure model, :mod:`gpusim.model`, does not touch the process) sets the mmap threshold to :data:`MMAP_THRESHOLD_BYTES` (glibc's largest on 64-bit, which also
+:func:`retain_heap` sets the mmap threshold to :data:`MMAP_THRESHOLD_BYTES` (glibc's largest on 64-bit, which also
 ends the dynamic adjustment) and the trim threshold to :data:`TRIM_THRESHOLD_BYTES` (a block's temporaries swing the
-heap by more than 64 MiB and less than 256 MiB today), once per process, where the C library is glibc. The cost: up
-to that much freed memory stays with the process after a large evaluation instead of returning to the system. Set
-``GPUSIM_KEEP_HEAP=0`` to leave the allocator as it is. This changes no result, only where the memory comes from.
+heap by more than 64 MiB and less than 256 MiB today: with 64 MiB the faults stay), once per process, where the C
+library is glibc. The bulk evaluations call it (:func:`gpusim.search.evaluate_layouts`,
+:func:`gpusim.search.plan_layout_rows`, the chunks of :mod:`gpusim.sweeps`, and the benchmarks that time them); the
+pure model, :mod:`gpusim.model`, never touches the process. The cost: up to that much freed memory stays with the
+process after a large evaluation instead of returning to the system. ``GPUSIM_KEEP_HEAP=0`` leaves the allocator as
+it is. No result changes, only where the memory comes from.
 """
 
 from __future__ import annotations

@@ -632,10 +632,10 @@ def plan_layout_rows(wl, options, counts_per_option, *, global_batch: int, preci
     import pandas as pd
 
     from gpusim.model.step import BOTTLENECKS, BREAKDOWN_KEYS, evaluate
-
-    retain_heap()  # blocks of temporaries reused, not faulted in afresh (gpusim.heap)
     from gpusim.rows import option_scenario, resolve_hardware_table, resolve_precision, scenario_row, stack_rows
     from gpusim.sweeps import COLUMNS
+
+    retain_heap()  # blocks of temporaries reused, not faulted in afresh (gpusim.heap)
 
     spec = transformer_of(wl)
     pins = pins or Pins()
