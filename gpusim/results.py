@@ -59,6 +59,8 @@ class PredictResult:
     measured_vs_predicted: dict | None = None
     calibration_file: str | None = None
     track_record: dict | None = None  # how far such predictions were from published runs (gpusim.track_record)
+    # [stop 55] an LLM layout's memory against the published peaks (gpusim.track_record.memory_record)
+    memory_record: dict | None = None
 
     def __getattr__(self, name: str):
         if name == "step":  # (not set yet: unpickling)
@@ -75,6 +77,8 @@ class PredictResult:
             d["calibration_file"] = self.calibration_file
         if self.track_record:
             d["track_record"] = self.track_record
+        if self.memory_record:
+            d["memory_record"] = self.memory_record
         return jsonable(d)
 
 
@@ -120,6 +124,8 @@ class SweepResult:
     # Megatron-Core's MoE software settings for an MoE model (simulation.software_advice: dicts of id, message,
     # gain_frac, change); empty when they add nothing
     software_advice: tuple = ()
+    # [stop 55] the best layout's memory against the published peaks (gpusim.track_record.memory_record)
+    memory_record: dict | None = None
 
     @property
     def feasible(self) -> bool:
@@ -129,6 +135,7 @@ class SweepResult:
         return jsonable({"best": self.best, "explanation": self.explanation, "versus_defaults": self.versus_defaults,
                          **({"track_record": self.track_record} if self.track_record else {}),
                          **({"search_record": self.search_record} if self.search_record else {}),
+                         **({"memory_record": self.memory_record} if self.memory_record else {}),
                          **({"software_advice": list(self.software_advice)} if self.software_advice else {}),
                          "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,

@@ -36,6 +36,11 @@ The bands (:data:`BAND_KEYS`) and the validation rows behind each:
   speed-up of the published A/B pairs (:mod:`gpusim.validation_ab`: two runs of one source and stated layout whose
   settings differ, and the comparisons published as two figures), as measured ratio / predicted ratio. ``compare``
   prints it under an LLM comparison that changes settings only (:func:`what_if_fields`).
+- ``llm-memory`` [stop 55]: peak memory of the published runs with their stated layouts (PyTorch's peak allocated
+  GiB on the fullest GPU, ``validation/runs_memory.csv``, :mod:`gpusim.validation_runs`), as measured / predicted
+  memory (not a speed: :meth:`Band.line` words it as more or less memory, :meth:`Band.memory_range` carries it to a
+  prediction). ``predict`` and ``sweep`` print it under an LLM layout's memory (``memory_record``), so a layout that
+  fits with a few GiB to spare is read against how far such figures have been from real peaks.
 - ``gpu-swap`` [stop 54]: what ``gpusim compare`` says moving one LLM layout to another GPU is worth: the speed-up of
   the published runs of one source at one layout on two GPUs (:func:`gpusim.validation_ab.gpu_swaps`), as measured
   ratio / predicted ratio. ``compare`` prints it under an LLM comparison that changes the GPU (or its node) only.
@@ -92,6 +97,7 @@ BAND_KEYS: dict[str, str] = {
     "what-if": ("published A/B comparisons of software settings (two runs of one source and layout, one or two "
                 "settings changed)"),
     "gpu-swap": "published runs of one source at one layout on two GPUs (the faster GPU's speed-up)",
+    "llm-memory": "published peak memory of LLM training runs with their stated layouts (PyTorch's peak allocated)",
 }
 #: what each band's absolute error is measured on
 QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time",
@@ -99,7 +105,9 @@ QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16":
             "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
             "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU", "what-if": "speed-up",
-            "gpu-swap": "speed-up"}
+            "gpu-swap": "speed-up", "llm-memory": "peak memory"}
+#: [stop 55] the bands whose ratio is measured / predicted memory, not a speed (:meth:`Band.line`)
+MEMORY_BANDS = ("llm-memory",)
 #: bands whose table holds no held-out row and whose rows the model's defaults were chosen with in view (README,
 #: Accuracy: "partly in-sample")
 IN_SAMPLE = ("data-parallel", "data-parallel-anchored", "single-gpu")
@@ -157,9 +165,14 @@ class Band:
         else:
             held = "; none held out"
         d = self.real_vs_predicted_speed_frac
+        if self.key in MEMORY_BANDS:  # [stop 55] the ratio is measured / predicted memory
+            sign = f"{abs(d):.1%} {'less' if d < 0 else 'more'} memory than predicted, more in " \
+                   f"{1.0 - self.slower_frac:.0%} of them"
+        else:
+            sign = f"{abs(d):.1%} {'slower' if d < 0 else 'faster'} than predicted, slower in {self.slower_frac:.0%} " \
+                   f"of them"
         out = (f"{self.label} ({self.coverage}): {self.rows} measurements, median {self.quantity} error "
-               f"{self.median_abs_frac:.1%}, p90 {self.p90_abs_frac:.1%}{held}; measured a median {abs(d):.1%} "
-               f"{'slower' if d < 0 else 'faster'} than predicted, slower in {self.slower_frac:.0%} of them")
+               f"{self.median_abs_frac:.1%}, p90 {self.p90_abs_frac:.1%}{held}; measured a median {sign}")
         if with_range:
             out += "; " + (self.range_text() if self.has_range else "too few runs for an 80% range")
         return out
@@ -167,8 +180,9 @@ class Band:
     def range_text(self) -> str:
         """The 80% range as ratios of the prediction ("80% of the 21 held-out runs measured 0.62x to 1.08x ...")."""
         which = f"the {self.range_rows} held-out runs" if self.range_held_out else "them"
+        what = "peak memory" if self.key in MEMORY_BANDS else "speed"
         return (f"80% of {which} measured {self.speed_ratio_p10:.2f}x to {self.speed_ratio_p90:.2f}x the predicted "
-                f"speed")
+                f"{what}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,6 +200,11 @@ class Band:
         """Where 80% of the published runs of this kind landed, carried to a predicted speed (a throughput, tokens
         per second, MFU): ``(speed x p10, speed x p90)`` of measured / predicted speed."""
         return speed * self.speed_ratio_p10, speed * self.speed_ratio_p90
+
+    def memory_range(self, memory_bytes: float) -> tuple[float, float]:
+        """[stop 55] Where 80% of the published peaks landed, carried to a predicted memory (a band of
+        :data:`MEMORY_BANDS`, whose ratio is measured / predicted memory): ``(bytes x p10, bytes x p90)``."""
+        return memory_bytes * self.speed_ratio_p10, memory_bytes * self.speed_ratio_p90
 
     def time_range(self, time_s: float) -> tuple[float, float]:
         """The same for a predicted time (a step, a training run): ``(time / p90, time / p10)``."""
@@ -275,6 +294,11 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
         # step time: speed ratio = predicted step / measured step
         put(_band(key, [(r.ape, 1.0 + r.signed_frac, r.holdout) for r in sel], f"{source} (gpusim.validation_runs)",
                   _coverage([r.gpu for r in sel])))
+
+    # [stop 55] peak memory: ratio = measured / predicted memory
+    mem = [r for r in runs if r.is_memory and r.signed_frac is not None]
+    put(_band("llm-memory", [(r.ape, _ratio(1.0, 1.0 + r.signed_frac), r.holdout) for r in mem],
+              "validation/runs_memory.csv (gpusim.validation_runs)", _coverage([r.gpu for r in mem])))
 
     if fsdp is None:
         fsdp_csv = VF.default_csv()
@@ -463,6 +487,29 @@ def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind
     if n_gpus <= 1:
         return "single-gpu"
     return "data-parallel-anchored" if anchored else "data-parallel"
+
+
+def memory_record(memory_bytes: float, allocated_bytes: float, capacity_bytes: float, *, llm: bool) -> dict | None:
+    """[stop 55] An LLM layout's ``memory_record``: the ``llm-memory`` band, with its 80% range carried to the
+    prediction (``memory_range_bytes``) and the GPU's capacity beside it (``capacity_bytes``); None for a prediction
+    that is not an LLM layout (the band's runs are all Megatron LLM layouts) or without a finite memory.
+
+    The band compares the allocator's share (``allocated_bytes``: weights, gradients, optimizer states, activations;
+    :func:`gpusim.validation_runs.allocated_bytes`) with PyTorch's peak allocated, so the range moves that share and
+    keeps the rest of ``memory_bytes`` (the fragmentation allowance, the CUDA context and communication buffers) as
+    predicted: ``(memory - allocated) + allocated x (p10, p90)``. Hand-worked: 70 GiB of which 60 allocated, ratios
+    1.01-1.18 -> 70.6 to 80.8 GiB. A calibration fits no memory parameter (gpusim.calibration), so the range is
+    carried whether or not the speed was calibrated."""
+    if not llm or not (math.isfinite(memory_bytes) and math.isfinite(allocated_bytes)) or memory_bytes <= 0:
+        return None
+    band = load().get("llm-memory")
+    if band is None:
+        return record_for(None, "llm-memory")
+    rest = memory_bytes - allocated_bytes
+    lo, hi = band.memory_range(allocated_bytes)
+    out = band.record(memory_range_bytes=(rest + lo, rest + hi))
+    out["capacity_bytes"] = float(capacity_bytes)
+    return out
 
 
 def band_key(result, workload=None) -> str | None:

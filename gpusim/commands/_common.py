@@ -84,3 +84,24 @@ def fmt(x: float | None, digits: int = 3) -> str:
     if isinstance(x, float) and not math.isfinite(x):
         return "inf"
     return f"{x:.{digits}g}"
+
+
+def print_memory_record(record: dict | None, what: str = "this layout") -> None:
+    """[stop 55] The "memory record" line under an LLM layout's memory (gpusim.track_record.memory_record): how far
+    gpusim's memory figures were from the published runs' peaks, and the 80% range carried to ``what``'s memory
+    against the GPU's capacity; nothing where the prediction is not an LLM layout."""
+    if not record:
+        return
+    from gpusim import units
+    from gpusim.track_record import report_line
+
+    cap = float(record.get("capacity_bytes", float("nan")))
+
+    def fmt(lo, hi):
+        out = f"a peak of {units.format_bytes(lo)} to {units.format_bytes(hi)} for {what}, of {units.format_bytes(cap)}"
+        if hi > cap:  # the runs' error repeated here would not fit: say what to do
+            out += ("; past the GPU's memory at the top of that range: leave more room (--memory-headroom) or take "
+                    "a layout with more free memory")
+        return out
+
+    print(f"memory record: {report_line(record, here=range_text(record, 'memory_range_bytes', fmt))}")

@@ -63,13 +63,17 @@ def predict_result(args):
         band, track_record.band_key(res, wl), calibrated=cal is not None,
         **({} if band is None else {"throughput_range_samples_per_s": band.speed_range(res.throughput_samples_per_s),
                                     "step_range_s": band.time_range(res.step_s)}))
+    from gpusim.validation_runs import allocated_bytes
+
+    memory = track_record.memory_record(res.memory_per_gpu_bytes, allocated_bytes(res, params),  # [stop 55]
+                                        res.memory_capacity_bytes, llm=bool(res.memory_per_stage_bytes))
     return PredictResult(res, interval=interval or None, measured_vs_predicted=gap or None,
                          calibration_file=str(args.calibration) if args.calibration else None,
-                         track_record=record), cal
+                         track_record=record, memory_record=memory), cal
 
 
 def cmd_predict(args) -> int:
-    from gpusim.commands._common import print_json, print_track_record, range_text
+    from gpusim.commands._common import print_json, print_memory_record, print_track_record, range_text
 
     out, cal = predict_result(args)
     if args.json:
@@ -83,6 +87,7 @@ def cmd_predict(args) -> int:
     step = range_text(out.track_record, "step_range_s",
                       lambda lo, hi: f"a step of {units.format_duration(lo)} to {units.format_duration(hi)}")
     print_track_record(out.track_record, here=f"{tput}, {step}" if tput and step else None, anchor_hint=True)
+    print_memory_record(out.memory_record)
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
     if out.measured_vs_predicted:

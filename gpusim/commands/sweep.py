@@ -81,16 +81,38 @@ def sweep_result(args):
             sband = track_record.load().get(skey)
             search = track_record.record_for(sband, skey, calibrated=cal is not None, **(
                 {} if sband is None else {"mfu_range_frac": sband.speed_range(float(best["mfu_frac"]))}))
+    moe_pins = {k: pinned[k] for k in MOE_OPTIONS if pinned[k] is not None}
+    memory = None if best is None else best_memory_record(scn, best, int(args.global_batch), db, params, moe_pins)
     advice: list = []
     if best is not None:  # [issue 17] what FP8 and the MoE software settings would add to the best layout
-        advice = software_advice(scn, best, int(args.global_batch), db, params,
-                                 {k: pinned[k] for k in MOE_OPTIONS if pinned[k] is not None})
+        advice = software_advice(scn, best, int(args.global_batch), db, params, moe_pins)
     out = SweepResult(best=best, explanation=explain_best(res, domain),
                       layouts=rows, n_layouts=int(res["n"]), n_feasible=int(res["feasible"].sum()), elapsed_s=elapsed,
                       global_batch=int(args.global_batch),
                       versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
-                      track_record=record, search_record=search, software_advice=tuple(advice))
+                      track_record=record, search_record=search, software_advice=tuple(advice),
+                      memory_record=memory)
     return out, scn
+
+
+def best_memory_record(scn, best: dict, global_batch: int, db, params, moe_pins: dict) -> dict | None:
+    """[stop 55] The best layout's ``memory_record`` (:func:`gpusim.track_record.memory_record`): its memory
+    against the published runs' peaks, from the layout's own prediction (the search's rows carry the total, not the
+    allocator's share the band is measured on). None where the scenario cannot take the layout back (as
+    :func:`software_advice`)."""
+    from gpusim import track_record
+    from gpusim.errors import GpusimError
+    from gpusim.search import layout_scenario
+    from gpusim.simulation import simulate
+    from gpusim.validation_runs import allocated_bytes
+
+    try:
+        res = simulate(layout_scenario(scn, best, global_batch=global_batch, **moe_pins), db=db, params=params,
+                       recommend=False)
+    except (GpusimError, ValueError):  # (pydantic's ValidationError is a ValueError)
+        return None
+    return track_record.memory_record(res.memory_per_gpu_bytes, allocated_bytes(res, params),
+                                      res.memory_capacity_bytes, llm=True)
 
 
 def software_advice(scn, best: dict, global_batch: int, db, params, moe_pins: dict) -> list[dict]:
@@ -170,4 +192,7 @@ def cmd_sweep(args) -> int:
             here = range_text(out.search_record, "mfu_range_frac",
                               lambda lo, hi: f"{lo:.1%} to {hi:.1%} MFU for the best layout")
             print(f"search record: {report_line(out.search_record, here=here)}")
+        from gpusim.commands._common import print_memory_record
+
+        print_memory_record(out.memory_record, "the best layout")
     return 0

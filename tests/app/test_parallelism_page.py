@@ -37,6 +37,9 @@ def test_parallelism_page_shows_grid_breakdown_and_schedule():
     assert any(c.value.startswith("**Track record**: published dense") for c in at.caption)
     # [issue 17] the search's best layout also shows what such a best promised on the tuned recipes
     assert any(c.value.startswith("**Search record**: published vendor-tuned dense recipes") for c in at.caption)
+    # [stop 55] and its memory against the published runs' peaks, with the range carried to this layout
+    mem = [c.value for c in at.caption if c.value.startswith("**Memory record**: published peak memory")]
+    assert len(mem) == 1 and "Here: a peak of " in mem[0]
 
 
 def test_parallelism_page_full_recompute_lowers_memory():

@@ -434,3 +434,64 @@ def test_the_what_if_band_hand_worked():
     assert b.median_abs_frac == pytest.approx((1.0 - 1.1 / 1.2) / 2, abs=1e-4)
     assert b.real_vs_predicted_speed_frac == pytest.approx((1.2 / 1.1 + 1.0) / 2 - 1.0, abs=1e-4)
     assert set(T.compute(dp=[], runs=[], fsdp=[], sweeps=[], searched=[], searched_moe=[], later=[], ab=[])) == set()
+
+
+def test_the_memory_band_hand_worked(monkeypatch):
+    """[stop 55] The peak-memory band's ratio is measured / predicted memory: three rows measured 1.1x, 1.2x and
+    0.9x the predicted peak (median 1.1: a median 10% more memory, more in 2 of 3), worded as memory, not speed; its
+    range moves the allocator's share only: 70 GiB of which 60 allocated, ratios 1.01-1.18 -> 70.6 to 80.8 GiB."""
+    b = T._band("llm-memory", [(0.1 / 1.1, 1.1, False), (0.2 / 1.2, 1.2, True), (0.1 / 0.9, 0.9, False)], "test",
+                "runs on h100-sxm")
+    assert b.real_vs_predicted_speed_frac == pytest.approx(0.1) and b.slower_frac == pytest.approx(1 / 3, abs=1e-4)
+    line = b.line()
+    assert "a median 10.0% more memory than predicted, more in 67% of them" in line
+    assert "slower" not in line and "faster" not in line and "too few runs" in line
+    band = dataclasses.replace(b, speed_ratio_p10=1.01, speed_ratio_p90=1.18, range_rows=14)
+    assert "measured 1.01x to 1.18x the predicted peak memory" in band.line()
+    monkeypatch.setattr(T, "load", lambda path=None: {"llm-memory": band})
+    gib = 2.0 ** 30
+    rec = T.memory_record(70 * gib, 60 * gib, 80 * gib, llm=True)
+    assert rec["memory_range_bytes"] == pytest.approx([(10 + 60 * 1.01) * gib, (10 + 60 * 1.18) * gib])
+    assert rec["capacity_bytes"] == 80 * gib and rec["key"] == "llm-memory"
+    assert T.memory_record(70 * gib, 60 * gib, 80 * gib, llm=False) is None  # not an LLM layout: no band speaks
+    assert T.memory_record(float("nan"), 60 * gib, 80 * gib, llm=True) is None
+
+
+def test_the_memory_band_is_validates_peak_memory_table(computed):
+    """[stop 55] The band's figures are gpusim validate's peak-memory rows (validation/runs_memory.csv)."""
+    from gpusim import validation_runs as VR
+
+    rows = [r for r in VR.run() if r.is_memory and r.signed_frac is not None]
+    band = computed["llm-memory"]
+    assert band.rows == len(rows) and band.held_out_rows == sum(r.holdout for r in rows)
+    assert band.median_abs_frac == pytest.approx(sorted(r.ape for r in rows)[len(rows) // 2], abs=0.02)
+    # measured / predicted memory: more than predicted where gpusim's figure was low (signed < 0)
+    assert band.slower_frac == pytest.approx(sum(r.signed_frac > 0 for r in rows) / len(rows), abs=1e-4)
+
+
+def test_predict_and_sweep_report_the_memory_band_of_an_llm_layout(capsys):
+    """[stop 55] predict and sweep carry the memory band under an LLM layout (JSON ``memory_record``, the text's
+    "memory record" line with the range against the GPU's memory), the API the same; a CNN gets none."""
+    import gpusim
+    from gpusim.cli import main
+    from gpusim.validation_runs import allocated_bytes
+
+    r = gpusim.predict(model="llama3-8b", gpu="h100-sxm", gpus=8, tp=2, micro_batch=1, global_batch=64)
+    rec = r.memory_record
+    band = T.load()["llm-memory"]
+    alloc = allocated_bytes(r.step)
+    rest = r.memory_per_gpu_bytes - alloc
+    assert rec["memory_range_bytes"] == pytest.approx([rest + alloc * band.speed_ratio_p10,
+                                                       rest + alloc * band.speed_ratio_p90])
+    assert rec["capacity_bytes"] == r.memory_capacity_bytes and r.to_dict()["memory_record"] == rec
+    assert gpusim.predict(model="resnet50", gpu="h100-sxm", gpus=8, per_gpu_batch=64).memory_record is None
+    assert main(["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "2", "--micro-batch", "1",
+                 "--global-batch", "64"]) == 0
+    assert "memory record: published peak memory of LLM training runs" in capsys.readouterr().out
+    s = gpusim.sweep(model="llama3.1-8b", gpu="h100-sxm", gpus=8, global_batch=128)
+    lo, hi = s.memory_record["memory_range_bytes"]
+    assert lo < hi and s.to_dict()["memory_record"] == s.memory_record
+    assert lo >= s.best["memory_per_gpu_bytes"] * 0.99  # the published peaks ran above gpusim's figure
+    assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "memory record: " in out and "for the best layout, of 80 GiB" in out
