@@ -238,9 +238,9 @@ def summarize_memory(ab: list[AbMemoryPair]) -> dict:
     for part, held in (("open", False), ("held_out", True)):
         ps = [p for p in ab if p.holdout == held]
         judged = [p.direction_ok for p in ps if p.direction_ok is not None]
-        out[part] = {"pairs": len(ps), "median_abs_error_bytes": _median([abs(p.error_bytes) for p in ps]),
-                     "median_measured_saving_bytes": _median([p.measured_saving_bytes for p in ps]),
-                     "median_predicted_saving_bytes": _median([p.predicted_saving_bytes for p in ps]),
+        out[part] = {"pairs": len(ps), "median_abs_error_bytes": quantile([abs(p.error_bytes) for p in ps], 0.5),
+                     "median_measured_saving_bytes": quantile([p.measured_saving_bytes for p in ps], 0.5),
+                     "median_predicted_saving_bytes": quantile([p.predicted_saving_bytes for p in ps], 0.5),
                      "direction_judged": len(judged), "direction_right": sum(judged)}
     return out
 
@@ -305,7 +305,6 @@ def scenario_items(results, *, paths=None, db=None) -> list[tuple]:
 def run(results, *, paths=None, db=None) -> list[AbPair]:
     """The A/B pairs among ``results`` (:func:`scenario_items`)."""
     return pairs(scenario_items(results, paths=paths, db=db))
-
 
 
 # ---- [stop 54] the same published layout on two GPUs ---------------------------------------------------------------
@@ -381,12 +380,12 @@ def summarize_swaps(swaps: list[SwapPair]) -> dict:
     def block(ps):
         judged = [p for p in ps if p.direction_ok is not None]
         return {"pairs": len(ps),
-                "median_abs_error_frac": _median([abs(p.error_frac) for p in ps]),
+                "median_abs_error_frac": quantile([abs(p.error_frac) for p in ps], 0.5),
                 "p90_abs_error_frac": quantile([abs(p.error_frac) for p in ps], 0.9),
-                "median_signed_error_frac": _median([p.error_frac for p in ps]),
-                "datasheet_median_abs_error_frac": _median([abs(p.datasheet_error_frac) for p in ps]),
+                "median_signed_error_frac": quantile([p.error_frac for p in ps], 0.5),
+                "datasheet_median_abs_error_frac": quantile([abs(p.datasheet_error_frac) for p in ps], 0.5),
                 "datasheet_p90_abs_error_frac": quantile([abs(p.datasheet_error_frac) for p in ps], 0.9),
-                "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in ps]),
+                "median_measured_speedup_frac": quantile([p.measured_speedup_frac for p in ps], 0.5),
                 "direction_judged": len(judged), "direction_right": sum(bool(p.direction_ok) for p in judged),
                 "datasheet_direction_right": sum(p.datasheet_speedup_frac > 0.0 for p in judged)}
 
@@ -556,12 +555,12 @@ def summarize_releases(steps: list[ReleaseStep]) -> dict:
         same, moved = [p for p in ps if not p.settings], [p for p in ps if p.settings]
         sizes = [abs(p.measured_speedup_frac) for p in same]
         out[part] = {
-            "container_only": {"steps": len(same), "median_abs_change_frac": _median(sizes),
+            "container_only": {"steps": len(same), "median_abs_change_frac": quantile(sizes, 0.5),
                                "p90_abs_change_frac": float(np.quantile(sizes, 0.9)) if sizes else math.nan},
             "settings_changed": {"steps": len(moved),
-                                 "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in moved]),
-                                 "median_predicted_speedup_frac": _median([p.predicted_speedup_frac for p in moved]),
-                                 "median_abs_error_frac": _median([abs(p.error_frac) for p in moved])}}
+                                 "median_measured_speedup_frac": quantile([p.measured_speedup_frac for p in moved], 0.5),
+                                 "median_predicted_speedup_frac": quantile([p.predicted_speedup_frac for p in moved], 0.5),
+                                 "median_abs_error_frac": quantile([abs(p.error_frac) for p in moved], 0.5)}}
     return out
 
 
@@ -604,25 +603,15 @@ def print_releases(steps: list[ReleaseStep], print_table, *, holdout_rows: bool 
               f"median {m['median_abs_error_frac'] * 100:.1f} points)")
 
 
-def _median(xs):
-    xs = sorted(xs)
-    if not xs:
-        return math.nan
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
-
-
-
-
 def summarize(ab: list[AbPair]) -> dict:
     """Per part (open, held out) and per setting: pairs, the median absolute error of the speed-up (fraction points),
     the median measured and predicted speed-ups, and how many pairs whose measured speed-up exceeds
     :data:`NOISE_FRAC` gpusim orders the same way (held-out settings: their pair counts only)."""
     def block(ps):
         judged = [p.direction_ok for p in ps if p.direction_ok is not None]
-        return {"pairs": len(ps), "median_abs_error_frac": _median([abs(p.error_frac) for p in ps]),
-                "median_measured_speedup_frac": _median([p.measured_speedup_frac for p in ps]),
-                "median_predicted_speedup_frac": _median([p.predicted_speedup_frac for p in ps]),
+        return {"pairs": len(ps), "median_abs_error_frac": quantile([abs(p.error_frac) for p in ps], 0.5),
+                "median_measured_speedup_frac": quantile([p.measured_speedup_frac for p in ps], 0.5),
+                "median_predicted_speedup_frac": quantile([p.predicted_speedup_frac for p in ps], 0.5),
                 "direction_judged": len(judged), "direction_right": sum(judged)}
 
     out = {}
