@@ -399,7 +399,8 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                       f"launch-bound, the regime in which published runs were slowest against gpusim "
                                       f"(the open published runs past this line measured a median "
                                       f"{X86_MOE_LAUNCH_BOUND_STEP_RATIO[0]:.2f}x its step time and up to 2x, those "
-                                      f"below it {X86_MOE_LAUNCH_BOUND_STEP_RATIO[1]:.2f}x; Megatron-Bridge 25.11 / 26.02: Qwen3-30B-A3B in MXFP8 on 8 "
+                                      f"below it {X86_MOE_LAUNCH_BOUND_STEP_RATIO[1]:.2f}x; Megatron-Bridge 25.11 / "
+                                      f"26.02: Qwen3-30B-A3B in MXFP8 on 8 "
                                       f"B200 at one 4,096-token sequence per GPU took 8.8-9.2 ms per layer pass "
                                       f"against 6.7 predicted). Read this step time as optimistic; more tokens per "
                                       f"micro-batch or CUDA graphs (--cuda-graph-scope) leave the regime.", None, {},

@@ -42,8 +42,8 @@ from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-ex
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
                           layout_reason_codes, nvlink_domain_gpus, padded_layers, transformer_of)
-from gpusim.rules import (R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp, check_memory_saving, cli_flags,  # [issue 17]
-                          mamba_layout_bad, offload_layout_bad)
+from gpusim.rules import (R_MAMBA, R_OFFLOAD, allocation_block, check_fused_mlp,  # [issue 17]
+                          check_memory_saving, cli_flags, mamba_layout_bad, offload_layout_bad)
 from gpusim.strategy import MODULE_SET_RECOMPUTES, Strategy
 
 

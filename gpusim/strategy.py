@@ -91,7 +91,8 @@ RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "m
 #: ``recompute="none"`` (``"selective"`` with ``core_attn``) with those ``recompute_modules``
 MODULE_SET_RECOMPUTES = ("layernorm+moe_act", "layernorm+moe_act+mla_up_proj",
                          # [stop 53] the whole MoE block (Megatron-Core's ``moe`` module) with the norms: what
-                         # Megatron-MoE-ModelZoo's long-context Qwen3-235B runs recompute (--recompute-modules layernorm moe)
+                         # Megatron-MoE-ModelZoo's long-context Qwen3-235B runs recompute
+                         # (--recompute-modules layernorm moe)
                          "layernorm+moe")
 
 #: [issue 17] the attention kernel (Strategy.attention; the CLI's --attention, the planner's "Attention kernel")

@@ -564,8 +564,8 @@ def what_if_record(changed: list[str], *, llm: bool, ratio: float, calibrated: b
     """The ``track_record`` of one ``gpusim compare`` gap: the ``what-if`` band with its 80% range carried to the
     predicted throughput ``ratio`` where the comparison is of LLM layouts and ``changed`` (the inputs that differ)
     are all software settings (:func:`what_if_fields`); [stop 54] the ``gpu-swap`` band where they are the GPU (its
-    node template, the node count: :data:`gpusim.validation_ab.SWAP_FIELDS`) alone; else ``{"key": "what-if", "reason": ...}`` saying
-    why no band applies."""
+    node template, the node count: :data:`gpusim.validation_ab.SWAP_FIELDS`) alone; else ``{"key": "what-if",
+    "reason": ...}`` saying why no band applies."""
     allowed = what_if_fields()
     other = sorted(k.removeprefix("strategy.") for k in changed if k not in allowed)
     if not llm:

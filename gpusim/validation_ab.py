@@ -31,8 +31,6 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from gpusim.stats import quantile
 
 #: the scenario fields that make the layout: a pair agrees on all of them
@@ -345,9 +343,10 @@ def _peak_flop_per_s(db, gpu: str, precision: str) -> float:
 def gpu_swaps(items, *, db=None) -> list[SwapPair]:
     """[stop 54] The GPU swaps among ``items`` (``(RunRow, scenario key)`` of step-time rows, :func:`scenario_items`):
     every two rows of one source whose scenario keys agree on the layout (:data:`LAYOUT_FIELDS` but the node) and the
-    precision and whose GPUs differ (the GPU or node template, :data:`SWAP_FIELDS`); settings may differ. ``A`` is the run measured slower; a pair
-    with a held-out row is held out. Hand-worked: 4,040 and 5,003 tokens/s per GPU on GB200 and GB300 at one layout
-    measure a +23.8% speed-up; gpusim's steps 1.00 s and 0.80 s predict +25.0%: an error of +1.2 points."""
+    precision and whose GPUs differ (the GPU or node template, :data:`SWAP_FIELDS`); settings may differ. The slower
+    run (``slow_run``) is the one measured slower; a pair with a held-out row is held out. Hand-worked: 4,040 and
+    5,003 tokens/s per GPU on GB200 and GB300 at one layout measure a +23.8% speed-up; gpusim's steps 1.00 s and
+    0.80 s predict +25.0%: an error of +1.2 points."""
     from gpusim.hwdb import load
 
     db = db or load()
@@ -556,11 +555,12 @@ def summarize_releases(steps: list[ReleaseStep]) -> dict:
         sizes = [abs(p.measured_speedup_frac) for p in same]
         out[part] = {
             "container_only": {"steps": len(same), "median_abs_change_frac": quantile(sizes, 0.5),
-                               "p90_abs_change_frac": float(np.quantile(sizes, 0.9)) if sizes else math.nan},
-            "settings_changed": {"steps": len(moved),
-                                 "median_measured_speedup_frac": quantile([p.measured_speedup_frac for p in moved], 0.5),
-                                 "median_predicted_speedup_frac": quantile([p.predicted_speedup_frac for p in moved], 0.5),
-                                 "median_abs_error_frac": quantile([abs(p.error_frac) for p in moved], 0.5)}}
+                               "p90_abs_change_frac": quantile(sizes, 0.9)},
+            "settings_changed": {
+                "steps": len(moved),
+                "median_measured_speedup_frac": quantile([p.measured_speedup_frac for p in moved], 0.5),
+                "median_predicted_speedup_frac": quantile([p.predicted_speedup_frac for p in moved], 0.5),
+                "median_abs_error_frac": quantile([abs(p.error_frac) for p in moved], 0.5)}}
     return out
 
 

@@ -230,8 +230,6 @@ def run(path=None, *, db=None, params=None) -> list[FsdpRow]:
     return [predict_row(r, db=db, params=params(r.get("gpu")) if callable(params) else params) for r in rows]
 
 
-
-
 def stats(rows: list[FsdpRow], constant_mfu_frac: float | None) -> dict:
     """MFU and step errors of ``rows`` (absolute relative: median, p90; signed median) and the constant predictor's
     MFU errors on the same rows."""
@@ -240,12 +238,15 @@ def stats(rows: list[FsdpRow], constant_mfu_frac: float | None) -> dict:
     step = [abs(r.step_signed_frac) for r in pred if r.step_signed_frac is not None]
     const = ([abs(constant_mfu_frac / r.measured_mfu_frac - 1.0) for r in rows if r.measured_mfu_frac > 0]
              if constant_mfu_frac is not None else [])
+    def q(xs, level):
+        return quantile(xs, level, empty=None)
+
     return {"rows": len(rows), "predicted": len(pred),
-            "mfu_median_ape": quantile(mfu, 0.5, empty=None), "mfu_p90_ape": quantile(mfu, 0.9, empty=None),
-            "mfu_median_signed": quantile([r.mfu_signed_frac for r in pred], 0.5, empty=None),
-            "step_median_ape": quantile(step, 0.5, empty=None), "step_p90_ape": quantile(step, 0.9, empty=None),
-            "constant_median_ape": quantile(const, 0.5, empty=None), "constant_p90_ape": quantile(const, 0.9, empty=None),
-            "beats_constant": (None if not mfu or not const else quantile(mfu, 0.5, empty=None) < quantile(const, 0.5, empty=None))}
+            "mfu_median_ape": q(mfu, 0.5), "mfu_p90_ape": q(mfu, 0.9),
+            "mfu_median_signed": q([r.mfu_signed_frac for r in pred], 0.5),
+            "step_median_ape": q(step, 0.5), "step_p90_ape": q(step, 0.9),
+            "constant_median_ape": q(const, 0.5), "constant_p90_ape": q(const, 0.9),
+            "beats_constant": None if not mfu or not const else q(mfu, 0.5) < q(const, 0.5)}
 
 
 def summarize(results: list[FsdpRow]) -> dict:
