@@ -512,6 +512,34 @@ def memory_record(memory_bytes: float, allocated_bytes: float, capacity_bytes: f
     return out
 
 
+def memory_record_for(result, params=None) -> dict | None:
+    """[stop 55] :func:`memory_record` of a :class:`~gpusim.simulation.StepResult`: its memory, its allocator share
+    (:func:`gpusim.validation_runs.allocated_bytes` with ``params``' fragmentation allowance) and its GPU's capacity;
+    None unless it is an LLM layout (a result with per-stage memory)."""
+    from gpusim.validation_runs import allocated_bytes
+
+    return memory_record(result.memory_per_gpu_bytes, allocated_bytes(result, params), result.memory_capacity_bytes,
+                         llm=bool(result.memory_per_stage_bytes))
+
+
+def memory_here(record: dict | None, what: str, *, headroom: str = "more headroom") -> str | None:
+    """[stop 55] The ``memory_record``'s range in words ("a peak of 78.1 GiB to 90.8 GiB for the best layout, of 80
+    GiB"), with what to do where the top of the range passes the GPU's memory (``headroom``: how the front end names
+    the setting); None where the record carries no range."""
+    from gpusim import units
+
+    span = (record or {}).get("memory_range_bytes")
+    if not span:
+        return None
+    lo, hi = span
+    cap = float(record.get("capacity_bytes", math.nan))
+    out = f"a peak of {units.format_bytes(lo)} to {units.format_bytes(hi)} for {what}, of {units.format_bytes(cap)}"
+    if hi > cap:  # the runs' error repeated here would not fit: say what to do
+        out += (f"; past the GPU's memory at the top of that range: leave {headroom} or take a layout with more "
+                f"free memory")
+    return out
+
+
 def band_key(result, workload=None) -> str | None:
     """:func:`key_for` of a :class:`~gpusim.simulation.StepResult`; ``workload`` (the scenario's Workload) tells an
     MoE model on any path (without it, only ``ep > 1`` or the layer's MoE share, ``layer_s["moe_layer_frac"]``, of

@@ -739,21 +739,13 @@ def memory_record_caption(res, params=None) -> None:
     """[stop 55] The "memory record" caption under an LLM layout's prediction (``gpusim predict``'s and ``sweep``'s
     line: gpusim.track_record.memory_record): how far gpusim's memory figures were from the published runs' peaks, the
     range carried to this layout's memory against the GPU's; nothing for a prediction that is not an LLM layout."""
-    from gpusim import track_record, units
-    from gpusim.validation_runs import allocated_bytes
+    from gpusim import track_record
 
-    rec = track_record.memory_record(res.memory_per_gpu_bytes, allocated_bytes(res, params), res.memory_capacity_bytes,
-                                     llm=bool(res.memory_per_stage_bytes))
+    rec = track_record.memory_record_for(res, params)
     if not rec:
         return
-    here = ""
-    if rec.get("memory_range_bytes"):
-        lo, hi = rec["memory_range_bytes"]
-        here = (f" Here: a peak of {units.format_bytes(lo)} to {units.format_bytes(hi)} of "
-                f"{units.format_bytes(res.memory_capacity_bytes)}"
-                + (": past the GPU's memory at the top of that range, so leave more room or take a layout with "
-                   "more free memory." if hi > res.memory_capacity_bytes else "."))
-    st.caption(f"**Memory record**: {track_record.report_line(rec)}.{here}",
+    here = track_record.memory_here(rec, "this layout", headroom="more room (the memory headroom)")
+    st.caption(f"**Memory record**: {track_record.report_line(rec)}." + (f" Here: {here}." if here else ""),
                help="gpusim validate's peak-memory figures (validation/runs_memory.csv): PyTorch's peak allocated "
                     "against gpusim's allocator share; a report, not a correction of the memory above")
 

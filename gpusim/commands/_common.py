@@ -92,16 +92,7 @@ def print_memory_record(record: dict | None, what: str = "this layout") -> None:
     against the GPU's capacity; nothing where the prediction is not an LLM layout."""
     if not record:
         return
-    from gpusim import units
-    from gpusim.track_record import report_line
+    from gpusim.track_record import memory_here, report_line
 
-    cap = float(record.get("capacity_bytes", float("nan")))
-
-    def fmt(lo, hi):
-        out = f"a peak of {units.format_bytes(lo)} to {units.format_bytes(hi)} for {what}, of {units.format_bytes(cap)}"
-        if hi > cap:  # the runs' error repeated here would not fit: say what to do
-            out += ("; past the GPU's memory at the top of that range: leave more room (--memory-headroom) or take "
-                    "a layout with more free memory")
-        return out
-
-    print(f"memory record: {report_line(record, here=range_text(record, 'memory_range_bytes', fmt))}")
+    here = memory_here(record, what, headroom="more room (--memory-headroom)")
+    print(f"memory record: {report_line(record, here=here)}")

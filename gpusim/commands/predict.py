@@ -63,10 +63,7 @@ def predict_result(args):
         band, track_record.band_key(res, wl), calibrated=cal is not None,
         **({} if band is None else {"throughput_range_samples_per_s": band.speed_range(res.throughput_samples_per_s),
                                     "step_range_s": band.time_range(res.step_s)}))
-    from gpusim.validation_runs import allocated_bytes
-
-    memory = track_record.memory_record(res.memory_per_gpu_bytes, allocated_bytes(res, params),  # [stop 55]
-                                        res.memory_capacity_bytes, llm=bool(res.memory_per_stage_bytes))
+    memory = track_record.memory_record_for(res, params)  # [stop 55] an LLM layout's memory against published peaks
     return PredictResult(res, interval=interval or None, measured_vs_predicted=gap or None,
                          calibration_file=str(args.calibration) if args.calibration else None,
                          track_record=record, memory_record=memory), cal

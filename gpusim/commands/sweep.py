@@ -104,15 +104,13 @@ def best_memory_record(scn, best: dict, global_batch: int, db, params, moe_pins:
     from gpusim.errors import GpusimError
     from gpusim.search import layout_scenario
     from gpusim.simulation import simulate
-    from gpusim.validation_runs import allocated_bytes
 
     try:
         res = simulate(layout_scenario(scn, best, global_batch=global_batch, **moe_pins), db=db, params=params,
                        recommend=False)
     except (GpusimError, ValueError):  # (pydantic's ValidationError is a ValueError)
         return None
-    return track_record.memory_record(res.memory_per_gpu_bytes, allocated_bytes(res, params),
-                                      res.memory_capacity_bytes, llm=True)
+    return track_record.memory_record_for(res, params)
 
 
 def software_advice(scn, best: dict, global_batch: int, db, params, moe_pins: dict) -> list[dict]:

@@ -453,6 +453,14 @@ def test_the_memory_band_hand_worked(monkeypatch):
     rec = T.memory_record(70 * gib, 60 * gib, 80 * gib, llm=True)
     assert rec["memory_range_bytes"] == pytest.approx([(10 + 60 * 1.01) * gib, (10 + 60 * 1.18) * gib])
     assert rec["capacity_bytes"] == 80 * gib and rec["key"] == "llm-memory"
+    # in words, with what to do where the top of the range passes the GPU's memory (80.8 > 80 GiB), and without it
+    # where it does not (a 96 GiB GPU)
+    assert T.memory_here(rec, "x", headroom="room") == ("a peak of 70.6 GiB to 80.8 GiB for x, of 80 GiB; past the "
+                                                        "GPU's memory at the top of that range: leave room or take a "
+                                                        "layout with more free memory")
+    roomy = T.memory_record(70 * gib, 60 * gib, 96 * gib, llm=True)
+    assert T.memory_here(roomy, "x") == "a peak of 70.6 GiB to 80.8 GiB for x, of 96 GiB"
+    assert T.memory_here(None, "x") is None
     assert T.memory_record(70 * gib, 60 * gib, 80 * gib, llm=False) is None  # not an LLM layout: no band speaks
     assert T.memory_record(float("nan"), 60 * gib, 80 * gib, llm=True) is None
 
