@@ -52,6 +52,12 @@ def main(rows: int = 1_000_000) -> None:
     print(f"enumeration: {len(lay['tp'])} layouts of 1024 GPUs in {t_enum * 1e3:.1f} ms")
     print(f"model (best of 3): {rows} layouts in {t:.2f} s wall, {cpu:.2f} s CPU = {rows / cpu:,.0f} layouts per CPU-second "
           f"({rows / t:,.0f} per wall second; one process; glibc heap kept between blocks: {'yes' if heap else 'no'})")
+    try:  # the process's peak resident memory (Linux: KiB), the same with the heap kept or not (gpusim.heap)
+        import resource
+
+        print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    except ImportError:  # (not on Windows)
+        pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"target (issue 17): at least {TARGET_PER_CPU_S:,.0f} layouts per CPU-second on a quiet machine: "
           f"{'met' if rows / cpu >= TARGET_PER_CPU_S else 'NOT met'} (load average {load:.2f}; "

@@ -8,7 +8,7 @@ start, raised only as far as the largest chunk freed so far) gets fresh pages fr
 heap it goes back to the kernel. Either way the next block's temporaries are new pages, each zero-filled by the
 kernel on its first touch. Measured on the project's 2-CPU machine (``benchmarks/layout_search.py``, three passes
 over a million layouts): 0.89 M minor page faults and 1.9 s of system time under the defaults, more than the numpy
-arithmetic; 52 k faults and 0.1 s with the two thresholds below; the peak resident memory the same (296 MB).
+arithmetic; 52 k faults and 0.1 s with the two thresholds below; the peak resident memory the same (290 MiB).
 
 :func:`retain_heap` sets the mmap threshold to :data:`MMAP_THRESHOLD_BYTES` (glibc's largest on 64-bit, which also
 ends the dynamic adjustment) and the trim threshold to :data:`TRIM_THRESHOLD_BYTES` (a block's temporaries swing the
