@@ -574,6 +574,37 @@ CONFIG_COLUMNS = ("mode", "node", "node_kind", "gpu", "gpus_per_node", "nodes", 
                   "layout", "tp", "cp", "pp", "vp", "ep", "recompute", "pp_bubble_frac", "layout_why")  # [issue 12] layouts
 
 
+def recommendation_scenario(config: Mapping[str, Any], workload, db, params=None,
+                            software: Mapping[str, Any] | None = None):
+    """[stop 56] A plan's recommended configuration (``config``: ``recommendation["configuration"]``) that is an LLM
+    layout of ``workload``, rebuilt as the :class:`~gpusim.simulation.Scenario` it was ranked as, with the precision and
+    software settings the plan was given (``software``: the MoE options and CUDA-graph scope it was pinned to), and
+    that scenario's :class:`~gpusim.simulation.StepResult`: ``(scenario, result)``. None when the configuration is not
+    a layout, or when the rebuild is not exact: its predicted throughput must match the plan row's within 1% (an
+    answer about a different scenario would be about something else). The per-layout figures a plan row does not
+    carry (the allocator's share of memory, predict's software advice) are read from it."""
+    from gpusim.rows import option_scenario
+    from gpusim.search import layout_scenario
+    from gpusim.simulation import simulate
+    from gpusim.sweeps import HardwareOption
+
+    if not config or not config.get("layout") or getattr(workload, "transformer", None) is None:
+        return None
+    opt = HardwareOption(gpu=str(config["gpu"]), gpus_per_node=int(config["gpus_per_node"]),
+                         node=None if config["node_assumed"] else str(config["node"]))
+    try:
+        scn = layout_scenario(option_scenario(workload, opt, db, int(config["nodes"]), kind=str(config["strategy"]),
+                                              precision=str(config["precision"]), recompute="none", per_gpu_batch=1,
+                                              global_batch=int(config["global_batch"]), **dict(software or {})),
+                              config)
+        res = simulate(scn, db=db, params=params, recommend=False)
+    except (GpusimError, ValueError, KeyError):  # a configuration this rebuild cannot express (pydantic's
+        return None                                # ValidationError is a ValueError): no answer rather than a wrong one
+    if abs(res.throughput_samples_per_s / float(config["throughput_samples_per_s"]) - 1.0) > 0.01:
+        return None
+    return scn, res
+
+
 def recommendation_software_advice(config: Mapping[str, Any], workload, db, params=None,
                                    software: Mapping[str, Any] | None = None) -> list[dict]:
     """[issue 17] For a plan whose recommended configuration (``config``: ``recommendation["configuration"]``) is an
@@ -583,28 +614,29 @@ def recommendation_software_advice(config: Mapping[str, Any], workload, db, para
     and they gain more on some hardware than on other (MXFP8 on Blackwell against per-tensor FP8 on Hopper;
     full-iteration graphs hide a slow Grace host's launches; the fused grouped MLP is Blackwell MXFP8), so the answer
     also tells the user to rank with them. Empty when the configuration is not a layout, when the advice has nothing
-    to add, or when the configuration cannot be rebuilt exactly (its predicted throughput must match the plan row's
-    within 1%: a different scenario's advice would be about something else)."""
-    from gpusim.rows import option_scenario
-    from gpusim.search import layout_scenario
-    from gpusim.simulation import simulate, software_advice
-    from gpusim.sweeps import HardwareOption
+    to add, or when the configuration cannot be rebuilt exactly (:func:`recommendation_scenario`)."""
+    from gpusim.simulation import software_advice
 
-    if not config or not config.get("layout") or getattr(workload, "transformer", None) is None:
+    rebuilt = recommendation_scenario(config, workload, db, params, software)
+    if rebuilt is None:
         return []
-    opt = HardwareOption(gpu=str(config["gpu"]), gpus_per_node=int(config["gpus_per_node"]),
-                         node=None if config["node_assumed"] else str(config["node"]))
     try:
-        scn = layout_scenario(option_scenario(workload, opt, db, int(config["nodes"]), kind=str(config["strategy"]),
-                                              precision=str(config["precision"]), recompute="none", per_gpu_batch=1,
-                                              global_batch=int(config["global_batch"]), **dict(software or {})),
-                              config)
-        if abs(simulate(scn, db=db, params=params, recommend=False).throughput_samples_per_s
-               / float(config["throughput_samples_per_s"]) - 1.0) > 0.01:
-            return []
-        return software_advice(scn, db=db, params=params)
-    except (GpusimError, ValueError, KeyError):  # a configuration this rebuild cannot express (pydantic's
-        return []                                  # ValidationError is a ValueError): no advice rather than a wrong one
+        return software_advice(rebuilt[0], db=db, params=params)
+    except (GpusimError, ValueError, KeyError):
+        return []
+
+
+def recommendation_memory_record(config: Mapping[str, Any], workload, db, params=None,
+                                 software: Mapping[str, Any] | None = None) -> dict | None:
+    """[stop 56] The ``memory_record`` of a plan's recommended LLM layout (:func:`gpusim.track_record.memory_record`,
+    as ``gpusim predict`` and ``sweep`` print it): how far gpusim's memory figures were from the published runs'
+    peaks, their 80% range carried to this layout's memory against its GPU's. A plan row carries the layout's total
+    memory, not the allocator's share the band is measured on, so the layout is rebuilt
+    (:func:`recommendation_scenario`); None when it is not a layout or cannot be rebuilt exactly."""
+    from gpusim import track_record
+
+    rebuilt = recommendation_scenario(config, workload, db, params, software)
+    return None if rebuilt is None else track_record.memory_record_for(rebuilt[1], params)
 
 
 def _records(df) -> list[dict[str, Any]]:

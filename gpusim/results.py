@@ -157,6 +157,9 @@ class PlanAnswer:
     # [issue 17] predict's advice for the recommended layout on the settings the plan ranked under as given: FP8
     # training, Megatron-Core's MoE software settings (planning.recommendation_software_advice); empty when none
     software_advice: tuple = ()
+    # [stop 56] the recommended layout's memory against the published peaks (planning.recommendation_memory_record);
+    # None unless the recommendation is an LLM layout
+    memory_record: dict | None = None
 
     def __getattr__(self, name: str):
         if name == "plan":
@@ -171,6 +174,8 @@ class PlanAnswer:
             d["track_record"] = self.track_record
         if self.software_advice:
             d["recommendation"] = {**d["recommendation"], "software_advice": list(self.software_advice)}
+        if self.memory_record:
+            d["memory_record"] = self.memory_record
         return jsonable(d)
 
     def to_frame(self):

@@ -140,6 +140,15 @@ def _software_advice(key: str, config: dict, _wl, _params):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def _memory_record(key: str, config: dict, _wl, _params):
+    """[stop 56] The recommended layout's memory against the published runs' peaks
+    (gpusim.planning.recommendation_memory_record)."""
+    from gpusim.planning import recommendation_memory_record
+
+    return recommendation_memory_record(config, _wl, shell.get_db(), _params)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def _time_interval(key: str, _cal, config: dict, _wl, seq):
     from gpusim.app_pages.analysis import plan_time_interval
 
@@ -186,6 +195,9 @@ if best:
                  "checkpoints, evaluation and restarts as modelled)")
     shell.track_record_caption(_record, _key, calibrated=not shell.uses_default_model(ctx), here=_here,
                                lead="**Track record** of the recommended configuration's kind")
+    # [stop 56] the recommended layout's memory against the published peaks, as `gpusim plan` prints it
+    shell.memory_caption(_memory_record(key + json.dumps(best, sort_keys=True, default=str), best, wl, params),
+                         "the recommended layout")
     from gpusim.simulation import SOFTWARE_ADVICE_LABELS
 
     for _a in _software_advice(key + json.dumps(best, sort_keys=True, default=str), best, wl, params):  # [issue 17]

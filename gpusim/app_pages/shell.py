@@ -741,10 +741,17 @@ def memory_record_caption(res, params=None) -> None:
     range carried to this layout's memory against the GPU's; nothing for a prediction that is not an LLM layout."""
     from gpusim import track_record
 
-    rec = track_record.memory_record_for(res, params)
+    memory_caption(track_record.memory_record_for(res, params))
+
+
+def memory_caption(rec: dict | None, what: str = "this layout") -> None:
+    """[stop 56] The "memory record" caption of a ``memory_record`` (:func:`memory_record_caption`; the Plan page's
+    recommended layout, gpusim.planning.recommendation_memory_record); nothing without one."""
+    from gpusim import track_record
+
     if not rec:
         return
-    here = track_record.memory_here(rec, "this layout", headroom="more room (the memory headroom)")
+    here = track_record.memory_here(rec, what, headroom="more room (the memory headroom)")
     st.caption(f"**Memory record**: {track_record.report_line(rec)}." + (f" Here: {here}." if here else ""),
                help="gpusim validate's peak-memory figures (validation/runs_memory.csv): PyTorch's peak allocated "
                     "against gpusim's allocator share; a report, not a correction of the memory above")

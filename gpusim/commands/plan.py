@@ -270,15 +270,19 @@ def plan_result(args):
     interval = _time_interval(cal, res, args, db) if cal is not None else None
     record = _track_record(res, kw.get("workload") or model, calibrated=cal is not None)
     advice: list = []
+    memory = None
     if res.ok:  # [issue 17] what FP8 and the MoE software settings would add to the recommended layout
-        from gpusim.planning import recommendation_software_advice
+        from gpusim.planning import recommendation_memory_record, recommendation_software_advice
         from gpusim.workload import get_workload
 
         wl = kw.get("workload") or get_workload(model, seq_len=args.seq_len)
         software = {k: v for k, v in pins.items() if k not in ("tp", "pp", "vp", "cp", "ep")}
-        advice = recommendation_software_advice(res.recommendation["configuration"], wl, db, params, software)
+        config = res.recommendation["configuration"]
+        advice = recommendation_software_advice(config, wl, db, params, software)
+        # [stop 56] the recommended layout's memory against the published runs' peaks, as predict and sweep print it
+        memory = recommendation_memory_record(config, wl, db, params, software)
     return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=record,
-                      software_advice=tuple(advice))
+                      software_advice=tuple(advice), memory_record=memory)
 
 
 def _track_record(res, model, *, calibrated: bool) -> dict | None:
@@ -333,6 +337,9 @@ def cmd_plan(args) -> int:
                 out.track_record, "time_to_train_range_s",
                 lambda lo, hi: f"{units.format_duration(lo)} to {units.format_duration(hi)} to train, its training "
                                f"steps scaled, checkpoints, evaluation and restarts as modelled"))
+            from gpusim.commands._common import print_memory_record
+
+            print_memory_record(out.memory_record, "the recommended layout")  # [stop 56]
         if interval and "note" in interval:
             print(f"calibration: {interval['note']}")
         elif interval:

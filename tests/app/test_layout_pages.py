@@ -16,6 +16,9 @@ def test_plan_page_recommends_a_layout_for_an_llm():
     tables = [d.value for d in at.dataframe if "layout" in d.value.columns]
     assert tables and any(str(v).startswith("tp ") for t in tables for v in t["layout"])
     assert any(md.value.startswith("- layout tp") for md in at.markdown)
+    # [stop 56] the recommended layout's memory against the published runs' peaks, as `gpusim plan` prints it
+    mem = [c.value for c in at.caption if c.value.startswith("**Memory record**: published peak memory")]
+    assert len(mem) == 1 and "for the recommended layout, of 80 GiB" in mem[0]
 
 
 def test_plan_page_says_what_moe_software_would_add():

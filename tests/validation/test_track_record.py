@@ -503,3 +503,40 @@ def test_predict_and_sweep_report_the_memory_band_of_an_llm_layout(capsys):
     assert main(["sweep", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "128"]) == 0
     out = capsys.readouterr().out
     assert "memory record: " in out and "for the best layout, of 80 GiB" in out
+
+
+def test_plan_reports_the_memory_band_of_its_recommended_layout(capsys):
+    """[stop 56] plan carries the memory band of its recommended LLM layout as predict and sweep do (JSON
+    ``memory_record``, the API the same, the text's line); the range is the band carried to the recommended row's own
+    memory (the layout rebuilt: its allocator share plus the rest gives the row's memory back); a plan that
+    recommends no layout (a CNN) gets none, and a configuration the rebuild does not reproduce gets none."""
+    import gpusim
+    from gpusim.cli import main
+    from gpusim.hwdb import load
+    from gpusim.planning import recommendation_memory_record
+    from gpusim.workload import get_workload
+
+    kw = dict(model="llama3-8b", seq_len=8192, tokens="1T", deadline="30d", gpu=["h100-sxm"])
+    p = gpusim.plan(**kw)
+    cfg = p.recommendation["configuration"]
+    assert cfg["layout"]
+    rec = p.memory_record
+    band = T.load()["llm-memory"]
+    lo, hi = rec["memory_range_bytes"]
+    alloc = (hi - lo) / (band.speed_ratio_p90 - band.speed_ratio_p10)
+    rest = lo - alloc * band.speed_ratio_p10
+    assert 0 < alloc <= cfg["memory_per_gpu_bytes"]
+    assert rest + alloc == pytest.approx(cfg["memory_per_gpu_bytes"], rel=1e-6)
+    assert rec["capacity_bytes"] == cfg["memory_capacity_bytes"] and p.to_dict()["memory_record"] == rec
+    # a configuration that does not rebuild to its own throughput is not answered for
+    wl = get_workload("llama3-8b", seq_len=8192)
+    assert recommendation_memory_record({**cfg, "throughput_samples_per_s": cfg["throughput_samples_per_s"] * 1.5},
+                                        wl, load()) is None
+    assert recommendation_memory_record({**cfg, "layout": ""}, wl, load()) is None
+    cnn = gpusim.plan(model="resnet50", samples="1.28M", epochs=1, deadline="1d", gpu=["h100-sxm"])
+    assert cnn.memory_record is None and "memory_record" not in cnn.to_dict()
+    assert main(["plan", "--model", "llama3-8b", "--seq-len", "8192", "--tokens", "1T", "--deadline", "30d", "--gpu",
+                 "h100-sxm", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "memory record: published peak memory of LLM training runs" in out
+    assert "for the recommended layout, of 80 GiB" in out
