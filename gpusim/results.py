@@ -126,6 +126,9 @@ class SweepResult:
     software_advice: tuple = ()
     # [stop 55] the best layout's memory against the published peaks (gpusim.track_record.memory_record)
     memory_record: dict | None = None
+    # [stop 56] where the top of that record's range passes the GPU's memory: the fastest layout whose top still
+    # fits, how much slower (commands.sweep.memory_record_fit); None where the best's top fits
+    memory_record_fit: dict | None = None
 
     @property
     def feasible(self) -> bool:
@@ -136,6 +139,7 @@ class SweepResult:
                          **({"track_record": self.track_record} if self.track_record else {}),
                          **({"search_record": self.search_record} if self.search_record else {}),
                          **({"memory_record": self.memory_record} if self.memory_record else {}),
+                         **({"memory_record_fit": self.memory_record_fit} if self.memory_record_fit else {}),
                          **({"software_advice": list(self.software_advice)} if self.software_advice else {}),
                          "layouts": self.layouts,
                          "n_layouts": self.n_layouts, "n_feasible": self.n_feasible, "global_batch": self.global_batch,

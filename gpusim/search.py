@@ -38,6 +38,7 @@ import numpy as np
 from gpusim import units
 from gpusim.errors import ScenarioError
 from gpusim.heap import retain_heap
+from gpusim.model.memory import allocated_bytes
 from gpusim.rows import fp8_fields, moe_fields  # noqa: F401  (row fields; re-exported for old callers)
 from gpusim.rules import (OK, R_BATCH, R_DOMAIN, R_DUALPIPE, R_FLASH, R_HEADS, R_INTERLEAVE, R_KV,  # noqa: F401
                           R_MEMORY, R_SEQ, R_VP, REASONS, check_cp, check_dualpipe, check_ep, default_global_batch,
@@ -374,6 +375,12 @@ def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
             + (per_rank - experts) * opt / dp_group + experts * opt / edp)
 
 
+def _default_params():
+    from gpusim.params import DEFAULT_PARAMS
+
+    return DEFAULT_PARAMS
+
+
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
     """Run the model on the layouts that pass the rules and are not over memory by
     :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
@@ -389,13 +396,18 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
     keys = ("step_s", "throughput_samples_per_s", "mfu_frac", "memory_per_gpu_bytes", "fits_in_memory",
             "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
             "dp_comm_exposed_s", "optimizer_s", "bottleneck_code", "memory_headroom_bytes")
-    out = {k: np.full(N, np.nan) for k in keys}
+    out = {k: np.full(N, np.nan) for k in (*keys, "memory_allocated_bytes")}
+    frag = (params if params is not None else _default_params()).fragmentation_frac
     one = stack_rows([base])
     for block in chunks(len(ok)):  # blocks the model evaluates whole (no concatenation of its outputs)
         sel = ok[block]
         res = evaluate(with_layouts(one, {k: v[sel] for k, v in lay.items()}, _model_layers(base)), params)
         for k in keys:
             out[k][sel] = np.broadcast_to(res[k], (len(sel),))
+        # [stop 56] the allocator's share of the memory (what the published peaks measure: memory_record_fit)
+        out["memory_allocated_bytes"][sel] = allocated_bytes(
+            res["memory_weights_bytes"], res["memory_gradients_bytes"], res["memory_optimizer_bytes"],
+            res["memory_buffers_bytes"], res["memory_activations_bytes"], frag)
     fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
     reason = np.where((lay["reason"] == OK) & ~fits, R_MEMORY, lay["reason"])
     feasible = reason == OK
@@ -548,22 +560,41 @@ def explain_best(res: dict, domain: int) -> str:
 
 def search_table(res: dict, top: int | None = None) -> list[dict]:
     """Rows of the search, best feasible first, then the infeasible with their reason."""
-    lay, o = res["layouts"], res["out"]
     idx = list(res["order"][:top] if top else res["order"])
     if top is None:
         idx += [int(i) for i in np.flatnonzero(~res["feasible"])]
-    rows = []
-    for i in idx:
-        r = {k: int(lay[k][i]) for k in ("tp", "cp", "pp", "vp", "ep", "dp", "micro_batch", "n_micro")}
-        r["recompute"] = RECOMPUTES[int(lay["recompute"][i])]
-        r["feasible"] = bool(res["feasible"][i])
-        r["reason"] = "" if r["feasible"] else reason_text(res, i)
-        for k in ("step_s", "tokens_per_s", "mfu_frac", "memory_per_gpu_bytes", "bubble_frac", "cp_comm_exposed_s",
-                  "ep_comm_exposed_s", "tp_comm_exposed_s"):
-            v = float(o[k][i])
-            r[k] = None if math.isnan(v) else v
-        rows.append(r)
-    return rows
+    return [table_row(res, i) for i in idx]
+
+
+def table_row(res: dict, i: int) -> dict:
+    """One layout of a search as a row of :func:`search_table`."""
+    lay, o = res["layouts"], res["out"]
+    r = {k: int(lay[k][i]) for k in ("tp", "cp", "pp", "vp", "ep", "dp", "micro_batch", "n_micro")}
+    r["recompute"] = RECOMPUTES[int(lay["recompute"][i])]
+    r["feasible"] = bool(res["feasible"][i])
+    r["reason"] = "" if r["feasible"] else reason_text(res, i)
+    for k in ("step_s", "tokens_per_s", "mfu_frac", "memory_per_gpu_bytes", "bubble_frac", "cp_comm_exposed_s",
+              "ep_comm_exposed_s", "tp_comm_exposed_s"):
+        v = float(o[k][i])
+        r[k] = None if math.isnan(v) else v
+    return r
+
+
+def record_fit(res: dict, allocated_ratio: float) -> int | None:
+    """[stop 56] The fastest feasible layout of a search whose memory still fits its GPU when the allocator's share
+    of it (``memory_allocated_bytes``: weights, gradients, optimizer states, buffers, activations) is
+    ``allocated_ratio`` times the prediction and the rest (fragmentation allowance, CUDA context, NCCL buffers) as
+    predicted: ``total + allocated x (ratio - 1) <= capacity``, the top of the memory record's range
+    (:func:`gpusim.track_record.memory_record`, whose 90th percentile ratio the caller passes) against the GPU's
+    memory, as its wording compares them. None when no feasible layout does. Hand-worked: capacity 80 GiB, ratio
+    1.18; the fastest at 77 GiB of which 70 allocated tops at 89.6 GiB, the next at 66 GiB of which 60 allocated at
+    76.8 GiB: the second."""
+    o, idx = res["out"], np.asarray(res["order"], dtype=np.int64)
+    if not len(idx):
+        return None
+    top = o["memory_per_gpu_bytes"][idx] + o["memory_allocated_bytes"][idx] * (float(allocated_ratio) - 1.0)
+    ok = np.flatnonzero(top <= float(res["capacity_bytes"]))
+    return int(idx[ok[0]]) if len(ok) else None
 
 
 def layout_scenario(scenario, row, **changes):

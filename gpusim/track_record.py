@@ -540,6 +540,53 @@ def memory_here(record: dict | None, what: str, *, headroom: str = "more headroo
     return out
 
 
+def memory_record_fit(res: dict, memory: dict | None = None) -> dict | None:
+    """[stop 56] Where the top of the best layout's memory record passes its GPU's memory (the published peaks ran
+    up to the band's 90th percentile ratio above gpusim's allocator share): the fastest layout of the same search
+    whose top still fits (:func:`gpusim.search.record_fit`), with how much slower it is, so the warning comes with
+    a layout to take. ``{"layout": None, ...}`` when no layout searched fits that way; None where the best's top
+    fits, or where there is no record. ``res``: :func:`gpusim.search.search_layouts`' answer (the best's top is read
+    off its own figures); ``memory``: the best layout's :func:`memory_record` where the caller printed one (None
+    where that record's top fits, so the two lines never disagree)."""
+    from gpusim.search import layout_name, record_fit, table_row
+
+    band = load().get("llm-memory")
+    best = res.get("best")
+    if band is None or best is None:
+        return None
+    span = (memory or {}).get("memory_range_bytes")
+    if memory is not None and (not span or span[1] <= float(memory["capacity_bytes"])):
+        return None
+    ratio = float(band.speed_ratio_p90)
+    i = record_fit(res, ratio)
+    if i == best:  # the search's own figures put the best's top within the GPU
+        return None
+    out = {"allocated_ratio": ratio, "capacity_bytes": float(res["capacity_bytes"])}
+    if i is None:
+        return {**out, "layout": None}
+    o = res["out"]
+    tokens, best_tokens = float(o["tokens_per_s"][i]), float(o["tokens_per_s"][res["best"]])
+    top = float(o["memory_per_gpu_bytes"][i] + o["memory_allocated_bytes"][i] * (ratio - 1.0))
+    return {**out, "layout": layout_name(res["layouts"], i), "row": table_row(res, i),
+            "slower_frac": 1.0 - tokens / best_tokens, "memory_range_top_bytes": top}
+
+
+def memory_fit_here(fit: dict | None) -> str | None:
+    """[stop 56] :func:`memory_record_fit` in words (the CLI's second "memory record" line, the planner's
+    caption); None without one."""
+    from gpusim import units
+
+    if not fit:
+        return None
+    if fit["layout"] is None:
+        return (f"no layout searched keeps the top of that range ({fit['allocated_ratio']:.2f}x the allocator's "
+                f"share) within {units.format_bytes(fit['capacity_bytes'])}: more GPUs, GPUs with more memory, or a "
+                "search with fewer pinned degrees would")
+    return (f"the fastest layout whose top of that range fits: {fit['layout']}, {fit['slower_frac']:.1%} slower "
+            f"(a peak of up to {units.format_bytes(fit['memory_range_top_bytes'])} of "
+            f"{units.format_bytes(fit['capacity_bytes'])})")
+
+
 def band_key(result, workload=None) -> str | None:
     """:func:`key_for` of a :class:`~gpusim.simulation.StepResult`; ``workload`` (the scenario's Workload) tells an
     MoE model on any path (without it, only ``ep > 1`` or the layer's MoE share, ``layer_s["moe_layer_frac"]``, of

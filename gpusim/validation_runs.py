@@ -522,11 +522,12 @@ def allocated_bytes(res, params=None) -> float:
     allocator's fragmentation (``ModelParams.fragmentation_frac``, which gpusim adds to the activations for the fit
     check: it is reserved, not allocated) and without the CUDA context, library workspaces and NCCL buffers
     (``overhead``: not the allocator's)."""
+    from gpusim.model.memory import allocated_bytes as allocator_share
     from gpusim.params import DEFAULT_PARAMS
 
     m = res.memory_breakdown_bytes
-    frag = (params or DEFAULT_PARAMS).fragmentation_frac
-    return float(m["weights"] + m["gradients"] + m["optimizer"] + m["buffers"] + m["activations"] / (1.0 + frag))
+    return float(allocator_share(m["weights"], m["gradients"], m["optimizer"], m["buffers"], m["activations"],
+                                 (params or DEFAULT_PARAMS).fragmentation_frac))
 
 
 def read_rows(paths, *, columns=COLUMNS, id_column: str = "run_id") -> list[tuple[str, dict]]:

@@ -32,9 +32,12 @@ def _search(key: str, _scenario, _db, _params, global_batch: int, pins: tuple) -
     res = search_layouts(_scenario, db=_db, params=_params, global_batch=global_batch, pins=Pins(**dict(pins)))
     from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
 
+    from gpusim.track_record import memory_record_fit
+
     domain = nvlink_domain_gpus(resolve_hardware(_scenario, _db))
     return {**fold(res), "explanation": explain_best(res, domain), "n": res["n"],
-            "feasible": int(res["feasible"].sum()), "domain": domain}
+            "feasible": int(res["feasible"].sum()), "domain": domain,
+            "memory_fit": memory_record_fit(res)}  # [stop 56] the fastest layout whose memory record's top fits
 
 
 def fold(res: dict, top: int = TOP) -> dict:

@@ -65,9 +65,9 @@ def sweep_result(args):
     rows = search_table(res)
     best = rows[0] if res["best"] is not None else None
     record = search = None
-    if best is not None:  # the best layout's kind: an LLM layout, MoE where the model has experts
-        from gpusim import track_record
+    from gpusim import track_record
 
+    if best is not None:  # the best layout's kind: an LLM layout, MoE where the model has experts
         key = track_record.key_for(llm=True, moe=track_record.is_moe(resolve_workload(scn), int(best["ep"])),
                                    precision=scn.strategy.precision, gpu=hw.gpu.id, n_gpus=scn.gpus,
                                    kind=scn.strategy.kind, split=True,
@@ -83,6 +83,8 @@ def sweep_result(args):
                 {} if sband is None else {"mfu_range_frac": sband.speed_range(float(best["mfu_frac"]))}))
     moe_pins = {k: pinned[k] for k in MOE_OPTIONS if pinned[k] is not None}
     memory = None if best is None else best_memory_record(scn, best, int(args.global_batch), db, params, moe_pins)
+    # [stop 56] where the record's top passes the GPU's memory: the fastest layout whose top still fits
+    fit = track_record.memory_record_fit(res, memory)
     advice: list = []
     if best is not None:  # [issue 17] what FP8 and the MoE software settings would add to the best layout
         advice = software_advice(scn, best, int(args.global_batch), db, params, moe_pins)
@@ -91,7 +93,7 @@ def sweep_result(args):
                       global_batch=int(args.global_batch),
                       versus_defaults=versus_defaults(res) if res["best"] is not None else "",  # [issue 17]
                       track_record=record, search_record=search, software_advice=tuple(advice),
-                      memory_record=memory)
+                      memory_record=memory, memory_record_fit=fit)
     return out, scn
 
 
@@ -193,4 +195,9 @@ def cmd_sweep(args) -> int:
         from gpusim.commands._common import print_memory_record
 
         print_memory_record(out.memory_record, "the best layout")
+        from gpusim.track_record import memory_fit_here
+
+        fit_text = memory_fit_here(out.memory_record_fit)  # [stop 56]
+        if fit_text:
+            print(f"memory record: {fit_text}")
     return 0

@@ -91,3 +91,19 @@ def test_parallelism_page_has_the_best_layouts_table():
     assert len(table.value) > 0 and (table.value["tokens/s per GPU"].diff().dropna() <= 1e-9).all()
     assert any("Best: tp" in c.value for c in at.caption)
     assert any("layouts are out" in e.label for e in at.expander)
+
+
+def test_parallelism_page_names_the_layout_that_fits_the_memory_records_top():
+    """[stop 56] Where the top of the best layout's memory record passes the GPU's memory (Llama 3 8B at 8K tokens on
+    8 H100: 77.4 of 80 GiB, a peak of up to 90.8 GiB), the page names the fastest layout whose top still fits, the
+    same layout and slowdown `gpusim sweep` prints (gpusim.track_record.memory_record_fit)."""
+    import gpusim
+    from gpusim.track_record import memory_fit_here
+
+    at = run_app("parallelism", {"model": "llama3-8b", "gpu": "h100-sxm", "gpus": "8", "nodes": "1", "seq": "8192",
+                                 "precision": "bf16", "par_gb": "128"}, timeout=120)
+    no_trouble(at)
+    fit = [c.value for c in at.caption if c.value.startswith("**Memory record**: the fastest layout")]
+    cli = gpusim.sweep(model="llama3-8b", gpu="h100-sxm", gpus=8, seq_len=8192, global_batch=128).memory_record_fit
+    assert cli and cli["layout"] and cli["slower_frac"] > 0
+    assert fit == [f"**Memory record**: {memory_fit_here(cli)}."]

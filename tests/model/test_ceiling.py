@@ -197,3 +197,16 @@ def test_a_grace_host_launches_slower():
 
     grace = _tiny_step(1.0, gpu="gb200")
     assert grace["compute_s"][0] >= 4 * 2.751 * (P.te_layer_cpu_fwd_s + P.te_layer_cpu_bwd_s)
+
+
+def test_allocated_bytes_hand_worked():
+    """[stop 56] The allocator's share of a memory breakdown (gpusim.model.memory.allocated_bytes): the states as they
+    are, the activations without their fragmentation allowance. 4 + 8 + 24 + 0 GiB of states and 22 GiB of activations
+    (20 GiB + 10%) -> 56 GiB; vectorised over rows."""
+    import numpy as np
+
+    from gpusim.model.memory import allocated_bytes
+
+    gib = 2.0**30
+    out = allocated_bytes(np.array([4.0, 0.0]) * gib, 8 * gib, 24 * gib, 0.0, np.array([22.0, 11.0]) * gib, 0.10)
+    assert np.allclose(out / gib, [56.0, 42.0])

@@ -540,3 +540,60 @@ def test_plan_reports_the_memory_band_of_its_recommended_layout(capsys):
     out = capsys.readouterr().out
     assert "memory record: published peak memory of LLM training runs" in out
     assert "for the recommended layout, of 80 GiB" in out
+
+
+def test_record_fit_hand_worked():
+    """[stop 56] gpusim.search.record_fit: the fastest feasible layout whose memory with the allocator's share at the
+    record's top ratio still fits (the docstring's case: 77 GiB of which 70 allocated tops at 89.6 GiB; 66 of which 60
+    at 76.8 GiB)."""
+    import numpy as np
+
+    from gpusim.search import record_fit
+
+    gib = 2.0**30
+    res = {"out": {"memory_per_gpu_bytes": np.array([77.0, 66.0, 40.0]) * gib,
+                   "memory_allocated_bytes": np.array([70.0, 60.0, 30.0]) * gib},
+           "order": np.array([0, 1]), "capacity_bytes": 80 * gib}  # layout 2 infeasible: not in the order
+    assert record_fit(res, 1.18) == 1
+    assert record_fit(res, 1.0) == 0  # the prediction as it stands: the best
+    assert record_fit(res, 1.3) is None  # 66 + 60 x 0.3 = 84 GiB: none
+    assert record_fit({**res, "order": np.array([], dtype=np.int64)}, 1.18) is None
+
+
+def test_sweep_names_the_fastest_layout_whose_memory_record_fits(capsys):
+    """[stop 56] Where the best layout's memory record tops out past the GPU's memory, sweep names the fastest layout
+    whose top still fits (JSON ``memory_record_fit``, the API the same, a second "memory record" line): that layout's
+    own record (predict) tops within the GPU, every faster layout of the search tops past it, and a roomy case (a
+    best whose top fits) gets none."""
+    import numpy as np
+
+    import gpusim
+    from gpusim.cli import main
+    from gpusim.hwdb import load
+    from gpusim.scenario import Scenario
+    from gpusim.search import search_layouts
+
+    kw = dict(model="llama3-8b", gpu="h100-sxm", gpus=8, seq_len=8192, global_batch=128)
+    s = gpusim.sweep(**kw)
+    fit = s.memory_record_fit
+    assert s.memory_record["memory_range_bytes"][1] > s.memory_record["capacity_bytes"]
+    assert fit and fit["layout"] and 0 < fit["slower_frac"] < 1 and s.to_dict()["memory_record_fit"] == fit
+    row = fit["row"]
+    p = gpusim.predict(model="llama3-8b", gpu="h100-sxm", gpus=8, seq_len=8192, global_batch=128, tp=row["tp"],
+                       pp=row["pp"], cp=row["cp"], vp=row["vp"], micro_batch=row["micro_batch"],
+                       recompute=row["recompute"], strategy="zero1")
+    top = p.memory_record["memory_range_bytes"][1]
+    assert top == pytest.approx(fit["memory_range_top_bytes"], rel=1e-6) and top <= fit["capacity_bytes"]
+    assert p.tokens_per_s_per_gpu == pytest.approx(row["tokens_per_s"] / 8, rel=1e-6)
+    res = search_layouts(Scenario(model="llama3-8b", seq_len=8192, gpu="h100-sxm", gpus=8, nodes=1, kind="zero1"),
+                         db=load(), global_batch=128)
+    o, order = res["out"], np.asarray(res["order"])
+    tops = o["memory_per_gpu_bytes"] + o["memory_allocated_bytes"] * (fit["allocated_ratio"] - 1.0)
+    faster = order[o["tokens_per_s"][order] > row["tokens_per_s"]]
+    assert len(faster) and (tops[faster] > res["capacity_bytes"]).all()
+    assert main(["sweep", *[f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]]) == 0
+    out = capsys.readouterr().out
+    assert f"memory record: the fastest layout whose top of that range fits: {fit['layout']}, " in out
+    roomy = gpusim.sweep(model="llama2-7b", gpu="h100-sxm", gpus=8, global_batch=64)
+    assert roomy.memory_record["memory_range_bytes"][1] <= roomy.memory_record["capacity_bytes"]
+    assert roomy.memory_record_fit is None and "memory_record_fit" not in roomy.to_dict()
