@@ -639,6 +639,32 @@ def recommendation_memory_record(config: Mapping[str, Any], workload, db, params
     return None if rebuilt is None else track_record.memory_record_for(rebuilt[1], params)
 
 
+def recommendation_memory_fit(config: Mapping[str, Any], workload, db, params=None,
+                              software: Mapping[str, Any] | None = None, pins=None,
+                              memory: dict | None = None) -> dict | None:
+    """[stop 56] Where the top of the recommended layout's ``memory`` record (:func:`recommendation_memory_record`)
+    passes its GPU's memory: the fastest layout of a layout search on the recommended hardware, at its global batch
+    and under the plan's ``pins`` (:class:`gpusim.search.Pins`), whose top still fits
+    (:func:`gpusim.track_record.memory_record_fit`), its slowdown against the recommended layout's own speed. None
+    where the record's top fits, or without a record or a rebuild."""
+    from gpusim import track_record
+    from gpusim.search import Pins, search_layouts
+
+    span = (memory or {}).get("memory_range_bytes")
+    if not span or span[1] <= float(memory["capacity_bytes"]):
+        return None
+    rebuilt = recommendation_scenario(config, workload, db, params, software)
+    if rebuilt is None:
+        return None
+    try:
+        res = search_layouts(rebuilt[0], db=db, params=params, pins=pins or Pins(),
+                             global_batch=int(config["global_batch"]))
+    except (GpusimError, ValueError):
+        return None
+    return track_record.memory_record_fit(
+        res, memory, reference_tokens_per_s=float(config["throughput_samples_per_s"]) * float(res["seq_len"]))
+
+
 def _records(df) -> list[dict[str, Any]]:
     if df is None or len(df) == 0:
         return []

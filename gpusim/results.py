@@ -127,7 +127,7 @@ class SweepResult:
     # [stop 55] the best layout's memory against the published peaks (gpusim.track_record.memory_record)
     memory_record: dict | None = None
     # [stop 56] where the top of that record's range passes the GPU's memory: the fastest layout whose top still
-    # fits, how much slower (commands.sweep.memory_record_fit); None where the best's top fits
+    # fits, how much slower (gpusim.track_record.memory_record_fit); None where the best's top fits
     memory_record_fit: dict | None = None
 
     @property
@@ -164,6 +164,9 @@ class PlanAnswer:
     # [stop 56] the recommended layout's memory against the published peaks (planning.recommendation_memory_record);
     # None unless the recommendation is an LLM layout
     memory_record: dict | None = None
+    # [stop 56] where the top of that record's range passes the GPU's memory: the fastest layout on the recommended
+    # hardware whose top still fits, its slowdown against the recommended layout (planning.recommendation_memory_fit)
+    memory_record_fit: dict | None = None
 
     def __getattr__(self, name: str):
         if name == "plan":
@@ -180,6 +183,8 @@ class PlanAnswer:
             d["recommendation"] = {**d["recommendation"], "software_advice": list(self.software_advice)}
         if self.memory_record:
             d["memory_record"] = self.memory_record
+        if self.memory_record_fit:
+            d["memory_record_fit"] = self.memory_record_fit
         return jsonable(d)
 
     def to_frame(self):

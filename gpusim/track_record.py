@@ -540,14 +540,17 @@ def memory_here(record: dict | None, what: str, *, headroom: str = "more headroo
     return out
 
 
-def memory_record_fit(res: dict, memory: dict | None = None) -> dict | None:
+def memory_record_fit(res: dict, memory: dict | None = None, *,
+                      reference_tokens_per_s: float | None = None) -> dict | None:
     """[stop 56] Where the top of the best layout's memory record passes its GPU's memory (the published peaks ran
     up to the band's 90th percentile ratio above gpusim's allocator share): the fastest layout of the same search
     whose top still fits (:func:`gpusim.search.record_fit`), with how much slower it is, so the warning comes with
     a layout to take. ``{"layout": None, ...}`` when no layout searched fits that way; None where the best's top
     fits, or where there is no record. ``res``: :func:`gpusim.search.search_layouts`' answer (the best's top is read
     off its own figures); ``memory``: the best layout's :func:`memory_record` where the caller printed one (None
-    where that record's top fits, so the two lines never disagree)."""
+    where that record's top fits, so the two lines never disagree); ``reference_tokens_per_s``: the speed the
+    slowdown is against where the layout the record is about is not the search's best (a plan's recommended layout,
+    whose layout rows search a different set: the fitting layout may then be the search's best, or faster)."""
     from gpusim.search import layout_name, record_fit, table_row
 
     band = load().get("llm-memory")
@@ -559,13 +562,14 @@ def memory_record_fit(res: dict, memory: dict | None = None) -> dict | None:
         return None
     ratio = float(band.speed_ratio_p90)
     i = record_fit(res, ratio)
-    if i == best:  # the search's own figures put the best's top within the GPU
+    if i == best and reference_tokens_per_s is None:  # the search's own figures put the best's top within the GPU
         return None
     out = {"allocated_ratio": ratio, "capacity_bytes": float(res["capacity_bytes"])}
     if i is None:
         return {**out, "layout": None}
     o = res["out"]
-    tokens, best_tokens = float(o["tokens_per_s"][i]), float(o["tokens_per_s"][res["best"]])
+    tokens = float(o["tokens_per_s"][i])
+    best_tokens = float(o["tokens_per_s"][best] if reference_tokens_per_s is None else reference_tokens_per_s)
     top = float(o["memory_per_gpu_bytes"][i] + o["memory_allocated_bytes"][i] * (ratio - 1.0))
     return {**out, "layout": layout_name(res["layouts"], i), "row": table_row(res, i),
             "slower_frac": 1.0 - tokens / best_tokens, "memory_range_top_bytes": top}
@@ -582,9 +586,10 @@ def memory_fit_here(fit: dict | None) -> str | None:
         return (f"no layout searched keeps the top of that range ({fit['allocated_ratio']:.2f}x the allocator's "
                 f"share) within {units.format_bytes(fit['capacity_bytes'])}: more GPUs, GPUs with more memory, or a "
                 "search with fewer pinned degrees would")
-    return (f"the fastest layout whose top of that range fits: {fit['layout']}, {fit['slower_frac']:.1%} slower "
-            f"(a peak of up to {units.format_bytes(fit['memory_range_top_bytes'])} of "
-            f"{units.format_bytes(fit['capacity_bytes'])})")
+    d = fit["slower_frac"]
+    return (f"the fastest layout whose top of that range fits: {fit['layout']}, {abs(d):.1%} "
+            f"{'slower' if d >= 0 else 'faster'} (a peak of up to {units.format_bytes(fit['memory_range_top_bytes'])} "
+            f"of {units.format_bytes(fit['capacity_bytes'])})")
 
 
 def band_key(result, workload=None) -> str | None:

@@ -149,6 +149,15 @@ def _memory_record(key: str, config: dict, _wl, _params):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
+def _memory_fit(key: str, config: dict, _wl, _params, memory: dict | None):
+    """[stop 56] Where that record's top passes the GPU's memory: the fastest layout on the recommended hardware whose
+    top fits (gpusim.planning.recommendation_memory_fit)."""
+    from gpusim.planning import recommendation_memory_fit
+
+    return recommendation_memory_fit(config, _wl, shell.get_db(), _params, memory=memory)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
 def _time_interval(key: str, _cal, config: dict, _wl, seq):
     from gpusim.app_pages.analysis import plan_time_interval
 
@@ -196,8 +205,12 @@ if best:
     shell.track_record_caption(_record, _key, calibrated=not shell.uses_default_model(ctx), here=_here,
                                lead="**Track record** of the recommended configuration's kind")
     # [stop 56] the recommended layout's memory against the published peaks, as `gpusim plan` prints it
-    shell.memory_caption(_memory_record(key + json.dumps(best, sort_keys=True, default=str), best, wl, params),
-                         "the recommended layout")
+    _mkey = key + json.dumps(best, sort_keys=True, default=str)
+    _memory = _memory_record(_mkey, best, wl, params)
+    shell.memory_caption(_memory, "the recommended layout")
+    _fit = track_record.memory_fit_here(_memory_fit(_mkey, best, wl, params, _memory))
+    if _fit:
+        st.caption(f"**Memory record**: {_fit} on the recommended hardware.")
     from gpusim.simulation import SOFTWARE_ADVICE_LABELS
 
     for _a in _software_advice(key + json.dumps(best, sort_keys=True, default=str), best, wl, params):  # [issue 17]

@@ -270,9 +270,10 @@ def plan_result(args):
     interval = _time_interval(cal, res, args, db) if cal is not None else None
     record = _track_record(res, kw.get("workload") or model, calibrated=cal is not None)
     advice: list = []
-    memory = None
+    memory = fit = None
     if res.ok:  # [issue 17] what FP8 and the MoE software settings would add to the recommended layout
-        from gpusim.planning import recommendation_memory_record, recommendation_software_advice
+        from gpusim.planning import (recommendation_memory_fit, recommendation_memory_record,
+                                     recommendation_software_advice)
         from gpusim.workload import get_workload
 
         wl = kw.get("workload") or get_workload(model, seq_len=args.seq_len)
@@ -281,8 +282,10 @@ def plan_result(args):
         advice = recommendation_software_advice(config, wl, db, params, software)
         # [stop 56] the recommended layout's memory against the published runs' peaks, as predict and sweep print it
         memory = recommendation_memory_record(config, wl, db, params, software)
+        # [stop 56] where that record's top passes the GPU: the fastest layout on that hardware whose top fits
+        fit = recommendation_memory_fit(config, wl, db, params, software, kw.get("layout_pins"), memory)
     return PlanAnswer(res, every=bool(args.all), interval=interval or None, track_record=record,
-                      software_advice=tuple(advice), memory_record=memory)
+                      software_advice=tuple(advice), memory_record=memory, memory_record_fit=fit)
 
 
 def _track_record(res, model, *, calibrated: bool) -> dict | None:
@@ -340,6 +343,11 @@ def cmd_plan(args) -> int:
             from gpusim.commands._common import print_memory_record
 
             print_memory_record(out.memory_record, "the recommended layout")  # [stop 56]
+            from gpusim.track_record import memory_fit_here
+
+            fit_text = memory_fit_here(out.memory_record_fit)
+            if fit_text:
+                print(f"memory record: {fit_text} on the recommended hardware")
         if interval and "note" in interval:
             print(f"calibration: {interval['note']}")
         elif interval:

@@ -42,3 +42,18 @@ def test_plan_page_ranks_the_precision_picked():
     assert at.success and "fp8-cs" in at.success[0].value
     tables = [d.value for d in at.dataframe if "precision" in d.value.columns]
     assert tables and all(set(t["precision"]) <= {"fp8-cs"} for t in tables)
+
+
+def test_plan_page_names_the_layout_that_fits_the_memory_records_top():
+    """[stop 56] Where the top of the recommended layout's memory record passes the GPU's memory, the Plan page names
+    the fastest layout on that hardware whose top fits, as `gpusim plan` prints it
+    (gpusim.planning.recommendation_memory_fit)."""
+    import gpusim
+    from gpusim.track_record import memory_fit_here
+
+    at = run_app("plan", {"model": "llama3-70b", "tokens_b": "2000", "deadline_d": "60", "plan_gpus": "b200"},
+                 timeout=180)
+    no_trouble(at)
+    fit = [c.value for c in at.caption if c.value.startswith("**Memory record**: the fastest layout")]
+    cli = gpusim.plan(model="llama3-70b", tokens="2T", deadline="60d", gpu=["b200"]).memory_record_fit
+    assert cli and fit == [f"**Memory record**: {memory_fit_here(cli)} on the recommended hardware."]

@@ -597,3 +597,29 @@ def test_sweep_names_the_fastest_layout_whose_memory_record_fits(capsys):
     roomy = gpusim.sweep(model="llama2-7b", gpu="h100-sxm", gpus=8, global_batch=64)
     assert roomy.memory_record["memory_range_bytes"][1] <= roomy.memory_record["capacity_bytes"]
     assert roomy.memory_record_fit is None and "memory_record_fit" not in roomy.to_dict()
+
+
+def test_plan_names_the_fastest_layout_whose_memory_record_fits(capsys):
+    """[stop 56] Where the top of the plan's recommended layout's memory record passes its GPU's memory (Llama 3 70B
+    on B200: 155.7 of 180 GiB, up to 183 GiB), plan names the fastest layout on the recommended hardware whose top
+    still fits, its slowdown against the recommended layout (JSON and API ``memory_record_fit``, a CLI line):
+    `gpusim predict` of that layout on that hardware gives the same top, within the GPU, and the same speed."""
+    import gpusim
+    from gpusim.cli import main
+
+    p = gpusim.plan(model="llama3-70b", tokens="2T", deadline="60d", gpu=["b200"])
+    cfg, rec, fit = p.recommendation["configuration"], p.memory_record, p.memory_record_fit
+    assert rec["memory_range_bytes"][1] > rec["capacity_bytes"]
+    assert fit and fit["layout"] and fit["layout"] != cfg["layout"] and p.to_dict()["memory_record_fit"] == fit
+    row = fit["row"]
+    q = gpusim.predict(model="llama3-70b", gpu="b200", gpus=cfg["n_gpus"], nodes=cfg["nodes"], strategy=cfg["strategy"],
+                       precision=cfg["precision"], global_batch=cfg["global_batch"], tp=row["tp"], pp=row["pp"],
+                       cp=row["cp"], vp=row["vp"], micro_batch=row["micro_batch"], recompute=row["recompute"])
+    top = q.memory_record["memory_range_bytes"][1]
+    assert top == pytest.approx(fit["memory_range_top_bytes"], rel=1e-6) and top <= fit["capacity_bytes"]
+    assert fit["slower_frac"] == pytest.approx(1 - q.throughput_samples_per_s / cfg["throughput_samples_per_s"],
+                                               abs=1e-6)
+    assert main(["plan", "--model", "llama3-70b", "--tokens", "2T", "--deadline", "60d", "--gpu", "b200",
+                 "--no-progress"]) == 0
+    assert (f"memory record: the fastest layout whose top of that range fits: {fit['layout']}, "
+            in capsys.readouterr().out)
