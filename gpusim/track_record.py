@@ -575,19 +575,19 @@ def memory_record_fit(res: dict, memory: dict | None = None, *,
             "slower_frac": 1.0 - tokens / best_tokens, "memory_range_top_bytes": top}
 
 
-def memory_fit_here(fit: dict | None) -> str | None:
+def memory_fit_here(fit: dict | None, where: str = "") -> str | None:
     """[stop 56] :func:`memory_record_fit` in words (the CLI's second "memory record" line, the planner's
-    caption); None without one."""
+    caption; ``where``: what was searched, e.g. " on the recommended hardware"); None without one."""
     from gpusim import units
 
     if not fit:
         return None
     if fit["layout"] is None:
-        return (f"no layout searched keeps the top of that range ({fit['allocated_ratio']:.2f}x the allocator's "
+        return (f"no layout searched{where} keeps the top of that range ({fit['allocated_ratio']:.2f}x the allocator's "
                 f"share) within {units.format_bytes(fit['capacity_bytes'])}: more GPUs, GPUs with more memory, or a "
                 "search with fewer pinned degrees would")
     d = fit["slower_frac"]
-    return (f"the fastest layout whose top of that range fits: {fit['layout']}, {abs(d):.1%} "
+    return (f"the fastest layout{where} whose top of that range fits: {fit['layout']}, {abs(d):.1%} "
             f"{'slower' if d >= 0 else 'faster'} (a peak of up to {units.format_bytes(fit['memory_range_top_bytes'])} "
             f"of {units.format_bytes(fit['capacity_bytes'])})")
 

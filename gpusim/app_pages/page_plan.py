@@ -208,9 +208,9 @@ if best:
     _mkey = key + json.dumps(best, sort_keys=True, default=str)
     _memory = _memory_record(_mkey, best, wl, params)
     shell.memory_caption(_memory, "the recommended layout")
-    _fit = track_record.memory_fit_here(_memory_fit(_mkey, best, wl, params, _memory))
+    _fit = track_record.memory_fit_here(_memory_fit(_mkey, best, wl, params, _memory), " on the recommended hardware")
     if _fit:
-        st.caption(f"**Memory record**: {_fit} on the recommended hardware.")
+        st.caption(f"**Memory record**: {_fit}.")
     from gpusim.simulation import SOFTWARE_ADVICE_LABELS
 
     for _a in _software_advice(key + json.dumps(best, sort_keys=True, default=str), best, wl, params):  # [issue 17]

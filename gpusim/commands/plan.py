@@ -345,9 +345,9 @@ def cmd_plan(args) -> int:
             print_memory_record(out.memory_record, "the recommended layout")  # [stop 56]
             from gpusim.track_record import memory_fit_here
 
-            fit_text = memory_fit_here(out.memory_record_fit)
+            fit_text = memory_fit_here(out.memory_record_fit, " on the recommended hardware")
             if fit_text:
-                print(f"memory record: {fit_text} on the recommended hardware")
+                print(f"memory record: {fit_text}")
         if interval and "note" in interval:
             print(f"calibration: {interval['note']}")
         elif interval:

@@ -54,6 +54,6 @@ def test_plan_page_names_the_layout_that_fits_the_memory_records_top():
     at = run_app("plan", {"model": "llama3-70b", "tokens_b": "2000", "deadline_d": "60", "plan_gpus": "b200"},
                  timeout=180)
     no_trouble(at)
-    fit = [c.value for c in at.caption if c.value.startswith("**Memory record**: the fastest layout")]
+    fit = [c.value for c in at.caption if c.value.startswith("**Memory record**: the fastest layout on")]
     cli = gpusim.plan(model="llama3-70b", tokens="2T", deadline="60d", gpu=["b200"]).memory_record_fit
-    assert cli and fit == [f"**Memory record**: {memory_fit_here(cli)} on the recommended hardware."]
+    assert cli and fit == [f"**Memory record**: {memory_fit_here(cli, ' on the recommended hardware')}."]

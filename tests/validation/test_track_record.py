@@ -542,6 +542,23 @@ def test_plan_reports_the_memory_band_of_its_recommended_layout(capsys):
     assert "for the recommended layout, of 80 GiB" in out
 
 
+def test_memory_fit_wording():
+    """[stop 56] memory_fit_here: the named layout with its slowdown (or speed-up against a plan's own layout), and
+    what to do where no layout searched fits; nothing without a fit."""
+    from gpusim.track_record import memory_fit_here
+
+    gib = 2.0**30
+    base = {"allocated_ratio": 1.18, "capacity_bytes": 80 * gib}
+    fit = {**base, "layout": "tp 1 pp 1 cp 4", "slower_frac": 0.035, "memory_range_top_bytes": 79.3 * gib}
+    assert memory_fit_here(fit) == ("the fastest layout whose top of that range fits: tp 1 pp 1 cp 4, 3.5% slower "
+                                    "(a peak of up to 79.3 GiB of 80 GiB)")
+    assert "4.0% faster" in memory_fit_here({**fit, "slower_frac": -0.04}, " on the recommended hardware")
+    assert memory_fit_here({**base, "layout": None}, " on the recommended hardware").startswith(
+        "no layout searched on the recommended hardware keeps the top of that range (1.18x the allocator's share) "
+        "within 80 GiB")
+    assert memory_fit_here(None) is None
+
+
 def test_record_fit_hand_worked():
     """[stop 56] gpusim.search.record_fit: the fastest feasible layout whose memory with the allocator's share at the
     record's top ratio still fits (the docstring's case: 77 GiB of which 70 allocated tops at 89.6 GiB; 66 of which 60
@@ -621,5 +638,5 @@ def test_plan_names_the_fastest_layout_whose_memory_record_fits(capsys):
                                                abs=1e-6)
     assert main(["plan", "--model", "llama3-70b", "--tokens", "2T", "--deadline", "60d", "--gpu", "b200",
                  "--no-progress"]) == 0
-    assert (f"memory record: the fastest layout whose top of that range fits: {fit['layout']}, "
-            in capsys.readouterr().out)
+    assert (f"memory record: the fastest layout on the recommended hardware whose top of that range fits: "
+            f"{fit['layout']}, " in capsys.readouterr().out)
