@@ -522,10 +522,11 @@ def memory_record_for(result, params=None) -> dict | None:
                          llm=bool(result.memory_per_stage_bytes))
 
 
-def memory_here(record: dict | None, what: str, *, headroom: str = "more headroom") -> str | None:
+def memory_here(record: dict | None, what: str, *, headroom: str = "more headroom",
+                layouts: str = "a layout with more free memory") -> str | None:
     """[stop 55] The ``memory_record``'s range in words ("a peak of 78.1 GiB to 90.8 GiB for the best layout, of 80
     GiB"), with what to do where the top of the range passes the GPU's memory (``headroom``: how the front end names
-    the setting); None where the record carries no range."""
+    the setting; ``layouts``: [stop 56] where to find another layout); None where the record carries no range."""
     from gpusim import units
 
     span = (record or {}).get("memory_range_bytes")
@@ -535,8 +536,7 @@ def memory_here(record: dict | None, what: str, *, headroom: str = "more headroo
     cap = float(record.get("capacity_bytes", math.nan))
     out = f"a peak of {units.format_bytes(lo)} to {units.format_bytes(hi)} for {what}, of {units.format_bytes(cap)}"
     if hi > cap:  # the runs' error repeated here would not fit: say what to do
-        out += (f"; past the GPU's memory at the top of that range: leave {headroom} or take a layout with more "
-                f"free memory")
+        out += f"; past the GPU's memory at the top of that range: leave {headroom} or take {layouts}"
     return out
 
 

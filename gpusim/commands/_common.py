@@ -86,7 +86,8 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def print_memory_record(record: dict | None, what: str = "this layout") -> None:
+def print_memory_record(record: dict | None, what: str = "this layout",
+                        layouts: str = "a layout with more free memory") -> None:
     """[stop 55] The "memory record" line under an LLM layout's memory (gpusim.track_record.memory_record): how far
     gpusim's memory figures were from the published runs' peaks, and the 80% range carried to ``what``'s memory
     against the GPU's capacity; nothing where the prediction is not an LLM layout."""
@@ -94,5 +95,5 @@ def print_memory_record(record: dict | None, what: str = "this layout") -> None:
         return
     from gpusim.track_record import memory_here, report_line
 
-    here = memory_here(record, what, headroom="more room (--memory-headroom)")
+    here = memory_here(record, what, headroom="more room (--memory-headroom)", layouts=layouts)
     print(f"memory record: {report_line(record, here=here)}")

@@ -84,7 +84,9 @@ def cmd_predict(args) -> int:
     step = range_text(out.track_record, "step_range_s",
                       lambda lo, hi: f"a step of {units.format_duration(lo)} to {units.format_duration(hi)}")
     print_track_record(out.track_record, here=f"{tput}, {step}" if tput and step else None, anchor_hint=True)
-    print_memory_record(out.memory_record)
+    # [stop 56] a single layout's prediction runs no search: say which command names one that fits
+    print_memory_record(out.memory_record, layouts="a layout with more free memory (gpusim sweep with the same model, "
+                        "GPUs and global batch names the fastest whose top of that range fits)")
     for note in getattr(cal, "applied_notes", None) or []:
         print(f"calibration: {note}")
     if out.measured_vs_predicted:

@@ -611,6 +611,13 @@ def test_sweep_names_the_fastest_layout_whose_memory_record_fits(capsys):
     assert main(["sweep", *[f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]]) == 0
     out = capsys.readouterr().out
     assert f"memory record: the fastest layout whose top of that range fits: {fit['layout']}, " in out
+    # predict of the best layout (one layout, no search) says which command names one that fits
+    b = s.best
+    assert main(["predict", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192",
+                 "--global-batch", "128", "--strategy", "zero1", "--tp", str(b["tp"]), "--pp", str(b["pp"]), "--cp",
+                 str(b["cp"]), "--micro-batch", str(b["micro_batch"]), "--recompute", b["recompute"]]) == 0
+    assert ("take a layout with more free memory (gpusim sweep with the same model, GPUs and global batch names the "
+            "fastest whose top of that range fits)" in capsys.readouterr().out)
     roomy = gpusim.sweep(model="llama2-7b", gpu="h100-sxm", gpus=8, global_batch=64)
     assert roomy.memory_record["memory_range_bytes"][1] <= roomy.memory_record["capacity_bytes"]
     assert roomy.memory_record_fit is None and "memory_record_fit" not in roomy.to_dict()
