@@ -71,7 +71,9 @@ with right:
     # how far such predictions were from published runs
     shell.result_track_record_caption(ctx, res, resolve_workload(ctx.scenario), res.throughput_samples_per_s,
                                       "samples/s")
-    shell.memory_record_caption(res, ctx.params)  # [stop 55] an LLM layout's memory against the published peaks
+    # [stop 55] an LLM layout's memory against the published peaks ([stop 56] and where to find one that fits)
+    shell.memory_record_caption(res, ctx.params, layouts="a layout with more free memory (the Parallelism page names "
+                                                         "the fastest whose top of that range fits)")
     # n/a (nan) when the one-GPU reference does not fit in one GPU: there is nothing to compare with
     no_ref = not math.isfinite(res.speedup)
     c1.metric("Speedup vs 1 GPU", "n/a" if no_ref else f"{res.speedup:.3g}x", help=f"ideal: {res.n_gpus}x" + (
