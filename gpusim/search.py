@@ -375,12 +375,6 @@ def state_lower_bound_bytes(base: dict, lay: dict) -> np.ndarray:
             + (per_rank - experts) * opt / dp_group + experts * opt / edp)
 
 
-def _default_params():
-    from gpusim.params import DEFAULT_PARAMS
-
-    return DEFAULT_PARAMS
-
-
 def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evaluate=None) -> dict[str, Any]:
     """Run the model on the layouts that pass the rules and are not over memory by
     :func:`state_lower_bound_bytes` alone (one call), and attach the memory verdict."""
@@ -397,7 +391,6 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
             "compute_s", "tp_comm_exposed_s", "cp_comm_exposed_s", "ep_comm_exposed_s", "pp_bubble_s", "pp_p2p_exposed_s",
             "dp_comm_exposed_s", "optimizer_s", "bottleneck_code", "memory_headroom_bytes")
     out = {k: np.full(N, np.nan) for k in (*keys, "memory_allocated_bytes")}
-    frag = (params if params is not None else _default_params()).fragmentation_frac
     one = stack_rows([base])
     for block in chunks(len(ok)):  # blocks the model evaluates whole (no concatenation of its outputs)
         sel = ok[block]
@@ -407,7 +400,7 @@ def evaluate_layouts(lay: dict, base: dict, capacity_bytes: float, params, evalu
         # [stop 56] the allocator's share of the memory (what the published peaks measure: memory_record_fit)
         out["memory_allocated_bytes"][sel] = allocated_bytes(
             res["memory_weights_bytes"], res["memory_gradients_bytes"], res["memory_optimizer_bytes"],
-            res["memory_buffers_bytes"], res["memory_activations_bytes"], frag)
+            res["memory_buffers_bytes"], res["memory_activations_bytes"], params.fragmentation_frac)
     fits = np.nan_to_num(out["fits_in_memory"]).astype(bool)
     reason = np.where((lay["reason"] == OK) & ~fits, R_MEMORY, lay["reason"])
     feasible = reason == OK
@@ -592,8 +585,8 @@ def record_fit(res: dict, allocated_ratio: float) -> int | None:
     o, idx = res["out"], np.asarray(res["order"], dtype=np.int64)
     if not len(idx):
         return None
-    top = o["memory_per_gpu_bytes"][idx] + o["memory_allocated_bytes"][idx] * (float(allocated_ratio) - 1.0)
-    ok = np.flatnonzero(top <= float(res["capacity_bytes"]))
+    top_bytes = o["memory_per_gpu_bytes"][idx] + o["memory_allocated_bytes"][idx] * (float(allocated_ratio) - 1.0)
+    ok = np.flatnonzero(top_bytes <= float(res["capacity_bytes"]))
     return int(idx[ok[0]]) if len(ok) else None
 
 

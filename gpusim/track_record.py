@@ -218,8 +218,6 @@ class Band:
         return rest + lo, rest + hi
 
 
-
-
 def _coverage(names: list[str], lead: str = "runs on", what: str = "GPU models") -> str:
     """``'runs on h100-sxm, h800-sxm'`` for up to three distinct names, ``'runs on 9 GPU models'`` beyond."""
     distinct = sorted(set(names))
@@ -568,11 +566,11 @@ def memory_record_fit(res: dict, memory: dict | None = None, *,
     if i is None:
         return {**out, "layout": None}
     o = res["out"]
-    tokens = float(o["tokens_per_s"][i])
-    best_tokens = float(o["tokens_per_s"][best] if reference_tokens_per_s is None else reference_tokens_per_s)
-    top = float(o["memory_per_gpu_bytes"][i] + o["memory_allocated_bytes"][i] * (ratio - 1.0))
+    tokens_per_s = float(o["tokens_per_s"][i])
+    ref_tokens_per_s = float(o["tokens_per_s"][best] if reference_tokens_per_s is None else reference_tokens_per_s)
+    top_bytes = float(o["memory_per_gpu_bytes"][i] + o["memory_allocated_bytes"][i] * (ratio - 1.0))
     return {**out, "layout": layout_name(res["layouts"], i), "row": table_row(res, i),
-            "slower_frac": 1.0 - tokens / best_tokens, "memory_range_top_bytes": top}
+            "slower_frac": 1.0 - tokens_per_s / ref_tokens_per_s, "memory_range_top_bytes": top_bytes}
 
 
 def memory_fit_here(fit: dict | None, where: str = "") -> str | None:

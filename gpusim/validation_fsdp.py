@@ -238,6 +238,7 @@ def stats(rows: list[FsdpRow], constant_mfu_frac: float | None) -> dict:
     step = [abs(r.step_signed_frac) for r in pred if r.step_signed_frac is not None]
     const = ([abs(constant_mfu_frac / r.measured_mfu_frac - 1.0) for r in rows if r.measured_mfu_frac > 0]
              if constant_mfu_frac is not None else [])
+
     def q(xs, level):
         return quantile(xs, level, empty=None)
 

@@ -576,8 +576,6 @@ def repeated_layouts(results: list[RunRow]) -> dict:
             "median_spread_frac": quantile(spreads, 0.5), "p90_spread_frac": quantile(spreads, 0.9)}
 
 
-
-
 def signed_error_stats(signed) -> dict:
     """``predicted``, ``median_ape``, ``p90_ape`` and ``median_signed`` of the signed fractional errors given (None
     entries skipped; None figures when there are none): the summary the component tables (gpusim.validation_ep,

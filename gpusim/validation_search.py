@@ -241,8 +241,6 @@ def default_paths(kind: str = "dense") -> list[Path]:
     return [p] if p and p.is_file() else []
 
 
-
-
 def summarize(rows: list[SearchRow]) -> dict:
     """Per part (``open``, ``held_out``): rows, searched, the median and 10th-90th percentile ratio, how many ratios
     lie in :data:`BAND`, the least spare memory of a best layout (bytes beyond the headroom) and how many bests hold

@@ -31,7 +31,6 @@ def _search(key: str, _scenario, _db, _params, global_batch: int, pins: tuple) -
 
     res = search_layouts(_scenario, db=_db, params=_params, global_batch=global_batch, pins=Pins(**dict(pins)))
     from gpusim.simulation import nvlink_domain_gpus, resolve_hardware
-
     from gpusim.track_record import memory_record_fit
 
     domain = nvlink_domain_gpus(resolve_hardware(_scenario, _db))

@@ -132,9 +132,9 @@ st.caption(f"tp {par['tp']} x cp {par.get('cp', 1)} x pp {par['pp']} (vp {par['v
            f"{r['micro_batch']} per step; pipeline bubble {bubble_frac:.0%} of the step; bottleneck: {res.bottleneck}")
 # how far such layouts' predictions were from published runs
 shell.result_track_record_caption(ctx, res, resolve_workload(chosen), res.tokens_per_s_per_gpu, "tokens/s per GPU")
-shell.memory_record_caption(res, ctx.params)  # [stop 55] the layout's memory against the published peaks
-if cell is b and out.get("memory_fit"):  # [stop 56] where that range's top passes the GPU: the layout that still fits
-    st.caption(f"**Memory record**: {track_record.memory_fit_here(out['memory_fit'])}.")
+# [stop 55] the layout's memory against the published peaks; [stop 56] under the search's best, where that range's
+# top passes the GPU, the fastest layout whose top still fits
+shell.memory_record_caption(res, ctx.params, fit=out.get("memory_fit") if cell is b else None)
 _skey = track_record.search_band_key(resolve_workload(chosen), int(r["ep"]))
 if cell is b and _skey is not None:
     # [issue 17] what the search's best promised on published tuned recipes of the kind (gpusim sweep's "search record")

@@ -207,13 +207,11 @@ if best:
     # [stop 56] the recommended layout's memory against the published peaks, as `gpusim plan` prints it
     _mkey = key + json.dumps(best, sort_keys=True, default=str)
     _memory = _memory_record(_mkey, best, wl, params)
-    shell.memory_caption(_memory, "the recommended layout")
-    _fit = track_record.memory_fit_here(_memory_fit(_mkey, best, wl, params, _memory), " on the recommended hardware")
-    if _fit:
-        st.caption(f"**Memory record**: {_fit}.")
+    shell.memory_caption(_memory, "the recommended layout", fit=_memory_fit(_mkey, best, wl, params, _memory),
+                         where=" on the recommended hardware")
     from gpusim.simulation import SOFTWARE_ADVICE_LABELS
 
-    for _a in _software_advice(key + json.dumps(best, sort_keys=True, default=str), best, wl, params):  # [issue 17]
+    for _a in _software_advice(_mkey, best, wl, params):  # [issue 17]
         st.info(f"**{SOFTWARE_ADVICE_LABELS[_a['id']]} for the recommendation**: {_a['message']} This plan ranked "
                 "the hardware without it (pick the precision above, or `gpusim plan` with --precision and the MoE "
                 "flags, to rank with it).",

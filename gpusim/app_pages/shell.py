@@ -735,18 +735,22 @@ def result_track_record_caption(ctx: Context, res, workload, speed: float, unit:
     track_record_caption(band, track_record.band_key(res, workload), calibrated=not uses_default_model(ctx), here=here)
 
 
-def memory_record_caption(res, params=None, layouts: str = "a layout with more free memory") -> None:
+def memory_record_caption(res, params=None, layouts: str = "a layout with more free memory",
+                          fit: dict | None = None) -> None:
     """[stop 55] The "memory record" caption under an LLM layout's prediction (``gpusim predict``'s and ``sweep``'s
     line: gpusim.track_record.memory_record): how far gpusim's memory figures were from the published runs' peaks, the
     range carried to this layout's memory against the GPU's; nothing for a prediction that is not an LLM layout."""
     from gpusim import track_record
 
-    memory_caption(track_record.memory_record_for(res, params), layouts=layouts)
+    memory_caption(track_record.memory_record_for(res, params), layouts=layouts, fit=fit)
 
 
-def memory_caption(rec: dict | None, what: str = "this layout", layouts: str = "a layout with more free memory") -> None:
+def memory_caption(rec: dict | None, what: str = "this layout", layouts: str = "a layout with more free memory",
+                   fit: dict | None = None, where: str = "") -> None:
     """[stop 56] The "memory record" caption of a ``memory_record`` (:func:`memory_record_caption`; the Plan page's
-    recommended layout, gpusim.planning.recommendation_memory_record); nothing without one."""
+    recommended layout, gpusim.planning.recommendation_memory_record); nothing without one. ``fit``
+    (gpusim.track_record.memory_record_fit, searched ``where``): a second caption naming the fastest layout whose top
+    of that range fits, as the CLI's second line."""
     from gpusim import track_record
 
     if not rec:
@@ -755,6 +759,9 @@ def memory_caption(rec: dict | None, what: str = "this layout", layouts: str = "
     st.caption(f"**Memory record**: {track_record.report_line(rec)}." + (f" Here: {here}." if here else ""),
                help="gpusim validate's peak-memory figures (validation/runs_memory.csv): PyTorch's peak allocated "
                     "against gpusim's allocator share; a report, not a correction of the memory above")
+    fit_text = track_record.memory_fit_here(fit, where)
+    if fit_text:
+        st.caption(f"**Memory record**: {fit_text}.")
 
 
 def uses_default_model(ctx: Context) -> bool:

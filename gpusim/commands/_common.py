@@ -87,13 +87,19 @@ def fmt(x: float | None, digits: int = 3) -> str:
 
 
 def print_memory_record(record: dict | None, what: str = "this layout",
-                        layouts: str = "a layout with more free memory") -> None:
+                        layouts: str = "a layout with more free memory", fit: dict | None = None,
+                        where: str = "") -> None:
     """[stop 55] The "memory record" line under an LLM layout's memory (gpusim.track_record.memory_record): how far
     gpusim's memory figures were from the published runs' peaks, and the 80% range carried to ``what``'s memory
-    against the GPU's capacity; nothing where the prediction is not an LLM layout."""
+    against the GPU's capacity; nothing where the prediction is not an LLM layout. [stop 56] ``fit``
+    (gpusim.track_record.memory_record_fit, searched ``where``): a second line naming the fastest layout whose top of
+    that range fits."""
     if not record:
         return
-    from gpusim.track_record import memory_here, report_line
+    from gpusim.track_record import memory_fit_here, memory_here, report_line
 
     here = memory_here(record, what, headroom="more room (--memory-headroom)", layouts=layouts)
     print(f"memory record: {report_line(record, here=here)}")
+    fit_text = memory_fit_here(fit, where)
+    if fit_text:
+        print(f"memory record: {fit_text}")

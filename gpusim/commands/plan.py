@@ -342,12 +342,8 @@ def cmd_plan(args) -> int:
                                f"steps scaled, checkpoints, evaluation and restarts as modelled"))
             from gpusim.commands._common import print_memory_record
 
-            print_memory_record(out.memory_record, "the recommended layout")  # [stop 56]
-            from gpusim.track_record import memory_fit_here
-
-            fit_text = memory_fit_here(out.memory_record_fit, " on the recommended hardware")
-            if fit_text:
-                print(f"memory record: {fit_text}")
+            print_memory_record(out.memory_record, "the recommended layout", fit=out.memory_record_fit,  # [stop 56]
+                                where=" on the recommended hardware")
         if interval and "note" in interval:
             print(f"calibration: {interval['note']}")
         elif interval:

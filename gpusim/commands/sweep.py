@@ -194,10 +194,5 @@ def cmd_sweep(args) -> int:
             print(f"search record: {report_line(out.search_record, here=here)}")
         from gpusim.commands._common import print_memory_record
 
-        print_memory_record(out.memory_record, "the best layout")
-        from gpusim.track_record import memory_fit_here
-
-        fit_text = memory_fit_here(out.memory_record_fit)  # [stop 56]
-        if fit_text:
-            print(f"memory record: {fit_text}")
+        print_memory_record(out.memory_record, "the best layout", fit=out.memory_record_fit)
     return 0
