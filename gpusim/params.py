@@ -91,6 +91,10 @@ class ModelParams(BaseModel):
     mxfp8_gemm_rate_frac: float = _F(default=0.951, gt=0, le=1,
                                      description="[issue 17] an MXFP8 (1x32 block-scaled) GEMM kernel's rate / a "
                                                  "per-tensor FP8 GEMM's on the same shapes")
+    nvfp4_gemm_speedup: float = _F(default=1.810, ge=1, le=4,
+                                   description="[issue 17] an NVFP4 GEMM kernel's rate over a per-tensor FP8 GEMM's on "
+                                               "the same shapes (at most the GPU's datasheet FP4 / FP8 ratio: "
+                                               "gpusim.model.fp8.nvfp4_ceiling_flop_per_s)")
     gemm_ceiling_flop_per_s: dict[str, float] = _F(
         default={}, description="measured best-shape matmul FLOP/s per datasheet precision key (fp16, bf16, fp8 ...) "
                                 "that replaces the database's achievable-matmul figure (set by calibration)")
@@ -362,6 +366,8 @@ class ModelParams(BaseModel):
     def eff(self, precision: str) -> float:
         if precision == "mxfp8" and precision not in self.matmul_eff_frac:  # [issue 12] the FP8 tensor-core path
             precision = "fp8"
+        if precision == "nvfp4" and precision not in self.matmul_eff_frac:  # [issue 17] the FP8 share of the FP4
+            precision = "fp8"  # peak (gpusim.rows.matmul_cap_frac holds it to the FP4 kernels' rate)
         return self.matmul_eff_frac[precision]
 
     def replace(self, **changes) -> ModelParams:
@@ -393,6 +399,18 @@ PROVENANCE: dict[str, str] = {
                             "so). A second, smaller figure: marin-community/marin issue #7282 (GB200, cuDNN block-scaled "
                             "dot under XLA) measured GEMM-only MXFP8 at 1.33x BF16 against per-tensor FP8's 1.35x "
                             "(0.985)",
+    "nvfp4_gemm_speedup": "[issue 17] NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst "
+                          "@8f2e63578e103ce1d41503102f47504c129b94d2, B300 with the operands pre-quantised (GEMM kernels "
+                          "alone), the 12 GEMMs of one layer of its 5B config: FP8 current scaling 6.812 ms against "
+                          "NVFP4 3.764 ms per layer, 6.812 / 3.764 = 1.810, where hwdb's B300 datasheet figures give "
+                          "FP4 / FP8 = 13,125 / 4,500 = 2.917 (the guide: 'well short of the theoretical 2-3x from the "
+                          "hardware spec'). Carried to the other Blackwell parts as a kernel-rate ratio against their "
+                          "own FP8 kernels, as mxfp8_gemm_rate_frac is, capped by their datasheet ratio (B200 / GB200: "
+                          "2.0): the alternative, the same share of each part's datasheet ratio (0.62), would give "
+                          "B200 / GB200 FP4 kernels 1.24x their FP8 ones; the choice between the two was made with the "
+                          "four NVFP4 rows of Megatron-Bridge's 26.02 table in view (validation/README.md says so). The "
+                          "three NVFP4 pre-quantised rows of validation/te_gemm_profile.csv are therefore used for this "
+                          "default; its NVFP4 autocast rows (kernels and quantisation) test the cast model",
     "gemm_ceiling_frac": "median of the efficiency column (measured best-shape matmul / datasheet peak) of the "
                          "STAS_MAMF rows (stas00/ml-engineering MAMF table: NVIDIA bf16 0.73-0.87, fp8 0.71-0.78); "
                          "used only for GPUs without their own achievable_matmul_tflop_per_s in hwdb",

@@ -392,6 +392,12 @@ def matmul_cap_frac(gpu: GPU, precision: str, params: ModelParams) -> float:
     key = PEAK_KEY[base]
     peak = peak_for(gpu, base)
     sustained = params.gemm_ceiling_flop_per_s.get(key) or gpu.training_matmul_flop_per_s(key)
+    if base == "nvfp4":  # [issue 17] the FP4 kernels' rate: the FP8 one scaled (gpusim.model.fp8.nvfp4_ceiling_...)
+        from gpusim.model import fp8 as FP8
+
+        peak8 = gpu.peak_flop_per_s("fp8")
+        c8 = params.gemm_ceiling_flop_per_s.get("fp8") or gpu.training_matmul_flop_per_s("fp8")
+        sustained = c8 and float(FP8.nvfp4_ceiling_flop_per_s(c8, peak, peak8, params.nvfp4_gemm_speedup))
     if not sustained or not peak:
         return 1.0
     return float(min(1.0, sustained / (peak * params.eff(base))))
@@ -405,6 +411,11 @@ def peak_for(gpu: GPU, precision: str) -> float:
     if precision == "mxfp8" and not gpu.microscaling:  # (every path: the data-parallel one reads only this peak)
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {gpu.id} has "
                             f"none: use --precision fp8 (per-tensor scaling)")
+    if precision == "nvfp4" and (not gpu.microscaling or gpu.vendor != "nvidia"
+                                 or gpu.peak_flop_per_s("fp4") is None):  # [issue 17]
+        raise ScenarioError(f"nvfp4 needs NVIDIA Blackwell tensor cores with block-scaled FP4 and an FP4 peak in the "
+                            f"hardware database; {gpu.id} has none: use --precision "
+                            f"{'mxfp8' if gpu.microscaling else 'fp8'}")
     peak = gpu.peak_flop_per_s(key)
     if peak is None and precision == "amp_fp16" and gpu.architecture in ("pascal",):
         peak = gpu.peak_flop_per_s("fp32")
@@ -946,7 +957,7 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     from gpusim.strategy import GATHER_BYTES
 
     pr = strategy.precision
-    if pr not in ("fp8", "mxfp8"):
+    if pr not in ("fp8", "mxfp8", "nvfp4"):
         return {}
     if pr == "mxfp8" and not hw.gpu.microscaling:
         raise ScenarioError(f"mxfp8 needs tensor cores with microscaling formats (NVIDIA Blackwell); {hw.gpu.id} has "
@@ -955,6 +966,13 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
     c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.training_matmul_flop_per_s("bf16")  # [issue 17]
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")
+    if pr == "nvfp4":  # [issue 17] the FP8 kernel ceiling scaled to FP4 (gpusim.model.fp8.nvfp4_ceiling_flop_per_s)
+        peak_for(hw.gpu, pr)  # (the GPU check and its message)
+        peak8 = hw.gpu.peak_flop_per_s("fp8")
+        c8 = (params.gemm_ceiling_flop_per_s.get("fp8") or hw.gpu.training_matmul_flop_per_s("fp8")
+              or params.gemm_ceiling_frac * peak8)
+        fp8_ceiling = float(FP8.nvfp4_ceiling_flop_per_s(c8, hw.gpu.peak_flop_per_s("fp4"), peak8,
+                                                         params.nvfp4_gemm_speedup))
     return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
             "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
             "peak16_flop_per_s": nan if peak16 is None else peak16,

@@ -27,7 +27,7 @@ StrategyKind = Literal["dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsd
   ``fsdp-hybrid``: ``HYBRID_SHARD``: full sharding inside a node, replication (all-reduce) across nodes.
 """
 
-Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8"]
+Precision = Literal["fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8", "nvfp4"]
 #: other names of the FP8 recipes (the fp8 variants of shared/validation): current scaling and MXFP8
 PRECISION_ALIASES = {"fp8-cs": ("fp8", "current"), "fp8-ds": ("fp8", "delayed"), "fp8-mx": ("mxfp8", None),
                      "fp8-delayed": ("fp8", "delayed"), "fp8-current": ("fp8", "current")}
@@ -41,6 +41,9 @@ PRECISION_ALIASES = {"fp8-cs": ("fp8", "current"), "fp8-ds": ("fp8", "delayed"),
   (gpusim.model.fp8) the linear layers' GEMMs in FP8 with per-tensor delayed (default) or current scaling
   (``fp8_recipe``; alias ``fp8-cs``), attention and the LM head in bf16.
 - ``mxfp8``: the same with MXFP8 block scaling (one scale per 32 elements; Blackwell; alias ``fp8-mx``).
+- ``nvfp4``: [issue 17] the linear layers' GEMMs in FP4 with NVFP4 block scaling (one E4M3 scale per 16 elements and
+  an FP32 scale per tensor; random Hadamard transforms and stochastic rounding as Transformer Engine's
+  ``NVFP4BlockScaling``; Blackwell), the rest as ``fp8``; the weights stay bf16 parameters (gpusim.model.fp8).
 """
 
 
@@ -109,7 +112,7 @@ CrossEntropy = Literal["te", "native", "unfused"]
 #: buffer (write 4), the gradient norm for clipping (read 4), copying the fp32 master weights into the 16-bit model
 #: weights (read 4, write 2), and with fp16 loss scaling the unscale-and-check for inf/nan (read 4, write 4).
 MEGATRON_OPT_EXTRA_BYTES: dict[str, float] = {"fp32": 8, "tf32": 8, "amp_fp16": 22, "amp_bf16": 14, "bf16": 14,
-                                              "fp8": 14, "mxfp8": 14}
+                                              "fp8": 14, "mxfp8": 14, "nvfp4": 14}
 
 #: recomputation mode codes inside the model's arrays
 RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
@@ -122,26 +125,31 @@ STRATEGY_CODES: dict[str, int] = {
 SHARD_STAGE_BY_CODE = {0: 0, 1: 0, 2: 1, 3: 2, 4: 3, 5: 3}
 
 PRECISION_CODES: dict[str, int] = {"fp32": 0, "tf32": 1, "amp_fp16": 2, "amp_bf16": 3, "bf16": 4, "fp8": 5,
-                                   "mxfp8": 6}
+                                   "mxfp8": 6, "nvfp4": 7}
 
 #: which datasheet column (GPU.dense_tflop_per_s) a precision's matmuls run at
 PEAK_KEY: dict[str, str] = {"fp32": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16",
-                            "bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8"}
+                            "bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
 
 #: bytes per activation element (activations stored for backward and moved by elementwise kernels)
-ACT_ELEM_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2}
+ACT_ELEM_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2,
+                                   "nvfp4": 2}
 
 #: bytes per parameter held on the GPU (weights / gradients / gradient communication) per precision.
 #: AMP keeps fp32 weights and gradients (PyTorch autocast casts on the fly; DDP all-reduces fp32
 #: gradients); pure bf16 keeps both in bf16; fp8 training keeps bf16 weights and fp32 main gradients
 #: (NVIDIA Transformer Engine documentation, "FP8 primer").
-WEIGHT_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 2, "mxfp8": 2}
-GRAD_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 4, "mxfp8": 4}
+WEIGHT_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 2, "mxfp8": 2,
+                                  "nvfp4": 2}
+GRAD_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 4, "amp_bf16": 4, "bf16": 2, "fp8": 4, "mxfp8": 4,
+                                "nvfp4": 4}
 #: bytes per parameter of the copy sharded strategies gather (ZeRO-3 / FSDP all-gather the compute copy)
-GATHER_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2}
+GATHER_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "amp_fp16": 2, "amp_bf16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2,
+                                  "nvfp4": 2}
 #: fp32 master copy kept by sharded mixed-precision optimizers in addition to the 16-bit weights
 #: (ZeRO paper section 3.1: 2 + 2 + 12 bytes per parameter for mixed-precision Adam).
-MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16": 0, "bf16": 4, "fp8": 4, "mxfp8": 4}
+MASTER_BYTES: dict[str, float] = {"fp32": 0, "tf32": 0, "amp_fp16": 0, "amp_bf16": 0, "bf16": 4, "fp8": 4, "mxfp8": 4,
+                                  "nvfp4": 4}
 
 #: optimizer state bytes per parameter (fp32 states): Adam keeps m and v; SGD with momentum keeps one buffer; [issue 17]
 #: Muon keeps one momentum buffer for the weights it steps (``torch.optim.Muon``'s ``momentum_buffer``; the parameters

@@ -23,7 +23,10 @@ clock: on B300 the measured times sit between the sustained prediction (which le
 
 One parameter of gpusim was set from this table, after the FP8 model was built: ModelParams ``mxfp8_gemm_rate_frac``
 (0.951), the B300's MXFP8 kernels' rate against its per-tensor FP8 kernels', from the pre-quantised MXFP8 and FP8-CS
-rows (:data:`USED_FOR_DEFAULTS`); every other row is a test row.
+rows (:data:`USED_FOR_DEFAULTS`); [issue 17] and a second when NVFP4 was added: ``nvfp4_gemm_speedup`` (1.810), the
+NVFP4 kernels' rate over the FP8-CS ones, from the pre-quantised NVFP4 rows.
+Every other row is a test row: the NVFP4 autocast rows test the NVFP4 quantisation model (the amax pass, the row-wise
+cast and the Hadamard-transformed column-wise cast of every input and gradient, :data:`gpusim.model.fp8.CAST_BYTES`).
 The report gives the absolute error per GPU and mode and the FP8 / BF16 GEMM-time ratio per GPU generation, measured
 against predicted: the number the issue asks the model to get right per generation.
 """
@@ -46,14 +49,15 @@ PASSES = ("fprop", "dgrad", "wgrad")
 OPS = ("qkv", "attn_out", "mlp_up", "mlp_down")
 #: gpusim precision and FP8 recipe of each profiled recipe
 PRECISIONS = {"bf16": ("bf16", None), "fp8-cs": ("fp8", "current"), "fp8-delayed": ("fp8", "delayed"),
-              "mxfp8": ("mxfp8", None)}
+              "mxfp8": ("mxfp8", None), "nvfp4": ("nvfp4", None)}
 #: columns of :func:`gpusim.model.llm.layer_gemm_times_s`: (forward, data gradient, weight gradient) per linear layer
 _COLUMN = {op: (3 * i, 3 * i + 1, 3 * i + 2) for i, op in enumerate(OPS)}
 
 
 #: [issue 17] rows a default was set from: the pre-quantised B300 MXFP8 (and the FP8-CS kernels they are divided by)
 #: set ModelParams ``mxfp8_gemm_rate_frac``; they are still predicted and reported, but are not a test of that ratio
-USED_FOR_DEFAULTS = frozenset(f"te-b300-prequant-{r}-{p}-all" for r in ("mxfp8", "fp8-cs") for p in PASSES)
+USED_FOR_DEFAULTS = frozenset(f"te-b300-prequant-{r}-{p}-all" for r in ("mxfp8", "fp8-cs", "nvfp4")
+                              for p in PASSES)
 
 
 def default_csv() -> Path:
@@ -99,7 +103,7 @@ def layer_times_s(gpu, precision: str, recipe: str | None, *, tokens: float, hid
     from gpusim.params import DEFAULT_PARAMS
 
     p = params or DEFAULT_PARAMS
-    key = "fp8" if precision in ("fp8", "mxfp8") else "bf16"
+    key = "fp8" if precision in ("fp8", "mxfp8", "nvfp4") else "bf16"
     peak16, peak = gpu.peak_flop_per_s("bf16"), gpu.peak_flop_per_s(key)
     if peak16 is None or peak is None:
         raise GpusimError(f"{gpu.id} has no {key} peak in the hardware database")
@@ -108,10 +112,15 @@ def layer_times_s(gpu, precision: str, recipe: str | None, *, tokens: float, hid
     ceiling = gpu.training_matmul_flop_per_s if sustained else gpu.achievable_matmul_flop_per_s
     c16 = p.gemm_ceiling_flop_per_s.get("bf16") or ceiling("bf16") or p.gemm_ceiling_frac * peak16
     c8 = p.gemm_ceiling_flop_per_s.get(key) or ceiling(key) or p.gemm_ceiling_frac * peak
-    if precision == "mxfp8" and not gpu.microscaling:
-        raise GpusimError(f"{gpu.id} has no microscaling tensor cores: MXFP8 rows need a Blackwell GPU")
+    if precision in ("mxfp8", "nvfp4") and not gpu.microscaling:
+        raise GpusimError(f"{gpu.id} has no microscaling tensor cores: {precision.upper()} rows need a Blackwell GPU")
     mode = FP8.NONE if key == "bf16" else FP8.mode_code(precision, recipe or "delayed", gpu.compute_capability)
     c8 = float(FP8.gemm_ceiling_flop_per_s(mode, c8, p.mxfp8_gemm_rate_frac))  # [issue 17] MXFP8's kernel rate
+    if mode == FP8.NVFP4:  # [issue 17] the FP4 kernels' rate (fp8.nvfp4_ceiling_flop_per_s)
+        peak4 = gpu.peak_flop_per_s("fp4")
+        if peak4 is None:
+            raise GpusimError(f"{gpu.id} has no fp4 peak in the hardware database")
+        c8 = float(FP8.nvfp4_ceiling_flop_per_s(c8, peak4, peak, p.nvfp4_gemm_speedup))
     ceil8_fwd = fp8_fprop_ceiling_flop_per_s(mode == FP8.DELAYED, mode == FP8.CURRENT, c8, c16, peak / peak16)
     h, f, T = float(hidden), float(ffn_hidden), float(tokens)
     a = np.asarray  # the model's functions take arrays (one row here)
@@ -122,12 +131,16 @@ def layer_times_s(gpu, precision: str, recipe: str | None, *, tokens: float, hid
                            p=p)
     shapes = {"qkv": (3.0 * h, h), "attn_out": (h, h), "mlp_up": (f, h), "mlp_down": (h, f)}  # (out, in)
     cast_b = float(FP8.cast_bytes_per_elem(mode))
+    # [issue 17] a weight's quantisation (NVFP4: 16x16 blocks, no Hadamard transform: fp8.WEIGHT_CAST_BYTES)
+    cast_w = float(FP8.WEIGHT_CAST_BYTES.get(int(mode), cast_b))
     bw = gpu.memory_bytes_per_s * p.mem_eff_frac
     out = {}
     for op, (n, k) in shapes.items():
-        operands = {"fprop": T * k + k * n, "dgrad": T * n + k * n, "wgrad": T * k + T * n}  # elements
+        # (activation or gradient elements, weight elements) quantised per GEMM
+        operands = {"fprop": (T * k, k * n), "dgrad": (T * n, k * n), "wgrad": (T * k + T * n, 0.0)}
         for j, pas in enumerate(PASSES):
-            cast = 0.0 if mode == FP8.NONE else operands[pas] * cast_b / bw + 2.0 * p.kernel_tail_s
+            act, wt = operands[pas]
+            cast = 0.0 if mode == FP8.NONE else (act * cast_b + wt * cast_w) / bw + 2.0 * p.kernel_tail_s
             out[(op, pas)] = (float(np.asarray(t[_COLUMN[op][j]])), cast)
     return out
 
@@ -225,7 +238,8 @@ def print_section(results: list[GemmRow], print_table, fmt_pct) -> None:
                       "error > 0: predicted slower)", justify=["left", "left", "right", "right", "right", "right"])
     a = s["all"]
     print(f"  all rows: median {fmt_pct(a['median_ape'])}, max {fmt_pct(a['max_ape'])} (n={a['n']}; the B300 "
-          f"pre-quantised MXFP8 / FP8-CS kernel rows set mxfp8_gemm_rate_frac, {len(USED_FOR_DEFAULTS)} rows)")
+          f"pre-quantised MXFP8 / NVFP4 / FP8-CS kernel rows set mxfp8_gemm_rate_frac and nvfp4_gemm_speedup, "
+          f"{len(USED_FOR_DEFAULTS)} rows)")
     for q in s["ratios"]:
         print(f"  {q['gpu']} {q['mode']}: {q['precision']} / bf16 layer GEMM time: measured {q['measured_ratio']:.3f}, "
               f"predicted {q['predicted_ratio']:.3f}")

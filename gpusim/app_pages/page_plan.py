@@ -63,7 +63,8 @@ with st.form("plan_form", border=True):
                            placeholder="auto: bf16 mixed precision where the GPU has it",
                            help="each precision picked gets its own rows and the plan ranks them together: fp8 is "
                                 "Transformer Engine's per-tensor delayed scaling, fp8-cs its current scaling "
-                                "(NVIDIA's newer Hopper recipes), mxfp8 the MXFP8 block scaling of Blackwell (a GPU "
+                                "(NVIDIA's newer Hopper recipes), mxfp8 the MXFP8 block scaling of Blackwell, nvfp4 "
+                                "Blackwell's FP4 with NVFP4 block scaling (a GPU "
                                 "without a precision's tensor cores gets no row for it)")
     st.form_submit_button("Plan", type="primary", icon=":material/calculate:")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8", "fp8-cs", "fp8-mx")
+PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16", "fp8", "mxfp8", "nvfp4", "fp8-cs", "fp8-mx")
 STRATEGIES = ("dp", "ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-grad-op", "fsdp-hybrid")
 
 

@@ -81,7 +81,8 @@ def register(sub) -> None:
                    help="strategies to compare (default ddp zero1 zero2 zero3 fsdp-hybrid)")
     r.add_argument("--precision", nargs="+", action="extend", metavar="P",
                    help="precisions (default auto: bf16 mixed precision where the GPU has it): fp32, tf32, amp_fp16, "
-                        "amp_bf16, bf16, fp8 (delayed scaling), fp8-cs (current scaling), mxfp8 / fp8-mx")
+                        "amp_bf16, bf16, fp8 (delayed scaling), fp8-cs (current scaling), mxfp8 / fp8-mx, nvfp4 (Blackwell "
+                        "FP4 with NVFP4 block scaling)")
     r.add_argument("--no-activation-checkpointing", action="store_true",
                    help="do not consider activation checkpointing")
     r.add_argument("--workers", type=_plan("num_workers"),

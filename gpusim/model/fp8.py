@@ -65,6 +65,26 @@
     stays 16-bit (its own backward reads it), and the attention output is kept twice: in bf16 by the fused
     attention kernel (its backward reads ``O``) and in FP8 by the output projection (+1 byte per element).
 
+- **NVFP4** [issue 17] (TE ``NVFP4BlockScaling``, Blackwell; Megatron-Bridge ``bf16_with_nvfp4_mixed``: ``fp4 =
+  "e2m1"``, ``fp4_recipe = "nvfp4"``, ``fp8_param_gather = False``): the same linear-layer GEMMs on FP4 (E2M1) operands
+  with one E4M3 scale per 16 elements and an FP32 scale per tensor (two-level scaling), 9/16 byte per operand element
+  (:data:`OPERAND_BYTES`), at the FP8 kernel ceiling times ModelParams ``nvfp4_gemm_speedup`` (Transformer Engine's
+  pre-quantised GEMM profile on B300: the FP4 kernels ran 1.81x the per-tensor FP8 ones where the datasheet gives
+  2.92x), at most the GPU's datasheet FP4 / FP8 ratio (:func:`nvfp4_ceiling_flop_per_s`). The recipe (TE ``transformer_engine/common/recipe/__init__.py``
+  ``NVFP4BlockScaling``): inputs and gradients in 1x16 blocks with a random Hadamard transform (16x16) on their
+  column-wise copy, the weight-gradient GEMM's operands, and stochastic rounding of the gradients; weights in 16x16
+  blocks (one quantisation serves both orientations), no transform; attention stays bf16. Every quantisation of an
+  input or gradient (TE ``NVFP4Quantizer::quantize_impl``) runs three memory-bound kernels: the amax of the tensor and
+  of its transform (``nvte_hadamard_transform_amax``, read 2 bytes), the row-wise cast (``nvte_quantize_v2``, read 2,
+  write 9/16) and the transformed column-wise cast (``nvte_hadamard_transform_cast_fusion_columnwise``, read 2, write
+  9/16): 7.125 bytes per element (:data:`CAST_BYTES`), and the norm and activation kernels cannot fuse it (TE's
+  ``normalization.cpp`` / ``activation.cpp``: ``Impl::UNFUSED`` when the quantizer has the transform and its post-RHT
+  amax: "Post-RHT amax is handled within NVFP4 quantizer"). A weight is cast once per optimizer step (amax 2, one
+  2-D kernel reading 2 and writing both copies, 5.125: :data:`WEIGHT_CAST_BYTES`) into two FP4 copies kept beside the
+  bf16 weight (1.125 bytes per parameter; no FP4 parameter all-gather, so the distributed optimizer gathers bf16); a
+  linear layer saves the column-wise FP4 copy of its input (9/16 byte). Sequence-parallel input all-gathers move the
+  quantised shards as MXFP8's do (:data:`TP_INPUT_GATHER_BYTES`: 9/8 byte forward, 9/16 backward).
+
 Pure numpy on broadcastable float64 arrays.
 """
 
@@ -75,24 +95,48 @@ import numpy as np
 NONE, DELAYED, CURRENT, MX = 0, 1, 2, 3
 #: [issue 17] per-tensor scaling on a GPU whose FP8 GEMMs take every layout (no transposed copy: :func:`non_tn_gemm`)
 DELAYED_NTN, CURRENT_NTN = 4, 5
+#: [issue 17] NVFP4 (module docstring): FP4 operands with 1x16 E4M3 block scales and a per-tensor FP32 scale
+NVFP4 = 6
+#: every quantised mode, in code order (the tables below are indexed by the code)
+_ALL = (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN, NVFP4)
 MODES = {"delayed": DELAYED, "current": CURRENT}
+#: [issue 17] NVFP4 bytes per element of one FP4 copy: half a byte of data and one E4M3 scale per 16 elements
+NVFP4_COPY_BYTES = 0.5 + 1.0 / 16.0
 #: bytes moved per element by one quantisation of a bf16 tensor (read 2, write rowwise + columnwise FP8 1 + 1; current
-#: scaling reads the tensor once more for its amax; with non-TN GEMMs only the rowwise copy is written)
-CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0, DELAYED_NTN: 3.0, CURRENT_NTN: 5.0}
-#: FP8 copies of the weights kept per parameter (rowwise + transpose, or rowwise only), and MXFP8's scales
-WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0}
-_CAST_TABLE = np.array([0.0] + [CAST_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+#: scaling reads the tensor once more for its amax; with non-TN GEMMs only the rowwise copy is written; NVFP4: the amax
+#: pass, then the row-wise and the Hadamard-transformed column-wise casts, each reading the tensor: 2 + 2 x (2 + 9/16))
+CAST_BYTES = {DELAYED: 4.0, CURRENT: 6.0, MX: 4.0 + 2.0 / 32.0, DELAYED_NTN: 3.0, CURRENT_NTN: 5.0,
+              NVFP4: 2.0 + 2.0 * (2.0 + NVFP4_COPY_BYTES)}
+#: [issue 17] bytes per element of the once-per-step weight quantisation: as :data:`CAST_BYTES`, but NVFP4 weights take
+#: 16x16 blocks and no transform, so one kernel writes both copies after the amax pass: 2 + 2 + 2 x 9/16
+WEIGHT_CAST_BYTES = {**CAST_BYTES, NVFP4: 2.0 + 2.0 + 2.0 * NVFP4_COPY_BYTES}
+#: FP8 copies of the weights kept per parameter (rowwise + transpose, or rowwise only), and MXFP8's scales; NVFP4's two
+#: FP4 copies with their scales
+WEIGHT_COPY_BYTES = {DELAYED: 2.0, CURRENT: 2.0, MX: 2.0 + 2.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0,
+                     NVFP4: 2.0 * NVFP4_COPY_BYTES}
+#: [issue 17] bytes per element a quantised GEMM reads of each operand (FP8: 1; NVFP4: 9/16 with its block scales)
+OPERAND_BYTES = {m: 1.0 for m in _ALL} | {NVFP4: NVFP4_COPY_BYTES}
+
+
+def _table(d: dict, none: float = 0.0) -> np.ndarray:
+    """A lookup array indexed by mode code (``none`` at code 0, no quantisation)."""
+    return np.array([none] + [d[m] for m in _ALL])
+
+
+_CAST_TABLE = _table(CAST_BYTES)
+_WEIGHT_CAST_TABLE = _table(WEIGHT_CAST_BYTES)
+_OPERAND_TABLE = _table(OPERAND_BYTES, none=np.nan)
 #: [issue 17] bytes per element of a quantisation fused into the norm kernel that makes the tensor, over that kernel's
-#: 16-bit write (module docstring: TE's normalization.cpp; MXFP8 norms are unfused: a separate pass)
+#: 16-bit write (module docstring: TE's normalization.cpp; MXFP8 and NVFP4 norms are unfused: a separate pass)
 NORM_FUSED_BYTES = {DELAYED: -1.0 + 2.0, CURRENT: 2.0 + 1.0 + 1.0, MX: CAST_BYTES[MX], DELAYED_NTN: -1.0,
-                    CURRENT_NTN: 2.0 + 1.0}
+                    CURRENT_NTN: 2.0 + 1.0, NVFP4: CAST_BYTES[NVFP4]}
 #: [issue 17] the same for the activation kernel (forward) and its gradient (backward; TE's activation.cpp: MXFP8
-#: fully fused, rowwise + columnwise copies + 1/32 scales each in place of the 16-bit output)
+#: fully fused, rowwise + columnwise copies + 1/32 scales each in place of the 16-bit output; NVFP4 unfused)
 ACT_FUSED_BYTES = {DELAYED: -1.0 + 2.0, CURRENT: 2.0 + 1.0 + 1.0, MX: 2.0 / 32.0, DELAYED_NTN: -1.0,
-                   CURRENT_NTN: 2.0 + 1.0}
-_NORM_TABLE = np.array([0.0] + [NORM_FUSED_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
-_ACT_TABLE = np.array([0.0] + [ACT_FUSED_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
-_WEIGHT_TABLE = np.array([0.0] + [WEIGHT_COPY_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+                   CURRENT_NTN: 2.0 + 1.0, NVFP4: CAST_BYTES[NVFP4]}
+_NORM_TABLE = _table(NORM_FUSED_BYTES)
+_ACT_TABLE = _table(ACT_FUSED_BYTES)
+_WEIGHT_TABLE = _table(WEIGHT_COPY_BYTES)
 
 
 def non_tn_gemm(compute_capability: str | None) -> bool:
@@ -117,8 +161,25 @@ def gemm_ceiling_flop_per_s(mode, fp8_ceiling_flop_per_s, mx_rate_frac):
     return np.where(np.asarray(mode) == MX, c8 * float(mx_rate_frac), c8)
 
 
+def nvfp4_ceiling_flop_per_s(fp8_ceiling_flop_per_s, fp4_peak_flop_per_s, fp8_peak_flop_per_s, speedup):
+    """[issue 17] The matmul ceiling of NVFP4 GEMMs: the GPU's per-tensor FP8 ceiling times ``speedup`` (ModelParams
+    ``nvfp4_gemm_speedup``: the FP4 kernels' rate over the FP8 ones in Transformer Engine's B300 profile, 1.81), at most
+    its datasheet FP4 / FP8 ratio. Hand-worked: B300 (FP8 sustained 2,759.8 TFLOP/s; datasheet FP4 13,125, FP8 4,500:
+    2.917) 2,759.8 x 1.81 = 4,995.2 TFLOP/s; a GPU whose datasheet ratio is 1.5 gets 1.5. FLOP/s."""
+    ratio = _f(fp4_peak_flop_per_s) / _f(fp8_peak_flop_per_s)
+    return _f(fp8_ceiling_flop_per_s) * np.minimum(ratio, float(speedup))
+
+
+def operand_bytes(mode):
+    """[issue 17] :data:`OPERAND_BYTES` of a mode code: bytes per operand element a quantised GEMM reads (NaN at 0)."""
+    return _OPERAND_TABLE[np.asarray(mode, dtype=np.int64)]
+
+
 def mode_code(precision: str, recipe: str, compute_capability: str | None) -> int:
-    """The integer FP8 mode of a row: MXFP8, or per-tensor ``recipe`` (with or without the transposed copy)."""
+    """The integer quantisation mode of a row: NVFP4, MXFP8, or per-tensor FP8 ``recipe`` (with or without the
+    transposed copy)."""
+    if precision == "nvfp4":
+        return NVFP4
     if precision == "mxfp8":
         return MX
     base = MODES[recipe]
@@ -173,7 +234,8 @@ def weight_cast_s(mode, params_local, mem_rate):
     """Seconds per optimizer step to cast the rank's linear weights to FP8 (once; cached over micro-batches)."""
     if not np.any(np.asarray(mode) > 0):
         return 0.0
-    return np.where(np.asarray(mode) > 0, _f(params_local) * cast_bytes_per_elem(mode) / mem_rate, 0.0)
+    return np.where(np.asarray(mode) > 0, _f(params_local) * _WEIGHT_CAST_TABLE[np.asarray(mode, dtype=np.int64)]
+                    / mem_rate, 0.0)
 
 
 def act_cache_bytes(mode, fp8_act, elem_bytes):
@@ -190,8 +252,9 @@ def weight_copy_bytes_per_param(mode):
 
 #: [issue 17] bytes per element of a TE linear layer's input saved for the backward pass as its FP8 copy (the
 #: columnwise data: one byte, per-tensor scales are one fp32 per tensor; MXFP8 adds one E8M0 scale per 32 elements)
-TE_SAVED_INPUT_BYTES = {DELAYED: 1.0, CURRENT: 1.0, MX: 1.0 + 1.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0}
-_SAVED_TABLE = np.array([0.0] + [TE_SAVED_INPUT_BYTES[m] for m in (DELAYED, CURRENT, MX, DELAYED_NTN, CURRENT_NTN)])
+TE_SAVED_INPUT_BYTES = {DELAYED: 1.0, CURRENT: 1.0, MX: 1.0 + 1.0 / 32.0, DELAYED_NTN: 1.0, CURRENT_NTN: 1.0,
+                        NVFP4: NVFP4_COPY_BYTES}
+_SAVED_TABLE = _table(TE_SAVED_INPUT_BYTES)
 
 
 def te_saved_input_bytes(mode):
@@ -269,7 +332,9 @@ def weight_state_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0, transpos
     (:func:`retranspose_bytes_per_param`) the transposed copy is not kept. Hand-worked: Hopper per-tensor 2 (primary
     FP8) or 4, 1 or 3 without the cache; Blackwell per-tensor 1 or 3; MXFP8 2.0625 or 4.0625."""
     copies = weight_copy_bytes_per_param(mode) - (retranspose_bytes_per_param(mode, transpose_cache) > 0)
-    primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool)
+    # (NVFP4 has no FP4 parameter all-gather: Megatron-Bridge's bf16_with_nvfp4_mixed sets fp8_param_gather False)
+    primary = (np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool)
+               & (np.asarray(mode, dtype=np.int64) != NVFP4))
     return np.where(primary, copies, _f(elem_bytes) + copies)
 
 
@@ -296,7 +361,8 @@ def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
     after (``reuse_grad_buf_for_mxfp8_param_ag``, ``distributed/param_and_grad_buffer.py``), ``elem_bytes``; without
     FP8 primary weights ``elem_bytes``. Hand-worked: per-tensor, zero1 -> 1; MXFP8 -> 2; ddp -> 2."""
     code = np.asarray(mode, dtype=np.int64)
-    primary = np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool) & (code > 0) & (code != MX)
+    primary = (np.asarray(fp8_param_gather, dtype=bool) & np.asarray(sharded, dtype=bool) & (code > 0) & (code != MX)
+               & (code != NVFP4))
     return np.where(primary, 1.0, _f(elem_bytes))
 
 
@@ -304,13 +370,14 @@ def param_gather_bytes(mode, fp8_param_gather, sharded, elem_bytes=2.0):
 #: re-gather)``: TE quantises the local shard and gathers the FP8 data (``transformer_engine/pytorch/module/linear.py``,
 #: "Cast local input tensor if needed" before the all-gather; per-tensor scaling gathers the rowwise data only,
 #: "All-gather is not supported with FP8 column-wise data", and keeps that rowwise shard for the backward re-gather;
-#: MXFP8 gathers both orientations with their 1x32 scales forward and the columnwise copy backward)
+#: MXFP8 gathers both orientations with their 1x32 scales forward and the columnwise copy backward; [stop 57] NVFP4
+#: takes the same path as MXFP8, both FP4 orientations with their 1x16 E4M3 scales forward and the columnwise copy
+#: backward: TE's ``gather_along_first_dim`` routes an NVFP4 tensor to its own all-gather of the packed data and scales)
 TP_INPUT_GATHER_BYTES = {DELAYED: (1.0, 1.0), CURRENT: (1.0, 1.0), DELAYED_NTN: (1.0, 1.0), CURRENT_NTN: (1.0, 1.0),
-                         MX: (2.0 + 2.0 / 32.0, 1.0 + 1.0 / 32.0)}
-_AGF_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][0] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,
-                                                                          CURRENT_NTN)])
-_AGB_TABLE = np.array([np.nan] + [TP_INPUT_GATHER_BYTES[m][1] for m in (DELAYED, CURRENT, MX, DELAYED_NTN,
-                                                                          CURRENT_NTN)])
+                         MX: (2.0 + 2.0 / 32.0, 1.0 + 1.0 / 32.0),
+                         NVFP4: (2.0 * NVFP4_COPY_BYTES, NVFP4_COPY_BYTES)}
+_AGF_TABLE = _table({m: v[0] for m, v in TP_INPUT_GATHER_BYTES.items()}, none=np.nan)
+_AGB_TABLE = _table({m: v[1] for m, v in TP_INPUT_GATHER_BYTES.items()}, none=np.nan)
 
 
 def tp_input_gather_bytes(mode, elem_bytes):

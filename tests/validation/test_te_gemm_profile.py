@@ -22,7 +22,7 @@ def test_every_row_has_its_source_and_is_predicted(results):
     with open(VG.default_csv(), newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0]) == VG.COLUMNS
-    assert len({r["row_id"] for r in rows}) == len(rows) == len(results) == 48
+    assert len({r["row_id"] for r in rows}) == len(rows) == len(results) == 57
     assert all(r["source"].startswith("github.com/NVIDIA/TransformerEngine") for r in rows)
     assert [r.row_id for r in results if r.error] == []
     assert all(r.predicted_ms > 0 for r in results)
@@ -103,7 +103,7 @@ def test_validate_prints_and_skips_the_section(capsys):
     assert "Transformer Engine's GEMM profile" not in capsys.readouterr().out
     assert main(["validate", "--runs", "--sweeps-csv", "none", "--llm-csv", "none", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert len(d["te_gemm_profile"]["rows"]) == 48 and d["te_gemm_profile"]["summary"]["all"]["n"] == 48
+    assert len(d["te_gemm_profile"]["rows"]) == 57 and d["te_gemm_profile"]["summary"]["all"]["n"] == 57
 
 
 def test_mxfp8_kernels_run_at_their_rate_of_the_fp8_ceiling(results):
