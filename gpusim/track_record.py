@@ -12,7 +12,8 @@ prediction, and picks the band a prediction belongs to, so that ``gpusim predict
 
 The bands (:data:`BAND_KEYS`) and the validation rows behind each:
 
-- ``llm-moe``, ``llm-dense-bf16``, ``llm-dense-fp8``, ``llm-dense-bf16-blackwell``, ``llm-dense-fp8-blackwell``:
+- ``llm-moe``, ``llm-dense-bf16``, ``llm-dense-fp8``, ``llm-dense-bf16-blackwell``, ``llm-dense-fp8-blackwell``,
+  ``llm-dense-nvfp4-blackwell`` [issue 17]:
   step time of the published training runs with their stated layouts (``validation/runs_*.csv``,
   :mod:`gpusim.validation_runs`, its regimes);
 - ``llm-hybrid`` [issue 17]: step time of the published hybrid Mamba-Transformer runs with their stated layouts, the
@@ -85,6 +86,7 @@ BAND_KEYS: dict[str, str] = {
     "llm-dense-fp8": "published dense FP8 training runs with their stated layouts, not on Blackwell",
     "llm-dense-bf16-blackwell": "published dense BF16 training runs with their stated layouts on Blackwell",
     "llm-dense-fp8-blackwell": "published dense FP8 / MXFP8 training runs with their stated layouts on Blackwell",
+    "llm-dense-nvfp4-blackwell": "published dense NVFP4 training runs with their stated layouts on Blackwell",
     "fsdp": "published FSDP (FULL_SHARD) benchmark runs (llm-foundry's tables)",
     "data-parallel": "published multi-GPU data-parallel runs, from the datasheet",
     "data-parallel-anchored": "published multi-GPU data-parallel runs, with their one-GPU throughput given",
@@ -102,7 +104,8 @@ BAND_KEYS: dict[str, str] = {
 #: what each band's absolute error is measured on
 QUANTITY = {"llm-moe": "step time", "llm-hybrid": "step time", "llm-dense-bf16": "step time",
             "llm-dense-fp8": "step time",
-            "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time", "fsdp": "MFU",
+            "llm-dense-bf16-blackwell": "step time", "llm-dense-fp8-blackwell": "step time",
+            "llm-dense-nvfp4-blackwell": "step time", "fsdp": "MFU",
             "data-parallel": "throughput", "data-parallel-anchored": "throughput", "single-gpu": "throughput",
             "collectives": "bus bandwidth", "layout-search": "MFU", "layout-search-moe": "MFU", "what-if": "speed-up",
             "gpu-swap": "speed-up", "llm-memory": "peak memory"}
@@ -286,7 +289,8 @@ def compute(db=None, *, dp=None, runs=None, fsdp=None, sweeps=None, searched=Non
                               ("llm-dense-bf16", runs, "validation/runs_*.csv"),
                               ("llm-dense-fp8", runs, "validation/runs_*.csv"),
                               ("llm-dense-bf16-blackwell", runs, "validation/runs_*.csv"),
-                              ("llm-dense-fp8-blackwell", runs, "validation/runs_*.csv")):
+                              ("llm-dense-fp8-blackwell", runs, "validation/runs_*.csv"),
+                              ("llm-dense-nvfp4-blackwell", runs, "validation/runs_*.csv")):
         regime = key.removeprefix("llm-")
         sel = [r for r in rows if regime in r.regimes and not r.is_memory and r.signed_frac is not None]
         # step time: speed ratio = predicted step / measured step
@@ -467,7 +471,7 @@ def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind
     runs are all of that kind). Sharded data parallelism (FSDP FULL_SHARD or HYBRID_SHARD, ZeRO-3) without tensor,
     pipeline, context or expert parallelism (``split``) is ``fsdp`` (llm-foundry's tables run it with and without
     activation checkpointing, which puts it on the per-GEMM path too). An LLM layout (``llm``: ``Strategy.is_llm``,
-    a result with per-stage memory) is dense BF16 or FP8 (FP8 and MXFP8 GEMMs), on Blackwell (B200, B300, GB200,
+    a result with per-stage memory) is dense BF16, FP8 (FP8 and MXFP8 GEMMs) or [issue 17] NVFP4, on Blackwell (B200, B300, GB200,
     GB300) or not, as :func:`gpusim.validation_runs.regime` splits the published runs. Otherwise one GPU is
     ``single-gpu`` and data parallelism ``data-parallel``, ``-anchored`` when the one-GPU throughput is given."""
     from gpusim.validation_runs import BLACKWELL
@@ -481,7 +485,8 @@ def key_for(*, llm: bool, moe: bool, precision: str, gpu: str, n_gpus: int, kind
     if kind in _SHARDED and not split:
         return "fsdp"
     if llm:
-        return f"llm-dense-{'fp8' if precision in _FP8 else 'bf16'}" + ("-blackwell" if gpu in BLACKWELL else "")
+        kind = "nvfp4" if precision == "nvfp4" else "fp8" if precision in _FP8 else "bf16"  # [issue 17]
+        return f"llm-dense-{kind}" + ("-blackwell" if gpu in BLACKWELL else "")
     if n_gpus <= 1:
         return "single-gpu"
     return "data-parallel-anchored" if anchored else "data-parallel"

@@ -234,7 +234,8 @@ def _int(v, default=1) -> int:
 
 def regime(r: dict) -> tuple[str, ...]:
     """The regimes a row belongs to: ``moe`` (ep > 1 or an MoE model), ``blackwell`` (B200/B300/GB200/GB300), and for
-    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8); ``hybrid`` besides for a model with
+    dense rows on other GPUs ``dense-bf16`` or ``dense-fp8`` (fp8 and mxfp8; [issue 17] ``dense-nvfp4`` for NVFP4,
+    Blackwell only); ``hybrid`` besides for a model with
     Mamba mixers [stop 38]; a peak-memory row is in ``memory`` alone (its error is of memory, not of step time)."""
     if (r.get("metric") or "").strip() in MEMORY_METRICS:
         return ("memory",)
@@ -245,8 +246,10 @@ def regime(r: dict) -> tuple[str, ...]:
     if r["gpu"] in BLACKWELL:
         out.append("blackwell")
     if not moe:
-        fp8 = r["precision"].strip().lower() in ("fp8", "mxfp8", "fp8-cs", "fp8-mx")
-        out.append(("dense-fp8" if fp8 else "dense-bf16") + ("" if r["gpu"] not in BLACKWELL else "-blackwell"))
+        pr = r["precision"].strip().lower()
+        fp8 = pr in ("fp8", "mxfp8", "fp8-cs", "fp8-mx")
+        kind = "dense-nvfp4" if pr == "nvfp4" else "dense-fp8" if fp8 else "dense-bf16"  # [issue 17] NVFP4 apart
+        out.append(kind + ("" if r["gpu"] not in BLACKWELL else "-blackwell"))
     if _spec_count(r["model"], "n_mamba_layers"):  # [stop 38] a hybrid Mamba-Transformer model
         out.append("hybrid")
     return tuple(out)
@@ -609,7 +612,8 @@ def stats(rows: list[RunRow]) -> dict:
             "median_signed": quantile(signed, 0.5) if signed else None}
 
 
-REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "blackwell", "moe", "hybrid",
+REGIMES = ("dense-bf16", "dense-fp8", "dense-bf16-blackwell", "dense-fp8-blackwell", "dense-nvfp4-blackwell",
+           "blackwell", "moe", "hybrid",
            "memory")
 
 

@@ -106,3 +106,12 @@ def test_te_profile_nvfp4_rows():
     cast_meas = (2.189 - 1.305) + (2.331 - 1.205)
     assert cast_pred == pytest.approx(cast_meas, rel=1 / 3)
     assert np.isfinite(cast_pred)
+
+
+def test_nvfp4_prediction_carries_its_own_track_record(capsys):
+    """An NVFP4 layout's report takes the published NVFP4 runs' band, not FP8's (gpusim.track_record.key_for)."""
+    assert main(["predict", "--model", "llama3-70b", "--gpu", "gb200", "--gpus", "64", "--nodes", "16", "--tp", "2",
+                 "--pp", "4", "--vp", "5", "--micro-batch", "1", "--global-batch", "256", "--seq-len", "8192",
+                 "--strategy", "zero1", "--precision", "nvfp4"]) == 0
+    out = capsys.readouterr()[0]
+    assert "published dense NVFP4 training runs" in out

@@ -68,6 +68,8 @@ def test_regimes():
     assert R.regime({**base, "gpu": "h100-sxm", "precision": "bf16"}) == ("dense-bf16",)
     assert R.regime({**base, "gpu": "h100-sxm", "precision": "fp8"}) == ("dense-fp8",)
     assert R.regime({**base, "gpu": "gb200", "precision": "mxfp8"}) == ("blackwell", "dense-fp8-blackwell")
+    # [stop 57] NVFP4 is its own dense regime, not FP8's
+    assert R.regime({**base, "gpu": "gb300", "precision": "nvfp4"}) == ("blackwell", "dense-nvfp4-blackwell")
     assert "moe" in R.regime({"ep": "8", "model": "mixtral-8x7b", "gpu": "h100-sxm", "precision": "bf16"})
 
 

@@ -303,6 +303,7 @@ def test_key_for_hand_cases():
              split=True) == "llm-dense-bf16"
     assert k(llm=True, moe=True, precision="mxfp8", gpu="gb200", n_gpus=8) == "llm-moe"
     assert k(llm=True, moe=False, precision="mxfp8", gpu="gb300", n_gpus=64) == "llm-dense-fp8-blackwell"
+    assert k(llm=True, moe=False, precision="nvfp4", gpu="gb300", n_gpus=64) == "llm-dense-nvfp4-blackwell"  # [stop 57]
     assert k(llm=False, moe=False, precision="amp_fp16", gpu="a100-sxm4-80gb", n_gpus=1) == "single-gpu"
     assert k(llm=False, moe=False, precision="fp32", gpu="v100-sxm2-16gb", n_gpus=4, anchored=True) == \
         "data-parallel-anchored"
