@@ -731,7 +731,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "host_cpu_mult": float(hw.gpu.host_cpu_dispatch_mult or 1.0),  # [issue 17] a superchip's Grace host
         "host_python_mult": float(hw.gpu.host_python_mult or 1.0),  # [stop 52] its Python-level bookkeeping
         **memory_saving_fields(spec, st),  # [issue 12] recompute modules, FP8 activation cache
-        **fp8_fields(hw, st, params, ceiling),  # [issue 12] FP8 recipes: ceilings, cast mode, weight copies
+        **fp8_fields(hw, st, params, ceiling, spec.n_layers),  # [issue 12] FP8 recipes: ceilings, casts, weights
         **attention_kernel_fields(hw.gpu, st.attention, params),  # [issue 18] the attention kernel's rate
         **window_fields(spec, scn.seq_len or spec.seq_len, params),  # [issue 17] sliding-window / chunked attention
         **cuda_graph_fields(spec, st, getattr(workload, "name", "")),  # [issue 17] CUDA graphs
@@ -950,9 +950,11 @@ def attention_kernel_fields(gpu: GPU, attention: str | None, params: ModelParams
     return out
 
 
-def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
+def fp8_fields(hw, strategy, params, fp8_ceiling, n_layers: int = 0) -> dict:
     """The FP8 fields of an LLM row (gpusim.model.fp8): the recipe, the FP8 and bf16 matmul ceilings, the bf16
-    peak, and the weights' FP8 copies; empty for the other precisions."""
+    peak, and the weights' FP8 copies; empty for the other precisions. [stop 57] With layers kept in bf16
+    (Strategy ``bf16_layers_start`` / ``_end`` of the model's ``n_layers``) their share of the weights has no
+    quantised copy and gathers 16-bit parameters."""
     from gpusim.model import fp8 as FP8
     from gpusim.strategy import GATHER_BYTES
 
@@ -973,16 +975,20 @@ def fp8_fields(hw, strategy, params, fp8_ceiling) -> dict:
               or params.gemm_ceiling_frac * peak8)
         fp8_ceiling = float(FP8.nvfp4_ceiling_flop_per_s(c8, hw.gpu.peak_flop_per_s("fp4"), peak8,
                                                          params.nvfp4_gemm_speedup))
+    b16 = strategy.bf16_layers_start + strategy.bf16_layers_end
+    q16 = min(1.0, b16 / n_layers) if n_layers > 0 else 0.0  # [stop 57] the weights' bf16 share
+    w16 = GATHER_BYTES[pr]
     return {"fp8_mode": mode, "ceiling_flop_per_s": nan if c16 is None else c16,
             "fp8_ceiling_flop_per_s": nan if fp8_ceiling is None else fp8_ceiling,
             "peak16_flop_per_s": nan if peak16 is None else peak16,
             # [issue 17] FP8 primary weights with a sharded optimizer (gpusim.model.fp8.weight_state_bytes)
-            "weight_bytes_per_param": float(FP8.weight_state_bytes(mode, strategy.fp8_param_gather,
-                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr],
-                                                                   strategy.fp8_transpose_cache)),
+            "weight_bytes_per_param": (1.0 - q16) * float(FP8.weight_state_bytes(
+                mode, strategy.fp8_param_gather, strategy.shard_stage >= 1, w16, strategy.fp8_transpose_cache))
+            + q16 * w16,
             "fp8_retranspose_bytes": float(FP8.retranspose_bytes_per_param(mode, strategy.fp8_transpose_cache)),
-            "gather_bytes_per_param": float(FP8.param_gather_bytes(mode, strategy.fp8_param_gather,
-                                                                   strategy.shard_stage >= 1, GATHER_BYTES[pr]))}
+            "gather_bytes_per_param": (1.0 - q16) * float(FP8.param_gather_bytes(
+                mode, strategy.fp8_param_gather, strategy.shard_stage >= 1, w16)) + q16 * w16,
+            "bf16_layers_start": float(strategy.bf16_layers_start), "bf16_layers_end": float(strategy.bf16_layers_end)}
 
 
 # ------------------------------------------------------------------------------------------------

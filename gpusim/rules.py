@@ -330,6 +330,14 @@ def check_memory_saving(spec, st) -> None:
     if st.ep_fp8_dispatch and st.precision not in ("fp8", "mxfp8"):
         problems.append(f"--ep-fp8-dispatch dispatches the FP8 copies the expert GEMMs read and needs --precision "
                         f"fp8 or mxfp8, not {st.precision}")
+    b16 = getattr(st, "bf16_layers_start", 0) + getattr(st, "bf16_layers_end", 0)  # [stop 57]
+    if b16 and st.precision not in ("fp8", "mxfp8", "nvfp4"):
+        problems.append(f"--bf16-layers keeps layers out of a quantised recipe and needs --precision fp8, mxfp8 or "
+                        f"nvfp4, not {st.precision}")
+    elif b16 and n_layers and b16 > n_layers:
+        problems.append(f"--bf16-layers {st.bf16_layers_start} {st.bf16_layers_end}: "
+                        f"{getattr(spec, 'name', None) or 'this model'} has {n_layers} layers; give at most "
+                        f"{n_layers} in all")
     if getattr(st, "moe_router_padding", False) and st.precision not in ("fp8", "mxfp8"):  # [issue 17]
         problems.append(f"--moe-router-padding pads the experts' tokens for FP8 GEMMs and needs --precision fp8 or "
                         f"mxfp8, not {st.precision}")

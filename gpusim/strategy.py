@@ -316,6 +316,12 @@ class Strategy(FiniteModel):
                                       "keep the FP8 weights' transposes over the micro-batches (Transformer Engine's "
                                       "default); False = Megatron-Core disable_parameter_transpose_cache, 1 byte per "
                                       "weight less, re-made every backward pass")
+    bf16_layers_start: int = Field(default=0, ge=0, le=100_000, description="[stop 57] with fp8/mxfp8/nvfp4 on an "
+                                   "LLM layout: the first N transformer layers keep their linear layers in bf16 "
+                                   "(Megatron-Core --first-last-layers-bf16 --num-layers-at-start-in-bf16 N)")
+    bf16_layers_end: int = Field(default=0, ge=0, le=100_000, description="[stop 57] the same for the last N layers "
+                                 "(--num-layers-at-end-in-bf16 N; Megatron-Bridge's FP8 current-scaling recipe keeps "
+                                 "1 + 1, its Nemotron 3 Super NVFP4 recipe the last 14)")
     fp8_recipe: Literal["delayed", "current"] = Field(default="delayed", description="fp8: Transformer Engine's "
                                                       "per-tensor scaling from the amax history (delayed) or of the "
                                                       "tensor itself (current)")
@@ -474,7 +480,8 @@ class Strategy(FiniteModel):
                 or self.fp8_activations or self.activation_offload_layers > 0
                 or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer
                 or self.attention in ("flash2", "triton")  # [issue 18] an attention kernel's own rate
-                or bool(self.cuda_graph_scope))  # [issue 17] Megatron-Core's CUDA graphs
+                or bool(self.cuda_graph_scope)  # [issue 17] Megatron-Core's CUDA graphs
+                or self.bf16_layers_start > 0 or self.bf16_layers_end > 0)  # [stop 57] a transformer's bf16 layers
 
     def _llm_reason(self) -> str:
         """The first setting that puts this strategy on the LLM layout path (:attr:`is_llm`), in the CLI's words."""
@@ -488,6 +495,8 @@ class Strategy(FiniteModel):
             return f"--grad-dtype {self.grad_dtype}"
         if self.recompute is not None or self.recompute_modules:
             return "a recomputation mode (--recompute / --recompute-modules)"
+        if self.bf16_layers_start or self.bf16_layers_end:  # [stop 57]
+            return f"--bf16-layers {self.bf16_layers_start} {self.bf16_layers_end}"
         return "an LLM layout option (MoE, FP8 activations or activation offload)"
 
     @property

@@ -12,6 +12,8 @@ predicted as it ran:
   ``fsdp`` = Megatron-FSDP), ``fp8_recipe=`` (``delayed`` | ``current``).
   ``seen_before_entry=1`` [stop 51] (gpusim's prediction of the run was seen before the row was entered: counted
   with the open rows whatever its file's hold-out rule says, :func:`held_out`),
+  ``bf16_layers_start=N`` / ``bf16_layers_end=N`` [stop 57] (Megatron-Core ``--first-last-layers-bf16``: the first / last
+  N layers outside the FP8 or NVFP4 recipe; Strategy ``bf16_layers_start`` / ``bf16_layers_end``),
   ``attention=`` (``flash`` | ``unfused``: the attention kernel; NeMo and Megatron-Bridge run Transformer Engine's
   fused attention, which some catalogue entries of older models do not assume), ``tp_comm_overlap=1`` (Transformer
   Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
@@ -106,7 +108,8 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "cuda_graph_scope", "disable_parameter_transpose_cache",
                "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
                "cross_entropy", "mtp_num_layers", "mtp_use_repeated_layer", "optimizer",  # [issue 17]
-               "seen_before_entry")  # [stop 51]
+               "seen_before_entry",  # [stop 51]
+               "bf16_layers_start", "bf16_layers_end")  # [stop 57] Megatron-Core's first / last layers in bf16
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -436,6 +439,12 @@ def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
                 out.error = f"{key}={opts[key]!r} in the notes is not 0 or 1"
                 return None
             base[field] = values[_BOOL[opts[key].lower()]]
+    for key in ("bf16_layers_start", "bf16_layers_end"):  # [stop 57] layers kept out of the FP8 / NVFP4 recipe
+        if key in opts:
+            if not opts[key].isdigit():
+                out.error = f"{key}={opts[key]!r} in the notes is not a count of layers"
+                return None
+            base[key] = int(opts[key])
     if "mtp_num_layers" in opts:  # [issue 17] the multi-token prediction modules the run trained (Strategy.mtp_layers)
         v = opts["mtp_num_layers"]
         if not v.isdigit() or int(v) > 16:

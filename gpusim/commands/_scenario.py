@@ -338,6 +338,11 @@ def add_memory_args(g) -> None:
                    help="[issue 17] fp8 on Hopper: do not keep the FP8 weights' transposes over the micro-batches "
                         "(Megatron-Core disable_parameter_transpose_cache, as Megatron-Bridge's Llama 3 SFT configs "
                         "set): 1 byte per weight less memory, the transposes re-made every backward pass")
+    g.add_argument("--bf16-layers", nargs=2, type=int, metavar=("START", "END"),
+                   help="[stop 57] with --precision fp8/mxfp8/nvfp4: the first START and the last END transformer "
+                        "layers keep their linear layers in bf16 (Megatron-Core --first-last-layers-bf16 "
+                        "--num-layers-at-start-in-bf16 START --num-layers-at-end-in-bf16 END; Megatron-Bridge's "
+                        "fp8-cs recipe keeps 1 1; default 0 0)")
     g.add_argument("--no-fp8-param-gather", action="store_true",
                    help="[issue 17] with fp8/mxfp8 and zero1/FSDP: keep bf16 weights beside their FP8 copies "
                         "(default: FP8 parameters, Megatron-Core --fp8-param-gather as Megatron-Bridge's recipes set)")
@@ -358,6 +363,8 @@ def layout_kwargs(args) -> dict:
         out["fp8_param_gather"] = False
     if getattr(args, "no_fp8_transpose_cache", False):  # [issue 17]
         out["fp8_transpose_cache"] = False
+    if getattr(args, "bf16_layers", None):  # [stop 57]
+        out["bf16_layers_start"], out["bf16_layers_end"] = args.bf16_layers
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -88,6 +88,28 @@ def _f(a):
     return np.asarray(a, dtype=np.float64)
 
 
+def bf16_stage_fracs(start, end, n_layers, model_layers, pp):
+    """[stop 57] The share of bf16 layers in the first, a middle and the last pipeline stage, ``(first, mid, last)``, when
+    the first ``start`` and the last ``end`` of the model's ``model_layers`` transformer layers keep their linear layers
+    in bf16 under an FP8 or NVFP4 recipe (Megatron-Core ``--first-last-layers-bf16``, ``--num-layers-at-start-in-bf16``,
+    ``--num-layers-at-end-in-bf16``: ``TransformerConfig.first_last_layers_bf16``; Megatron-Bridge's FP8 current-
+    scaling recipe ``bf16_with_fp8_current_scaling_mixed`` keeps 1 + 1, its Nemotron 3 Super NVFP4 recipe the last 14).
+    One stage holds them all: ``(start + end) / model_layers``. Several: the first stage holds the first ``start`` of
+    its ``n_layers / pp`` slots and the last stage the last ``end`` (whatever spills past a stage is charged to the
+    middle stages' share, spread over the ``pp - 2`` of them; with interleaving a stage's bf16 layers sit in its first
+    or last chunk, which moves the time within the stage, not between stages). Hand-worked: 1 + 1 of 80 layers on pp 4:
+    (0.05, 0, 0.05); 0 + 14 of 88 on one stage: 0.159 for all three."""
+    b0, b1, L, Lm, P = _f(start), _f(end), _f(n_layers), _f(model_layers), _f(pp)
+    lps = L / P
+    one = np.where(Lm > 0, (b0 + b1) / np.maximum(Lm, 1.0), 0.0)
+    first = np.minimum(b0, lps) / lps
+    last = np.minimum(b1, lps) / lps
+    spill = np.maximum(b0 - lps, 0.0) + np.maximum(b1 - lps, 0.0)
+    mid = np.minimum(spill / np.maximum(P - 2.0, 1.0) / lps, 1.0)
+    multi = P > 1
+    return (np.where(multi, first, one), np.where(multi, mid, one), np.where(multi, last, one))
+
+
 def stage_layers(n_layers, model_layers, mtp_layers, pp):
     """[issue 17] ``(last, on_top)``: the layer slots of the last pipeline stage and how many multi-token prediction
     modules (``mtp_layers``) sit on top of its ``n_layers / pp``. Megatron-Core places the modules after the decoder,
@@ -1048,6 +1070,16 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
         return tuple(out.values())
 
     lt = dict(zip(names, dist(layer_terms, [x[k] for k in keys])))
+    # [stop 57] layers kept in bf16 under a quantised recipe (Megatron-Core --first-last-layers-bf16): the same layer's
+    # terms without quantisation, mixed into each pipeline stage by the share of its layers that are bf16
+    # (bf16_stage_fracs); the memory terms stay the quantised layer's
+    bf16_fr = bf16_stage_fracs(x.get("bf16_layers_start", 0.0), x.get("bf16_layers_end", 0.0), L,
+                               _f(x.get("model_layers", L)), pp) if np.any(fp8 > 0) else None
+    if bf16_fr is not None and not np.any(np.asarray(bf16_fr) > 0):
+        bf16_fr = None
+    if bf16_fr is not None:
+        lt16 = dict(zip(names, dist(layer_terms, [np.where(fp8 > 0, FP8.NONE, x[k]) if k == "fp8_mode" else x[k]
+                                                  for k in keys])))
     layer_f, layer_b, tp_f, tp_b, cp_f, cp_b = (lt[k] for k in ("layer_f", "layer_b", "tp_f", "tp_b", "cp_f", "cp_b"))
     ep_f, ep_b, one, ag, head_f, head_b = (lt[k] for k in ("ep_f", "ep_b", "one", "ag", "head_f", "head_b"))
     pair_e, pair_i = lt["ep_pair_exposed_frac"], lt["ep_pair_interf_frac"]  # [issue 17] EP A2A overlap per layer pair
@@ -1089,13 +1121,23 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + main_b) / mem_rate  # gather rows; backward scatter-adds into the main gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
-    mid_c = lps * (layer_f + layer_b + accum_bytes * lp_rank / mem_rate
-                   + FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m  # [issue 12] FP8 weights cast once a step
+    def stage_parts(fr):
+        """A full stage's compute, TP, CP and EP seconds with a share ``fr`` of its layers in bf16 (None: none)."""
+        def mix(k):
+            return lt[k] if fr is None else (1.0 - fr) * lt[k] + fr * lt16[k]
+        quant = 1.0 if fr is None else 1.0 - fr
+        c = lps * (mix("layer_f") + mix("layer_b") + accum_bytes * lp_rank / mem_rate
+                   + quant * FP8.weight_cast_s(fp8, lp_rank, mem_rate) / m  # [issue 12] FP8 weights cast once a step
                    # [issue 17] without the transpose cache, every backward re-makes the weights' transposes
-                   + _f(x.get("fp8_retranspose_bytes", 0.0)) * lp_rank / mem_rate)
-    mid_k = lps * (tp_f + tp_b)
-    mid_cp = lps * (cp_f + cp_b)  # [issue 12] cp and ep exchanges of a stage, reported as cp_comm_exposed_s and
-    mid_ep = lps * (ep_f + ep_b)  # ep_comm_exposed_s (every stage holds lps layers)
+                   + quant * _f(x.get("fp8_retranspose_bytes", 0.0)) * lp_rank / mem_rate)
+        return (c, lps * (mix("tp_f") + mix("tp_b")), lps * (mix("cp_f") + mix("cp_b")),
+                lps * (mix("ep_f") + mix("ep_b")))
+
+    # [issue 12] cp and ep exchanges of a stage, reported as cp_comm_exposed_s and ep_comm_exposed_s (every stage holds
+    # lps layers); [stop 57] the first and last stages hold the bf16 layers
+    mid_c, mid_k, mid_cp, mid_ep = stage_parts(None if bf16_fr is None else bf16_fr[1])
+    (first_c, first_k, first_cp, first_ep), (last_c, last_k, last_cp, last_ep) = (
+        ((mid_c, mid_k, mid_cp, mid_ep),) * 2 if bf16_fr is None else (stage_parts(bf16_fr[0]), stage_parts(bf16_fr[2])))
     emb_c = emb_c + accum_bytes * emb_p / tp / mem_rate
     head_c = head_c + accum_bytes * head_p / tp / mem_rate
     # [issue 17] the multi-token prediction modules on top of the last stage (stage_layers), each beside its layer:
@@ -1104,12 +1146,13 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     # input norms and the concatenation (reads and writes of T h, forward; twice that backward)
     mtp_c = D_top * (head_c + (head_f + head_b) * 2.0 * h / V + emb_c + 3.0 * 10.0 * T * h * e / tp / mem_rate)
     last_frac = last_layers / lps  # the last stage's layer slots over a full stage's
-    first_c = mid_c + emb_c
-    first_k = mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
-    last_c = last_frac * mid_c + head_c + mtp_c + np.where(multi_stage, 0.0, emb_c)
-    last_k = last_frac * mid_k + emb_k * np.where(multi_stage, 0.5, 1.0)
+    first_c = first_c + emb_c
+    first_k = first_k + emb_k * np.where(multi_stage, 0.5, 1.0)
+    last_c = last_frac * last_c + head_c + mtp_c + np.where(multi_stage, 0.0, emb_c)
+    last_k = last_frac * last_k + emb_k * np.where(multi_stage, 0.5, 1.0)
     cpep = mid_cp + mid_ep  # [issue 12]
-    first_t, last_t, mid_t = first_c + first_k + cpep, last_c + last_k + last_frac * cpep, mid_c + mid_k + cpep
+    first_t, last_t, mid_t = (first_c + first_k + first_cp + first_ep, last_c + last_k + last_frac * (last_cp + last_ep),
+                              mid_c + mid_k + cpep)
     # (one stage: the first is the last)
     first_c, first_k, first_t = (np.where(multi_stage, a_, b_) for a_, b_ in
                                  ((first_c, last_c), (first_k, last_k), (first_t, last_t)))
@@ -1120,8 +1163,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     compute_s = m * crit_c
     # [issue 17] the critical stage's layer slots over a full one (one stage: the last, whatever it is compared with)
     crit_frac = np.where(crit_first & multi_stage, 1.0, last_frac)
-    cp_comm_s = m * mid_cp * crit_frac
-    ep_comm_s = m * mid_ep * crit_frac
+    cp_comm_s = m * np.where(crit_first, first_cp, last_cp) * crit_frac
+    ep_comm_s = m * np.where(crit_first, first_ep, last_ep) * crit_frac
     tp_comm_s = m * crit_k
 
     # ---- p2p between stages ------------------------------------------------------------------------
@@ -1181,6 +1224,8 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
                                              tp=tp, sp=sp, elem_bytes=e, norms_recomputed=norms_on,
                                              attn_frac=fa if hyb else 1.0,
                                              dense_ffn_frac=(ff if hyb else 1.0) * dense_ffn)
+        if bf16_fr is not None:  # [stop 57] the first stage's bf16 layers keep 16-bit inputs (the fullest stage's)
+            te8 = te8 * (1.0 - bf16_fr[0])
         kept, full = kept + np.where(rc == FULL, 0.0, te8), full + te8
     in_flight = np.minimum(pp, m)
     interleave = np.where(vp > 1, 1.0 + (pp - 1.0) / (pp * vp), 1.0)

@@ -165,6 +165,9 @@ class StepInputs:
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
     # [issue 17] FP8 weight transposes re-made each micro-batch (gpusim.model.fp8.retranspose_bytes_per_param)
     fp8_retranspose_bytes: np.ndarray = _one(0.0)
+    # [stop 57] the first / last transformer layers kept in bf16 under a quantised recipe (llm.bf16_stage_fracs)
+    bf16_layers_start: np.ndarray = _one(0.0)
+    bf16_layers_end: np.ndarray = _one(0.0)
     tp: np.ndarray = _one()
     pp: np.ndarray = _one()
     vp: np.ndarray = _one()
@@ -832,7 +835,8 @@ def _llm_inputs(inp: StepInputs, g, p: ModelParams) -> dict:
              "mla_kv_up", "mla_kv_a", "v_dim", "host_cpu_mult", "act_offload_layers",
              "pcie_bytes_per_s", "attn_fwd_slow", "attn_bwd_slow", "attn_fa2", "attn_blackwell",
              "attn_tile_frac", "attn_win_share", "attn_win_tiles_frac", "attn_qblock_per_tile", "attn_key_frac",
-             "cuda_graphs", "fp8_retranspose_bytes", "mtp_layers", "mtp_fwd_flop", "mtp_param_modules")  # [issue 12], [issue 17], [issue 18]
+             "cuda_graphs", "fp8_retranspose_bytes", "mtp_layers", "mtp_fwd_flop", "mtp_param_modules",
+             "bf16_layers_start", "bf16_layers_end")  # [issue 12], [issue 17], [issue 18], [stop 57]
     x = {k: getattr(inp, k) for k in names}
     if (np.any(np.asarray(inp.mamba_frac) > 0) or np.any(np.asarray(inp.attn_frac) != 1.0)
             or np.any(np.asarray(inp.ffn_frac) != 1.0)):  # [issue 17] hybrid rows only: a dense sweep reads none

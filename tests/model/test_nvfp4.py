@@ -115,3 +115,34 @@ def test_nvfp4_prediction_carries_its_own_track_record(capsys):
                  "--strategy", "zero1", "--precision", "nvfp4"]) == 0
     out = capsys.readouterr()[0]
     assert "published dense NVFP4 training runs" in out
+
+
+def test_bf16_stage_fracs_hand_worked():
+    """[stop 57] Megatron-Core --first-last-layers-bf16: the share of bf16 layers per pipeline stage."""
+    from gpusim.model.llm import bf16_stage_fracs
+
+    first, mid, last = (float(v) for v in bf16_stage_fracs(1, 1, 80, 80, 4))
+    assert (first, mid, last) == pytest.approx((0.05, 0.0, 0.05))
+    one = [float(v) for v in bf16_stage_fracs(0, 14, 88, 88, 1)]
+    assert one == pytest.approx([14 / 88] * 3)
+    # 40 of 80 at the end on pp 4: the last stage all bf16, the 20 beyond it spread over the 2 middle stages
+    assert [float(v) for v in bf16_stage_fracs(0, 40, 80, 80, 4)] == pytest.approx([0.0, 0.5, 1.0])
+
+
+def test_bf16_layers_slow_the_stage_that_holds_them(capsys):
+    base = dict(L70, precision="nvfp4")
+    fp4 = simulate(Scenario(**base)).step_s
+    two = simulate(Scenario(**base, bf16_layers_start=1, bf16_layers_end=1)).step_s
+    last_stage = simulate(Scenario(**base, bf16_layers_end=20)).step_s  # pp 4: the whole last stage in bf16
+    more = simulate(Scenario(**base, bf16_layers_end=40)).step_s  # the rest on middle stages: not the slowest
+    bf16 = simulate(Scenario(**dict(L70, precision="bf16"))).step_s
+    assert fp4 < two < last_stage < bf16
+    assert more == pytest.approx(last_stage, rel=0.02)
+    # one of the 20 layers of the first and last stage: about a twentieth of a layer's FP4-vs-BF16 gap more
+    assert two / fp4 - 1 < (last_stage / fp4 - 1) / 10
+    for argv, want in ((["--precision", "bf16", "--bf16-layers", "1", "1"], "needs --precision fp8, mxfp8 or nvfp4"),
+                       (["--precision", "nvfp4", "--bf16-layers", "50", "40"], "80 layers")):
+        code = main(["predict", "--model", "llama3-70b", "--gpu", "gb200", "--gpus", "64", "--nodes", "16", "--tp",
+                     "2", "--pp", "4", "--micro-batch", "1", "--global-batch", "256", *argv])
+        err = capsys.readouterr()[1]
+        assert code == 2 and want in err and len(err.strip().splitlines()) == 1
