@@ -163,9 +163,11 @@ GRAPHS_GAIN_FRAC = 0.03
 #: (0.3-0.6x) 8-32% (validation/README.md). [stop 52] With the per-expert bookkeeping (experts.expert_items_cpu_s) the
 #: 14 open eager x86 MoE rows at or past the line measured a median 1.24x gpusim's step (1.03x-2.0x), the 57 below it
 #: 1.17x (measured step / predicted step, past the line and below it: ``X86_MOE_LAUNCH_BOUND_STEP_RATIO``, quoted by the
-#: caution; tests/model/test_moe_software_advice.py recomputes them from the validation tables)
+#: caution; tests/model/test_moe_software_advice.py recomputes them from the validation tables). [stop 57] With the
+#: later releases' Nemotron 3 Super NVFP4 rows (two B300 ones past the line, 1.20x and 1.04x): 16 past it, a median
+#: 1.18x (1.03x-2.0x); 59 below it, 1.17x
 X86_MOE_LAUNCH_BOUND_FRAC = 0.8
-X86_MOE_LAUNCH_BOUND_STEP_RATIO = (1.24, 1.17)
+X86_MOE_LAUNCH_BOUND_STEP_RATIO = (1.18, 1.17)
 #: [stop 52] the ``llm-moe-routing`` information's measured range: the open forced-balance / dropless pairs of one
 #: layout in Megatron-MoE-ModelZoo's long-context table (Qwen3-235B-A22B on 256 H100: 335 / 277 TFLOPS at 32K tokens,
 #: 368 / 320 at 64K, one FLOP count: 1.209x and 1.150x the step; validation/runs_moe.csv, MOE_MODELZOO). The source's
@@ -241,6 +243,10 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         # microscaling formats (Blackwell), else per-tensor scaling (--precision fp8: delayed scaling, the recipe
         # every command takes; current scaling, NVIDIA's newer Hopper recipes' "FP8-CS", is predict's fp8-cs)
         add("llm-fp8", precision="mxfp8" if hw.gpu.microscaling else "fp8")
+    if (st.precision in ("bf16", "amp_bf16", "fp8", "mxfp8") and hw.gpu.vendor == "nvidia" and hw.gpu.microscaling
+            and hw.gpu.peak_flop_per_s("fp4")):
+        # [stop 57] the same layout in NVFP4 (Transformer Engine's NVFP4BlockScaling, gpusim.model.fp8), Blackwell only
+        add("llm-nvfp4", precision="nvfp4")
     if st.cross_entropy != "te":  # [issue 17] the loss's cross entropy (gpusim.model.llm.CROSS_ENTROPY_BYTES)
         add("llm-cross-entropy", cross_entropy="te")
     if hw.n_gpus > 1 and not hw.p2p and hw.topology in _NVLINK_WIRINGS:  # [issue 18] NCCL_P2P_DISABLE on NVLink
@@ -292,6 +298,7 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
               "llm-tp": not fits or tp_small, "llm-pp": not fits, "llm-vp": bubble, "llm-batch": bubble,
               "llm-tp-half": float(out["tp_comm_exposed_s"][0]) > TP_COMM_FRAC * step,
               "llm-graphs": True, "llm-router-padding": True, "llm-fp8": True,  # [issue 17] said only where they gain
+              "llm-nvfp4": True,  # [stop 57]
               "llm-cross-entropy": True,  # [issue 17]
               "p2p": True,  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
               # [stop 38] MoE software settings: said only where together they gain
@@ -481,6 +488,18 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                   "loss against BF16 on your own model before a long run.", g,
                 {"precision": vs.precision},
                 "high" if g >= 0.2 else "medium")
+    if "llm-nvfp4" in by and bool(by["llm-nvfp4"][1]["fits_in_memory"]):  # [stop 57] NVFP4 training on Blackwell
+        g = _gain(thr, by["llm-nvfp4"][1])
+        if g >= FP8_GAIN_FRAC:
+            now = {"mxfp8": "MXFP8", "fp8": "FP8"}.get(st.precision, "BF16")
+            rec("llm-nvfp4", "Training the layers' GEMMs in NVFP4 (--precision nvfp4: FP4 with one E4M3 scale per 16 "
+                f"elements, Transformer Engine's NVFP4 recipe) instead of {now} is predicted {g:+.0%} on this layout, "
+                "its quantisation kernels (amax, row-wise and Hadamard-transformed column-wise casts) included. "
+                "NVIDIA's NVFP4 pretraining recipe (arXiv 2509.25149: a 12B model over 10T tokens close to FP8's loss) "
+                "keeps some layers in BF16 (--bf16-layers START END; Megatron-Bridge's Llama 3 8B NVFP4 recipe keeps "
+                "the last 4, Nemotron 3 Super's the last 14): FP4 is the least proven of the training precisions, "
+                "so compare the loss on your own model before a long run.", g, {"precision": "nvfp4"},
+                "medium")
     tpc = res.breakdown_s.get("tp_comm_exposed_s", 0.0)
     if tpc > TP_COMM_FRAC * step:
         g = _gain(thr, by["llm-tp-half"][1]) if "llm-tp-half" in by else None

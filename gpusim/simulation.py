@@ -155,7 +155,7 @@ def simulate(scenario: Scenario | dict, *, db=None, params: ModelParams | None =
 #: [issue 17] the advice ``sweep`` and ``plan`` carry for their best layout and recommendation: settings they rank
 #: under as given (the precision, Megatron-Core's MoE software settings, the loss's cross entropy) that would move the
 #: answer
-SOFTWARE_ADVICE_IDS = ("llm-fp8", "llm-moe-software", "llm-cross-entropy")
+SOFTWARE_ADVICE_IDS = ("llm-fp8", "llm-nvfp4", "llm-moe-software", "llm-cross-entropy")  # [stop 57] NVFP4
 
 
 def software_advice(scenario: Scenario, *, db=None, params: ModelParams | None = None) -> list[dict]:
@@ -170,7 +170,7 @@ def software_advice(scenario: Scenario, *, db=None, params: ModelParams | None =
 
 
 #: how ``sweep`` and ``plan`` name each kind of advice they print
-SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-moe-software": "MoE software",
+SOFTWARE_ADVICE_LABELS = {"llm-fp8": "FP8", "llm-nvfp4": "NVFP4", "llm-moe-software": "MoE software",
                           "llm-cross-entropy": "Loss cross entropy"}
 
 

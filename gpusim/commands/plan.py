@@ -331,8 +331,11 @@ def cmd_plan(args) -> int:
             for a in out.software_advice:
                 print(f"{SOFTWARE_ADVICE_LABELS[a['id']]} for the recommendation: {a['message']}")
             prec = res.recommendation["configuration"]["precision"]
-            given = {"llm-fp8": prec, "llm-moe-software": "Megatron-Core's default MoE settings"}
-            print(f"This plan ranked the hardware with {' and '.join(given[a['id']] for a in out.software_advice)}; "
+            # ([stop 57] NVFP4's advice ranks under the same precision as FP8's; the loss's cross entropy as given)
+            given = {"llm-fp8": prec, "llm-nvfp4": prec, "llm-moe-software": "Megatron-Core's default MoE settings",
+                     "llm-cross-entropy": "the cross entropy given"}
+            named = dict.fromkeys(given.get(a["id"], a["id"]) for a in out.software_advice)
+            print(f"This plan ranked the hardware with {' and '.join(named)}; "
                   "run it again with the flags above to rank with them.")
         if res.ok:
             from gpusim.commands._common import print_track_record, range_text

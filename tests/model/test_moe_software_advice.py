@@ -77,12 +77,13 @@ def test_an_eager_moe_layout_on_grace_is_told_that_graphs_gained_more_than_gpusi
 def test_a_launch_bound_eager_moe_layout_on_x86_is_told_its_step_is_optimistic(db):
     """[stop 51] gpusim's own layer figures put an eager MoE layer's host launches at 0.8x its GPU work or more on an
     x86 host (Qwen3-30B-A3B on 8 B200 at one sequence per GPU): the information says published runs in that regime
-    ran a median 1.24x gpusim's step ([stop 52]; about twice before the per-expert bookkeeping); not at four
+    ran a median 1.18x gpusim's step ([stop 57]; 1.24x at stop 52, about twice before the per-expert
+    bookkeeping); not at four
     sequences, not under full-iteration graphs, not on Grace (which has its own), not for a dense model."""
     x86 = dict(QWEN, gpu="b200", nodes=1, micro_batch=1)
     res = simulate(Scenario.create(**x86), db=db)
     rec = _rec(res, "llm-moe-host-bound")
-    assert rec is not None and rec["severity"] == "info" and "1.24x its step time" in rec["message"]
+    assert rec is not None and rec["severity"] == "info" and "1.18x its step time" in rec["message"]
     lay = res.layer_s
     assert lay["cpu_fwd_s"] + lay["cpu_bwd_s"] >= 0.8 * (lay["gpu_fwd_s"] + lay["gpu_bwd_s"])
     assert _rec(simulate(Scenario.create(**{**x86, "micro_batch": 4}), db=db), "llm-moe-host-bound") is None

@@ -146,3 +146,21 @@ def test_bf16_layers_slow_the_stage_that_holds_them(capsys):
                      "2", "--pp", "4", "--micro-batch", "1", "--global-batch", "256", *argv])
         err = capsys.readouterr()[1]
         assert code == 2 and want in err and len(err.strip().splitlines()) == 1
+
+
+def test_nvfp4_advice_on_blackwell_only_with_its_own_gain():
+    """[stop 57] predict's llm-nvfp4 advice: the same layout in NVFP4, its gain the model's own, on Blackwell only,
+    with the recipe's caveat (layers kept in bf16, the loss to compare)."""
+    from gpusim.diagnose import FP8_GAIN_FRAC
+
+    kw = dict(L70, precision="mxfp8")
+    recs = {r["id"]: r for r in simulate(Scenario(**kw), recommend=True).recommendations}
+    rec = recs["llm-nvfp4"]
+    base = simulate(Scenario(**kw)).throughput_samples_per_s
+    fp4 = simulate(Scenario(**{**kw, "precision": "nvfp4"})).throughput_samples_per_s
+    assert rec["gain_frac"] == pytest.approx(fp4 / base - 1.0, abs=1e-4) and rec["gain_frac"] >= FP8_GAIN_FRAC
+    assert rec["change"] == {"precision": "nvfp4"} and "--bf16-layers" in rec["message"] and "MXFP8" in rec["message"]
+    hopper = dict(kw, gpu="h100-sxm", nodes=8, tp=8, precision="fp8")
+    assert "llm-nvfp4" not in {r["id"] for r in simulate(Scenario(**hopper), recommend=True).recommendations}
+    done = {r["id"] for r in simulate(Scenario(**dict(L70, precision="nvfp4")), recommend=True).recommendations}
+    assert "llm-nvfp4" not in done
