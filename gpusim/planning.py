@@ -1245,6 +1245,10 @@ def recommend(df, *, deadline_s=None, budget_usd=None, mode="cloud", max_gpus=No
                    f"{r['bottleneck']}; {goodput_text(r)}")
     reasons.append(f"memory per GPU {r['memory_per_gpu_bytes'] / units.GIB:.1f} of "
                    f"{r['memory_capacity_bytes'] / units.GIB:.0f} GiB")
+    if str(r.get("precision")) == "nvfp4":  # [stop 57] the speed is the model's; whether the loss holds is not
+        reasons.append("nvfp4: the least proven training precision; NVIDIA's recipe (arXiv 2509.25149) keeps some "
+                       "layers in BF16 (--bf16-layers START END) and was shown on one 12B model against FP8: compare "
+                       "the loss on your own model before committing the run")
     if db is not None:
         gpu = db.gpu(str(r["gpu"]))
         if gpu.market == "consumer" and r["mode"] == "purchase":

@@ -164,3 +164,12 @@ def test_nvfp4_advice_on_blackwell_only_with_its_own_gain():
     assert "llm-nvfp4" not in {r["id"] for r in simulate(Scenario(**hopper), recommend=True).recommendations}
     done = {r["id"] for r in simulate(Scenario(**dict(L70, precision="nvfp4")), recommend=True).recommendations}
     assert "llm-nvfp4" not in done
+
+
+def test_plan_recommending_nvfp4_says_the_loss_is_yours_to_check(capsys):
+    """[stop 57] A plan whose recommendation trains in NVFP4 carries the caveat among its reasons."""
+    assert main(["plan", "--model", "llama3-70b", "--tokens", "1T", "--deadline", "30d", "--precision", "nvfp4",
+                 "--gpu", "b200", "--no-progress"]) == 0
+    out = capsys.readouterr()[0]
+    assert "run it with" in out and "nvfp4" in out.split("Recommendation:")[1].split("\n")[1]
+    assert "nvfp4: the least proven training precision" in out and "--bf16-layers" in out
