@@ -112,6 +112,10 @@ def options_to_argv(command: str, options: Mapping[str, Any], parser=None) -> li
             items = [_text(v) for v in value]
             if a.nargs in ("+", "*") or isinstance(a, argparse._ExtendAction):
                 argv += [flag, *items]
+            elif isinstance(a.nargs, int) and a.nargs > 1:  # [stop 57] a flag of a fixed count (--bf16-layers S E)
+                if len(items) != a.nargs:
+                    raise ScenarioError(f"gpusim.{command}(): {key} takes {a.nargs} values (got {value!r})")
+                argv += [flag, *items]
             elif isinstance(a, argparse._AppendAction):
                 for it in items:
                     argv += [flag, it]

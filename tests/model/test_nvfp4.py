@@ -173,3 +173,17 @@ def test_plan_recommending_nvfp4_says_the_loss_is_yours_to_check(capsys):
     out = capsys.readouterr()[0]
     assert "run it with" in out and "nvfp4" in out.split("Recommendation:")[1].split("\n")[1]
     assert "nvfp4: the least proven training precision" in out and "--bf16-layers" in out
+
+
+def test_python_api_is_the_clis_twin_for_bf16_layers():
+    """[stop 57] gpusim.predict(bf16_layers=[S, E]) is `gpusim predict --bf16-layers S E`: same step; a wrong count is
+    a clear error."""
+    import gpusim.api as A
+
+    kw = dict(model="llama3-70b", gpu="gb200", gpus=64, nodes=16, tp=2, pp=4, vp=5, micro_batch=1, global_batch=256,
+              precision="nvfp4", strategy="zero1")
+    got = A.predict(**kw, bf16_layers=[1, 1]).step_s
+    want = simulate(Scenario(**dict(L70, precision="nvfp4"), bf16_layers_start=1, bf16_layers_end=1)).step_s
+    assert got == pytest.approx(want, rel=1e-12) and got > A.predict(**kw).step_s
+    with pytest.raises(ScenarioError, match="bf16_layers takes 2 values"):
+        A.predict(**kw, bf16_layers=[1])
