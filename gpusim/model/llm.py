@@ -1121,6 +1121,7 @@ def llm_rows_terms(x: dict, p, *, dist: Distinct | None = None) -> dict:
     head_c = head_f + head_b + loss_bytes / mem_rate
     emb_c = T * h * (e + main_b) / mem_rate  # gather rows; backward scatter-adds into the main gradient
     emb_k = one * exposed * 2.0  # vocab-parallel embedding output all-reduce, head input gather / grad reduce
+
     def stage_parts(fr):
         """A full stage's compute, TP, CP and EP seconds with a share ``fr`` of its layers in bf16 (None: none)."""
         def mix(k):
