@@ -195,6 +195,13 @@ def print_comparison(out: dict) -> None:
                   *[f"{format_figure('s', r['breakdown_s'][part])} ({r['breakdown_s'][part] / r['step_s']:.0%})"
                     for r in results])
     con.print(t)
+    # [stop 57] MFU is over each precision's own datasheet peak: across precisions it does not rank the scenarios
+    from gpusim.strategy import PEAK_KEY, base_precision
+
+    peaks = [PEAK_KEY.get(base_precision(str(f.get("strategy.precision"))), "?") for f in flats]
+    if len(set(peaks)) > 1:
+        con.print("MFU is over each scenario's own precision's dense datasheet peak (" + ", ".join(
+            f"{n}: {k}" for n, k in zip(names, peaks)) + "): across precisions compare the throughput, not the MFU")
     llm = is_llm(results[0])
     ref_tok = results[0].get("tokens_per_s_per_gpu")
     for g in out["gaps"]:

@@ -124,3 +124,15 @@ def test_a_gpu_change_carries_the_gpu_swap_track_record(capsys):
     assert main(["compare", *LLM, "--vs", "--gpu", other, "--ep", "4", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)["gaps"][0]["track_record"]
     assert "reason" in rec and "ep" in rec["reason"]
+
+
+def test_mfu_across_precisions_is_flagged(capsys):
+    """[stop 57] MFU is over each precision's own datasheet peak: a comparison across precisions says so (and one
+    within a precision does not)."""
+    llm = ["--model", "llama3-70b", "--gpu", "gb200", "--gpus", "64", "--nodes", "16", "--tp", "2", "--pp", "4",
+           "--micro-batch", "1", "--global-batch", "256", "--strategy", "zero1"]
+    assert main(["compare", *llm, "--precision", "mxfp8", "--vs", "--precision", "nvfp4"]) == 0
+    out = capsys.readouterr().out
+    assert "own precision's dense datasheet peak (A: fp8, B: fp4)" in " ".join(out.split())
+    assert main(["compare", *llm, "--precision", "mxfp8", "--vs", "--global-batch", "512"]) == 0
+    assert "datasheet peak" not in capsys.readouterr().out
