@@ -392,15 +392,26 @@ def matmul_cap_frac(gpu: GPU, precision: str, params: ModelParams) -> float:
     key = PEAK_KEY[base]
     peak = peak_for(gpu, base)
     sustained = params.gemm_ceiling_flop_per_s.get(key) or gpu.training_matmul_flop_per_s(key)
-    if base == "nvfp4":  # [issue 17] the FP4 kernels' rate: the FP8 one scaled (gpusim.model.fp8.nvfp4_ceiling_...)
-        from gpusim.model import fp8 as FP8
-
-        peak8 = gpu.peak_flop_per_s("fp8")
-        c8 = params.gemm_ceiling_flop_per_s.get("fp8") or gpu.training_matmul_flop_per_s("fp8")
-        sustained = c8 and float(FP8.nvfp4_ceiling_flop_per_s(c8, peak, peak8, params.nvfp4_gemm_speedup))
+    if base == "nvfp4":  # [issue 17] the FP4 kernels' rate: the FP8 one scaled
+        sustained = nvfp4_ceiling_for(gpu, params, measured_only=True)
     if not sustained or not peak:
         return 1.0
     return float(min(1.0, sustained / (peak * params.eff(base))))
+
+
+def nvfp4_ceiling_for(gpu: GPU, params: ModelParams, *, measured_only: bool = False) -> float | None:
+    """[stop 57] The NVFP4 GEMM ceiling of ``gpu`` (FLOP/s): its FP8 training ceiling (a calibration's, else the
+    database's sustained figure, else ``gemm_ceiling_frac`` of the FP8 peak unless ``measured_only``) scaled by
+    :func:`gpusim.model.fp8.nvfp4_ceiling_flop_per_s`; None without an FP8 ceiling (``measured_only``)."""
+    from gpusim.model import fp8 as FP8
+
+    peak8 = gpu.peak_flop_per_s("fp8")
+    c8 = params.gemm_ceiling_flop_per_s.get("fp8") or gpu.training_matmul_flop_per_s("fp8")
+    if not c8 and not measured_only and peak8:
+        c8 = params.gemm_ceiling_frac * peak8
+    if not c8 or not peak8:
+        return None
+    return float(FP8.nvfp4_ceiling_flop_per_s(c8, gpu.peak_flop_per_s("fp4"), peak8, params.nvfp4_gemm_speedup))
 
 
 def peak_for(gpu: GPU, precision: str) -> float:
@@ -968,13 +979,9 @@ def fp8_fields(hw, strategy, params, fp8_ceiling, n_layers: int = 0) -> dict:
     c16 = params.gemm_ceiling_flop_per_s.get("bf16") or hw.gpu.training_matmul_flop_per_s("bf16")  # [issue 17]
     peak16 = hw.gpu.peak_flop_per_s("bf16")
     nan = float("nan")
-    if pr == "nvfp4":  # [issue 17] the FP8 kernel ceiling scaled to FP4 (gpusim.model.fp8.nvfp4_ceiling_flop_per_s)
+    if pr == "nvfp4":  # [issue 17] the FP8 kernel ceiling scaled to FP4
         peak_for(hw.gpu, pr)  # (the GPU check and its message)
-        peak8 = hw.gpu.peak_flop_per_s("fp8")
-        c8 = (params.gemm_ceiling_flop_per_s.get("fp8") or hw.gpu.training_matmul_flop_per_s("fp8")
-              or params.gemm_ceiling_frac * peak8)
-        fp8_ceiling = float(FP8.nvfp4_ceiling_flop_per_s(c8, hw.gpu.peak_flop_per_s("fp4"), peak8,
-                                                         params.nvfp4_gemm_speedup))
+        fp8_ceiling = nvfp4_ceiling_for(hw.gpu, params)
     b16 = strategy.bf16_layers_start + strategy.bf16_layers_end
     q16 = min(1.0, b16 / n_layers) if n_layers > 0 else 0.0  # [stop 57] the weights' bf16 share
     w16 = GATHER_BYTES[pr]

@@ -228,8 +228,9 @@ def scenario_layout(scn, hw, workload):
         if st.cuda_graph_scope:  # [issue 17] the scopes name a transformer layer's parts
             raise ScenarioError(f"--cuda-graph-scope names parts of a transformer layer (Megatron-Core); "
                                 f"{workload.id!r} is not a transformer: leave it out")
-        raise ScenarioError(f"tensor/pipeline parallelism and recomputation modes need a transformer; {workload.id!r} "
-                            f"is not one (use tp 1, pp 1 and --checkpointing)")
+        # [stop 57] name the setting that put the scenario on the LLM path (Strategy.llm_reason)
+        raise ScenarioError(f"{st.llm_reason()} needs a transformer; {workload.id!r} is not one (use tp 1, pp 1 and "
+                            f"--checkpointing, and leave out the LLM layout options)")
     if scn.baseline_throughput:
         raise ScenarioError("--baseline-throughput is a one-GPU measurement and cannot be combined with tp/pp layouts")
 

@@ -432,7 +432,7 @@ class Strategy(FiniteModel):
         if self.optimizer_impl == "forloop" and (self.is_llm or self.kind not in ("dp", "ddp")):
             # [issue 18] ZeRO and FSDP step flat shards, Megatron-Core's optimizers multi-tensor or fused kernels
             raise ValueError(f"optimizer_impl forloop (torch.optim's loop over parameter tensors) is modelled for "
-                             f"dp and ddp on the data-parallel path, not {self._llm_reason() if self.is_llm else repr(self.kind)}: "
+                             f"dp and ddp on the data-parallel path, not {self.llm_reason() if self.is_llm else repr(self.kind)}: "
                              f"sharded strategies and Megatron-Core step flat buffers; use --optimizer-impl foreach "
                              f"or fused")
         if self.is_llm and self.kind in ("dp", "fsdp-hybrid"):
@@ -440,7 +440,7 @@ class Strategy(FiniteModel):
                 raise ValueError(f"attention {self.attention} is modelled on the per-GEMM transformer path, which "
                                  f"runs with ddp, zero1/2/3 or fsdp-full / fsdp-grad-op, not {self.kind!r}: choose "
                                  f"one of those, or --attention flash")
-            raise ValueError(f"{self._llm_reason()} runs on the LLM layout path, with ddp, zero1 (distributed "
+            raise ValueError(f"{self.llm_reason()} runs on the LLM layout path, with ddp, zero1 (distributed "
                              f"optimizer) or FSDP, not {self.kind!r}: choose one of those")
         if self.recompute_modules and self.recompute_mode == "full":
             raise ValueError(f"recompute_modules {' '.join(self.recompute_modules)} with full recomputation: full "
@@ -483,7 +483,7 @@ class Strategy(FiniteModel):
                 or bool(self.cuda_graph_scope)  # [issue 17] Megatron-Core's CUDA graphs
                 or self.bf16_layers_start > 0 or self.bf16_layers_end > 0)  # [stop 57] a transformer's bf16 layers
 
-    def _llm_reason(self) -> str:
+    def llm_reason(self) -> str:
         """The first setting that puts this strategy on the LLM layout path (:attr:`is_llm`), in the CLI's words."""
         degrees = [f"{n} {v}" for n, v in (("tp", self.tp), ("pp", self.pp), ("vp", self.vp), ("cp", self.cp),
                                            ("ep", self.ep), ("expert tp", self.expert_tp)) if v > 1]

@@ -125,7 +125,7 @@ def _table(d: dict, none: float = 0.0) -> np.ndarray:
 
 _CAST_TABLE = _table(CAST_BYTES)
 _WEIGHT_CAST_TABLE = _table(WEIGHT_CAST_BYTES)
-_OPERAND_TABLE = _table(OPERAND_BYTES, none=np.nan)
+_OPERAND_TABLE = _table(OPERAND_BYTES, none=1.0)
 #: [issue 17] bytes per element of a quantisation fused into the norm kernel that makes the tensor, over that kernel's
 #: 16-bit write (module docstring: TE's normalization.cpp; MXFP8 and NVFP4 norms are unfused: a separate pass)
 NORM_FUSED_BYTES = {DELAYED: -1.0 + 2.0, CURRENT: 2.0 + 1.0 + 1.0, MX: CAST_BYTES[MX], DELAYED_NTN: -1.0,
@@ -171,7 +171,8 @@ def nvfp4_ceiling_flop_per_s(fp8_ceiling_flop_per_s, fp4_peak_flop_per_s, fp8_pe
 
 
 def operand_bytes(mode):
-    """[issue 17] :data:`OPERAND_BYTES` of a mode code: bytes per operand element a quantised GEMM reads (NaN at 0)."""
+    """[issue 17] :data:`OPERAND_BYTES` of a mode code: bytes per operand element a quantised GEMM reads (1 at code 0,
+    which the callers' 16-bit path never reads)."""
     return _OPERAND_TABLE[np.asarray(mode, dtype=np.int64)]
 
 

@@ -631,7 +631,7 @@ def layer_gemm_times_s(T, s, h, a, q, kv, f, up, V, tp, b, ceil_rate, hbm, sms, 
         # [issue 17] FP8 operands (1 byte) but a 16-bit output (TE's FP8 GEMMs write the activation dtype; the weight
         # gradient accumulates into fp32), and the tile's fixed cost in k-steps of the faster FP8 loop (gemm.fp8_k_half)
         # [issue 17] NVFP4 operands: 9/16 byte with their block scales (fp8.operand_bytes)
-        ob = np.where(fp8 > 0, FP8.operand_bytes(np.maximum(fp8, FP8.DELAYED)), 1.0)
+        ob = FP8.operand_bytes(fp8)
         t8 = _gemm_columns([ms[j] for j in lin], [ns[j] for j in lin], [ks[j] for j in lin], [bs[j] for j in lin],
                            ceil8, hbm, sms, ob, p, outs[..., lin], srcs[..., lin], serial_epilogue,
                            k_half=fp8_k_half(p.gemm_k_half_steps, ceil_rate, ceil8))
@@ -752,7 +752,7 @@ def _layer_rows_terms(x: dict, p, dist: Distinct, detail: bool = False) -> dict:
         if not np.any(fp8 > 0):
             return g16
         # [issue 17] 1 byte per FP8 operand element, 9/16 per NVFP4 one (fp8.operand_bytes)
-        ob = FP8.operand_bytes(np.maximum(fp8, FP8.DELAYED))
+        ob = FP8.operand_bytes(fp8)
         return np.where(fp8 > 0, gemm_time_s(mm, nn, kk, ceil8, hbm, sms, elem_bytes=ob, **kw), g16)
     gemm_f = t[0] + t[3] + t[6] + t[9] + t[17] + t[20]
     gemm_b = t[1] + t[2] + t[4] + t[5] + t[7] + t[8] + t[10] + t[11] + t[18] + t[19] + t[21] + t[22]

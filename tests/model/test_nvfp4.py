@@ -187,3 +187,11 @@ def test_python_api_is_the_clis_twin_for_bf16_layers():
     assert got == pytest.approx(want, rel=1e-12) and got > A.predict(**kw).step_s
     with pytest.raises(ScenarioError, match="bf16_layers takes 2 values"):
         A.predict(**kw, bf16_layers=[1])
+
+
+def test_bf16_layers_on_a_model_without_transformer_layers_names_the_flag(capsys):
+    """[stop 57] --bf16-layers puts a scenario on the LLM layout path; a CNN is refused naming that flag."""
+    code = main(["predict", "--model", "resnet50", "--gpu", "b200", "--gpus", "8", "--per-gpu-batch", "32",
+                 "--precision", "nvfp4", "--bf16-layers", "1", "1"])
+    err = capsys.readouterr()[1]
+    assert code == 2 and "--bf16-layers 1 1 needs a transformer" in err and len(err.strip().splitlines()) == 1
