@@ -489,6 +489,30 @@ def _mtp_input(spec, s: dict) -> int | None:
     return n
 
 
+#: [stop 58] the precisions whose linear layers run quantised, so that some layers can be kept in BF16 (the CLI's
+#: --bf16-layers refuses the others)
+QUANTISED_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
+
+
+def _bf16_layers_inputs(spec, s: dict) -> None:
+    """[stop 58] The layers kept in BF16 at the start and the end of a quantised transformer (the CLI's
+    ``--bf16-layers START END``: Megatron-Core's ``--first-last-layers-bf16 --num-layers-at-start-in-bf16 N
+    --num-layers-at-end-in-bf16 N``), stored in ``s["bf16_first"]`` and ``s["bf16_last"]``; each pipeline stage is
+    charged for the BF16 layers it holds."""
+    n = int(spec.n_layers)
+    c1, c2 = st.columns(2)
+    s["bf16_first"] = number_input(c1, "First layers in BF16", 0, n, None, key="bf16_first", bind=BIND,
+                                   placeholder="0",
+                                   help="the first N layers run their GEMMs in BF16 (no quantisation, no quantised "
+                                        "weight copies): Megatron-Core --num-layers-at-start-in-bf16, the CLI's "
+                                        "--bf16-layers START END")
+    s["bf16_last"] = number_input(c2, "Last layers in BF16", 0, n, None, key="bf16_last", bind=BIND,
+                                  placeholder="0",
+                                  help="the last N layers in BF16 (Megatron-Core --num-layers-at-end-in-bf16): "
+                                       "Megatron-Bridge's Llama 3 8B NVFP4 recipe keeps the last 4, Nemotron 3 "
+                                       "Super's the last 14; its general FP8 current-scaling recipe 1 + 1")
+
+
 def _attention_select() -> str:
     """[issue 17] The attention kernel (the CLI's ``--attention``); the sidebar offers it for transformer models
     only (other workloads have no attention to time and keep ``auto``)."""
@@ -522,6 +546,7 @@ def sidebar() -> Context:
 
     inuse = calibration_in_use()
     s: dict[str, Any] = {}
+    tf_spec = None  # [stop 58] the workload's transformer, where it has one
     with st.sidebar:
         st.markdown("### Scenario")
         with st.expander("Workload", expanded=True):
@@ -544,6 +569,7 @@ def sidebar() -> Context:
                         _moe_selects(s)
                     if getattr(spec, "mtp_layers", 0):
                         s["mtp"] = _mtp_input(spec, s)
+                    tf_spec = spec
             elif s["wl"] == "custom":
                 s["params_m"] = number_input(st, "Parameters (millions)", 0.001, 1e7, DEFAULTS["params_m"], key="params_m",
                                                 bind=BIND)
@@ -572,6 +598,7 @@ def sidebar() -> Context:
                             _moe_selects(s)
                         if getattr(wl.transformer, "mtp_layers", 0):
                             s["mtp"] = _mtp_input(wl.transformer, s)
+                        tf_spec = wl.transformer
                 except GpusimError as e:
                     st.error(str(e))
         with st.expander("Hardware", expanded=True):
@@ -616,6 +643,8 @@ def sidebar() -> Context:
                                               "sharded data parallel")
             s["precision"] = st.selectbox("Precision", offer("precision", PRECISIONS), index=PRECISIONS.index(DEFAULTS["precision"]),
                                           key="precision", bind=BIND)
+            if tf_spec is not None and s["precision"] in QUANTISED_PRECISIONS:
+                _bf16_layers_inputs(tf_spec, s)
             c1, c2 = st.columns(2)
             s["batch"] = number_input(c1, "Per-GPU batch", 1, 10_000_000, DEFAULTS["batch"], key="batch", bind=BIND,
                                          help="micro-batch per GPU, in samples")

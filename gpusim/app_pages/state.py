@@ -56,6 +56,8 @@ DEFAULTS: dict[str, Any] = {
     "moe_skew": None,           # MoE models: experts' popularity skew (Strategy.moe_expert_skew_frac); None: balanced
     "mtp": None,                # [issue 17] multi-token prediction modules (Strategy.mtp_layers); None: the model's own
     "mtp_sh": "model",          # [issue 17] their passes share one module (Strategy.mtp_shared): shell.MTP_SHARING
+    "bf16_first": None,         # [stop 58] with fp8/mxfp8/nvfp4: the first N layers kept in BF16 (Strategy.bf16_layers_start)
+    "bf16_last": None,          # [stop 58] ... and the last N (Strategy.bf16_layers_end); None: 0, as the CLI's default
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)
     "gpu": "h100-sxm",
@@ -155,6 +157,9 @@ def scenario_kwargs(state: dict, db) -> dict[str, Any]:
         kw["mtp_layers"] = int(s["mtp"])
     if s.get("mtp_sh") in ("shared", "separate"):  # [issue 17] as the CLI's --mtp-shared / --no-mtp-shared
         kw["mtp_shared"] = s["mtp_sh"] == "shared"
+    if s.get("bf16_first") or s.get("bf16_last"):  # [stop 58] as the CLI's --bf16-layers START END
+        kw["bf16_layers_start"] = int(s.get("bf16_first") or 0)
+        kw["bf16_layers_end"] = int(s.get("bf16_last") or 0)
     if s["hw"] == "node":
         kw["node"] = s["node"]
     elif s["hw"] != CALIBRATED:  # the calibrated machine: no GPU or node (Calibration.apply adds its own)

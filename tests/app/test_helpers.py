@@ -285,3 +285,16 @@ def test_mtp_state_is_the_clis_mtp_layers(db):
     assert shared.memory_per_gpu_bytes < sep.memory_per_gpu_bytes
     assert simulate(scenario_from_state({**kw, "mtp_sh": "separate"}, db), recommend=False).memory_per_gpu_bytes \
         == sep.memory_per_gpu_bytes  # DeepSeek-V3's own modules are separate
+
+
+def test_bf16_layers_state_is_the_clis_bf16_layers(db):
+    """[stop 58] The sidebar's layers kept in BF16 reach the scenario as the CLI's --bf16-layers START END; unset
+    keeps none, and a precision without quantised layers is refused with the CLI's message."""
+    kw = dict(model="llama3-8b", gpu="b200", gpus=8, strategy="zero1", batch=1, precision="nvfp4")
+    none = scenario_from_state(kw, db)
+    kept = scenario_from_state({**kw, "bf16_first": 1, "bf16_last": 4}, db)
+    assert (none.strategy.bf16_layers_start, none.strategy.bf16_layers_end) == (0, 0)
+    assert (kept.strategy.bf16_layers_start, kept.strategy.bf16_layers_end) == (1, 4)
+    assert simulate(kept, recommend=False).step_s > simulate(none, recommend=False).step_s
+    with pytest.raises(ScenarioError, match="fp8"):
+        simulate(scenario_from_state({**kw, "precision": "bf16", "bf16_last": 4}, db), recommend=False)

@@ -534,3 +534,24 @@ def test_step_offers_the_models_multi_token_prediction_modules():
     dense = run_app("step", {"model": "llama3-8b", "batch": "1", "strategy": "fsdp-full"})
     assert not dense.exception and "mtp" not in [n.key for n in dense.number_input]
     assert "mtp_sh" not in [c.key for c in dense.selectbox]
+
+
+def test_step_offers_bf16_layers_for_quantised_transformers_only():
+    """[stop 58] The sidebar's "First / Last layers in BF16" are the CLI's --bf16-layers START END, offered where a
+    transformer runs quantised (fp8, mxfp8, nvfp4): Llama 3 8B in NVFP4 on 8 B200 with its last 4 layers in BF16
+    (Megatron-Bridge's Llama 3 8B NVFP4 recipe) takes longer per step than all in NVFP4; in BF16, or for a CNN, the
+    inputs are not offered."""
+    query = {"model": "llama3-8b", "gpu": "b200", "gpus": "8", "batch": "1", "seq": "8192", "strategy": "zero1",
+             "precision": "nvfp4"}
+    at = run_app("step", query)
+    no_trouble(at)
+    assert at.number_input(key="bf16_first").value is None and at.number_input(key="bf16_last").value is None
+    all_fp4 = parse_ms(metrics(at)["Step time"])
+    at.number_input(key="bf16_last").set_value(4).run()
+    no_trouble(at)
+    assert parse_ms(metrics(at)["Step time"]) > all_fp4
+    bf16 = run_app("step", {**query, "precision": "bf16"})
+    no_trouble(bf16)
+    assert "bf16_last" not in [n.key for n in bf16.number_input]
+    cnn = run_app("step", {"model": "resnet50", "precision": "fp8", "gpu": "h100-sxm"})
+    assert not cnn.exception and "bf16_first" not in [n.key for n in cnn.number_input]
