@@ -175,17 +175,23 @@ X86_MOE_LAUNCH_BOUND_STEP_RATIO = (1.18, 1.17)
 NATURAL_ROUTING_SLOWDOWN_FRAC = (0.150, 0.209)
 #: [stop 53] the ``llm-attention-sinks`` caution's measured figures: the open published runs of GPT-OSS-120B (learnable
 #: attention sinks, alternating 128-token sliding windows, biased experts, a clamped GLU; Megatron-Bridge 25.11-26.08
-#: performance tables, H100 to GB300: 25 rows of runs_moe.csv and later_releases.csv) took a median 1.38x gpusim's step
-#: (measured / predicted): ``(median, smallest, largest but one, largest)``. No part of gpusim accounts for it
-#: (tools/moe_gap.py --components: only the attention part correlates; no measurement of the sink kernels was found);
-#: tests/model/test_moe_software_advice.py recomputes these from the validation tables
-ATTENTION_SINK_STEP_RATIO = (1.38, 1.16, 1.55, 2.48)
+#: performance tables, H100 to GB300: 25 rows of runs_moe.csv and later_releases.csv) took a median 1.39x gpusim's step
+#: (measured / predicted): ``(median, smallest, largest but one, largest)``; [stop 58] 1.38x and 1.55x before four of
+#: those rows took their recipe family's bf16 gradient reduction (validation/README.md). No part of gpusim accounts
+#: for it (tools/moe_gap.py --components: only the attention part correlates; no measurement of the sink kernels was
+#: found); tests/model/test_moe_software_advice.py recomputes these from the validation tables
+ATTENTION_SINK_STEP_RATIO = (1.39, 1.16, 1.67, 2.48)
 #: [issue 17] the smallest predicted gain for which padding the MoE routing map for FP8 is advised (a what-if of a
 #: Megatron-Core flag: below it the copies are a small part of the step)
 PADDING_GAIN_FRAC = 0.02
 #: [issue 17] the least predicted gain of Transformer Engine's cross entropy over the layout's (a what-if of one
 #: Megatron flag: below it the loss is a small part of the step)
 CROSS_ENTROPY_GAIN_FRAC = 0.01
+#: [stop 58] the bucket the ``llm-ddp-buckets`` what-if tries (parameters): 768 Mi, what NVIDIA's MLPerf Training
+#: Llama 3.1 8B config for 512 GB300 sets (BUCKET_SIZE 768000000) and Megatron-Bridge's MLPerf-parity override of its
+#: Llama 3 recipes (comm_overlap.bucket_size = 768 * 1024 * 1024, scripts/performance/configs/llama/
+#: llama3_llm_pretrain.py @2a0d46e2); said where it gains at least GRAPHS_GAIN_FRAC
+LARGE_DDP_BUCKET_PARAMS = 768.0 * 1024 * 1024
 _LLM_FIT = ("llm-selective", "llm-full", "llm-tp", "llm-pp", "llm-zero1", "llm-sp")
 #: [stop 38] the least predicted gain of Megatron-Core's MoE software settings (flex dispatcher, EP overlap, fused
 #: grouped MLP, full-iteration CUDA graphs, together) worth a recommendation
@@ -249,6 +255,10 @@ def llm_variant_candidates(scn, hw) -> list[tuple[str, object]]:
         add("llm-nvfp4", precision="nvfp4")
     if st.cross_entropy != "te":  # [issue 17] the loss's cross entropy (gpusim.model.llm.CROSS_ENTROPY_BYTES)
         add("llm-cross-entropy", cross_entropy="te")
+    if st.ddp_bucket_params is None and st.overlap_grad_reduce and hw.n_gpus > st.tp * st.pp:
+        # [stop 58] fewer, larger gradient buckets (Megatron-Core --ddp-bucket-size): each bucket's reduce-scatter and
+        # all-gather pays the data-parallel ring's latency once (gpusim.model.step.megatron_bucket_params)
+        add("llm-ddp-buckets", ddp_bucket_params=LARGE_DDP_BUCKET_PARAMS)
     if hw.n_gpus > 1 and not hw.p2p and hw.topology in _NVLINK_WIRINGS:  # [issue 18] NCCL_P2P_DISABLE on NVLink
         add("p2p", p2p=True)
     if st.ep > 1:  # [stop 38] Megatron-Core's MoE software settings, one at a time and together
@@ -300,6 +310,8 @@ def llm_variant_scenarios(scn, hw, out, candidates=None) -> list[tuple[str, obje
               "llm-graphs": True, "llm-router-padding": True, "llm-fp8": True,  # [issue 17] said only where they gain
               "llm-nvfp4": True,  # [stop 57]
               "llm-cross-entropy": True,  # [issue 17]
+              # [stop 58] larger gradient buckets, where the data-parallel exchange shows in the step
+              "llm-ddp-buckets": float(out["dp_comm_exposed_s"][0]) > EXPOSED_COMM_FRAC * step,
               "p2p": True,  # [issue 18] peer-to-peer back on an NVLink node (llm_variant_candidates offers it only there)
               # [stop 38] MoE software settings: said only where together they gain
               "llm-moe-flex": True, "llm-moe-ep-overlap": True, "llm-moe-fused-mlp": True, "llm-moe-stack": True}
@@ -439,6 +451,17 @@ def llm_recommendations(scn, hw, res, variants, rec) -> None:
                                    f"measurement of them. Read this step as optimistic by about that much, and measure "
                                    f"before buying on it.",
             None, {}, "info")
+    if "llm-ddp-buckets" in by:  # [stop 58] the data-parallel collectives' per-bucket latency
+        g = _gain(thr, by["llm-ddp-buckets"][1])
+        if g >= GRAPHS_GAIN_FRAC:
+            rec("llm-ddp-buckets", f"The data-parallel reduce-scatters and all-gathers are exposed for "
+                                   f"{float(res.breakdown_s['dp_comm_exposed_s']) / res.step_s:.0%} of the step, "
+                                   f"bucket by bucket, and each of Megatron-Core's default buckets (max(40M, 1M x dp) "
+                                   f"parameters) pays the ring's latency again: larger buckets (Megatron-Core "
+                                   f"--ddp-bucket-size 805306368, 768 Mi parameters, as NVIDIA's MLPerf Llama 3.1 8B "
+                                   f"config sets) are predicted {g:+.0%}; they hide less of the exchange under the "
+                                   f"backward pass, so measure a few sizes.", g,
+                {"ddp_bucket_params": LARGE_DDP_BUCKET_PARAMS}, "high" if g >= 0.15 else "medium")
     if "llm-cross-entropy" in by:  # [issue 17] the loss's passes over the logits
         g = _gain(thr, by["llm-cross-entropy"][1])
         if g >= CROSS_ENTROPY_GAIN_FRAC:

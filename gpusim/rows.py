@@ -715,6 +715,7 @@ def llm_row(scn: Scenario, hw: Hardware, workload, params: ModelParams = DEFAULT
         "cp": float(lay.cp), "cp_kind": CP_KINDS[st.cp_comm],  # [issue 12]
         "nvlink_domain_gpus": float(nvlink_domain_gpus(hw)), **moe_fields(spec, st),
         "recompute": RECOMPUTE_CODES[lay.recompute], "dp_overlap": 1.0 if st.overlap_grad_reduce else 0.0,
+        "ddp_bucket_params": np.nan if st.ddp_bucket_params is None else float(st.ddp_bucket_params),  # [stop 58]
         "grad_accum_fusion": st.grad_accum_fusion, "tp_async_bwd": st.tp_async_bwd,
         "ce_code": float(CE_CODES[st.cross_entropy]),  # [issue 17] the loss's cross entropy
         "tp_comm_overlap": st.tp_comm_overlap,  # [issue 17]

@@ -236,6 +236,13 @@ class Strategy(FiniteModel):
                                                  "(micro-batch x dp)")
     recompute: Recompute | None = Field(default=None, description="activation recomputation (LLM layouts; "
                                                                   "default none, or full with checkpointing)")
+    ddp_bucket_params: float | None = Field(
+        default=None, ge=1e5, le=1e13,
+        description="[stop 58] LLM layouts: parameters per gradient (and distributed-optimizer parameter all-gather) "
+                    "bucket, Megatron-Core --ddp-bucket-size (DistributedDataParallelConfig.bucket_size); None: "
+                    "Megatron-Core's default, max(40 M, 1 M x dp) (gpusim.model.step.megatron_bucket_params). Fewer, "
+                    "larger buckets pay the collectives' per-call latency fewer times and hide less of them under "
+                    "the backward pass")
     overlap_grad_reduce: bool = Field(default=True, description="gradient reduction overlapped with the backward "
                                                                 "pass (PyTorch DDP; Megatron --overlap-grad-reduce)")
     force_tp: bool = Field(default=False, description="allow tp beyond one NVLink domain")
@@ -481,7 +488,8 @@ class Strategy(FiniteModel):
                 or self.grad_dtype != "fp32"  # [issue 17] Megatron's main-gradient buffer
                 or self.attention in ("flash2", "triton")  # [issue 18] an attention kernel's own rate
                 or bool(self.cuda_graph_scope)  # [issue 17] Megatron-Core's CUDA graphs
-                or self.bf16_layers_start > 0 or self.bf16_layers_end > 0)  # [stop 57] a transformer's bf16 layers
+                or self.bf16_layers_start > 0 or self.bf16_layers_end > 0  # [stop 57] a transformer's bf16 layers
+                or self.ddp_bucket_params is not None)  # [stop 58] Megatron-Core's gradient buckets
 
     def llm_reason(self) -> str:
         """The first setting that puts this strategy on the LLM layout path (:attr:`is_llm`), in the CLI's words."""
@@ -497,6 +505,8 @@ class Strategy(FiniteModel):
             return "a recomputation mode (--recompute / --recompute-modules)"
         if self.bf16_layers_start or self.bf16_layers_end:  # [stop 57]
             return f"--bf16-layers {self.bf16_layers_start} {self.bf16_layers_end}"
+        if self.ddp_bucket_params is not None:  # [stop 58]
+            return f"--ddp-bucket-size {self.ddp_bucket_params:.0f}"
         return "an LLM layout option (MoE, FP8 activations or activation offload)"
 
     @property

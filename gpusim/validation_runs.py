@@ -14,6 +14,8 @@ predicted as it ran:
   with the open rows whatever its file's hold-out rule says, :func:`held_out`),
   ``bf16_layers_start=N`` / ``bf16_layers_end=N`` [stop 57] (Megatron-Core ``--first-last-layers-bf16``: the first / last
   N layers outside the FP8 or NVFP4 recipe; Strategy ``bf16_layers_start`` / ``bf16_layers_end``),
+  ``ddp_bucket_size=N`` [stop 58] (Megatron-Core ``--ddp-bucket-size``: parameters per gradient bucket; Strategy
+  ``ddp_bucket_params``),
   ``attention=`` (``flash`` | ``unfused``: the attention kernel; NeMo and Megatron-Bridge run Transformer Engine's
   fused attention, which some catalogue entries of older models do not assume), ``tp_comm_overlap=1`` (Transformer
   Engine's userbuffers TP overlap, which the NeMo / Megatron-Bridge performance recipes switch on for their tp > 1
@@ -109,7 +111,8 @@ OPTION_KEYS = ("strategy", "fp8_recipe", "attention", "tp_comm_overlap", "router
                "moe_router_padding_for_fp8", "cutedsl_fused_grouped_mlp", "flop_count", "cp_comm",
                "cross_entropy", "mtp_num_layers", "mtp_use_repeated_layer", "optimizer",  # [issue 17]
                "seen_before_entry",  # [stop 51]
-               "bf16_layers_start", "bf16_layers_end")  # [stop 57] Megatron-Core's first / last layers in bf16
+               "bf16_layers_start", "bf16_layers_end",  # [stop 57] Megatron-Core's first / last layers in bf16
+               "ddp_bucket_size")  # [stop 58] Megatron-Core --ddp-bucket-size (parameters per bucket)
 #: (a value may join several names with ``+``: ``recompute_modules=mla_up_proj+moe_act``)
 _TOKEN = re.compile(r"\b(" + "|".join(OPTION_KEYS) + r")=([A-Za-z0-9_\-+]+(?:\.[0-9]+)?)")
 #: [issue 17] Megatron-Core recompute modules gpusim models (Strategy.recompute_modules)
@@ -409,6 +412,12 @@ def row_setup(r: dict, out: RunRow, db) -> RowSetup | None:
             out.error = f"overlap_p2p_comm={opts['overlap_p2p_comm']!r} in the notes is not 0 or 1"
             return None
         base["pp_p2p_overlap"] = _BOOL[opts["overlap_p2p_comm"].lower()]
+    if "ddp_bucket_size" in opts:  # [stop 58] the run's gradient buckets (Strategy.ddp_bucket_params)
+        try:
+            base["ddp_bucket_params"] = float(int(opts["ddp_bucket_size"]))
+        except ValueError:
+            out.error = f"ddp_bucket_size={opts['ddp_bucket_size']!r} in the notes is not a count of parameters"
+            return None
     if "cpu_offloading_num_layers" in opts:  # [issue 17]
         try:
             base["activation_offload_layers"] = int(opts["cpu_offloading_num_layers"])

@@ -227,6 +227,10 @@ def add_layout_args(p) -> None:
                         "inside)")
     g.add_argument("--no-overlap-grad-reduce", action="store_true",
                    help="reduce gradients after the backward pass instead of during it")
+    g.add_argument("--ddp-bucket-size", type=strategy_type("ddp_bucket_params"), metavar="PARAMS",
+                   help="[stop 58] LLM layouts: parameters per gradient bucket (Megatron-Core --ddp-bucket-size; "
+                        "default Megatron-Core's max(40M, 1M x dp), e.g. 768e6 as NVIDIA's MLPerf Llama 3.1 8B "
+                        "configs set): each bucket's reduce-scatter and all-gather pays the collective's latency once")
     g.add_argument("--tp-comm-overlap", action="store_true", default=None,
                    help="with tp > 1 and sequence parallelism: Transformer Engine's userbuffers overlap of the TP "
                         "all-gathers / reduce-scatters with their GEMMs (NeMo / Megatron-Bridge tp_comm_overlap)")
@@ -365,6 +369,8 @@ def layout_kwargs(args) -> dict:
         out["fp8_transpose_cache"] = False
     if getattr(args, "bf16_layers", None):  # [stop 57]
         out["bf16_layers_start"], out["bf16_layers_end"] = args.bf16_layers
+    if getattr(args, "ddp_bucket_size", None) is not None:  # [stop 58]
+        out["ddp_bucket_params"] = args.ddp_bucket_size
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -166,6 +166,8 @@ class StepInputs:
     # [issue 17] FP8 weight transposes re-made each micro-batch (gpusim.model.fp8.retranspose_bytes_per_param)
     fp8_retranspose_bytes: np.ndarray = _one(0.0)
     # [stop 57] the first / last transformer layers kept in bf16 under a quantised recipe (llm.bf16_stage_fracs)
+    # [stop 58] Megatron-Core --ddp-bucket-size (parameters per bucket); NaN: its default (megatron_bucket_params)
+    ddp_bucket_params: np.ndarray = _one(np.nan)
     bf16_layers_start: np.ndarray = _one(0.0)
     bf16_layers_end: np.ndarray = _one(0.0)
     tp: np.ndarray = _one()
@@ -451,13 +453,18 @@ def _strategy_comm(code: int, c: dict, p: ModelParams, dist: Distinct | None = N
 MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 40e6, 1e6
 
 
-def megatron_bucket_params(dp, overlap):
+def megatron_bucket_params(dp, overlap, stated=np.nan):
     """[stop 51] Parameters in one of Megatron-Core's gradient (and, with the distributed optimizer, parameter
     all-gather) buckets for a data-parallel size ``dp`` (without context parallelism: ``get_data_parallel_world_size()``
     's default), :data:`MEGATRON_BUCKET_MIN_PARAMS` and :data:`MEGATRON_BUCKET_PARAMS_PER_DP_RANK`; one bucket for
     the whole buffer (``inf``) where ``overlap`` (``--overlap-grad-reduce``) is off ("Set bucket_size to infinity if
-    overlap_grad_reduce is False"). Hand-worked: dp 4 -> 40 M; dp 256 -> 256 M (a 1.02 GB fp32 gradient bucket)."""
+    overlap_grad_reduce is False"). [stop 58] ``stated``: the run's own ``--ddp-bucket-size`` (Strategy
+    ``ddp_bucket_params``), which replaces the default where it is finite (``DistributedDataParallelConfig.bucket_size``
+    is only filled in when None), still one bucket without the overlap. Hand-worked: dp 4 -> 40 M; dp 256 -> 256 M
+    (a 1.02 GB fp32 gradient bucket); stated 768 M at dp 64 -> 768 M."""
     b = np.maximum(MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * np.asarray(dp, dtype=np.float64))
+    st = np.asarray(stated, dtype=np.float64)
+    b = np.where(np.isfinite(st), st, b)
     return np.where(np.asarray(overlap, dtype=np.float64) > 0, b, np.inf)
 
 
@@ -660,7 +667,7 @@ def _evaluate_block(inp: StepInputs, p: ModelParams) -> dict[str, np.ndarray]:
     # megatron_bucket_params (the reduce-scatter's bytes at the gradient's width, the all-gather's at the parameters')
     # (the distributed optimizer's collectives group their rows by the bucket in MB and the all-gather's bucket as a
     # ratio of it: small integers and a constant, which gpusim.model.distinct codes in one counting pass each)
-    bkt = megatron_bucket_params(dp / cp, inp.dp_overlap)
+    bkt = megatron_bucket_params(dp / cp, inp.dp_overlap, inp.ddp_bucket_params)
     bucket = np.where(llm, bkt * inp.grad_bytes_per_param, inp.bucket_bytes)
     bucket_w_ratio = np.where(llm, np.asarray(inp.gather_bytes_per_param, dtype=np.float64)
                               / np.asarray(inp.grad_bytes_per_param, dtype=np.float64), 1.0)

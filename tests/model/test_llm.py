@@ -320,6 +320,52 @@ def test_megatron_bucket_size_hand_worked():
     assert np.isinf(megatron_bucket_params(256.0, 0.0))
 
 
+def test_stated_ddp_bucket_size_replaces_megatrons_default():
+    """[stop 58] --ddp-bucket-size (Megatron-Core DistributedDataParallelConfig.bucket_size, parameters) replaces the
+    max(40 M, 1 M x dp) default where given; still one bucket without --overlap-grad-reduce."""
+    from gpusim.model.step import megatron_bucket_params
+    got = megatron_bucket_params(np.array([64.0, 64.0, 256.0]), 1.0, np.array([768e6, np.nan, 1e7]))
+    assert got.tolist() == [768e6, 64e6, 1e7]
+    assert np.isinf(megatron_bucket_params(64.0, 0.0, 768e6))
+
+
+def test_fewer_larger_buckets_pay_the_collectives_latency_fewer_times(db):
+    """[stop 58] One sequence per step over 512 GB300 (tp 2, cp 4: a 256-rank distributed-optimizer group): each of
+    Megatron-Core's default 64 M-parameter buckets pays a 256-rank ring's per-step latency, so 768 M-parameter buckets
+    (NVIDIA's MLPerf Llama 3.1 8B config) move the same bytes in less time, and a step with them is shorter; the bucket
+    size reaches neither the computation nor the memory."""
+    kw = dict(model="llama3-8b", node="gb300-nvl72", gpus=512, nodes=128, tp=2, cp=4, micro_batch=1,
+              global_batch=64, seq_len=8192, precision="fp8", kind="zero1", cuda_graph_scope=["full_iteration"])
+    default = simulate(Scenario.create(**kw), db=db, recommend=False)
+    large = simulate(Scenario.create(**kw, ddp_bucket_params=768e6), db=db, recommend=False)
+    assert large.detail["allreduce_s"] < 0.5 * default.detail["allreduce_s"]
+    assert large.step_s < default.step_s
+    assert large.breakdown_s["compute_s"] == default.breakdown_s["compute_s"]
+    assert large.memory_per_gpu_bytes == default.memory_per_gpu_bytes
+    with pytest.raises(ScenarioError, match="ddp_bucket_params"):
+        Scenario.create(**kw, ddp_bucket_params=0.0)
+
+
+def test_larger_buckets_are_advised_where_the_dp_exchange_is_latency_bound(db):
+    """[stop 58] predict's llm-ddp-buckets advice: offered with its own gain where the data-parallel exchange shows in
+    the step (one sequence per step on 512 GB300), carrying the bucket it tried; not once the run states its buckets,
+    and not where the exchange hides (Llama 3 70B on 64 H100 at tp 4, pp 8, many micro-batches)."""
+    from gpusim.diagnose import LARGE_DDP_BUCKET_PARAMS
+    kw = dict(model="llama3-8b", node="gb300-nvl72", gpus=512, nodes=128, tp=2, cp=4, micro_batch=1,
+              global_batch=64, seq_len=8192, precision="fp8", kind="zero1", cuda_graph_scope=["full_iteration"])
+    base = simulate(Scenario.create(**kw), db=db)
+    adv = [r for r in base.recommendations if r["id"] == "llm-ddp-buckets"]
+    assert len(adv) == 1 and adv[0]["change"] == {"ddp_bucket_params": LARGE_DDP_BUCKET_PARAMS}
+    tried = simulate(Scenario.create(**kw, ddp_bucket_params=LARGE_DDP_BUCKET_PARAMS), db=db, recommend=False)
+    gain = tried.throughput_samples_per_s / base.throughput_samples_per_s - 1
+    assert adv[0]["gain_frac"] == pytest.approx(gain, abs=1e-4)  # (the advice rounds its gain)
+    stated = simulate(Scenario.create(**kw, ddp_bucket_params=LARGE_DDP_BUCKET_PARAMS), db=db)
+    assert not [r for r in stated.recommendations if r["id"] == "llm-ddp-buckets"]
+    hidden = simulate(Scenario.create(model="llama3-70b", gpu="h100-sxm", gpus=64, nodes=8, tp=4, pp=8, micro_batch=1,
+                                      global_batch=256, seq_len=8192, precision="bf16", kind="zero1"), db=db)
+    assert not [r for r in hidden.recommendations if r["id"] == "llm-ddp-buckets"]
+
+
 def test_an_llm_layout_takes_megatrons_buckets_not_ddps(db):
     """[stop 51] An LLM layout's data-parallel exchange is bucketed as Megatron-Core buckets it (more ranks, larger
     buckets), whatever Strategy.bucket_mib (PyTorch DDP's bucket_cap_mb) says; at dp 256, 1 M parameters per rank
