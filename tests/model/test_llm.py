@@ -366,6 +366,15 @@ def test_larger_buckets_are_advised_where_the_dp_exchange_is_latency_bound(db):
     assert not [r for r in hidden.recommendations if r["id"] == "llm-ddp-buckets"]
 
 
+def test_interleaving_widens_the_window_the_gradient_reduce_scatters_hide_in():
+    """[stop 58] Megatron-Core's interleaved schedule reduce-scatters a chunk's gradients once its last micro-batch's
+    backward ends, under the lower chunks' (vp - 1) x pp cooldown passes: (1 + (vp - 1) pp) / vp micro-batch backward
+    passes of the stage; one without interleaving."""
+    from gpusim.model.step import interleaved_grad_window_frac
+    got = interleaved_grad_window_frac(np.array([1.0, 4.0, 8.0, 2.0]), np.array([4.0, 4.0, 8.0, 2.0]))
+    np.testing.assert_allclose(got, [1.0, 3.25, 57.0 / 8.0, 1.5])
+
+
 def test_an_llm_layout_takes_megatrons_buckets_not_ddps(db):
     """[stop 51] An LLM layout's data-parallel exchange is bucketed as Megatron-Core buckets it (more ranks, larger
     buckets), whatever Strategy.bucket_mib (PyTorch DDP's bucket_cap_mb) says; at dp 256, 1 M parameters per rank
