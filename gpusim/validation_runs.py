@@ -181,15 +181,21 @@ def later_releases_lines(results: list[RunRow]) -> list[str]:
             lines.append(f"  {part} all but hybrid: {st['predicted']} of {st['rows']} predicted, median "
                          f"{fmt_pct(st['median_ape'])}, p90 {fmt_pct(st['p90_ape'])}, median signed "
                          f"{format_signed(st['median_signed'])}")
+    line = open_by_source_line(results, "  open rows per release", strip="MBRIDGE_")
+    return lines + ([line] if line else [])
+
+
+def open_by_source_line(results, label: str, *, strip: str = "") -> str:
+    """[stop 58] ``label``, then the median signed step-time error of each source's open rows (``source_id``, less the
+    prefix ``strip``), or ``""`` where there are none. Held-out rows are left out: they are reported in summary only."""
     by_source: dict[str, list[float]] = {}
     for r in results:
-        if not r.holdout and r.signed_frac is not None:
+        if not r.holdout and not r.is_memory and r.signed_frac is not None:
             by_source.setdefault(r.source_id, []).append(r.signed_frac)
-    if by_source:
-        lines.append("  open rows per release, median signed (error > 0: predicted slower): " + ", ".join(
-            f"{k.removeprefix('MBRIDGE_')} {format_signed(quantile(v, 0.5))} (n={len(v)})"
-            for k, v in sorted(by_source.items())))
-    return lines
+    if not by_source:
+        return ""
+    return f"{label}, median signed (error > 0: predicted slower): " + ", ".join(
+        f"{k.removeprefix(strip)} {format_signed(quantile(v, 0.5))} (n={len(v)})" for k, v in sorted(by_source.items()))
 
 
 @dataclass
@@ -698,6 +704,10 @@ def _report(results, *, memory: bool, holdout_rows: bool, holdout_summary: bool)
                 lines.append(f"{'held-out' if part == 'holdout' else 'open'} {'peak memory' if memory else g}: "
                              f"{st['predicted']} of {st['rows']} predicted, median {fmt_pct(st['median_ape'])}, p90 "
                              f"{fmt_pct(st['p90_ape'])}, median signed {format_signed(st['median_signed'])}")
+    if not memory:  # [stop 58] which sources lean which way (open rows only)
+        line = open_by_source_line(results, "open rows per source")
+        if line:
+            lines.append(line)
     return table, lines
 
 

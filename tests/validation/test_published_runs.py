@@ -101,6 +101,13 @@ def test_the_dense_table_is_predicted_and_reported(capsys):
     assert summ["holdout"]["all"]["rows"] >= len(blind) / 5
     table, lines = R.report(res, holdout_rows=False, holdout_summary=False)
     assert not any(x.startswith("held-out") for x in lines) and any(x.startswith("open all:") for x in lines)
+    # [stop 58] each source's open rows' median signed error, its count leaving the held-out rows out
+    per_source = [x for x in lines if x.startswith("open rows per source")]
+    assert len(per_source) == 1
+    v50 = [r for r in res if r.source_id == "MLPERF_TRAINING_V50"]
+    n_open = sum(not r.holdout for r in v50)
+    assert 0 < n_open < len(v50) and "MLPERF_TRAINING_V50 " in per_source[0]
+    assert per_source[0].split("MLPERF_TRAINING_V50 ")[1].split(")")[0].endswith(f"(n={n_open}")
     assert all(row[9] == "hidden" for row, r in zip(table, res) if r.holdout)
     # a held-out row's measurement is hidden too (whoever models against the table must not read it), in the JSON alike
     assert all(row[7] in ("hidden", "") and row[8] == "" for row, r in zip(table, res) if r.holdout)
