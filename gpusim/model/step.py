@@ -165,9 +165,9 @@ class StepInputs:
     llm: np.ndarray = _one(False)  # rows computed per GEMM shape with tensor/pipeline parallelism
     # [issue 17] FP8 weight transposes re-made each micro-batch (gpusim.model.fp8.retranspose_bytes_per_param)
     fp8_retranspose_bytes: np.ndarray = _one(0.0)
-    # [stop 57] the first / last transformer layers kept in bf16 under a quantised recipe (llm.bf16_stage_fracs)
     # [stop 58] Megatron-Core --ddp-bucket-size (parameters per bucket); NaN: its default (megatron_bucket_params)
     ddp_bucket_params: np.ndarray = _one(np.nan)
+    # [stop 57] the first / last transformer layers kept in bf16 under a quantised recipe (llm.bf16_stage_fracs)
     bf16_layers_start: np.ndarray = _one(0.0)
     bf16_layers_end: np.ndarray = _one(0.0)
     tp: np.ndarray = _one()
