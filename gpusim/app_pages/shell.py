@@ -723,7 +723,8 @@ _FLAG_NAMES = {"--seq-len": "Sequence length", "--nodes": "Nodes", "--node": "No
                "--gpu": "GPU", "--intra": "Fabric inside a node", "--inter": "Network between nodes",
                "--precision": "Precision", "--strategy": "Strategy", "--workers": "Data loader > Workers per GPU",
                "--per-gpu-batch": "Per-GPU batch", "--accum": "Accum. steps", "--nics": "NICs per node",
-               "--baseline-throughput": "Advanced > Measured one-GPU samples/s"}
+               "--baseline-throughput": "Advanced > Measured one-GPU samples/s",
+               "--bf16-layers": "Strategy > First / Last layers in BF16"}  # [stop 58]
 _FLAG_RE = re.compile(r"(?<![\w-])(" + "|".join(sorted(map(re.escape, _FLAG_NAMES), key=len, reverse=True)) + r")(?![\w-])")
 
 

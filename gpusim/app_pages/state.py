@@ -56,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "moe_skew": None,           # MoE models: experts' popularity skew (Strategy.moe_expert_skew_frac); None: balanced
     "mtp": None,                # [issue 17] multi-token prediction modules (Strategy.mtp_layers); None: the model's own
     "mtp_sh": "model",          # [issue 17] their passes share one module (Strategy.mtp_shared): shell.MTP_SHARING
-    "bf16_first": None,         # [stop 58] with fp8/mxfp8/nvfp4: the first N layers kept in BF16 (Strategy.bf16_layers_start)
+    "bf16_first": None,         # [stop 58] fp8/mxfp8/nvfp4: first N layers in BF16 (Strategy.bf16_layers_start)
     "bf16_last": None,          # [stop 58] ... and the last N (Strategy.bf16_layers_end); None: 0, as the CLI's default
     # hardware
     "hw": "gpu",                # "gpu" | "node" | "calibrated" (the machine of the calibration in use)

@@ -298,3 +298,6 @@ def test_bf16_layers_state_is_the_clis_bf16_layers(db):
     assert simulate(kept, recommend=False).step_s > simulate(none, recommend=False).step_s
     with pytest.raises(ScenarioError, match="fp8"):
         simulate(scenario_from_state({**kw, "precision": "bf16", "bf16_last": 4}, db), recommend=False)
+    # the sidebar names the setting where a message gives the CLI's flag
+    from gpusim.app_pages.shell import ui_text
+    assert "'Strategy > First / Last layers in BF16'" in ui_text("--bf16-layers 20 20: this model has 32 layers")
